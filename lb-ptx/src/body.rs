@@ -1,0 +1,270 @@
+//! The body IR: the work of one atom, as the macro lowers it from the user's Rust function.
+//!
+//! It is typed (every expression knows its `Ty`), has no block expressions other than `If`, and
+//! refers to parameters by position. Schedules never look inside it: they ask `codegen` to emit it
+//! with the tile, atom, lane and rank registers they computed, and get back the atom's
+//! contribution when the body reduces.
+
+/// Scalar types of the body subset. `usize` is 64-bit on the GPU and lowers to `U64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ty {
+    Bool,
+    I32,
+    U32,
+    I64,
+    U64,
+    F32,
+    F64,
+}
+
+impl Ty {
+    pub fn is_float(self) -> bool {
+        matches!(self, Ty::F32 | Ty::F64)
+    }
+
+    pub fn is_int(self) -> bool {
+        matches!(self, Ty::I32 | Ty::U32 | Ty::I64 | Ty::U64)
+    }
+
+    pub fn is_signed(self) -> bool {
+        matches!(self, Ty::I32 | Ty::I64 | Ty::F32 | Ty::F64)
+    }
+
+    /// Size in bytes in device memory (`bool` is stored as one byte, like Rust's).
+    pub fn size(self) -> u32 {
+        match self {
+            Ty::Bool => 1,
+            Ty::I32 | Ty::U32 | Ty::F32 => 4,
+            Ty::I64 | Ty::U64 | Ty::F64 => 8,
+        }
+    }
+
+    /// The Rust spelling, for messages and generated code.
+    pub fn rust_name(self) -> &'static str {
+        match self {
+            Ty::Bool => "bool",
+            Ty::I32 => "i32",
+            Ty::U32 => "u32",
+            Ty::I64 => "i64",
+            Ty::U64 => "u64",
+            Ty::F32 => "f32",
+            Ty::F64 => "f64",
+        }
+    }
+}
+
+/// How the contributions of a tile's atoms are combined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reduce {
+    Sum,
+    Min,
+    Max,
+}
+
+/// Which tile-set format a tile-set parameter has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TileSetKind {
+    Csr,
+}
+
+/// Fields of a CSR tile set that a body may read. The kernel ABI of a `Csr` parameter is six
+/// slots, in this order: `row_offsets` (u64 pointer to u64), `col_indices` (u64 pointer to u32),
+/// `values` (u64 pointer to the value type), `num_rows` (u64), `num_cols` (u64), `nnz` (u64).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CsrField {
+    /// `row_offsets: [usize]` — `num_rows + 1` entries.
+    RowOffsets,
+    /// `col_indices: [u32]` — `nnz` entries.
+    ColIndices,
+    /// `values: [T]` — `nnz` entries.
+    Values,
+    /// `num_rows: usize`
+    NumRows,
+    /// `num_cols: usize`
+    NumCols,
+}
+
+/// A kernel parameter of the body, in the order of the user's function (index roles excluded).
+///
+/// ABI (kernel `.param` slots, in order), shared by `codegen`, the macro and the runtime:
+/// - `TileSet(Csr)`: six slots, see [`CsrField`].
+/// - `Slice`: two slots, pointer (u64) then length in elements (u64).
+/// - `Scalar(ty)`: one slot; `bool` is passed as `.u32` (0 or 1), `usize` as `.u64`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    /// The Rust name, used to name the PTX params (`{name}_ptr`, `{name}_len`, …).
+    pub name: String,
+    pub kind: ParamKind,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ParamKind {
+    TileSet { kind: TileSetKind, value: Ty },
+    Slice { elem: Ty, mutable: bool },
+    Scalar(Ty),
+}
+
+/// The index values a schedule hands to the body (all `usize`, i.e. `U64`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IndexRole {
+    Tile,
+    Atom,
+    Lane,
+    /// The atom's position inside its tile: `atom - row_offsets[tile]`.
+    Rank,
+}
+
+/// Something that can be indexed: a slice parameter or a field of the tile-set parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArrayRef {
+    /// Index into `Body::params` (must be a `Slice`).
+    Param(usize),
+    /// Index into `Body::params` (must be a `TileSet`) and the field.
+    Field(usize, CsrField),
+}
+
+/// A local variable: index into `Body::locals`.
+pub type LocalId = usize;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Lit {
+    Bool(bool),
+    /// Integer literal; the expression's `ty` says its width and sign.
+    Int(i128),
+    /// Float literal; the expression's `ty` says f32 or f64.
+    Float(f64),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    /// `-x`
+    Neg,
+    /// `!x`: logical not on bool, bitwise not on integers.
+    Not,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shl,
+    Shr,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    /// `&&`, short-circuit: the right side is not evaluated when the left is false.
+    And,
+    /// `||`, short-circuit.
+    Or,
+}
+
+/// Float and integer methods of the body subset (`x.min(y)`, `x.sqrt()`, `x.mul_add(a, b)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Method {
+    Min,
+    Max,
+    Abs,
+    Sqrt,
+    /// `a.mul_add(b, c)`: one fused rounding, as in Rust.
+    MulAdd,
+}
+
+/// Atomic read-modify-writes on a slice element; they return the old value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AtomicOp {
+    Add,
+    Min,
+    Max,
+    Exch,
+    /// `atomic_cas(&mut s[i], compare, new)`
+    Cas,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub ty: Ty,
+    pub kind: ExprKind,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    Lit(Lit),
+    Local(LocalId),
+    Index(IndexRole),
+    /// A scalar parameter (index into `Body::params`).
+    Scalar(usize),
+    /// `array[index]`; `index` has type `U64`.
+    Load { array: ArrayRef, index: Box<Expr> },
+    /// `slice.len()`, or a CSR scalar field (`NumRows`, `NumCols`) through `Field`.
+    Len(ArrayRef),
+    /// `a.num_rows` / `a.num_cols`: `array` is `Field(p, NumRows|NumCols)`.
+    TileSetScalar(ArrayRef),
+    Unary { op: UnaryOp, arg: Box<Expr> },
+    /// Both operands have the same type, except shifts, whose right side may be any integer type.
+    /// Comparison results have type `Bool`.
+    Binary { op: BinaryOp, lhs: Box<Expr>, rhs: Box<Expr> },
+    /// `arg as ty`, with Rust's semantics (wrapping int casts, saturating float -> int).
+    Cast { arg: Box<Expr> },
+    Method { method: Method, args: Vec<Expr> },
+    /// `atomic_op(&mut array[index], value [, new])`: returns the old value.
+    Atomic { op: AtomicOp, array: ArrayRef, index: Box<Expr>, args: Vec<Expr> },
+    /// `if cond { then } else { els }` used as a value.
+    If { cond: Box<Expr>, then: Block, els: Block },
+}
+
+/// A block whose last expression (if any) is its value.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Block {
+    pub stmts: Vec<Stmt>,
+    pub value: Option<Box<Expr>>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// `let x = e;`, `x = e;` and compound assignment (lowered to `x = x op e`).
+    Assign { local: LocalId, value: Expr },
+    /// `array[index] = value;` (and compound, lowered to load-op-store).
+    Store { array: ArrayRef, index: Expr, value: Expr },
+    /// An expression evaluated for its side effects (an atomic whose result is unused).
+    Expr(Expr),
+    If { cond: Expr, then: Block, els: Block },
+    /// `for var in start..end { body }` over integers of `var`'s type.
+    For { var: LocalId, start: Expr, end: Expr, body: Block },
+    /// `return value;` (or the body's tail expression): the atom's contribution.
+    Return(Option<Expr>),
+}
+
+/// The whole atom function.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Body {
+    /// The Rust function's name, used in kernel entry names.
+    pub name: String,
+    pub params: Vec<Param>,
+    /// Which index roles the function takes (a role not taken is not computed by schedules that
+    /// can skip it).
+    pub roles: Vec<IndexRole>,
+    /// Types of the local variables, indexed by `LocalId`.
+    pub locals: Vec<Ty>,
+    pub block: Block,
+    /// With `reduce`: the contribution's type and the reduction. Without: `None`.
+    pub reduce: Option<(Ty, Reduce)>,
+}
+
+impl Body {
+    /// The index of the tile-set parameter (the macro guarantees there is exactly one).
+    pub fn tile_set(&self) -> usize {
+        self.params
+            .iter()
+            .position(|p| matches!(p.kind, ParamKind::TileSet { .. }))
+            .expect("a body has exactly one tile-set parameter")
+    }
+}

@@ -1,0 +1,741 @@
+//! Typed PTX IR: registers by class, operands, instructions, kernels and modules; `Display` is the emitter.
+//!
+//! The IR covers exactly the PTX subset that lb generates, and nothing else. The simulator's parser
+//! (`crate::sim::parse`) reads the text written here back into the same types, so a round trip
+//! `Module -> text -> Module` is the identity and the simulator runs what the GPU runs.
+//!
+//! Emission is deterministic: no hash maps, registers and labels numbered in creation order.
+
+use std::fmt;
+
+/// Register classes, one PTX `.reg` declaration each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RegClass {
+    /// `.pred %p<n>`
+    Pred,
+    /// `.b32 %r<n>`: every 32-bit integer type.
+    B32,
+    /// `.b64 %rd<n>`: every 64-bit integer type and addresses.
+    B64,
+    /// `.f32 %f<n>`
+    F32,
+    /// `.f64 %fd<n>`
+    F64,
+}
+
+impl RegClass {
+    pub const ALL: [RegClass; 5] = [
+        RegClass::Pred,
+        RegClass::B32,
+        RegClass::B64,
+        RegClass::F32,
+        RegClass::F64,
+    ];
+
+    /// The register name prefix, without `%`.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            RegClass::Pred => "p",
+            RegClass::B32 => "r",
+            RegClass::B64 => "rd",
+            RegClass::F32 => "f",
+            RegClass::F64 => "fd",
+        }
+    }
+
+    /// The type written in the `.reg` declaration.
+    pub fn decl_type(self) -> &'static str {
+        match self {
+            RegClass::Pred => ".pred",
+            RegClass::B32 => ".b32",
+            RegClass::B64 => ".b64",
+            RegClass::F32 => ".f32",
+            RegClass::F64 => ".f64",
+        }
+    }
+}
+
+/// A virtual register: `%r7` is `Reg { class: B32, index: 7 }`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Reg {
+    pub class: RegClass,
+    pub index: u32,
+}
+
+impl fmt::Display for Reg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "%{}{}", self.class.prefix(), self.index)
+    }
+}
+
+/// Instruction types (the `.u32` in `add.u32`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Type {
+    Pred,
+    B32,
+    B64,
+    U8,
+    U32,
+    S32,
+    U64,
+    S64,
+    F32,
+    F64,
+}
+
+impl Type {
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Type::Pred => ".pred",
+            Type::B32 => ".b32",
+            Type::B64 => ".b64",
+            Type::U8 => ".u8",
+            Type::U32 => ".u32",
+            Type::S32 => ".s32",
+            Type::U64 => ".u64",
+            Type::S64 => ".s64",
+            Type::F32 => ".f32",
+            Type::F64 => ".f64",
+        }
+    }
+
+    pub fn from_suffix(s: &str) -> Option<Type> {
+        Some(match s {
+            "pred" => Type::Pred,
+            "b32" => Type::B32,
+            "b64" => Type::B64,
+            "u8" => Type::U8,
+            "u32" => Type::U32,
+            "s32" => Type::S32,
+            "u64" => Type::U64,
+            "s64" => Type::S64,
+            "f32" => Type::F32,
+            "f64" => Type::F64,
+            _ => return None,
+        })
+    }
+
+    /// Size in bytes of a value of this type in memory.
+    pub fn size(self) -> u32 {
+        match self {
+            Type::Pred | Type::U8 => 1,
+            Type::B32 | Type::U32 | Type::S32 | Type::F32 => 4,
+            Type::B64 | Type::U64 | Type::S64 | Type::F64 => 8,
+        }
+    }
+
+    /// The register class that holds a value of this type (`U8` is widened into a `B32`).
+    pub fn reg_class(self) -> RegClass {
+        match self {
+            Type::Pred => RegClass::Pred,
+            Type::B32 | Type::U8 | Type::U32 | Type::S32 => RegClass::B32,
+            Type::B64 | Type::U64 | Type::S64 => RegClass::B64,
+            Type::F32 => RegClass::F32,
+            Type::F64 => RegClass::F64,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, Type::F32 | Type::F64)
+    }
+
+    pub fn is_signed(self) -> bool {
+        matches!(self, Type::S32 | Type::S64)
+    }
+}
+
+/// Special registers read with `mov`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Special {
+    TidX,
+    NtidX,
+    CtaidX,
+    NctaidX,
+    LaneId,
+    WarpId,
+}
+
+impl Special {
+    pub fn name(self) -> &'static str {
+        match self {
+            Special::TidX => "%tid.x",
+            Special::NtidX => "%ntid.x",
+            Special::CtaidX => "%ctaid.x",
+            Special::NctaidX => "%nctaid.x",
+            Special::LaneId => "%laneid",
+            Special::WarpId => "%warpid",
+        }
+    }
+}
+
+/// A source operand.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Operand {
+    Reg(Reg),
+    /// An integer immediate, written in decimal (negative allowed).
+    Imm(i64),
+    /// An f32 immediate, written as `0fXXXXXXXX` (exact bits).
+    F32(u32),
+    /// An f64 immediate, written as `0dXXXXXXXXXXXXXXXX` (exact bits).
+    F64(u64),
+    Special(Special),
+    /// The address of a module-level or kernel-level `.shared` variable (`mov.u64 %rd1, smem;`).
+    Symbol(String),
+}
+
+impl From<Reg> for Operand {
+    fn from(r: Reg) -> Self {
+        Operand::Reg(r)
+    }
+}
+
+impl fmt::Display for Operand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Operand::Reg(r) => write!(f, "{r}"),
+            Operand::Imm(v) => write!(f, "{v}"),
+            Operand::F32(bits) => write!(f, "0f{bits:08X}"),
+            Operand::F64(bits) => write!(f, "0d{bits:016X}"),
+            Operand::Special(s) => f.write_str(s.name()),
+            Operand::Symbol(s) => f.write_str(s),
+        }
+    }
+}
+
+/// State spaces for loads, stores and atomics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Space {
+    Global,
+    Shared,
+    Param,
+}
+
+impl Space {
+    pub fn name(self) -> &'static str {
+        match self {
+            Space::Global => ".global",
+            Space::Shared => ".shared",
+            Space::Param => ".param",
+        }
+    }
+}
+
+/// A memory address: `[base+offset]`, or `[param_name]` for kernel parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Address {
+    Reg { base: Reg, offset: i64 },
+    /// A named symbol (kernel parameter or shared variable) plus offset.
+    Symbol { name: String, offset: i64 },
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (base, offset) = match self {
+            Address::Reg { base, offset } => (base.to_string(), *offset),
+            Address::Symbol { name, offset } => (name.clone(), *offset),
+        };
+        match offset {
+            0 => write!(f, "[{base}]"),
+            o if o > 0 => write!(f, "[{base}+{o}]"),
+            o => write!(f, "[{base}+{o}]"),
+        }
+    }
+}
+
+/// Two-operand arithmetic and logic. Float `Add`/`Sub`/`Mul`/`Div` are emitted with `.rn` so that
+/// ptxas never contracts them into an FMA: the CPU reference rounds each operation separately.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Add,
+    Sub,
+    /// `mul.lo` for integers, `mul.rn` for floats.
+    Mul,
+    /// `mul.wide.u32` / `mul.wide.s32`: 32×32 → 64 bits; `ty` is the source type.
+    MulWide,
+    /// `mul.hi` for integers.
+    MulHi,
+    Div,
+    Rem,
+    Min,
+    Max,
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+}
+
+impl BinOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            BinOp::Add => "add",
+            BinOp::Sub => "sub",
+            BinOp::Mul => "mul",
+            BinOp::MulWide => "mul.wide",
+            BinOp::MulHi => "mul.hi",
+            BinOp::Div => "div",
+            BinOp::Rem => "rem",
+            BinOp::Min => "min",
+            BinOp::Max => "max",
+            BinOp::And => "and",
+            BinOp::Or => "or",
+            BinOp::Xor => "xor",
+            BinOp::Shl => "shl",
+            BinOp::Shr => "shr",
+        }
+    }
+}
+
+/// One-operand arithmetic and logic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    Neg,
+    Not,
+    Abs,
+    /// `sqrt.rn` (IEEE, like Rust's `sqrt`).
+    Sqrt,
+    /// `popc.b32`/`popc.b64` (result is always `.u32`).
+    Popc,
+    /// `clz.b32`/`clz.b64` (result is always `.u32`).
+    Clz,
+}
+
+impl UnOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            UnOp::Neg => "neg",
+            UnOp::Not => "not",
+            UnOp::Abs => "abs",
+            UnOp::Sqrt => "sqrt",
+            UnOp::Popc => "popc",
+            UnOp::Clz => "clz",
+        }
+    }
+}
+
+/// Comparison operators of `setp`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    /// Unordered not-equal, for floats: true if either is NaN (Rust's `!=`).
+    Neu,
+}
+
+impl Cmp {
+    pub fn name(self) -> &'static str {
+        match self {
+            Cmp::Eq => "eq",
+            Cmp::Ne => "ne",
+            Cmp::Lt => "lt",
+            Cmp::Le => "le",
+            Cmp::Gt => "gt",
+            Cmp::Ge => "ge",
+            Cmp::Neu => "neu",
+        }
+    }
+}
+
+/// Atomic read-modify-write operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AtomOp {
+    Add,
+    Min,
+    Max,
+    Exch,
+    /// Compare-and-swap: `atom.cas.b32 d, [a], compare, new`.
+    Cas,
+    And,
+    Or,
+}
+
+impl AtomOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            AtomOp::Add => "add",
+            AtomOp::Min => "min",
+            AtomOp::Max => "max",
+            AtomOp::Exch => "exch",
+            AtomOp::Cas => "cas",
+            AtomOp::And => "and",
+            AtomOp::Or => "or",
+        }
+    }
+}
+
+/// `shfl.sync` modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ShflMode {
+    Up,
+    Down,
+    Bfly,
+    Idx,
+}
+
+impl ShflMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            ShflMode::Up => "up",
+            ShflMode::Down => "down",
+            ShflMode::Bfly => "bfly",
+            ShflMode::Idx => "idx",
+        }
+    }
+}
+
+/// `vote.sync` modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum VoteMode {
+    /// `vote.sync.all.pred`
+    All,
+    /// `vote.sync.any.pred`
+    Any,
+    /// `vote.sync.ballot.b32` (destination is a `B32` register).
+    Ballot,
+}
+
+impl VoteMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            VoteMode::All => "all",
+            VoteMode::Any => "any",
+            VoteMode::Ballot => "ballot",
+        }
+    }
+}
+
+/// Rounding modes of `cvt`. `None` is written for integer widening/narrowing and `f32 -> f64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rounding {
+    None,
+    /// `.rn`: round to nearest even (int -> float, f64 -> f32).
+    Rn,
+    /// `.rzi`: round toward zero to an integer, saturating (float -> int, Rust's `as`).
+    Rzi,
+}
+
+impl Rounding {
+    pub fn name(self) -> &'static str {
+        match self {
+            Rounding::None => "",
+            Rounding::Rn => ".rn",
+            Rounding::Rzi => ".rzi",
+        }
+    }
+}
+
+/// An instruction guard: `@%p1` or `@!%p1`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Guard {
+    pub pred: Reg,
+    pub negate: bool,
+}
+
+/// A label inside a kernel, written `L{n}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Label(pub u32);
+
+impl fmt::Display for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "L{}", self.0)
+    }
+}
+
+/// One PTX instruction. Text forms (with `T` the type suffix):
+///
+/// | variant | text |
+/// | --- | --- |
+/// | `Mov` | `mov.T d, a;` |
+/// | `Bin` | `add.T d, a, b;` (`.rn` after the op for float add/sub/mul/div; `.lo` for int mul; `mul.wide.T`, `mul.hi.T`) |
+/// | `Un` | `neg.T d, a;` (`sqrt.rn.T`; `popc.T`/`clz.T` with a `B32` destination) |
+/// | `Fma` | `fma.rn.T d, a, b, c;` |
+/// | `Setp` | `setp.CMP.T p, a, b;` |
+/// | `Selp` | `selp.T d, a, b, p;` |
+/// | `Cvt` | `cvt{.rn,.rzi}.DT.ST d, a;` |
+/// | `Ld` | `ld.SPACE.T d, [addr];` |
+/// | `St` | `st.SPACE.T [addr], a;` |
+/// | `Atom` | `atom.SPACE.OP.T d, [addr], b;` and `atom.SPACE.cas.T d, [addr], b, c;` |
+/// | `Bra` | `bra L3;` (with a guard: `@%p1 bra L3;`) |
+/// | `Label` | `L3:` |
+/// | `BarSync` | `bar.sync 0;` |
+/// | `MemBar` | `membar.gl;` |
+/// | `Shfl` | `shfl.sync.MODE.b32 d, a, b, c, mask;` (optionally `d|p`) |
+/// | `Vote` | `vote.sync.MODE.pred d, a, mask;` / `vote.sync.ballot.b32 d, a, mask;` |
+/// | `Ret` | `ret;` |
+///
+/// Any instruction may carry a guard, written before it: `@%p1 st.global.f32 [%rd4], %f2;`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    Mov {
+        ty: Type,
+        dst: Reg,
+        src: Operand,
+    },
+    Bin {
+        op: BinOp,
+        ty: Type,
+        dst: Reg,
+        a: Operand,
+        b: Operand,
+    },
+    Un {
+        op: UnOp,
+        ty: Type,
+        dst: Reg,
+        a: Operand,
+    },
+    Fma {
+        ty: Type,
+        dst: Reg,
+        a: Operand,
+        b: Operand,
+        c: Operand,
+    },
+    Setp {
+        cmp: Cmp,
+        ty: Type,
+        dst: Reg,
+        a: Operand,
+        b: Operand,
+    },
+    Selp {
+        ty: Type,
+        dst: Reg,
+        a: Operand,
+        b: Operand,
+        pred: Reg,
+    },
+    Cvt {
+        rounding: Rounding,
+        dst_ty: Type,
+        src_ty: Type,
+        dst: Reg,
+        src: Operand,
+    },
+    Ld {
+        space: Space,
+        ty: Type,
+        dst: Reg,
+        addr: Address,
+    },
+    St {
+        space: Space,
+        ty: Type,
+        addr: Address,
+        src: Operand,
+    },
+    Atom {
+        space: Space,
+        op: AtomOp,
+        ty: Type,
+        dst: Reg,
+        addr: Address,
+        b: Operand,
+        /// The new value of `cas`; `None` for every other op.
+        c: Option<Operand>,
+    },
+    Bra {
+        target: Label,
+    },
+    Label(Label),
+    BarSync,
+    MemBar,
+    Shfl {
+        mode: ShflMode,
+        dst: Reg,
+        /// The predicate output (`d|p`): true when the source lane was in range.
+        dst_pred: Option<Reg>,
+        a: Operand,
+        b: Operand,
+        c: Operand,
+        mask: Operand,
+    },
+    Vote {
+        mode: VoteMode,
+        dst: Reg,
+        a: Operand,
+        mask: Operand,
+    },
+    Ret,
+}
+
+/// An instruction with an optional guard.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Instr {
+    pub guard: Option<Guard>,
+    pub op: Op,
+}
+
+impl From<Op> for Instr {
+    fn from(op: Op) -> Self {
+        Instr { guard: None, op }
+    }
+}
+
+/// A kernel parameter: `.param .u64 name`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    pub name: String,
+    pub ty: Type,
+}
+
+/// A `.shared` array declared inside a kernel: `.shared .align A .b8 name[bytes];`.
+/// `bytes == 0` declares the dynamic shared memory: `.extern .shared .align A .b8 name[];`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SharedDecl {
+    pub name: String,
+    pub align: u32,
+    pub bytes: u32,
+}
+
+/// One `.visible .entry`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    pub name: String,
+    pub params: Vec<Param>,
+    pub shared: Vec<SharedDecl>,
+    /// How many registers of each class are used (`%r0 .. %r{n-1}`), in `RegClass::ALL` order.
+    pub reg_counts: [u32; 5],
+    pub body: Vec<Instr>,
+}
+
+/// A PTX module: header plus kernels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Module {
+    /// PTX ISA version, e.g. `(7, 8)`.
+    pub version: (u32, u32),
+    /// Target, e.g. `sm_75`.
+    pub target: String,
+    pub kernels: Vec<Kernel>,
+}
+
+impl Module {
+    pub fn kernel(&self, name: &str) -> Option<&Kernel> {
+        self.kernels.iter().find(|k| k.name == name)
+    }
+}
+
+fn float_rn(op: BinOp, ty: Type) -> &'static str {
+    if ty.is_float() && matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div) {
+        ".rn"
+    } else if !ty.is_float() && op == BinOp::Mul {
+        ".lo"
+    } else {
+        ""
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Op::Mov { ty, dst, src } => write!(f, "mov{} {dst}, {src};", ty.suffix()),
+            Op::Bin { op, ty, dst, a, b } => write!(
+                f,
+                "{}{}{} {dst}, {a}, {b};",
+                op.name(),
+                float_rn(*op, *ty),
+                ty.suffix()
+            ),
+            Op::Un { op, ty, dst, a } => {
+                let rn = if *op == UnOp::Sqrt { ".rn" } else { "" };
+                write!(f, "{}{rn}{} {dst}, {a};", op.name(), ty.suffix())
+            }
+            Op::Fma { ty, dst, a, b, c } => write!(f, "fma.rn{} {dst}, {a}, {b}, {c};", ty.suffix()),
+            Op::Setp { cmp, ty, dst, a, b } => {
+                write!(f, "setp.{}{} {dst}, {a}, {b};", cmp.name(), ty.suffix())
+            }
+            Op::Selp { ty, dst, a, b, pred } => write!(f, "selp{} {dst}, {a}, {b}, {pred};", ty.suffix()),
+            Op::Cvt { rounding, dst_ty, src_ty, dst, src } => write!(
+                f,
+                "cvt{}{}{} {dst}, {src};",
+                rounding.name(),
+                dst_ty.suffix(),
+                src_ty.suffix()
+            ),
+            Op::Ld { space, ty, dst, addr } => write!(f, "ld{}{} {dst}, {addr};", space.name(), ty.suffix()),
+            Op::St { space, ty, addr, src } => write!(f, "st{}{} {addr}, {src};", space.name(), ty.suffix()),
+            Op::Atom { space, op, ty, dst, addr, b, c } => {
+                write!(f, "atom{}.{}{} {dst}, {addr}, {b}", space.name(), op.name(), ty.suffix())?;
+                if let Some(c) = c {
+                    write!(f, ", {c}")?;
+                }
+                f.write_str(";")
+            }
+            Op::Bra { target } => write!(f, "bra {target};"),
+            Op::Label(l) => write!(f, "{l}:"),
+            Op::BarSync => f.write_str("bar.sync 0;"),
+            Op::MemBar => f.write_str("membar.gl;"),
+            Op::Shfl { mode, dst, dst_pred, a, b, c, mask } => {
+                write!(f, "shfl.sync.{}.b32 {dst}", mode.name())?;
+                if let Some(p) = dst_pred {
+                    write!(f, "|{p}")?;
+                }
+                write!(f, ", {a}, {b}, {c}, {mask};")
+            }
+            Op::Vote { mode, dst, a, mask } => {
+                let ty = if *mode == VoteMode::Ballot { ".b32" } else { ".pred" };
+                write!(f, "vote.sync.{}{ty} {dst}, {a}, {mask};", mode.name())
+            }
+            Op::Ret => f.write_str("ret;"),
+        }
+    }
+}
+
+impl fmt::Display for Instr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Op::Label(l) = self.op {
+            return write!(f, "{l}:");
+        }
+        f.write_str("\t")?;
+        if let Some(g) = self.guard {
+            write!(f, "@{}{} ", if g.negate { "!" } else { "" }, g.pred)?;
+        }
+        write!(f, "{}", self.op)
+    }
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, ".visible .entry {}(", self.name)?;
+        for (i, p) in self.params.iter().enumerate() {
+            let sep = if i + 1 == self.params.len() { "" } else { "," };
+            writeln!(f, "\t.param {} {}{sep}", p.ty.suffix(), p.name)?;
+        }
+        writeln!(f, ")")?;
+        writeln!(f, "{{")?;
+        for (class, &n) in RegClass::ALL.iter().zip(self.reg_counts.iter()) {
+            if n > 0 {
+                writeln!(f, "\t.reg {} %{}<{n}>;", class.decl_type(), class.prefix())?;
+            }
+        }
+        for s in &self.shared {
+            if s.bytes == 0 {
+                writeln!(f, "\t.extern .shared .align {} .b8 {}[];", s.align, s.name)?;
+            } else {
+                writeln!(f, "\t.shared .align {} .b8 {}[{}];", s.align, s.name, s.bytes)?;
+            }
+        }
+        for i in &self.body {
+            writeln!(f, "{i}")?;
+        }
+        writeln!(f, "}}")
+    }
+}
+
+impl fmt::Display for Module {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "//\n// Generated by lb. Do not edit.\n//")?;
+        writeln!(f, ".version {}.{}", self.version.0, self.version.1)?;
+        writeln!(f, ".target {}", self.target)?;
+        writeln!(f, ".address_size 64")?;
+        for k in &self.kernels {
+            writeln!(f)?;
+            write!(f, "{k}")?;
+        }
+        Ok(())
+    }
+}

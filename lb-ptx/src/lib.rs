@@ -1,0 +1,77 @@
+//! lb-ptx: the typed PTX IR and emitter, the body IR, the schedule templates, plans, and a SIMT
+//! simulator that runs the emitted text on the CPU. It has no dependency on `syn`: the macro
+//! builds a [`body::Body`] and calls [`generate`]; programs may call it at run time too.
+
+pub mod body;
+pub mod builder;
+pub mod codegen;
+pub mod ir;
+pub mod plan;
+pub mod schedules;
+pub mod sim;
+
+pub use schedules::Schedule;
+
+/// Index width of the work-oriented schedules' search arithmetic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum IndexWidth {
+    U32,
+    U64,
+    /// Generate both and let the launcher choose by problem size.
+    #[default]
+    Auto,
+}
+
+/// Options from the attribute that shape the generated code.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// The schedules to generate, in order (no duplicates).
+    pub schedules: Vec<Schedule>,
+    /// PTX `.target`, e.g. `"sm_75"`.
+    pub target: String,
+    /// Threads per block.
+    pub block: u32,
+    /// Work items per thread, for schedules that use it.
+    pub items_per_thread: u32,
+    pub index: IndexWidth,
+    /// Bounds-check every load, store and atomic of the body; raise the plan's error flag
+    /// instead of faulting.
+    pub checked: bool,
+    /// The `usize` scalar parameter giving the lane count (index into `Body::params`).
+    pub lanes: Option<usize>,
+    /// The `&[u32]` slice parameter listing the active tiles (index into `Body::params`).
+    pub tiles: Option<usize>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            schedules: vec![Schedule::ThreadMapped],
+            target: "sm_75".to_string(),
+            block: 256,
+            items_per_thread: 1,
+            index: IndexWidth::Auto,
+            checked: false,
+            lanes: None,
+            tiles: None,
+        }
+    }
+}
+
+/// The output of [`generate`]: one PTX module holding every requested schedule's kernels, and one
+/// plan per schedule in the order of `Options::schedules`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Generated {
+    pub ptx: String,
+    pub plans: Vec<plan::Plan>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GenError {
+    #[error("block size {block} is not supported by `{schedule}`: {why}")]
+    BadBlock { schedule: &'static str, block: u32, why: String },
+    #[error("target `{0}` is not supported: use sm_75 or newer (sm_75, sm_80, sm_86, sm_89, sm_90)")]
+    BadTarget(String),
+    #[error("{0}")]
+    Unsupported(String),
+}
