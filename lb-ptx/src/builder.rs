@@ -1,1 +1,336 @@
-//! placeholder
+//! `KernelBuilder`: allocates registers, labels, params and shared arrays, emits instructions and
+//! structured control flow, and finishes into an [`ir::Kernel`] with exact register counts.
+//!
+//! Control flow is token based (`if_begin` … `if_end`, `loop_begin` … `loop_end`) rather than
+//! closure based, so that code generators holding other state next to the builder can nest
+//! constructs freely. Everything is numbered in creation order, so output is deterministic.
+
+use crate::ir::{
+    Address, BinOp, Cmp, Guard, Instr, Kernel, Label, Op, Operand, Param, Reg, RegClass, Rounding, SharedDecl, Space,
+    Special, Type, UnOp,
+};
+
+/// Builds one `.entry`.
+#[derive(Debug)]
+pub struct KernelBuilder {
+    name: String,
+    params: Vec<Param>,
+    shared: Vec<SharedDecl>,
+    counts: [u32; 5],
+    labels: u32,
+    body: Vec<Instr>,
+}
+
+/// An open `if`: created by [`KernelBuilder::if_begin`], closed by [`KernelBuilder::if_end`].
+#[derive(Debug)]
+pub struct IfScope {
+    els: Label,
+    end: Option<Label>,
+}
+
+/// An open loop. `head` is re-entered at the end of each iteration; branching to `exit` breaks.
+#[derive(Clone, Copy, Debug)]
+pub struct LoopScope {
+    pub head: Label,
+    pub exit: Label,
+}
+
+/// An open grid-stride loop over `0..count` (u64). Branching to `next` skips to the thread's next
+/// item.
+#[derive(Clone, Copy, Debug)]
+pub struct GridStride {
+    /// The current item (u64).
+    pub item: Reg,
+    stride: Reg,
+    pub next: Label,
+    scope: LoopScope,
+}
+
+fn class_index(class: RegClass) -> usize {
+    RegClass::ALL
+        .iter()
+        .position(|&c| c == class)
+        .expect("RegClass::ALL lists every class")
+}
+
+impl KernelBuilder {
+    pub fn new(name: impl Into<String>) -> Self {
+        KernelBuilder {
+            name: name.into(),
+            params: Vec::new(),
+            shared: Vec::new(),
+            counts: [0; 5],
+            labels: 0,
+            body: Vec::new(),
+        }
+    }
+
+    /// A fresh register of `class`.
+    pub fn reg(&mut self, class: RegClass) -> Reg {
+        let n = &mut self.counts[class_index(class)];
+        let reg = Reg { class, index: *n };
+        *n += 1;
+        reg
+    }
+
+    /// A fresh register that holds a value of `ty`.
+    pub fn reg_for(&mut self, ty: Type) -> Reg {
+        self.reg(ty.reg_class())
+    }
+
+    pub fn label(&mut self) -> Label {
+        let l = Label(self.labels);
+        self.labels += 1;
+        l
+    }
+
+    /// Names of the params declared so far, in order.
+    pub fn param_names(&self) -> impl Iterator<Item = &str> {
+        self.params.iter().map(|p| p.name.as_str())
+    }
+
+    /// Declares `.param ty name` and loads it into a fresh register at this point (call at entry).
+    pub fn load_param(&mut self, name: impl Into<String>, ty: Type) -> Reg {
+        let name = name.into();
+        self.params.push(Param { name: name.clone(), ty });
+        let dst = self.reg_for(ty);
+        self.emit(Op::Ld {
+            space: Space::Param,
+            ty,
+            dst,
+            addr: Address::Symbol { name, offset: 0 },
+        });
+        dst
+    }
+
+    /// Declares a `.shared` array (`bytes == 0`: the dynamic shared memory).
+    pub fn shared(&mut self, name: impl Into<String>, align: u32, bytes: u32) {
+        self.shared.push(SharedDecl {
+            name: name.into(),
+            align,
+            bytes,
+        });
+    }
+
+    pub fn emit(&mut self, op: Op) {
+        self.body.push(Instr::from(op));
+    }
+
+    pub fn emit_guarded(&mut self, pred: Reg, negate: bool, op: Op) {
+        self.body.push(Instr {
+            guard: Some(Guard { pred, negate }),
+            op,
+        });
+    }
+
+    pub fn place(&mut self, label: Label) {
+        self.emit(Op::Label(label));
+    }
+
+    pub fn bra(&mut self, target: Label) {
+        self.emit(Op::Bra { target });
+    }
+
+    /// Branches to `target` when `pred` is true (`negate`: when it is false).
+    pub fn bra_if(&mut self, pred: Reg, negate: bool, target: Label) {
+        self.emit_guarded(pred, negate, Op::Bra { target });
+    }
+
+    pub fn mov(&mut self, ty: Type, src: impl Into<Operand>) -> Reg {
+        let dst = self.reg_for(ty);
+        self.mov_to(ty, dst, src);
+        dst
+    }
+
+    pub fn mov_to(&mut self, ty: Type, dst: Reg, src: impl Into<Operand>) {
+        self.emit(Op::Mov {
+            ty,
+            dst,
+            src: src.into(),
+        });
+    }
+
+    /// Reads a special register into a fresh `.u32`.
+    pub fn special(&mut self, s: Special) -> Reg {
+        self.mov(Type::U32, Operand::Special(s))
+    }
+
+    pub fn bin(&mut self, op: BinOp, ty: Type, a: impl Into<Operand>, b: impl Into<Operand>) -> Reg {
+        let dst = if op == BinOp::MulWide {
+            self.reg(RegClass::B64)
+        } else {
+            self.reg_for(ty)
+        };
+        self.bin_to(op, ty, dst, a, b);
+        dst
+    }
+
+    pub fn bin_to(&mut self, op: BinOp, ty: Type, dst: Reg, a: impl Into<Operand>, b: impl Into<Operand>) {
+        self.emit(Op::Bin {
+            op,
+            ty,
+            dst,
+            a: a.into(),
+            b: b.into(),
+        });
+    }
+
+    pub fn un(&mut self, op: UnOp, ty: Type, a: impl Into<Operand>) -> Reg {
+        let dst = if matches!(op, UnOp::Popc | UnOp::Clz) {
+            self.reg(RegClass::B32)
+        } else {
+            self.reg_for(ty)
+        };
+        self.emit(Op::Un { op, ty, dst, a: a.into() });
+        dst
+    }
+
+    pub fn setp(&mut self, cmp: Cmp, ty: Type, a: impl Into<Operand>, b: impl Into<Operand>) -> Reg {
+        let dst = self.reg(RegClass::Pred);
+        self.emit(Op::Setp {
+            cmp,
+            ty,
+            dst,
+            a: a.into(),
+            b: b.into(),
+        });
+        dst
+    }
+
+    pub fn selp(&mut self, ty: Type, a: impl Into<Operand>, b: impl Into<Operand>, pred: Reg) -> Reg {
+        let dst = self.reg_for(ty);
+        self.emit(Op::Selp {
+            ty,
+            dst,
+            a: a.into(),
+            b: b.into(),
+            pred,
+        });
+        dst
+    }
+
+    pub fn cvt(&mut self, rounding: Rounding, dst_ty: Type, src_ty: Type, src: Reg) -> Reg {
+        let dst = self.reg_for(dst_ty);
+        self.emit(Op::Cvt {
+            rounding,
+            dst_ty,
+            src_ty,
+            dst,
+            src: src.into(),
+        });
+        dst
+    }
+
+    pub fn ld_to(&mut self, space: Space, ty: Type, dst: Reg, addr: Reg) {
+        self.emit(Op::Ld {
+            space,
+            ty,
+            dst,
+            addr: Address::Reg { base: addr, offset: 0 },
+        });
+    }
+
+    pub fn ld(&mut self, space: Space, ty: Type, addr: Reg) -> Reg {
+        let dst = self.reg_for(ty);
+        self.ld_to(space, ty, dst, addr);
+        dst
+    }
+
+    pub fn st(&mut self, space: Space, ty: Type, addr: Reg, src: impl Into<Operand>) {
+        self.emit(Op::St {
+            space,
+            ty,
+            addr: Address::Reg { base: addr, offset: 0 },
+            src: src.into(),
+        });
+    }
+
+    /// The address of element `index` (u64) of an array at `base` with `elem_bytes`-byte elements.
+    pub fn elem_addr(&mut self, base: Reg, index: Reg, elem_bytes: u32) -> Reg {
+        let offset = match elem_bytes {
+            1 => index,
+            n if n.is_power_of_two() => self.bin(BinOp::Shl, Type::B64, index, Operand::Imm(n.trailing_zeros().into())),
+            n => self.bin(BinOp::Mul, Type::U64, index, Operand::Imm(n.into())),
+        };
+        self.bin(BinOp::Add, Type::U64, base, offset)
+    }
+
+    /// Opens `if pred` (`negate`: `if !pred`); the body follows.
+    pub fn if_begin(&mut self, pred: Reg, negate: bool) -> IfScope {
+        let els = self.label();
+        self.bra_if(pred, !negate, els);
+        IfScope { els, end: None }
+    }
+
+    /// Ends the `then` part and opens the `else` part.
+    pub fn if_else(&mut self, scope: &mut IfScope) {
+        let end = self.label();
+        self.bra(end);
+        self.place(scope.els);
+        scope.end = Some(end);
+    }
+
+    pub fn if_end(&mut self, scope: IfScope) {
+        match scope.end {
+            Some(end) => self.place(end),
+            None => self.place(scope.els),
+        }
+    }
+
+    /// Opens an endless loop; leave it with [`KernelBuilder::break_if`] or a branch to `exit`.
+    pub fn loop_begin(&mut self) -> LoopScope {
+        let head = self.label();
+        let exit = self.label();
+        self.place(head);
+        LoopScope { head, exit }
+    }
+
+    pub fn break_if(&mut self, scope: &LoopScope, pred: Reg, negate: bool) {
+        self.bra_if(pred, negate, scope.exit);
+    }
+
+    pub fn loop_end(&mut self, scope: LoopScope) {
+        self.bra(scope.head);
+        self.place(scope.exit);
+    }
+
+    /// Opens `for item in (global thread id..count).step_by(grid size)` with u64 `count`.
+    pub fn grid_stride_begin(&mut self, count: Reg) -> GridStride {
+        let tid = self.special(Special::TidX);
+        let ntid = self.special(Special::NtidX);
+        let ctaid = self.special(Special::CtaidX);
+        let nctaid = self.special(Special::NctaidX);
+        let base = self.bin(BinOp::MulWide, Type::U32, ctaid, ntid);
+        let tid64 = self.cvt(Rounding::None, Type::U64, Type::U32, tid);
+        let item = self.bin(BinOp::Add, Type::U64, base, tid64);
+        let stride = self.bin(BinOp::MulWide, Type::U32, nctaid, ntid);
+        let scope = self.loop_begin();
+        let done = self.setp(Cmp::Ge, Type::U64, item, count);
+        self.break_if(&scope, done, false);
+        let next = self.label();
+        GridStride {
+            item,
+            stride,
+            next,
+            scope,
+        }
+    }
+
+    pub fn grid_stride_end(&mut self, gs: GridStride) {
+        self.place(gs.next);
+        self.bin_to(BinOp::Add, Type::U64, gs.item, gs.item, gs.stride);
+        self.loop_end(gs.scope);
+    }
+
+    /// Appends `ret;` and returns the kernel.
+    pub fn finish(mut self) -> Kernel {
+        self.emit(Op::Ret);
+        Kernel {
+            name: self.name,
+            params: self.params,
+            shared: self.shared,
+            reg_counts: self.counts,
+            body: self.body,
+        }
+    }
+}

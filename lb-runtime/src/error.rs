@@ -1,0 +1,60 @@
+//! The one error type of lb-runtime: every failure (driver, JIT, simulator, bad input) is a value.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong between host data and a finished launch.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A CUDA driver call failed; `message` is the driver's own description.
+    #[error("CUDA error while {context}: {message}")]
+    Cuda { context: String, message: String },
+    /// The driver could not JIT-compile the PTX; `log` is ptxas's error log.
+    #[error("the driver rejected the PTX ({message}); ptxas said:\n{log}")]
+    Jit { message: String, log: String },
+    /// The simulator failed while running a kernel or touching its memory.
+    #[error("simulator: {0}")]
+    Sim(#[from] lb_ptx::sim::SimError),
+    /// The simulator could not parse the PTX text.
+    #[error("simulator could not parse the PTX: {0}")]
+    Parse(#[from] lb_ptx::sim::ParseError),
+    /// A `checked` kernel indexed parameter `param` at `index`, outside its length.
+    #[error("index {index} is out of bounds for `{param}`")]
+    OutOfBounds { param: String, index: u64 },
+    /// Arguments whose sizes do not fit together (an output too short, …).
+    #[error("shape mismatch: {0}")]
+    Shape(String),
+    /// `launch_with` asked for a schedule the attribute did not generate.
+    #[error("schedule `{requested}` was not generated; generated: {generated}")]
+    ScheduleNotGenerated { requested: String, generated: String },
+    /// A kernel entry named by a plan is not in the module.
+    #[error("kernel `{0}` is not in the PTX module")]
+    MissingKernel(String),
+    /// A buffer was used with a device other than the one that allocated it.
+    #[error("a buffer was used with a device other than the one that allocated it")]
+    DeviceMismatch,
+    /// Host data that does not form a valid sparse matrix.
+    #[error("invalid matrix: {0}")]
+    InvalidMatrix(String),
+    /// A Matrix Market file that cannot be read; `line` is 1-based.
+    #[error("Matrix Market line {line}: {message}")]
+    MatrixMarket { line: usize, message: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// Wraps a driver error with what we were doing, keeping the driver's own message.
+    pub(crate) fn cuda(context: impl Into<String>, err: cudarc::driver::DriverError) -> Error {
+        let message = match (err.error_name(), err.error_string()) {
+            (Ok(name), Ok(text)) => format!("{}: {}", name.to_string_lossy(), text.to_string_lossy()),
+            _ => format!("{:?}", err.0),
+        };
+        Error::Cuda { context: context.into(), message }
+    }
+}

@@ -1,0 +1,169 @@
+//! Kernel bodies and random tile sets shared by the integration tests.
+
+#![allow(dead_code)]
+
+use lb::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// y = A·x.
+#[load_balanced(schedule = "auto", reduce = "sum", output = "y")]
+pub fn spmv(a: &Csr<f32>, x: &[f32], #[tile] row: usize, #[atom] nz: usize) -> f32 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
+
+/// The smallest weighted entry of each row, in f64.
+#[load_balanced(schedule = "auto", reduce = "min", output = "lo")]
+pub fn row_min(a: &Csr<f64>, x: &[f64], #[atom] nz: usize) -> f64 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
+
+/// The largest column index of each row plus the atom's rank: integer max.
+#[load_balanced(schedule = "auto", reduce = "max", output = "hi")]
+pub fn row_max_col(a: &Csr<f32>, #[atom] nz: usize, #[rank] k: usize) -> u32 {
+    a.col_indices[nz] + k as u32
+}
+
+/// Side effects only: a column histogram and a scatter of weighted values through atomics, with
+/// an `if` that skips negative entries.
+#[load_balanced(schedule = "auto")]
+pub fn scatter(a: &Csr<f32>, counts: &mut [u32], sums: &mut [f32], #[tile] row: usize, #[atom] nz: usize) {
+    let c = a.col_indices[nz] as usize;
+    atomic_add(&mut counts[c], 1);
+    if a.values[nz] >= 0.0 {
+        atomic_add(&mut sums[c], a.values[nz] * (row as f32 + 1.0));
+    }
+}
+
+/// if/else expressions, casts between every width, f64 math, `&&`, a bounded loop and `mul_add`.
+#[load_balanced(schedule = "auto", reduce = "sum", output = "out")]
+pub fn mixed(a: &Csr<f64>, x: &[f64], shift: i32, #[tile] row: usize, #[atom] nz: usize) -> f64 {
+    let col = a.col_indices[nz];
+    let v = a.values[nz];
+    let signed = col as i32 - shift;
+    let wide = signed as i64 * 3;
+    let mut acc = 0.0f64;
+    for j in 0..(col % 4) {
+        acc += j as f64 * 0.5;
+    }
+    let w = if signed > 0 && v > 0.0 {
+        v.mul_add(x[col as usize], acc)
+    } else if wide < -2 {
+        (v * v).sqrt() - (wide as f64)
+    } else {
+        v.abs().min(2.0).max(-1.0) + (row as f32 * 0.25) as f64
+    };
+    w + (wide as u8) as f64
+}
+
+/// Relaxes a frontier's edges: `atomic_min` on f32 distances, including negative ones.
+#[load_balanced(schedule = "auto")]
+pub fn relax(g: &Csr<f32>, dist: &mut [f32], improved: &mut [u32], #[tile] u: usize, #[atom] e: usize) {
+    let v = g.col_indices[e] as usize;
+    let d = dist[u] + g.values[e];
+    if d < atomic_min(&mut dist[v], d) {
+        improved[v] = 1;
+    }
+}
+
+/// The same SpMV with bounds checks: an out-of-range column becomes an error, not a fault.
+#[load_balanced(schedule = "auto", reduce = "sum", output = "y", checked)]
+pub fn spmv_checked(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
+
+/// SpMM with lanes: C = A·B, B dense row-major with k columns.
+#[load_balanced(schedule = "auto", reduce = "sum", output = "c", lanes = "k")]
+pub fn spmm(a: &Csr<f32>, b: &[f32], k: usize, #[atom] nz: usize, #[lane] j: usize) -> f32 {
+    a.values[nz] * b[a.col_indices[nz] as usize * k + j]
+}
+
+/// Row lengths for the adversarial shapes the schedules must survive.
+#[derive(Clone, Copy, Debug)]
+pub enum Shape {
+    /// Random lengths, some empty.
+    Random,
+    /// No rows at all.
+    Empty,
+    /// Rows, but no nonzeros.
+    AllRowsEmpty,
+    /// One row holds every nonzero.
+    OneGiantRow,
+    /// Exactly one nonzero.
+    SingleAtom,
+    /// Empty and long rows alternate.
+    Alternating,
+}
+
+pub const SHAPES: [Shape; 6] = [
+    Shape::Random,
+    Shape::Empty,
+    Shape::AllRowsEmpty,
+    Shape::OneGiantRow,
+    Shape::SingleAtom,
+    Shape::Alternating,
+];
+
+/// A random CSR matrix of the given shape, `rows` rows (ignored for `Empty`), values in [-2, 2).
+pub fn random_csr(shape: Shape, rows: usize, cols: usize, seed: u64) -> Csr<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let rows = if matches!(shape, Shape::Empty) { 0 } else { rows.max(1) };
+    let cols = cols.max(1);
+    let lengths: Vec<usize> = (0..rows)
+        .map(|r| match shape {
+            Shape::Random => {
+                if rng.random_bool(0.2) {
+                    0
+                } else {
+                    rng.random_range(1..=cols.min(12))
+                }
+            }
+            Shape::Empty | Shape::AllRowsEmpty => 0,
+            Shape::OneGiantRow => {
+                if r == rows / 2 {
+                    cols.min(700)
+                } else {
+                    0
+                }
+            }
+            Shape::SingleAtom => usize::from(r == rows - 1),
+            Shape::Alternating => {
+                if r % 2 == 0 {
+                    0
+                } else {
+                    cols.min(300)
+                }
+            }
+        })
+        .collect();
+    let mut offsets = vec![0usize];
+    let mut col_indices = Vec::new();
+    let mut values = Vec::new();
+    for len in lengths {
+        let mut picked: Vec<u32> = (0..len).map(|_| rng.random_range(0..cols as u32)).collect();
+        picked.sort_unstable();
+        for c in picked {
+            col_indices.push(c);
+            values.push(rng.random_range(-2.0f32..2.0));
+        }
+        offsets.push(col_indices.len());
+    }
+    Csr::new(rows, cols, offsets, col_indices, values).expect("generated matrices are valid")
+}
+
+pub fn random_vec(n: usize, seed: u64) -> Vec<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+}
+
+/// The same matrix with f64 values.
+pub fn to_f64(a: &Csr<f32>) -> Csr<f64> {
+    Csr::new(
+        a.num_rows,
+        a.num_cols,
+        a.row_offsets.clone(),
+        a.col_indices.clone(),
+        a.values.iter().map(|&v| f64::from(v)).collect(),
+    )
+    .expect("same structure")
+}

@@ -1,0 +1,245 @@
+//! Every generated schedule × every example body against the CPU reference, on random and
+//! adversarial tile sets. Runs on `Device::default()`: the simulator here, the GPU on a GPU machine.
+
+mod common;
+
+use common::*;
+use lb::prelude::*;
+use proptest::prelude::*;
+
+fn device() -> Device {
+    Device::default()
+}
+
+/// Sums agree within a relative tolerance of the row's magnitude (schedules may add in another
+/// order); the reference is recomputed in f64 from the matrix, independent of the macro.
+fn assert_spmv_close(a: &Csr<f32>, x: &[f32], got: &[f32], what: &str) {
+    assert_eq!(got.len(), a.num_rows, "{what}: output length");
+    for row in 0..a.num_rows {
+        let (mut exact, mut magnitude) = (0.0f64, 0.0f64);
+        for nz in a.row(row) {
+            let term = f64::from(a.values[nz]) * f64::from(x[a.col_indices[nz] as usize]);
+            exact += term;
+            magnitude += term.abs();
+        }
+        let tol = 1e-5 * magnitude.max(1e-30);
+        assert!(
+            (f64::from(got[row]) - exact).abs() <= tol,
+            "{what}: row {row}: got {}, f64 reference {exact}",
+            got[row]
+        );
+    }
+}
+
+fn check_spmv(a: &Csr<f32>, seed: u64) -> Result<(), TestCaseError> {
+    let dev = device();
+    let x = random_vec(a.num_cols, seed);
+    let mut reference = vec![f32::NAN; a.num_rows];
+    spmv::cpu(a, &x, &mut reference);
+    assert_spmv_close(a, &x, &reference, "cpu reference");
+    let da = DeviceCsr::upload(&dev, a).unwrap();
+    let dx = dev.upload(&x).unwrap();
+    for &s in spmv::SCHEDULES {
+        // Garbage in the output first: every row, empty ones included, must be written.
+        let mut dy = dev.upload(&vec![f32::NAN; a.num_rows]).unwrap();
+        spmv::launch_with(&dev, s, &da, &dx, &mut dy).unwrap();
+        let got = dev.download(&dy).unwrap();
+        assert_spmv_close(a, &x, &got, s.name());
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn spmv_matches_reference(shape in 0..SHAPES.len(), rows in 1usize..1500, cols in 1usize..900, seed in any::<u64>()) {
+        check_spmv(&random_csr(SHAPES[shape], rows, cols, seed), seed)?;
+    }
+
+    #[test]
+    fn min_max_reductions_are_exact(shape in 0..SHAPES.len(), rows in 1usize..600, cols in 1usize..300, seed in any::<u64>()) {
+        let dev = device();
+        let a32 = random_csr(SHAPES[shape], rows, cols, seed);
+        let a = to_f64(&a32);
+        let x: Vec<f64> = random_vec(a.num_cols, seed ^ 1).into_iter().map(f64::from).collect();
+        let mut lo_ref = vec![0.0; a.num_rows];
+        row_min::cpu(&a, &x, &mut lo_ref);
+        let mut hi_ref = vec![0u32; a.num_rows];
+        row_max_col::cpu(&a32, &mut hi_ref);
+        for row in 0..a.num_rows {
+            let lo = a.row(row).map(|nz| a.values[nz] * x[a.col_indices[nz] as usize]).fold(f64::INFINITY, f64::min);
+            prop_assert_eq!(lo_ref[row], lo);
+            let hi = a.row(row).enumerate().map(|(k, nz)| a.col_indices[nz] + k as u32).max().unwrap_or(0);
+            prop_assert_eq!(hi_ref[row], hi);
+        }
+        let (da, da32, dx) = (DeviceCsr::upload(&dev, &a).unwrap(), DeviceCsr::upload(&dev, &a32).unwrap(), dev.upload(&x).unwrap());
+        for &s in row_min::SCHEDULES {
+            let mut lo = dev.zeros::<f64>(a.num_rows).unwrap();
+            row_min::launch_with(&dev, s, &da, &dx, &mut lo).unwrap();
+            prop_assert_eq!(dev.download(&lo).unwrap(), lo_ref.clone(), "row_min {}", s.name());
+        }
+        for &s in row_max_col::SCHEDULES {
+            let mut hi = dev.upload(&vec![7u32; a.num_rows]).unwrap();
+            row_max_col::launch_with(&dev, s, &da32, &mut hi).unwrap();
+            prop_assert_eq!(dev.download(&hi).unwrap(), hi_ref.clone(), "row_max_col {}", s.name());
+        }
+    }
+
+    #[test]
+    fn side_effects_visit_every_atom_once(shape in 0..SHAPES.len(), rows in 1usize..800, cols in 1usize..200, seed in any::<u64>()) {
+        let dev = device();
+        let a = random_csr(SHAPES[shape], rows, cols, seed);
+        let mut counts_ref = vec![0u32; a.num_cols];
+        let mut sums_ref = vec![0.0f32; a.num_cols];
+        scatter::cpu(&a, &mut counts_ref, &mut sums_ref);
+        let mut per_column = vec![0u32; a.num_cols];
+        for &c in &a.col_indices {
+            per_column[c as usize] += 1;
+        }
+        prop_assert_eq!(&counts_ref, &per_column);
+        let da = DeviceCsr::upload(&dev, &a).unwrap();
+        for &s in scatter::SCHEDULES {
+            let mut counts = dev.zeros::<u32>(a.num_cols).unwrap();
+            let mut sums = dev.zeros::<f32>(a.num_cols).unwrap();
+            scatter::launch_with(&dev, s, &da, &mut counts, &mut sums).unwrap();
+            prop_assert_eq!(dev.download(&counts).unwrap(), per_column.clone(), "{}", s.name());
+            let got = dev.download(&sums).unwrap();
+            for c in 0..a.num_cols {
+                let tol = 1e-4 * (1.0 + sums_ref[c].abs());
+                prop_assert!((got[c] - sums_ref[c]).abs() <= tol, "{} column {c}: {} vs {}", s.name(), got[c], sums_ref[c]);
+            }
+        }
+    }
+
+    #[test]
+    fn mixed_body_matches_reference(shape in 0..SHAPES.len(), rows in 1usize..400, cols in 1usize..300, shift in -50i32..50, seed in any::<u64>()) {
+        let dev = device();
+        let a = to_f64(&random_csr(SHAPES[shape], rows, cols, seed));
+        let x: Vec<f64> = random_vec(a.num_cols, seed ^ 2).into_iter().map(f64::from).collect();
+        let mut want = vec![0.0; a.num_rows];
+        mixed::cpu(&a, &x, shift, &mut want);
+        let (da, dx) = (DeviceCsr::upload(&dev, &a).unwrap(), dev.upload(&x).unwrap());
+        for &s in mixed::SCHEDULES {
+            let mut out = dev.zeros::<f64>(a.num_rows).unwrap();
+            mixed::launch_with(&dev, s, &da, &dx, shift, &mut out).unwrap();
+            let got = dev.download(&out).unwrap();
+            for row in 0..a.num_rows {
+                let tol = 1e-9 * (1.0 + want[row].abs()) * (a.row(row).len() as f64 + 1.0);
+                prop_assert!((got[row] - want[row]).abs() <= tol, "{} row {row}: {} vs {}", s.name(), got[row], want[row]);
+            }
+        }
+    }
+
+    #[test]
+    fn spmm_lanes_match_reference(rows in 1usize..300, cols in 1usize..100, k in prop::sample::select(vec![1usize, 3, 32, 33]), seed in any::<u64>()) {
+        let dev = device();
+        let a = random_csr(Shape::Random, rows, cols, seed);
+        let b = random_vec(a.num_cols * k, seed ^ 3);
+        let mut want = vec![0.0f32; a.num_rows * k];
+        spmm::cpu(&a, &b, k, &mut want);
+        let (da, db) = (DeviceCsr::upload(&dev, &a).unwrap(), dev.upload(&b).unwrap());
+        for &s in spmm::SCHEDULES {
+            let mut c = dev.zeros::<f32>(a.num_rows * k).unwrap();
+            spmm::launch_with(&dev, s, &da, &db, k, &mut c).unwrap();
+            let got = dev.download(&c).unwrap();
+            for i in 0..want.len() {
+                let (row, j) = (i / k, i % k);
+                let exact: f64 = a.row(row).map(|nz| f64::from(a.values[nz]) * f64::from(b[a.col_indices[nz] as usize * k + j])).sum();
+                let magnitude: f64 = a.row(row).map(|nz| (f64::from(a.values[nz]) * f64::from(b[a.col_indices[nz] as usize * k + j])).abs()).sum();
+                prop_assert!((f64::from(got[i]) - exact).abs() <= 1e-5 * magnitude.max(1e-30), "{} c[{row}][{j}]: {} vs {exact}", s.name(), got[i]);
+            }
+        }
+    }
+}
+
+/// A bipartite relaxation: sources (the first half) point only at targets (the second half), so
+/// the result does not depend on the order atoms run in. Distances and weights are negative too.
+#[test]
+fn atomic_min_relaxation_handles_negative_floats() {
+    let dev = device();
+    for seed in 0..6u64 {
+        let half = 300;
+        let base = random_csr(Shape::Random, half, half, seed);
+        let mut offsets = base.row_offsets.clone();
+        offsets.extend(std::iter::repeat_n(base.nnz(), half));
+        let cols: Vec<u32> = base.col_indices.iter().map(|&c| c + half as u32).collect();
+        let g = Csr::new(2 * half, 2 * half, offsets, cols, base.values.clone()).unwrap();
+        let dist0: Vec<f32> = random_vec(2 * half, seed ^ 9).iter().map(|v| v * 3.0).collect();
+
+        let mut want = dist0.clone();
+        let mut want_improved = vec![0u32; 2 * half];
+        for u in 0..half {
+            for e in g.row(u) {
+                let v = g.col_indices[e] as usize;
+                let d = dist0[u] + g.values[e];
+                if d < want[v] {
+                    want[v] = d;
+                    want_improved[v] = 1;
+                }
+            }
+        }
+        let mut cpu_dist = dist0.clone();
+        let mut cpu_improved = vec![0u32; 2 * half];
+        relax::cpu(&g, &mut cpu_dist, &mut cpu_improved);
+        assert_eq!(cpu_dist, want);
+        assert_eq!(cpu_improved, want_improved);
+
+        let dg = DeviceCsr::upload(&dev, &g).unwrap();
+        for &s in relax::SCHEDULES {
+            let mut dist = dev.upload(&dist0).unwrap();
+            let mut improved = dev.zeros::<u32>(2 * half).unwrap();
+            relax::launch_with(&dev, s, &dg, &mut dist, &mut improved).unwrap();
+            assert_eq!(dev.download(&dist).unwrap(), want, "{} seed {seed}", s.name());
+            assert_eq!(dev.download(&improved).unwrap(), want_improved, "{} seed {seed}", s.name());
+        }
+    }
+}
+
+#[test]
+fn checked_launch_reports_out_of_range_index() {
+    let dev = device();
+    // Column 5 is valid for the matrix but x has only 3 entries.
+    let a = Csr::new(2, 6, vec![0, 1, 2], vec![1, 5], vec![1.0f32, 2.0]).unwrap();
+    let (da, dx) = (DeviceCsr::upload(&dev, &a).unwrap(), dev.upload(&[1.0f32, 2.0, 3.0]).unwrap());
+    for &s in spmv_checked::SCHEDULES {
+        let mut dy = dev.zeros::<f32>(2).unwrap();
+        match spmv_checked::launch_with(&dev, s, &da, &dx, &mut dy) {
+            Err(lb::Error::OutOfBounds { param, index }) => {
+                assert_eq!(param, "x", "{}", s.name());
+                assert_eq!(index, 5, "{}", s.name());
+            }
+            other => panic!("{}: expected an out-of-bounds error, got {other:?}", s.name()),
+        }
+    }
+    let good = dev.upload(&[1.0f32; 6]).unwrap();
+    let mut dy = dev.zeros::<f32>(2).unwrap();
+    spmv_checked::launch(&dev, &da, &good, &mut dy).unwrap();
+    assert_eq!(dev.download(&dy).unwrap(), vec![1.0, 2.0]);
+}
+
+#[test]
+fn short_output_is_an_error_not_a_fault() {
+    let dev = device();
+    let a = random_csr(Shape::Random, 10, 10, 1);
+    let (da, dx) = (DeviceCsr::upload(&dev, &a).unwrap(), dev.upload(&random_vec(10, 2)).unwrap());
+    let mut dy = dev.zeros::<f32>(9).unwrap();
+    assert!(matches!(spmv::launch(&dev, &da, &dx, &mut dy), Err(lb::Error::Shape(_))));
+}
+
+#[test]
+fn repeated_launches_are_bitwise_identical() {
+    let dev = device();
+    let a = random_csr(Shape::Alternating, 700, 500, 11);
+    let x = random_vec(500, 12);
+    let (da, dx) = (DeviceCsr::upload(&dev, &a).unwrap(), dev.upload(&x).unwrap());
+    for &s in spmv::SCHEDULES {
+        let mut runs = Vec::new();
+        for _ in 0..3 {
+            let mut dy = dev.upload(&vec![f32::NAN; a.num_rows]).unwrap();
+            spmv::launch_with(&dev, s, &da, &dx, &mut dy).unwrap();
+            runs.push(dev.download(&dy).unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+        }
+        assert!(runs.windows(2).all(|w| w[0] == w[1]), "{} is not deterministic", s.name());
+    }
+}
