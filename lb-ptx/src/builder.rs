@@ -6,8 +6,8 @@
 //! constructs freely. Everything is numbered in creation order, so output is deterministic.
 
 use crate::ir::{
-    Address, BinOp, Cmp, Guard, Instr, Kernel, Label, Op, Operand, Param, Reg, RegClass, Rounding, SharedDecl, Space,
-    Special, Type, UnOp,
+    Address, BinOp, Cmp, Guard, Instr, Kernel, Label, Op, Operand, Param, Reg, RegClass, Rounding,
+    SharedDecl, Space, Special, Type, UnOp,
 };
 
 /// Builds one `.entry`.
@@ -92,7 +92,10 @@ impl KernelBuilder {
     /// Declares `.param ty name` and loads it into a fresh register at this point (call at entry).
     pub fn load_param(&mut self, name: impl Into<String>, ty: Type) -> Reg {
         let name = name.into();
-        self.params.push(Param { name: name.clone(), ty });
+        self.params.push(Param {
+            name: name.clone(),
+            ty,
+        });
         let dst = self.reg_for(ty);
         self.emit(Op::Ld {
             space: Space::Param,
@@ -155,7 +158,13 @@ impl KernelBuilder {
         self.mov(Type::U32, Operand::Special(s))
     }
 
-    pub fn bin(&mut self, op: BinOp, ty: Type, a: impl Into<Operand>, b: impl Into<Operand>) -> Reg {
+    pub fn bin(
+        &mut self,
+        op: BinOp,
+        ty: Type,
+        a: impl Into<Operand>,
+        b: impl Into<Operand>,
+    ) -> Reg {
         let dst = if op == BinOp::MulWide {
             self.reg(RegClass::B64)
         } else {
@@ -165,7 +174,14 @@ impl KernelBuilder {
         dst
     }
 
-    pub fn bin_to(&mut self, op: BinOp, ty: Type, dst: Reg, a: impl Into<Operand>, b: impl Into<Operand>) {
+    pub fn bin_to(
+        &mut self,
+        op: BinOp,
+        ty: Type,
+        dst: Reg,
+        a: impl Into<Operand>,
+        b: impl Into<Operand>,
+    ) {
         self.emit(Op::Bin {
             op,
             ty,
@@ -181,11 +197,22 @@ impl KernelBuilder {
         } else {
             self.reg_for(ty)
         };
-        self.emit(Op::Un { op, ty, dst, a: a.into() });
+        self.emit(Op::Un {
+            op,
+            ty,
+            dst,
+            a: a.into(),
+        });
         dst
     }
 
-    pub fn setp(&mut self, cmp: Cmp, ty: Type, a: impl Into<Operand>, b: impl Into<Operand>) -> Reg {
+    pub fn setp(
+        &mut self,
+        cmp: Cmp,
+        ty: Type,
+        a: impl Into<Operand>,
+        b: impl Into<Operand>,
+    ) -> Reg {
         let dst = self.reg(RegClass::Pred);
         self.emit(Op::Setp {
             cmp,
@@ -197,7 +224,13 @@ impl KernelBuilder {
         dst
     }
 
-    pub fn selp(&mut self, ty: Type, a: impl Into<Operand>, b: impl Into<Operand>, pred: Reg) -> Reg {
+    pub fn selp(
+        &mut self,
+        ty: Type,
+        a: impl Into<Operand>,
+        b: impl Into<Operand>,
+        pred: Reg,
+    ) -> Reg {
         let dst = self.reg_for(ty);
         self.emit(Op::Selp {
             ty,
@@ -226,7 +259,10 @@ impl KernelBuilder {
             space,
             ty,
             dst,
-            addr: Address::Reg { base: addr, offset: 0 },
+            addr: Address::Reg {
+                base: addr,
+                offset: 0,
+            },
         });
     }
 
@@ -240,7 +276,10 @@ impl KernelBuilder {
         self.emit(Op::St {
             space,
             ty,
-            addr: Address::Reg { base: addr, offset: 0 },
+            addr: Address::Reg {
+                base: addr,
+                offset: 0,
+            },
             src: src.into(),
         });
     }
@@ -249,7 +288,12 @@ impl KernelBuilder {
     pub fn elem_addr(&mut self, base: Reg, index: Reg, elem_bytes: u32) -> Reg {
         let offset = match elem_bytes {
             1 => index,
-            n if n.is_power_of_two() => self.bin(BinOp::Shl, Type::B64, index, Operand::Imm(n.trailing_zeros().into())),
+            n if n.is_power_of_two() => self.bin(
+                BinOp::Shl,
+                Type::B64,
+                index,
+                Operand::Imm(n.trailing_zeros().into()),
+            ),
             n => self.bin(BinOp::Mul, Type::U64, index, Operand::Imm(n.into())),
         };
         self.bin(BinOp::Add, Type::U64, base, offset)

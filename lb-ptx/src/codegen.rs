@@ -1,1 +1,1011 @@
-//! placeholder
+//! Lowers the body IR (the work of one atom) into PTX inside a kernel that a schedule is building.
+//!
+//! Semantics follow a release build of the Rust function exactly, so that the GPU and the CPU
+//! reference agree bit for bit:
+//! - integer arithmetic wraps; shift amounts are masked to the type's width (`x << (n & 31)`);
+//! - `as` casts: integer widening extends by the *source* signedness, narrowing truncates,
+//!   int → float rounds to nearest (`cvt.rn`), float → int truncates and saturates with NaN → 0
+//!   (`cvt.rzi`, which is exactly Rust's `as`), `f64 → f32` rounds to nearest;
+//! - float `+ - * /` are written with `.rn`, so ptxas never contracts them into an FMA; only
+//!   `mul_add` is fused;
+//! - float `!=` is unordered (`setp.neu`, true for NaN); the other comparisons are ordered;
+//! - `&&`/`||` and value-`if` branch, so the side not taken is never evaluated.
+//!
+//! What cannot match: integer `/` and `%` by zero (and `MIN / -1`) panic in Rust but there is no
+//! trap to raise on the GPU, so the plain `div`/`rem` is emitted and its result is whatever the
+//! hardware gives. Float `%` has no PTX instruction and is rejected.
+//!
+//! Under `checked`, every load, store and atomic of the body compares its index with the array's
+//! length first; out of range, it records the first offender in the plan's error flag and skips
+//! the access (a load or atomic yields 0).
+
+use crate::body::{
+    ArrayRef, AtomicOp, BinaryOp, Block, Body, CsrField, Expr, ExprKind, IndexRole, Lit, Method,
+    ParamKind, Reduce, Stmt, Ty, UnaryOp,
+};
+use crate::builder::KernelBuilder;
+use crate::ir::{
+    Address, AtomOp, BinOp, Cmp, Label, Op, Operand, Reg, RegClass, Rounding, Space, Type, UnOp,
+};
+use crate::plan::{Temp, TempRole};
+use crate::GenError;
+
+/// The PTX type that holds a body value in a register.
+pub fn ptx_type(ty: Ty) -> Type {
+    match ty {
+        Ty::Bool => Type::Pred,
+        Ty::I32 => Type::S32,
+        Ty::U32 => Type::U32,
+        Ty::I64 => Type::S64,
+        Ty::U64 => Type::U64,
+        Ty::F32 => Type::F32,
+        Ty::F64 => Type::F64,
+    }
+}
+
+/// The untyped type of the same width (bit operations, `mov` of bit patterns, `cas`).
+fn bits_type(ty: Ty) -> Type {
+    if ty.size() == 8 {
+        Type::B64
+    } else {
+        Type::B32
+    }
+}
+
+/// The type of a body value in device memory: `bool` is one byte.
+fn mem_type(ty: Ty) -> Type {
+    if ty == Ty::Bool {
+        Type::U8
+    } else {
+        ptx_type(ty)
+    }
+}
+
+/// The registers of a `Csr` tile-set parameter (its six ABI slots).
+#[derive(Clone, Copy, Debug)]
+pub struct CsrRegs {
+    pub row_offsets: Reg,
+    pub col_indices: Reg,
+    pub values: Reg,
+    pub num_rows: Reg,
+    pub num_cols: Reg,
+    pub nnz: Reg,
+}
+
+/// The registers a body parameter was loaded into.
+#[derive(Clone, Copy, Debug)]
+pub enum ParamRegs {
+    Csr(CsrRegs),
+    Slice {
+        ptr: Reg,
+        len: Reg,
+    },
+    /// A `bool` scalar is already converted to a predicate.
+    Scalar(Reg),
+}
+
+/// Every kernel parameter of a plan, loaded once at kernel entry (ABI in [`crate::plan`]).
+#[derive(Clone, Debug)]
+pub struct KernelParams {
+    /// One entry per `Body::params`, same order.
+    pub body: Vec<ParamRegs>,
+    /// Output pointer and length (elements), when the body reduces.
+    pub output: Option<(Reg, Reg)>,
+    /// One pointer per plan temporary, in plan order.
+    pub temps: Vec<Reg>,
+    /// The pointer of the `ErrorFlag` temporary, if the plan has one.
+    pub error_flag: Option<Reg>,
+}
+
+fn is_ptx_ident(s: &str) -> bool {
+    let mut chars = s.chars();
+    let first_ok = match chars.next() {
+        Some(c) if c.is_ascii_alphabetic() => true,
+        Some('_') => s.len() > 1,
+        _ => false,
+    };
+    first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl KernelParams {
+    /// Declares the plan's `.param` list on `b` and loads every slot. Call first in a kernel.
+    pub fn declare(
+        b: &mut KernelBuilder,
+        body: &Body,
+        temps: &[Temp],
+    ) -> Result<KernelParams, GenError> {
+        let mut regs = Vec::with_capacity(body.params.len());
+        for p in &body.params {
+            if !is_ptx_ident(&p.name) {
+                return Err(GenError::Unsupported(format!(
+                    "parameter name `{}` cannot be used in PTX: use ASCII letters, digits and `_`",
+                    p.name
+                )));
+            }
+            let n = &p.name;
+            regs.push(match p.kind {
+                ParamKind::TileSet { .. } => ParamRegs::Csr(CsrRegs {
+                    row_offsets: b.load_param(format!("{n}_row_offsets"), Type::U64),
+                    col_indices: b.load_param(format!("{n}_col_indices"), Type::U64),
+                    values: b.load_param(format!("{n}_values"), Type::U64),
+                    num_rows: b.load_param(format!("{n}_num_rows"), Type::U64),
+                    num_cols: b.load_param(format!("{n}_num_cols"), Type::U64),
+                    nnz: b.load_param(format!("{n}_nnz"), Type::U64),
+                }),
+                ParamKind::Slice { .. } => ParamRegs::Slice {
+                    ptr: b.load_param(format!("{n}_ptr"), Type::U64),
+                    len: b.load_param(format!("{n}_len"), Type::U64),
+                },
+                ParamKind::Scalar(Ty::Bool) => {
+                    let raw = b.load_param(format!("{n}_val"), Type::U32);
+                    ParamRegs::Scalar(b.setp(Cmp::Ne, Type::U32, raw, Operand::Imm(0)))
+                }
+                ParamKind::Scalar(ty) => {
+                    ParamRegs::Scalar(b.load_param(format!("{n}_val"), ptx_type(ty)))
+                }
+            });
+        }
+        let output = body.reduce.map(|_| {
+            (
+                b.load_param("lb_out_ptr", Type::U64),
+                b.load_param("lb_out_len", Type::U64),
+            )
+        });
+        let mut temp_regs = Vec::with_capacity(temps.len());
+        let mut error_flag = None;
+        for t in temps {
+            let r = b.load_param(format!("lb_tmp_{}", t.name), Type::U64);
+            if t.role == TempRole::ErrorFlag {
+                error_flag = Some(r);
+            }
+            temp_regs.push(r);
+        }
+        let names: Vec<&str> = b.param_names().collect();
+        if let Some(dup) = names
+            .iter()
+            .enumerate()
+            .find(|(i, n)| names[..*i].contains(n))
+        {
+            return Err(GenError::Unsupported(format!(
+                "kernel parameter name `{}` would be declared twice: rename the Rust parameter",
+                dup.1
+            )));
+        }
+        Ok(KernelParams {
+            body: regs,
+            output,
+            temps: temp_regs,
+            error_flag,
+        })
+    }
+
+    /// The registers of tile-set parameter `p`.
+    pub fn csr(&self, p: usize) -> Result<CsrRegs, GenError> {
+        match self.body.get(p) {
+            Some(ParamRegs::Csr(c)) => Ok(*c),
+            _ => Err(GenError::Unsupported(format!(
+                "parameter {p} is not a tile set"
+            ))),
+        }
+    }
+
+    /// The pointer and length of slice parameter `p`.
+    pub fn slice(&self, p: usize) -> Result<(Reg, Reg), GenError> {
+        match self.body.get(p) {
+            Some(ParamRegs::Slice { ptr, len }) => Ok((*ptr, *len)),
+            _ => Err(GenError::Unsupported(format!(
+                "parameter {p} is not a slice"
+            ))),
+        }
+    }
+
+    /// The register of scalar parameter `p`.
+    pub fn scalar(&self, p: usize) -> Result<Reg, GenError> {
+        match self.body.get(p) {
+            Some(ParamRegs::Scalar(r)) => Ok(*r),
+            _ => Err(GenError::Unsupported(format!(
+                "parameter {p} is not a scalar"
+            ))),
+        }
+    }
+}
+
+/// The index registers (all u64) a schedule computed for the current atom; `None` for roles the
+/// body does not take.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AtomContext {
+    pub tile: Option<Reg>,
+    pub atom: Option<Reg>,
+    pub lane: Option<Reg>,
+    pub rank: Option<Reg>,
+}
+
+/// Under `checked`: if `index >= len`, records `(1 + param, index)` in the error flag (only the
+/// first offender wins the `cas`) and branches to `skip`; otherwise falls through.
+pub fn check_index(
+    b: &mut KernelBuilder,
+    flag: Reg,
+    index: Reg,
+    len: Reg,
+    param: usize,
+    skip: Label,
+) {
+    let ok = b.label();
+    let in_range = b.setp(Cmp::Lt, Type::U64, index, len);
+    b.bra_if(in_range, false, ok);
+    let zero = b.mov(Type::U64, Operand::Imm(0));
+    let code = b.mov(Type::U64, Operand::Imm(param as i64 + 1));
+    let old = b.reg(RegClass::B64);
+    b.emit(Op::Atom {
+        space: Space::Global,
+        op: AtomOp::Cas,
+        ty: Type::B64,
+        dst: old,
+        addr: Address::Reg {
+            base: flag,
+            offset: 0,
+        },
+        b: zero.into(),
+        c: Some(code.into()),
+    });
+    let first = b.setp(Cmp::Eq, Type::U64, old, Operand::Imm(0));
+    b.emit_guarded(
+        first,
+        false,
+        Op::St {
+            space: Space::Global,
+            ty: Type::U64,
+            addr: Address::Reg {
+                base: flag,
+                offset: 8,
+            },
+            src: index.into(),
+        },
+    );
+    b.bra(skip);
+    b.place(ok);
+}
+
+/// A fresh register holding the identity of `reduce` over `ty` (0, +inf / MAX, -inf / MIN).
+pub fn reduce_identity(b: &mut KernelBuilder, ty: Ty, reduce: Reduce) -> Result<Reg, GenError> {
+    let imm = match (ty, reduce) {
+        (Ty::F32, Reduce::Sum) => Operand::F32(0f32.to_bits()),
+        (Ty::F32, Reduce::Min) => Operand::F32(f32::INFINITY.to_bits()),
+        (Ty::F32, Reduce::Max) => Operand::F32(f32::NEG_INFINITY.to_bits()),
+        (Ty::F64, Reduce::Sum) => Operand::F64(0f64.to_bits()),
+        (Ty::F64, Reduce::Min) => Operand::F64(f64::INFINITY.to_bits()),
+        (Ty::F64, Reduce::Max) => Operand::F64(f64::NEG_INFINITY.to_bits()),
+        (Ty::Bool, _) => {
+            return Err(GenError::Unsupported(
+                "`reduce` over `bool` is not supported".into(),
+            ))
+        }
+        (_, Reduce::Sum) => Operand::Imm(0),
+        (Ty::I32, Reduce::Min) => Operand::Imm(i32::MAX.into()),
+        (Ty::I32, Reduce::Max) => Operand::Imm(i32::MIN.into()),
+        (Ty::U32, Reduce::Min) => Operand::Imm(u32::MAX.into()),
+        (Ty::I64, Reduce::Min) => Operand::Imm(i64::MAX),
+        (Ty::I64, Reduce::Max) => Operand::Imm(i64::MIN),
+        (Ty::U64, Reduce::Min) => Operand::Imm(-1),
+        (Ty::U32 | Ty::U64, Reduce::Max) => Operand::Imm(0),
+    };
+    Ok(b.mov(ptx_type(ty), imm))
+}
+
+/// `acc = acc ⊕ x`, rounding like Rust's `acc += x` / `acc.min(x)` / `acc.max(x)`.
+pub fn reduce_combine(
+    b: &mut KernelBuilder,
+    ty: Ty,
+    reduce: Reduce,
+    acc: Reg,
+    x: Reg,
+) -> Result<(), GenError> {
+    if ty == Ty::Bool {
+        return Err(GenError::Unsupported(
+            "`reduce` over `bool` is not supported".into(),
+        ));
+    }
+    let op = match reduce {
+        Reduce::Sum => BinOp::Add,
+        Reduce::Min => BinOp::Min,
+        Reduce::Max => BinOp::Max,
+    };
+    b.bin_to(op, ptx_type(ty), acc, acc, x);
+    Ok(())
+}
+
+/// Emits the body once at the current point. Returns the register holding the atom's
+/// contribution when the body reduces; every `return` and the tail value land there.
+pub fn emit_body(
+    b: &mut KernelBuilder,
+    body: &Body,
+    params: &KernelParams,
+    ctx: &AtomContext,
+    checked: bool,
+) -> Result<Option<Reg>, GenError> {
+    if checked && params.error_flag.is_none() {
+        return Err(GenError::Unsupported(
+            "`checked` needs the plan's error-flag temporary".into(),
+        ));
+    }
+    let locals = body
+        .locals
+        .iter()
+        .map(|&t| b.reg_for(ptx_type(t)))
+        .collect();
+    let ret = body.reduce.map(|(t, _)| (b.reg_for(ptx_type(t)), t));
+    let end = b.label();
+    let mut lower = Lower {
+        b,
+        body,
+        params,
+        ctx,
+        checked,
+        locals,
+        ret,
+        end,
+    };
+    let tail = lower.block(&body.block)?;
+    if let (Some(v), Some((r, t))) = (tail, ret) {
+        lower.b.mov_to(ptx_type(t), r, v);
+    }
+    lower.b.place(end);
+    Ok(ret.map(|(r, _)| r))
+}
+
+struct Lower<'a> {
+    b: &'a mut KernelBuilder,
+    body: &'a Body,
+    params: &'a KernelParams,
+    ctx: &'a AtomContext,
+    checked: bool,
+    locals: Vec<Reg>,
+    ret: Option<(Reg, Ty)>,
+    end: Label,
+}
+
+/// Whether evaluating `e` may assign a local (only a value-`if` holds statements). When a later
+/// operand may, an earlier operand that is a local's register must be copied first, because Rust
+/// has already read it.
+fn may_assign(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::If { .. } => true,
+        ExprKind::Lit(_)
+        | ExprKind::Local(_)
+        | ExprKind::Index(_)
+        | ExprKind::Scalar(_)
+        | ExprKind::Len(_)
+        | ExprKind::TileSetScalar(_) => false,
+        ExprKind::Load { index, .. } => may_assign(index),
+        ExprKind::Unary { arg, .. } | ExprKind::Cast { arg } => may_assign(arg),
+        ExprKind::Binary { lhs, rhs, .. } => may_assign(lhs) || may_assign(rhs),
+        ExprKind::Method { args, .. } => args.iter().any(may_assign),
+        ExprKind::Atomic { index, args, .. } => may_assign(index) || args.iter().any(may_assign),
+    }
+}
+
+fn unsupported<T>(what: impl Into<String>) -> Result<T, GenError> {
+    Err(GenError::Unsupported(what.into()))
+}
+
+struct ArrayInfo {
+    base: Reg,
+    elem: Ty,
+    param: usize,
+}
+
+impl Lower<'_> {
+    fn block(&mut self, block: &Block) -> Result<Option<Reg>, GenError> {
+        for s in &block.stmts {
+            self.stmt(s)?;
+        }
+        block.value.as_deref().map(|v| self.expr(v)).transpose()
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> Result<(), GenError> {
+        match s {
+            Stmt::Assign { local, value } => {
+                let v = self.expr(value)?;
+                let dst = self.locals[*local];
+                if v != dst {
+                    self.b.mov_to(ptx_type(self.body.locals[*local]), dst, v);
+                }
+            }
+            Stmt::Store {
+                array,
+                index,
+                value,
+            } => {
+                let v = self.expr(value)?;
+                let v = self.keep(v, value.ty, index);
+                let i = self.expr(index)?;
+                let info = self.array(*array)?;
+                let skip = self.guard(*array, &info, i)?;
+                let addr = self.b.elem_addr(info.base, i, info.elem.size());
+                let src = if info.elem == Ty::Bool {
+                    self.b.selp(Type::U32, Operand::Imm(1), Operand::Imm(0), v)
+                } else {
+                    v
+                };
+                self.b.st(Space::Global, mem_type(info.elem), addr, src);
+                if let Some(l) = skip {
+                    self.b.place(l);
+                }
+            }
+            Stmt::Expr(e) => {
+                self.expr(e)?;
+            }
+            Stmt::If { cond, then, els } => {
+                let p = self.expr(cond)?;
+                let mut scope = self.b.if_begin(p, false);
+                self.block(then)?;
+                if !els.stmts.is_empty() || els.value.is_some() {
+                    self.b.if_else(&mut scope);
+                    self.block(els)?;
+                }
+                self.b.if_end(scope);
+            }
+            Stmt::For {
+                var,
+                start,
+                end,
+                body,
+            } => {
+                let ty = self.body.locals[*var];
+                if !ty.is_int() {
+                    return unsupported("`for` loops must range over integers");
+                }
+                let t = ptx_type(ty);
+                let s = self.expr(start)?;
+                let counter = self.b.mov(t, s);
+                let e = self.expr(end)?;
+                let end_r = self.b.mov(t, e);
+                let scope = self.b.loop_begin();
+                let done = self.b.setp(Cmp::Ge, t, counter, end_r);
+                self.b.break_if(&scope, done, false);
+                self.b.mov_to(t, self.locals[*var], counter);
+                self.block(body)?;
+                self.b
+                    .bin_to(BinOp::Add, t, counter, counter, Operand::Imm(1));
+                self.b.loop_end(scope);
+            }
+            Stmt::Return(value) => {
+                if let (Some(v), Some((r, t))) = (value, self.ret) {
+                    let v = self.expr(v)?;
+                    self.b.mov_to(ptx_type(t), r, v);
+                }
+                self.b.bra(self.end);
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies `r` when evaluating `later` could overwrite it (see [`may_assign`]).
+    fn keep(&mut self, r: Reg, ty: Ty, later: &Expr) -> Reg {
+        if may_assign(later) && self.locals.contains(&r) {
+            self.b.mov(ptx_type(ty), r)
+        } else {
+            r
+        }
+    }
+
+    fn expr(&mut self, e: &Expr) -> Result<Reg, GenError> {
+        match &e.kind {
+            ExprKind::Lit(lit) => Ok(self.lit(*lit, e.ty)),
+            ExprKind::Local(id) => Ok(self.locals[*id]),
+            ExprKind::Index(role) => {
+                let r = match role {
+                    IndexRole::Tile => self.ctx.tile,
+                    IndexRole::Atom => self.ctx.atom,
+                    IndexRole::Lane => self.ctx.lane,
+                    IndexRole::Rank => self.ctx.rank,
+                };
+                r.ok_or_else(|| {
+                    GenError::Unsupported(format!(
+                        "the schedule does not provide the {role:?} index"
+                    ))
+                })
+            }
+            ExprKind::Scalar(p) => self.params.scalar(*p),
+            ExprKind::Load { array, index } => {
+                let i = self.expr(index)?;
+                self.load(*array, i)
+            }
+            ExprKind::Len(array) | ExprKind::TileSetScalar(array) => self.len(*array),
+            ExprKind::Unary { op, arg } => {
+                let a = self.expr(arg)?;
+                self.unary(*op, arg.ty, a)
+            }
+            ExprKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs),
+            ExprKind::Cast { arg } => {
+                let a = self.expr(arg)?;
+                self.cast(a, arg.ty, e.ty)
+            }
+            ExprKind::Method { method, args } => self.method(*method, e.ty, args),
+            ExprKind::Atomic {
+                op,
+                array,
+                index,
+                args,
+            } => self.atomic(*op, *array, index, args),
+            ExprKind::If { cond, then, els } => {
+                let p = self.expr(cond)?;
+                let t = ptx_type(e.ty);
+                let res = self.b.reg_for(t);
+                let mut scope = self.b.if_begin(p, false);
+                if let Some(v) = self.block(then)? {
+                    self.b.mov_to(t, res, v);
+                }
+                self.b.if_else(&mut scope);
+                if let Some(v) = self.block(els)? {
+                    self.b.mov_to(t, res, v);
+                }
+                self.b.if_end(scope);
+                Ok(res)
+            }
+        }
+    }
+
+    fn lit(&mut self, lit: Lit, ty: Ty) -> Reg {
+        let t = ptx_type(ty);
+        let imm = match (lit, ty) {
+            (Lit::Bool(v), _) => {
+                let r = self.b.mov(Type::U32, Operand::Imm(v.into()));
+                return self.b.setp(Cmp::Ne, Type::U32, r, Operand::Imm(0));
+            }
+            (Lit::Int(v), Ty::F32) => Operand::F32((v as f32).to_bits()),
+            (Lit::Int(v), Ty::F64) => Operand::F64((v as f64).to_bits()),
+            (Lit::Float(v), Ty::F32) => Operand::F32((v as f32).to_bits()),
+            (Lit::Float(v), _) => Operand::F64(v.to_bits()),
+            (Lit::Int(v), Ty::I32) => Operand::Imm((v as i32).into()),
+            (Lit::Int(v), Ty::U32) => Operand::Imm((v as u32).into()),
+            (Lit::Int(v), _) => Operand::Imm(v as i64),
+        };
+        self.b.mov(t, imm)
+    }
+
+    fn array(&self, array: ArrayRef) -> Result<ArrayInfo, GenError> {
+        match array {
+            ArrayRef::Param(p) => {
+                let elem = match self.body.params.get(p).map(|p| &p.kind) {
+                    Some(ParamKind::Slice { elem, .. }) => *elem,
+                    _ => return unsupported(format!("parameter {p} is not a slice")),
+                };
+                Ok(ArrayInfo {
+                    base: self.params.slice(p)?.0,
+                    elem,
+                    param: p,
+                })
+            }
+            ArrayRef::Field(p, field) => {
+                let value = match self.body.params.get(p).map(|p| &p.kind) {
+                    Some(ParamKind::TileSet { value, .. }) => *value,
+                    _ => return unsupported(format!("parameter {p} is not a tile set")),
+                };
+                let csr = self.params.csr(p)?;
+                let (base, elem) = match field {
+                    CsrField::RowOffsets => (csr.row_offsets, Ty::U64),
+                    CsrField::ColIndices => (csr.col_indices, Ty::U32),
+                    CsrField::Values => (csr.values, value),
+                    CsrField::NumRows | CsrField::NumCols => {
+                        return unsupported(format!("`{field:?}` is a scalar field, not an array"))
+                    }
+                };
+                Ok(ArrayInfo {
+                    base,
+                    elem,
+                    param: p,
+                })
+            }
+        }
+    }
+
+    /// `len()` of an array, or a CSR scalar field.
+    fn len(&mut self, array: ArrayRef) -> Result<Reg, GenError> {
+        match array {
+            ArrayRef::Param(p) => Ok(self.params.slice(p)?.1),
+            ArrayRef::Field(p, field) => {
+                let csr = self.params.csr(p)?;
+                Ok(match field {
+                    CsrField::RowOffsets => {
+                        self.b
+                            .bin(BinOp::Add, Type::U64, csr.num_rows, Operand::Imm(1))
+                    }
+                    CsrField::ColIndices | CsrField::Values => csr.nnz,
+                    CsrField::NumRows => csr.num_rows,
+                    CsrField::NumCols => csr.num_cols,
+                })
+            }
+        }
+    }
+
+    /// Under `checked`, emits the bounds check and returns the label to place after the access.
+    fn guard(
+        &mut self,
+        array: ArrayRef,
+        info: &ArrayInfo,
+        index: Reg,
+    ) -> Result<Option<Label>, GenError> {
+        let Some(flag) = self.params.error_flag.filter(|_| self.checked) else {
+            return Ok(None);
+        };
+        let len = self.len(array)?;
+        let skip = self.b.label();
+        check_index(self.b, flag, index, len, info.param, skip);
+        Ok(Some(skip))
+    }
+
+    fn load(&mut self, array: ArrayRef, index: Reg) -> Result<Reg, GenError> {
+        let info = self.array(array)?;
+        let mt = mem_type(info.elem);
+        let dst = self.b.reg_for(mt);
+        if self.checked {
+            let zero = if info.elem.is_float() {
+                self.zero_float(info.elem)
+            } else {
+                Operand::Imm(0)
+            };
+            let zt = if mt == Type::U8 { Type::U32 } else { mt };
+            self.b.mov_to(zt, dst, zero);
+        }
+        let skip = self.guard(array, &info, index)?;
+        let addr = self.b.elem_addr(info.base, index, info.elem.size());
+        self.b.ld_to(Space::Global, mt, dst, addr);
+        if let Some(l) = skip {
+            self.b.place(l);
+        }
+        if info.elem == Ty::Bool {
+            return Ok(self.b.setp(Cmp::Ne, Type::U32, dst, Operand::Imm(0)));
+        }
+        Ok(dst)
+    }
+
+    fn zero_float(&self, ty: Ty) -> Operand {
+        if ty == Ty::F32 {
+            Operand::F32(0)
+        } else {
+            Operand::F64(0)
+        }
+    }
+
+    fn unary(&mut self, op: UnaryOp, ty: Ty, a: Reg) -> Result<Reg, GenError> {
+        Ok(match (op, ty) {
+            (UnaryOp::Not, Ty::Bool) => self.b.un(UnOp::Not, Type::Pred, a),
+            (UnaryOp::Not, _) if ty.is_int() => self.b.un(UnOp::Not, bits_type(ty), a),
+            (UnaryOp::Neg, Ty::I32 | Ty::U32) => self.b.un(UnOp::Neg, Type::S32, a),
+            (UnaryOp::Neg, Ty::I64 | Ty::U64) => self.b.un(UnOp::Neg, Type::S64, a),
+            (UnaryOp::Neg, Ty::F32 | Ty::F64) => self.b.un(UnOp::Neg, ptx_type(ty), a),
+            _ => return unsupported(format!("`{op:?}` on `{}`", ty.rust_name())),
+        })
+    }
+
+    fn binary(&mut self, op: BinaryOp, lhs: &Expr, rhs: &Expr) -> Result<Reg, GenError> {
+        let ty = lhs.ty;
+        if matches!(op, BinaryOp::And | BinaryOp::Or) {
+            let l = self.expr(lhs)?;
+            let res = self.b.mov(Type::Pred, l);
+            let skip = self.b.label();
+            self.b.bra_if(res, op == BinaryOp::And, skip);
+            let r = self.expr(rhs)?;
+            self.b.mov_to(Type::Pred, res, r);
+            self.b.place(skip);
+            return Ok(res);
+        }
+        let l = self.expr(lhs)?;
+        let l = self.keep(l, ty, rhs);
+        let r = self.expr(rhs)?;
+        let t = ptx_type(ty);
+        let arith = |op| -> Result<BinOp, GenError> {
+            if ty == Ty::Bool {
+                return unsupported(format!("`{op:?}` on `bool`"));
+            }
+            Ok(op)
+        };
+        let cmp = |c: Cmp| {
+            if ty.is_float() && c == Cmp::Ne {
+                Cmp::Neu
+            } else {
+                c
+            }
+        };
+        Ok(match op {
+            BinaryOp::Add => self.b.bin(arith(BinOp::Add)?, t, l, r),
+            BinaryOp::Sub => self.b.bin(arith(BinOp::Sub)?, t, l, r),
+            BinaryOp::Mul => self.b.bin(arith(BinOp::Mul)?, t, l, r),
+            BinaryOp::Div => self.b.bin(arith(BinOp::Div)?, t, l, r),
+            BinaryOp::Rem if ty.is_float() => {
+                return unsupported("float `%` has no PTX instruction")
+            }
+            BinaryOp::Rem => self.b.bin(arith(BinOp::Rem)?, t, l, r),
+            BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor => {
+                if ty.is_float() {
+                    return unsupported(format!("`{op:?}` on floats"));
+                }
+                let bop = match op {
+                    BinaryOp::BitAnd => BinOp::And,
+                    BinaryOp::BitOr => BinOp::Or,
+                    _ => BinOp::Xor,
+                };
+                let bt = if ty == Ty::Bool {
+                    Type::Pred
+                } else {
+                    bits_type(ty)
+                };
+                self.b.bin(bop, bt, l, r)
+            }
+            BinaryOp::Shl | BinaryOp::Shr => {
+                if !ty.is_int() || !rhs.ty.is_int() {
+                    return unsupported("shifts need integer operands");
+                }
+                let amount = self.shift_amount(r, rhs.ty, ty.size() * 8);
+                if op == BinaryOp::Shl {
+                    self.b.bin(BinOp::Shl, bits_type(ty), l, amount)
+                } else {
+                    self.b.bin(BinOp::Shr, t, l, amount)
+                }
+            }
+            BinaryOp::Eq
+            | BinaryOp::Ne
+            | BinaryOp::Lt
+            | BinaryOp::Le
+            | BinaryOp::Gt
+            | BinaryOp::Ge => {
+                let c = match op {
+                    BinaryOp::Eq => Cmp::Eq,
+                    BinaryOp::Ne => Cmp::Ne,
+                    BinaryOp::Lt => Cmp::Lt,
+                    BinaryOp::Le => Cmp::Le,
+                    BinaryOp::Gt => Cmp::Gt,
+                    _ => Cmp::Ge,
+                };
+                if ty == Ty::Bool {
+                    let lu = self.b.selp(Type::U32, Operand::Imm(1), Operand::Imm(0), l);
+                    let ru = self.b.selp(Type::U32, Operand::Imm(1), Operand::Imm(0), r);
+                    self.b.setp(c, Type::U32, lu, ru)
+                } else {
+                    self.b.setp(cmp(c), t, l, r)
+                }
+            }
+            BinaryOp::And | BinaryOp::Or => {
+                unreachable!("short-circuit operators are handled above")
+            }
+        })
+    }
+
+    /// The shift amount as a `.u32` masked to `bits - 1`, like Rust's release-mode shifts.
+    fn shift_amount(&mut self, r: Reg, ty: Ty, bits: u32) -> Reg {
+        let r32 = if ty.size() == 8 {
+            self.b.cvt(Rounding::None, Type::U32, Type::U64, r)
+        } else {
+            r
+        };
+        self.b
+            .bin(BinOp::And, Type::B32, r32, Operand::Imm((bits - 1).into()))
+    }
+
+    fn cast(&mut self, a: Reg, from: Ty, to: Ty) -> Result<Reg, GenError> {
+        let (ft, tt) = (ptx_type(from), ptx_type(to));
+        Ok(match (from, to) {
+            _ if from == to => a,
+            (Ty::Bool, _) if to.is_int() => self.b.selp(tt, Operand::Imm(1), Operand::Imm(0), a),
+            _ if from.is_int() && to.is_int() => {
+                if from.size() == to.size() {
+                    a
+                } else {
+                    self.b.cvt(Rounding::None, tt, ft, a)
+                }
+            }
+            _ if from.is_int() && to.is_float() => self.b.cvt(Rounding::Rn, tt, ft, a),
+            _ if from.is_float() && to.is_int() => self.b.cvt(Rounding::Rzi, tt, ft, a),
+            (Ty::F32, Ty::F64) => self.b.cvt(Rounding::None, tt, ft, a),
+            (Ty::F64, Ty::F32) => self.b.cvt(Rounding::Rn, tt, ft, a),
+            _ => {
+                return unsupported(format!(
+                    "cast from `{}` to `{}`",
+                    from.rust_name(),
+                    to.rust_name()
+                ))
+            }
+        })
+    }
+
+    fn args(&mut self, args: &[Expr]) -> Result<Vec<Reg>, GenError> {
+        let mut regs = Vec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            let r = self.expr(a)?;
+            let r = match args[i + 1..].iter().find(|later| may_assign(later)) {
+                Some(later) => self.keep(r, a.ty, later),
+                None => r,
+            };
+            regs.push(r);
+        }
+        Ok(regs)
+    }
+
+    fn method(&mut self, method: Method, ty: Ty, args: &[Expr]) -> Result<Reg, GenError> {
+        let want = if method == Method::MulAdd {
+            3
+        } else if matches!(method, Method::Min | Method::Max) {
+            2
+        } else {
+            1
+        };
+        if args.len() != want {
+            return unsupported(format!("`{method:?}` takes {want} operands"));
+        }
+        let a = self.args(args)?;
+        let t = ptx_type(ty);
+        Ok(match method {
+            Method::Min | Method::Max if ty != Ty::Bool => {
+                let op = if method == Method::Min {
+                    BinOp::Min
+                } else {
+                    BinOp::Max
+                };
+                self.b.bin(op, t, a[0], a[1])
+            }
+            Method::Abs if matches!(ty, Ty::I32 | Ty::I64 | Ty::F32 | Ty::F64) => {
+                self.b.un(UnOp::Abs, t, a[0])
+            }
+            Method::Sqrt if ty.is_float() => self.b.un(UnOp::Sqrt, t, a[0]),
+            Method::MulAdd if ty.is_float() => {
+                let dst = self.b.reg_for(t);
+                self.b.emit(Op::Fma {
+                    ty: t,
+                    dst,
+                    a: a[0].into(),
+                    b: a[1].into(),
+                    c: a[2].into(),
+                });
+                dst
+            }
+            _ => return unsupported(format!("`{method:?}` on `{}`", ty.rust_name())),
+        })
+    }
+
+    /// Reinterprets a float register as its bit pattern (integers are returned as they are).
+    fn bits_of(&mut self, r: Reg, ty: Ty) -> Reg {
+        if ty.is_float() {
+            self.b.mov(bits_type(ty), r)
+        } else {
+            r
+        }
+    }
+
+    fn atomic(
+        &mut self,
+        op: AtomicOp,
+        array: ArrayRef,
+        index: &Expr,
+        args: &[Expr],
+    ) -> Result<Reg, GenError> {
+        let i = self.expr(index)?;
+        let i = match args.iter().find(|a| may_assign(a)) {
+            Some(later) => self.keep(i, Ty::U64, later),
+            None => i,
+        };
+        let a = self.args(args)?;
+        let info = self.array(array)?;
+        let ty = info.elem;
+        let want = if op == AtomicOp::Cas { 2 } else { 1 };
+        if a.len() != want {
+            return unsupported(format!("atomic `{op:?}` takes {want} value operands"));
+        }
+        if ty == Ty::Bool {
+            return unsupported("atomics on `bool` are not supported");
+        }
+        let t = ptx_type(ty);
+        let dst = self.b.reg_for(t);
+        if self.checked {
+            let zero = if ty.is_float() {
+                self.zero_float(ty)
+            } else {
+                Operand::Imm(0)
+            };
+            self.b.mov_to(t, dst, zero);
+        }
+        let skip = self.guard(array, &info, i)?;
+        let addr = self.b.elem_addr(info.base, i, ty.size());
+        let native = |op: AtomOp, ty: Type| (op, ty, None);
+        let (aop, aty, c) = match op {
+            AtomicOp::Add if ty.is_float() || matches!(ty, Ty::I32 | Ty::U32) => {
+                native(AtomOp::Add, t)
+            }
+            AtomicOp::Add => native(AtomOp::Add, Type::U64),
+            AtomicOp::Min | AtomicOp::Max if ty.is_float() => {
+                self.float_min_max(op == AtomicOp::Min, ty, dst, addr, a[0]);
+                if let Some(l) = skip {
+                    self.b.place(l);
+                }
+                return Ok(dst);
+            }
+            AtomicOp::Min => native(AtomOp::Min, t),
+            AtomicOp::Max => native(AtomOp::Max, t),
+            AtomicOp::Exch | AtomicOp::Cas => {
+                let aop = if op == AtomicOp::Exch {
+                    AtomOp::Exch
+                } else {
+                    AtomOp::Cas
+                };
+                let bits = self.bits_of(a[0], ty);
+                let c = if op == AtomicOp::Cas {
+                    Some(Operand::from(self.bits_of(a[1], ty)))
+                } else {
+                    None
+                };
+                let old = if ty.is_float() {
+                    self.b.reg_for(bits_type(ty))
+                } else {
+                    dst
+                };
+                self.b.emit(Op::Atom {
+                    space: Space::Global,
+                    op: aop,
+                    ty: bits_type(ty),
+                    dst: old,
+                    addr: Address::Reg {
+                        base: addr,
+                        offset: 0,
+                    },
+                    b: bits.into(),
+                    c,
+                });
+                if old != dst {
+                    self.b.mov_to(bits_type(ty), dst, old);
+                }
+                if let Some(l) = skip {
+                    self.b.place(l);
+                }
+                return Ok(dst);
+            }
+        };
+        self.b.emit(Op::Atom {
+            space: Space::Global,
+            op: aop,
+            ty: aty,
+            dst,
+            addr: Address::Reg {
+                base: addr,
+                offset: 0,
+            },
+            b: a[0].into(),
+            c,
+        });
+        if let Some(l) = skip {
+            self.b.place(l);
+        }
+        Ok(dst)
+    }
+
+    /// Float atomic min/max as a `cas` loop on the bit pattern: the new value is computed with
+    /// `min`/`max` on the floats (Rust's NaN-ignoring `f32::min`), so negative values and ±0 are
+    /// right, which integer min/max on the bits would not be. `dst` receives the old value.
+    fn float_min_max(&mut self, min: bool, ty: Ty, dst: Reg, addr: Reg, v: Reg) {
+        let (t, bt) = (ptx_type(ty), bits_type(ty));
+        let expected = self.b.ld(Space::Global, bt, addr);
+        let head = self.b.label();
+        self.b.place(head);
+        let cur = self.b.reg_for(t);
+        self.b.mov_to(bt, cur, expected);
+        let op = if min { BinOp::Min } else { BinOp::Max };
+        let newf = self.b.bin(op, t, cur, v);
+        let new_bits = self.b.mov(bt, newf);
+        let seen = self.b.reg_for(bt);
+        self.b.emit(Op::Atom {
+            space: Space::Global,
+            op: AtomOp::Cas,
+            ty: bt,
+            dst: seen,
+            addr: Address::Reg {
+                base: addr,
+                offset: 0,
+            },
+            b: expected.into(),
+            c: Some(new_bits.into()),
+        });
+        let raced = self.b.setp(Cmp::Ne, bt, seen, expected);
+        self.b.mov_to(bt, expected, seen);
+        self.b.bra_if(raced, false, head);
+        self.b.mov_to(bt, dst, expected);
+    }
+}

@@ -7,10 +7,11 @@ pub mod builder;
 pub mod codegen;
 pub mod ir;
 pub mod plan;
+pub mod ptxas;
 pub mod schedules;
 pub mod sim;
 
-pub use schedules::Schedule;
+pub use schedules::{Schedule, ScheduleTemplate};
 
 /// Index width of the work-oriented schedules' search arithmetic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -74,4 +75,50 @@ pub enum GenError {
     BadTarget(String),
     #[error("{0}")]
     Unsupported(String),
+}
+
+/// Whether `target` is `sm_XY` (optionally with a letter suffix, `sm_90a`) with `XY >= 75`.
+fn target_ok(target: &str) -> bool {
+    let Some(rest) = target.strip_prefix("sm_") else {
+        return false;
+    };
+    let digits = rest.trim_end_matches(|c: char| c.is_ascii_lowercase());
+    let suffix = &rest[digits.len()..];
+    suffix.len() <= 1 && digits.len() >= 2 && digits.parse::<u32>().is_ok_and(|v| v >= 75)
+}
+
+/// Builds one PTX module holding the kernels of every schedule in `opts.schedules`, and their
+/// plans in the same order.
+pub fn generate(body: &body::Body, opts: &Options) -> Result<Generated, GenError> {
+    if !target_ok(&opts.target) {
+        return Err(GenError::BadTarget(opts.target.clone()));
+    }
+    let mut kernels = Vec::new();
+    let mut plans = Vec::with_capacity(opts.schedules.len());
+    for (i, &schedule) in opts.schedules.iter().enumerate() {
+        if opts.schedules[..i].contains(&schedule) {
+            let name = schedule.name();
+            return Err(GenError::Unsupported(format!("schedule `{name}` is listed twice")));
+        }
+        if !(32..=1024).contains(&opts.block) || !opts.block.is_power_of_two() {
+            return Err(GenError::BadBlock {
+                schedule: schedule.name(),
+                block: opts.block,
+                why: "threads per block must be a power of two from 32 to 1024".into(),
+            });
+        }
+        let template = schedule.template();
+        let plan = template.plan(body, opts)?;
+        kernels.extend(template.build(body, opts, &plan)?);
+        plans.push(plan);
+    }
+    let module = ir::Module {
+        version: (7, 8),
+        target: opts.target.clone(),
+        kernels,
+    };
+    Ok(Generated {
+        ptx: module.to_string(),
+        plans,
+    })
 }

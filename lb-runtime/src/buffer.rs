@@ -84,7 +84,10 @@ pub(crate) fn from_bytes<T: Element>(bytes: &[u8]) -> Vec<T> {
 /// Where the bytes of a buffer live.
 pub(crate) enum Storage {
     /// The stream is the device's only stream; it orders every copy and launch.
-    Gpu { slice: CudaSlice<u8>, stream: Arc<CudaStream> },
+    Gpu {
+        slice: CudaSlice<u8>,
+        stream: Arc<CudaStream>,
+    },
     Sim(u64),
 }
 
@@ -124,7 +127,11 @@ pub struct DeviceBuffer<T: Element> {
 
 impl<T: Element> DeviceBuffer<T> {
     pub(crate) fn from_raw(raw: RawBuffer, len: usize) -> Self {
-        DeviceBuffer { raw, len, _elem: PhantomData }
+        DeviceBuffer {
+            raw,
+            len,
+            _elem: PhantomData,
+        }
     }
 
     /// Number of elements.

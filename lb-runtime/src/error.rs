@@ -25,7 +25,10 @@ pub enum Error {
     Shape(String),
     /// `launch_with` asked for a schedule the attribute did not generate.
     #[error("schedule `{requested}` was not generated; generated: {generated}")]
-    ScheduleNotGenerated { requested: String, generated: String },
+    ScheduleNotGenerated {
+        requested: String,
+        generated: String,
+    },
     /// A kernel entry named by a plan is not in the module.
     #[error("kernel `{0}` is not in the PTX module")]
     MissingKernel(String),
@@ -52,9 +55,14 @@ impl Error {
     /// Wraps a driver error with what we were doing, keeping the driver's own message.
     pub(crate) fn cuda(context: impl Into<String>, err: cudarc::driver::DriverError) -> Error {
         let message = match (err.error_name(), err.error_string()) {
-            (Ok(name), Ok(text)) => format!("{}: {}", name.to_string_lossy(), text.to_string_lossy()),
+            (Ok(name), Ok(text)) => {
+                format!("{}: {}", name.to_string_lossy(), text.to_string_lossy())
+            }
             _ => format!("{:?}", err.0),
         };
-        Error::Cuda { context: context.into(), message }
+        Error::Cuda {
+            context: context.into(),
+            message,
+        }
     }
 }

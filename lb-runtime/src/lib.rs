@@ -1,1 +1,22 @@
-//! placeholder
+//! lb-runtime: devices (CUDA through cudarc, or lb-ptx's simulator), typed device buffers,
+//! validated sparse formats, Matrix Market I/O, seeded generators, host intrinsics and the
+//! execution of the plans that lb-ptx generates.
+//!
+//! The surface that macro-generated code calls is fixed in `docs/runtime-contract.md`.
+
+mod buffer;
+mod cuda;
+mod device;
+mod error;
+mod formats;
+pub mod generate;
+pub mod intrinsics;
+mod launch;
+pub mod mtx;
+
+pub use buffer::{DeviceBuffer, Element};
+pub use device::Device;
+pub use error::{Error, Result};
+pub use formats::{Csr, DeviceCsr};
+pub use launch::{execute, ArgValue, KernelArg, KernelLaunch, Launch};
+pub use mtx::{parse_mtx, read_mtx, write_mtx, MtxValue};

@@ -37,7 +37,9 @@ impl Default for Memory {
 
 impl Memory {
     pub fn new() -> Memory {
-        Memory { slots: vec![Slot::Freed] }
+        Memory {
+            slots: vec![Slot::Freed],
+        }
     }
 
     /// Allocates `bytes` zeroed bytes and returns their device address (256-byte aligned, never 0).
@@ -64,7 +66,10 @@ impl Memory {
         let off = addr & OFFSET_MASK;
         match self.slots.get(id) {
             Some(Slot::Live(data)) if id != 0 => {
-                if off.checked_add(len).is_some_and(|end| end <= data.len() as u64) {
+                if off
+                    .checked_add(len)
+                    .is_some_and(|end| end <= data.len() as u64)
+                {
                     Ok((data, off as usize))
                 } else {
                     Err(Fault::OutOfBounds)
@@ -81,13 +86,19 @@ impl Memory {
             Fault::UseAfterFree => "the allocation was freed",
             Fault::Misaligned => "misaligned",
         };
-        SimError::HostAccess { addr, bytes: len, why: why.to_string() }
+        SimError::HostAccess {
+            addr,
+            bytes: len,
+            why: why.to_string(),
+        }
     }
 
     /// Copies `data` to device memory at `addr`; the whole range must lie in one live allocation.
     pub fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), SimError> {
         let len = data.len() as u64;
-        let (_, off) = self.locate(addr, len).map_err(|f| Self::host_fault(addr, len, f))?;
+        let (_, off) = self
+            .locate(addr, len)
+            .map_err(|f| Self::host_fault(addr, len, f))?;
         if let Some(Slot::Live(buf)) = self.slots.get_mut((addr >> OFFSET_BITS) as usize) {
             buf[off..off + data.len()].copy_from_slice(data);
         }
@@ -96,14 +107,16 @@ impl Memory {
 
     /// Copies `len` bytes from device memory at `addr`.
     pub fn read(&self, addr: u64, len: u64) -> Result<Vec<u8>, SimError> {
-        let (buf, off) = self.locate(addr, len).map_err(|f| Self::host_fault(addr, len, f))?;
+        let (buf, off) = self
+            .locate(addr, len)
+            .map_err(|f| Self::host_fault(addr, len, f))?;
         Ok(buf[off..off + len as usize].to_vec())
     }
 
     /// A device load of `size` (1, 4 or 8) bytes, zero-extended.
     #[inline]
     pub(crate) fn load(&self, addr: u64, size: u32) -> Result<u64, Fault> {
-        if addr % u64::from(size) != 0 {
+        if addr & u64::from(size - 1) != 0 {
             return Err(Fault::Misaligned);
         }
         let (buf, off) = self.locate(addr, u64::from(size))?;
@@ -113,7 +126,7 @@ impl Memory {
     /// A device store of the low `size` bytes of `value`.
     #[inline]
     pub(crate) fn store(&mut self, addr: u64, size: u32, value: u64) -> Result<(), Fault> {
-        if addr % u64::from(size) != 0 {
+        if addr & u64::from(size - 1) != 0 {
             return Err(Fault::Misaligned);
         }
         let (_, off) = self.locate(addr, u64::from(size))?;
@@ -130,7 +143,9 @@ pub(crate) fn load_le(buf: &[u8], size: u32) -> u64 {
     match size {
         1 => u64::from(buf[0]),
         4 => u64::from(u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]])),
-        _ => u64::from_le_bytes([buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7]]),
+        _ => u64::from_le_bytes([
+            buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7],
+        ]),
     }
 }
 
@@ -150,7 +165,7 @@ mod tests {
         let mut m = Memory::new();
         let a = m.alloc(10);
         let b = m.alloc(0);
-        assert!(a != 0 && a % 256 == 0 && b % 256 == 0 && a != b);
+        assert!(a != 0 && a & 255 == 0 && b & 255 == 0 && a != b);
         assert_eq!(m.read(a, 10).unwrap(), vec![0; 10]);
         assert!(m.read(b, 1).is_err());
         assert_eq!(m.read(b, 0).unwrap(), Vec::<u8>::new());

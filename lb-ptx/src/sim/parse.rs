@@ -5,8 +5,8 @@
 //! number; no input text makes the parser panic.
 
 use crate::ir::{
-    Address, AtomOp, BinOp, Cmp, Guard, Instr, Kernel, Label, Module, Op, Operand, Param, Reg, RegClass, Rounding,
-    SharedDecl, ShflMode, Space, Special, Type, UnOp, VoteMode,
+    Address, AtomOp, BinOp, Cmp, Guard, Instr, Kernel, Label, Module, Op, Operand, Param, Reg,
+    RegClass, Rounding, SharedDecl, ShflMode, Space, Special, Type, UnOp, VoteMode,
 };
 
 /// A parse failure: the 1-based line it was found on and what was wrong.
@@ -65,7 +65,10 @@ fn lex(text: &str) -> Result<Vec<Token>, ParseError> {
                     prev = c;
                 }
                 if !closed {
-                    return Err(ParseError { line: open, message: "unterminated `/*` comment".into() });
+                    return Err(ParseError {
+                        line: open,
+                        message: "unterminated `/*` comment".into(),
+                    });
                 }
             }
             c if is_word_char(c) => {
@@ -77,12 +80,22 @@ fn lex(text: &str) -> Result<Vec<Token>, ParseError> {
                     end = i + c.len_utf8();
                     chars.next();
                 }
-                out.push(Token { tok: Tok::Word(text[start..end].to_string()), line });
+                out.push(Token {
+                    tok: Tok::Word(text[start..end].to_string()),
+                    line,
+                });
             }
-            ',' | ';' | ':' | '(' | ')' | '{' | '}' | '[' | ']' | '<' | '>' | '+' | '-' | '|' | '@' | '!' => {
-                out.push(Token { tok: Tok::Punct(c), line })
+            ',' | ';' | ':' | '(' | ')' | '{' | '}' | '[' | ']' | '<' | '>' | '+' | '-' | '|'
+            | '@' | '!' => out.push(Token {
+                tok: Tok::Punct(c),
+                line,
+            }),
+            c => {
+                return Err(ParseError {
+                    line,
+                    message: format!("unexpected character `{c}`"),
+                })
             }
-            c => return Err(ParseError { line, message: format!("unexpected character `{c}`") }),
         }
     }
     Ok(out)
@@ -98,7 +111,11 @@ struct Parser {
 pub fn parse(text: &str) -> Result<Module, ParseError> {
     let toks = lex(text)?;
     let last_line = text.lines().count().max(1);
-    let mut p = Parser { toks, pos: 0, last_line };
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        last_line,
+    };
     p.module()
 }
 
@@ -115,7 +132,10 @@ impl Parser {
     }
 
     fn err<T>(&self, message: impl Into<String>) -> Result<T, ParseError> {
-        Err(ParseError { line: self.line(), message: message.into() })
+        Err(ParseError {
+            line: self.line(),
+            message: message.into(),
+        })
     }
 
     fn peek(&self) -> Option<&Tok> {
@@ -158,7 +178,15 @@ impl Parser {
             Ok(())
         } else {
             let found = self.describe();
-            self.err(format!("expected `{c}`, found {found}"))
+            let message = format!("expected `{c}`, found {found}");
+            // A missing `;` belongs to the statement before it, not to the line that follows.
+            match (c, self.pos.checked_sub(1).and_then(|i| self.toks.get(i))) {
+                (';', Some(prev)) => Err(ParseError {
+                    line: prev.line,
+                    message,
+                }),
+                _ => self.err(message),
+            }
         }
     }
 
@@ -201,7 +229,11 @@ impl Parser {
         while self.peek().is_some() {
             kernels.push(self.kernel()?);
         }
-        Ok(Module { version, target, kernels })
+        Ok(Module {
+            version,
+            target,
+            kernels,
+        })
     }
 
     fn kernel(&mut self) -> Result<Kernel, ParseError> {
@@ -246,7 +278,13 @@ impl Parser {
                 body.push(self.instr()?);
             }
         }
-        Ok(Kernel { name, params, shared, reg_counts, body })
+        Ok(Kernel {
+            name,
+            params,
+            shared,
+            reg_counts,
+            body,
+        })
     }
 
     fn type_word(&mut self) -> Result<Type, ParseError> {
@@ -268,7 +306,10 @@ impl Parser {
         };
         let name = self.word("register name")?;
         if name.strip_prefix('%') != Some(class.prefix()) {
-            return self.err(format!("`.reg {ty}` must declare `%{}<n>`, found `{name}`", class.prefix()));
+            return self.err(format!(
+                "`.reg {ty}` must declare `%{}<n>`, found `{name}`",
+                class.prefix()
+            ));
         }
         self.punct('<')?;
         let n = self.number("register count")?;
@@ -288,7 +329,11 @@ impl Parser {
         self.expect_word(".b8")?;
         let name = self.word("shared variable name")?;
         self.punct('[')?;
-        let bytes = if external { 0 } else { self.number("shared size in bytes")? };
+        let bytes = if external {
+            0
+        } else {
+            self.number("shared size in bytes")?
+        };
         if !external && bytes == 0 {
             return self.err("a static `.shared` array must have a non-zero size");
         }
@@ -339,8 +384,14 @@ impl Parser {
             if let Some(r) = parse_reg(&w) {
                 return Ok(Operand::Reg(r));
             }
-            let specials =
-                [Special::TidX, Special::NtidX, Special::CtaidX, Special::NctaidX, Special::LaneId, Special::WarpId];
+            let specials = [
+                Special::TidX,
+                Special::NtidX,
+                Special::CtaidX,
+                Special::NctaidX,
+                Special::LaneId,
+                Special::WarpId,
+            ];
             return match specials.into_iter().find(|s| &s.name()[1..] == rest) {
                 Some(s) => Ok(Operand::Special(s)),
                 None => bad(format!("unknown register `{w}`")),
@@ -351,13 +402,17 @@ impl Parser {
             if let Some(hex) = w.strip_prefix("0f").or_else(|| w.strip_prefix("0F")) {
                 return match (hex.len(), u32::from_str_radix(hex, 16)) {
                     (8, Ok(v)) => Ok(Operand::F32(v)),
-                    _ => bad(format!("bad f32 immediate `{w}` (want `0f` and 8 hex digits)")),
+                    _ => bad(format!(
+                        "bad f32 immediate `{w}` (want `0f` and 8 hex digits)"
+                    )),
                 };
             }
             if let Some(hex) = w.strip_prefix("0d").or_else(|| w.strip_prefix("0D")) {
                 return match (hex.len(), u64::from_str_radix(hex, 16)) {
                     (16, Ok(v)) => Ok(Operand::F64(v)),
-                    _ => bad(format!("bad f64 immediate `{w}` (want `0d` and 16 hex digits)")),
+                    _ => bad(format!(
+                        "bad f64 immediate `{w}` (want `0d` and 16 hex digits)"
+                    )),
                 };
             }
             return match w.parse::<i64>() {
@@ -375,7 +430,9 @@ impl Parser {
         self.punct('[')?;
         let w = self.word("address base")?;
         let base = parse_reg(&w);
-        if base.is_none() && (w.starts_with('%') || !w.as_bytes()[0].is_ascii_alphabetic() && !w.starts_with('_')) {
+        if base.is_none()
+            && (w.starts_with('%') || !w.as_bytes()[0].is_ascii_alphabetic() && !w.starts_with('_'))
+        {
             self.pos -= 1;
             return self.err(format!("bad address base `{w}`"));
         }
@@ -411,7 +468,9 @@ impl Parser {
             }
             let pred = self.reg()?;
             if pred.class != RegClass::Pred {
-                return self.err(format!("a guard must be a predicate register, found `{pred}`"));
+                return self.err(format!(
+                    "a guard must be a predicate register, found `{pred}`"
+                ));
             }
             guard = Some(Guard { pred, negate });
         }
@@ -421,7 +480,10 @@ impl Parser {
             self.pos = start;
             let l = self.label_name()?;
             self.punct(':')?;
-            return Ok(Instr { guard: None, op: Op::Label(l) });
+            return Ok(Instr {
+                guard: None,
+                op: Op::Label(l),
+            });
         }
         let parts: Vec<&str> = opcode.split('.').collect();
         let op = self.op(&parts)?;
@@ -430,8 +492,14 @@ impl Parser {
     }
 
     fn unknown<T>(&self, parts: &[&str]) -> Result<T, ParseError> {
-        let line = self.toks.get(self.pos.saturating_sub(1)).map_or(self.last_line, |t| t.line);
-        Err(ParseError { line, message: format!("unsupported instruction `{}`", parts.join(".")) })
+        let line = self
+            .toks
+            .get(self.pos.saturating_sub(1))
+            .map_or(self.last_line, |t| t.line);
+        Err(ParseError {
+            line,
+            message: format!("unsupported instruction `{}`", parts.join(".")),
+        })
     }
 
     fn ty_of(&self, parts: &[&str], s: &str) -> Result<Type, ParseError> {
@@ -479,7 +547,9 @@ impl Parser {
                     (BinOp::Mul, "wide") => BinOp::MulWide,
                     (BinOp::Mul, "hi") => BinOp::MulHi,
                     (BinOp::Mul, "lo") if !ty.is_float() => BinOp::Mul,
-                    (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div, "rn") if ty.is_float() => op,
+                    (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div, "rn") if ty.is_float() => {
+                        op
+                    }
                     _ => return self.unknown(parts),
                 };
             }
@@ -560,7 +630,13 @@ impl Parser {
                 let b = self.operand()?;
                 self.comma()?;
                 let pred = self.reg()?;
-                Ok(Op::Selp { ty, dst, a, b, pred })
+                Ok(Op::Selp {
+                    ty,
+                    dst,
+                    a,
+                    b,
+                    pred,
+                })
             }
             "cvt" if n == 3 || n == 4 => {
                 let rounding = if n == 3 {
@@ -577,7 +653,13 @@ impl Parser {
                 let dst = self.reg()?;
                 self.comma()?;
                 let src = self.operand()?;
-                Ok(Op::Cvt { rounding, dst_ty, src_ty, dst, src })
+                Ok(Op::Cvt {
+                    rounding,
+                    dst_ty,
+                    src_ty,
+                    dst,
+                    src,
+                })
             }
             "ld" if n == 3 => {
                 let space = self.space_of(parts, parts[1])?;
@@ -585,7 +667,12 @@ impl Parser {
                 let dst = self.reg()?;
                 self.comma()?;
                 let addr = self.address()?;
-                Ok(Op::Ld { space, ty, dst, addr })
+                Ok(Op::Ld {
+                    space,
+                    ty,
+                    dst,
+                    addr,
+                })
             }
             "st" if n == 3 => {
                 let space = self.space_of(parts, parts[1])?;
@@ -593,7 +680,12 @@ impl Parser {
                 let addr = self.address()?;
                 self.comma()?;
                 let src = self.operand()?;
-                Ok(Op::St { space, ty, addr, src })
+                Ok(Op::St {
+                    space,
+                    ty,
+                    addr,
+                    src,
+                })
             }
             "atom" if n == 4 => {
                 let space = self.space_of(parts, parts[1])?;
@@ -619,9 +711,19 @@ impl Parser {
                 } else {
                     None
                 };
-                Ok(Op::Atom { space, op, ty, dst, addr, b, c })
+                Ok(Op::Atom {
+                    space,
+                    op,
+                    ty,
+                    dst,
+                    addr,
+                    b,
+                    c,
+                })
             }
-            "bra" if n == 1 => Ok(Op::Bra { target: self.label_name()? }),
+            "bra" if n == 1 => Ok(Op::Bra {
+                target: self.label_name()?,
+            }),
             "bar" if n == 2 && parts[1] == "sync" => {
                 if self.number("barrier number")? != 0 {
                     return self.err("only barrier 0 is supported");
@@ -653,7 +755,15 @@ impl Parser {
                 let c = self.operand()?;
                 self.comma()?;
                 let mask = self.operand()?;
-                Ok(Op::Shfl { mode, dst, dst_pred, a, b, c, mask })
+                Ok(Op::Shfl {
+                    mode,
+                    dst,
+                    dst_pred,
+                    a,
+                    b,
+                    c,
+                    mask,
+                })
             }
             "vote" if n == 4 && parts[1] == "sync" => {
                 let mode = match (parts[2], parts[3]) {

@@ -1,0 +1,233 @@
+//! The attribute's arguments (`#[load_balanced(schedule = "...", ...)]`), parsed by darling and
+//! validated into the options that shape the generated code.
+
+use darling::ast::NestedMeta;
+use darling::util::SpannedValue;
+use darling::FromMeta;
+use lb_ptx::body::Reduce;
+use lb_ptx::{IndexWidth, Schedule};
+use proc_macro2::{Span, TokenStream};
+use syn::{Ident, LitStr};
+
+use crate::types::{did_you_mean, Errors};
+
+/// `reduce = "sum" | "min" | "max"`.
+#[derive(Clone, Copy, Debug, FromMeta)]
+#[darling(rename_all = "snake_case")]
+enum ReduceArg {
+    Sum,
+    Min,
+    Max,
+}
+
+/// `index = "u32" | "u64" | "auto"`.
+#[derive(Clone, Copy, Debug, FromMeta)]
+#[darling(rename_all = "snake_case")]
+enum IndexArg {
+    U32,
+    U64,
+    Auto,
+}
+
+/// Exactly the keys of DESIGN §2; darling rejects any other key with "did you mean".
+#[derive(Debug, FromMeta)]
+struct RawArgs {
+    schedule: Option<LitStr>,
+    reduce: Option<SpannedValue<ReduceArg>>,
+    output: Option<LitStr>,
+    tiles: Option<LitStr>,
+    lanes: Option<LitStr>,
+    block: Option<SpannedValue<u32>>,
+    items_per_thread: Option<SpannedValue<u32>>,
+    target: Option<LitStr>,
+    index: Option<IndexArg>,
+    #[darling(default)]
+    checked: bool,
+}
+
+/// Validated arguments.
+#[derive(Debug)]
+pub struct Args {
+    pub schedules: Vec<Schedule>,
+    /// The reduction and where it was written.
+    pub reduce: Option<(Reduce, Span)>,
+    /// The output slice's name (present iff `reduce` is).
+    pub output: Option<Ident>,
+    /// The name of the `&[u32]` parameter listing the active tiles, as written.
+    pub tiles: Option<LitStr>,
+    /// The name of the `usize` parameter giving the lane count, as written.
+    pub lanes: Option<LitStr>,
+    pub block: u32,
+    pub items_per_thread: u32,
+    pub target: String,
+    /// Where `target` was written (codegen's target errors point there).
+    pub target_span: Span,
+    pub index: IndexWidth,
+    pub checked: bool,
+}
+
+/// Parses and validates the attribute's tokens, collecting every error.
+pub fn parse(attr: TokenStream) -> syn::Result<Args> {
+    let metas = NestedMeta::parse_meta_list(attr)?;
+    let raw = RawArgs::from_list(&metas)?;
+    let mut errors = Errors::default();
+
+    let schedules = match &raw.schedule {
+        Some(lit) => errors.take(parse_schedules(lit)).unwrap_or_default(),
+        // No schedule named: generate every built-in one, as `"auto"` does.
+        None => Schedule::ALL.to_vec(),
+    };
+
+    let reduce = raw.reduce.as_ref().map(|r| {
+        let op = match **r {
+            ReduceArg::Sum => Reduce::Sum,
+            ReduceArg::Min => Reduce::Min,
+            ReduceArg::Max => Reduce::Max,
+        };
+        (op, r.span())
+    });
+
+    let output = match (&raw.output, &reduce) {
+        (Some(lit), Some(_)) => errors.take(
+            syn::parse_str::<Ident>(&lit.value())
+                .map(|i| Ident::new(&i.to_string(), lit.span()))
+                .map_err(|_| {
+                    syn::Error::new(
+                        lit.span(),
+                        format!("`output` must be an identifier, the name of the output slice (e.g. `output = \"y\"`), not `{}`", lit.value()),
+                    )
+                }),
+        ),
+        (Some(lit), None) => {
+            errors.push(syn::Error::new(
+                lit.span(),
+                "`output` names the slice that receives the reduced value of each tile: it needs `reduce = \"sum\"` (or \"min\", \"max\")",
+            ));
+            None
+        }
+        (None, Some((_, span))) => {
+            errors.push(syn::Error::new(
+                *span,
+                "`reduce` needs `output = \"name\"`: the name of the slice that receives one value per tile",
+            ));
+            None
+        }
+        (None, None) => None,
+    };
+
+    let block = match raw.block {
+        Some(b) if !(32..=1024).contains(&*b) || !b.is_power_of_two() => {
+            errors.push(syn::Error::new(
+                b.span(),
+                format!("`block` must be a power of two from 32 to 1024 (threads per block), not {}", *b),
+            ));
+            256
+        }
+        Some(b) => *b,
+        None => 256,
+    };
+
+    let items_per_thread = match raw.items_per_thread {
+        Some(n) if *n == 0 => {
+            errors.push(syn::Error::new(n.span(), "`items_per_thread` must be at least 1"));
+            1
+        }
+        Some(n) => *n,
+        None => 1,
+    };
+
+    let (target, target_span) = match &raw.target {
+        Some(lit) => {
+            let value = lit.value();
+            if let Err(e) = check_target(&value, lit.span()) {
+                errors.push(e);
+            }
+            (value, lit.span())
+        }
+        None => ("sm_75".to_string(), Span::call_site()),
+    };
+
+    let index = match raw.index {
+        Some(IndexArg::U32) => IndexWidth::U32,
+        Some(IndexArg::U64) => IndexWidth::U64,
+        Some(IndexArg::Auto) | None => IndexWidth::Auto,
+    };
+
+    errors.finish()?;
+    Ok(Args {
+        schedules,
+        reduce,
+        output,
+        tiles: raw.tiles,
+        lanes: raw.lanes,
+        block,
+        items_per_thread,
+        target,
+        target_span,
+        index,
+        checked: raw.checked,
+    })
+}
+
+/// `"name"`, `"a, b"` or `"auto"`.
+fn parse_schedules(lit: &LitStr) -> syn::Result<Vec<Schedule>> {
+    let text = lit.value();
+    if text.trim() == "auto" {
+        return Ok(Schedule::ALL.to_vec());
+    }
+    let mut out = Vec::new();
+    let mut errors = Errors::default();
+    for name in text.split(',').map(str::trim) {
+        if name.is_empty() {
+            errors.push(syn::Error::new(
+                lit.span(),
+                "empty schedule name: write one name, a comma-separated list (\"a, b\"), or \"auto\"",
+            ));
+        } else if name == "auto" {
+            errors.push(syn::Error::new(
+                lit.span(),
+                "\"auto\" already means every schedule: write it alone",
+            ));
+        } else if let Some(s) = Schedule::from_name(name) {
+            if out.contains(&s) {
+                errors.push(syn::Error::new(lit.span(), format!("schedule `{name}` is listed twice")));
+            } else {
+                out.push(s);
+            }
+        } else {
+            let known: Vec<&str> = Schedule::ALL.iter().map(|s| s.name()).collect();
+            let hint = match did_you_mean(name, known.iter().copied()) {
+                Some(s) => format!(" (did you mean `{s}`?)"),
+                None => String::new(),
+            };
+            errors.push(syn::Error::new(
+                lit.span(),
+                format!(
+                    "unknown schedule `{name}`{hint}; the schedules are: {}, or \"auto\" for all of them",
+                    known.join(", ")
+                ),
+            ));
+        }
+    }
+    errors.finish()?;
+    Ok(out)
+}
+
+/// `sm_NN` with NN ≥ 75 (the oldest architecture whose PTX features the schedules use).
+fn check_target(target: &str, span: Span) -> syn::Result<()> {
+    let version = target
+        .strip_prefix("sm_")
+        .map(|v| v.trim_end_matches(|c: char| c.is_ascii_alphabetic()))
+        .and_then(|v| v.parse::<u32>().ok());
+    match version {
+        Some(v) if v >= 75 => Ok(()),
+        Some(_) => Err(syn::Error::new(
+            span,
+            format!("target `{target}` is too old: the generated PTX needs sm_75 or newer (e.g. \"sm_75\", \"sm_80\", \"sm_90\")"),
+        )),
+        None => Err(syn::Error::new(
+            span,
+            format!("`target` must name a GPU architecture like \"sm_80\", not `{target}`"),
+        )),
+    }
+}

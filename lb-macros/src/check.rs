@@ -1,0 +1,1037 @@
+//! Name resolution and type inference of the kernel body, checked against the subset of Rust
+//! that the GPU code generator understands.
+//!
+//! Inference is unification over type variables, as in rustc: an unsuffixed literal gets an
+//! "integer" or "float" variable that the first concrete type it meets decides (`let mut acc =
+//! 0.0; acc += a.values[nz];` makes `acc` an `f32`), and variables still undecided at the end
+//! default to `i32` / `f64`. Like rustc, a method call needs its receiver's type at the point of
+//! the call. The results are keyed by the address of the syntax node, so `lower` can walk the
+//! same tree again without re-deriving anything.
+
+use std::collections::HashMap;
+
+use lb_ptx::body::{Lit, LocalId};
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::{BinOp, Expr, Pat, Stmt, UnOp};
+
+use crate::parse::{Role, Sig};
+use crate::types::{Errors, STy};
+
+/// What a path expression names.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Name {
+    Local(LocalId),
+    /// Index into `Sig::params`.
+    Param(usize),
+    /// An associated constant such as `f32::INFINITY`, already evaluated.
+    Const(Lit),
+}
+
+/// The checker's results, keyed by node address (see [`key`]).
+#[derive(Debug, Default)]
+pub struct Typed {
+    pub types: HashMap<usize, STy>,
+    pub names: HashMap<usize, Name>,
+    /// The local each `let` / `for` pattern introduces.
+    pub bindings: HashMap<usize, LocalId>,
+    pub locals: Vec<STy>,
+}
+
+/// The identity of a syntax node: its address, stable while the tree is borrowed.
+pub fn key<T>(node: &T) -> usize {
+    node as *const T as usize
+}
+
+/// Which fields a `Csr` tile set has, with the element type of the array ones.
+pub const CSR_FIELDS: &str = "`values`, `col_indices`, `row_offsets`, `num_rows`, `num_cols`";
+
+/// The intrinsics a body may call.
+pub const ATOMICS: [&str; 5] = ["atomic_add", "atomic_min", "atomic_max", "atomic_exch", "atomic_cas"];
+
+/// What the body's code may index.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Array {
+    /// A slice parameter (index into `Sig::params`).
+    Slice { param: usize, mutable: bool },
+    /// `values`, `col_indices` or `row_offsets` of the tile set.
+    Field { param: usize, field: lb_ptx::body::CsrField },
+}
+
+type Var = usize;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    Known(STy),
+    /// An unsuffixed integer literal's type, not decided yet.
+    Int,
+    /// An unsuffixed float literal's type, not decided yet.
+    Float,
+    /// The type of something already reported as an error: agrees with everything, so one
+    /// mistake is reported once.
+    Poison,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    Link(Var),
+    Root(Kind),
+}
+
+/// Requirements of operators, checked once every variable is decided.
+#[derive(Clone, Copy, Debug)]
+enum Req {
+    Numeric,
+    Int,
+    IntOrBool,
+    Signed,
+}
+
+pub struct Checker<'a> {
+    sig: &'a Sig,
+    slots: Vec<Slot>,
+    expr_var: HashMap<usize, Var>,
+    names: HashMap<usize, Name>,
+    bindings: HashMap<usize, LocalId>,
+    locals: Vec<Var>,
+    scopes: Vec<HashMap<String, LocalId>>,
+    reqs: Vec<(Var, Req, Span, &'static str)>,
+    casts: Vec<(Var, STy, Span)>,
+    ret: Option<Var>,
+    errors: Errors,
+}
+
+/// Checks the function body; every error is collected and reported together.
+pub fn check(sig: &Sig, block: &syn::Block) -> syn::Result<Typed> {
+    let mut c = Checker {
+        sig,
+        slots: Vec::new(),
+        expr_var: HashMap::new(),
+        names: HashMap::new(),
+        bindings: HashMap::new(),
+        locals: Vec::new(),
+        scopes: vec![HashMap::new()],
+        reqs: Vec::new(),
+        casts: Vec::new(),
+        ret: None,
+        errors: Errors::default(),
+    };
+    c.ret = sig.reduce.map(|(t, _)| c.known(t));
+    c.fn_body(block);
+    c.finish()
+}
+
+/// Whether the function's tail expression is its return value (with `reduce`) rather than a
+/// statement. `check` and `lower` must agree on it.
+pub fn tail_is_value(sig: &Sig, block: &syn::Block) -> bool {
+    sig.reduce.is_some() && matches!(block.stmts.last(), Some(Stmt::Expr(_, None)))
+}
+
+impl Checker<'_> {
+    // ---- type variables ----
+
+    fn fresh(&mut self, kind: Kind) -> Var {
+        self.slots.push(Slot::Root(kind));
+        self.slots.len() - 1
+    }
+
+    fn known(&mut self, t: STy) -> Var {
+        self.fresh(Kind::Known(t))
+    }
+
+    fn find(&self, mut v: Var) -> Var {
+        while let Slot::Link(next) = self.slots[v] {
+            v = next;
+        }
+        v
+    }
+
+    fn kind(&self, v: Var) -> Kind {
+        match self.slots[self.find(v)] {
+            Slot::Root(k) => k,
+            Slot::Link(_) => Kind::Poison,
+        }
+    }
+
+    fn unify(&mut self, a: Var, b: Var) -> Result<(), (Kind, Kind)> {
+        let (ra, rb) = (self.find(a), self.find(b));
+        if ra == rb {
+            return Ok(());
+        }
+        let (ka, kb) = (self.kind(ra), self.kind(rb));
+        let merged = match (ka, kb) {
+            (Kind::Poison, _) | (_, Kind::Poison) => Kind::Poison,
+            (Kind::Known(x), Kind::Known(y)) if x == y => ka,
+            (Kind::Known(t), Kind::Int) | (Kind::Int, Kind::Known(t)) if t.is_int() => Kind::Known(t),
+            (Kind::Known(t), Kind::Float) | (Kind::Float, Kind::Known(t)) if t.is_float() => Kind::Known(t),
+            (Kind::Int, Kind::Int) | (Kind::Float, Kind::Float) => ka,
+            _ => return Err((ka, kb)),
+        };
+        self.slots[ra] = Slot::Link(rb);
+        self.slots[rb] = Slot::Root(merged);
+        Ok(())
+    }
+
+    /// Unifies `found` with `expected`, reporting `what` at `span` when they disagree.
+    fn expect(&mut self, found: Var, expected: Var, span: Span, what: &str) {
+        if let Err((f, e)) = self.unify(found, expected) {
+            self.errors.push(syn::Error::new(
+                span,
+                format!("mismatched types: {what} expects `{}`, found {}: convert with `as`", describe(e), describe_found(f)),
+            ));
+        }
+    }
+
+    fn err(&mut self, span: Span, msg: impl std::fmt::Display) -> Option<Var> {
+        self.errors.push(syn::Error::new(span, msg.to_string()));
+        None
+    }
+
+    fn record(&mut self, e: &Expr, v: Var) -> Option<Var> {
+        self.expr_var.insert(key(e), v);
+        Some(v)
+    }
+
+    /// The decided type of a method's receiver, or an error like rustc's E0689.
+    fn receiver_type(&mut self, v: Var, span: Span, method: &str) -> Option<STy> {
+        match self.kind(v) {
+            Kind::Known(t) => Some(t),
+            Kind::Poison => None,
+            Kind::Int => {
+                self.err(span, format!("cannot call `{method}` on an integer whose type is not known yet: add a suffix (`2i32`) or annotate the `let` (`let x: i32 = ...`)"))
+            }
+            .and(None),
+            Kind::Float => {
+                self.err(span, format!("cannot call `{method}` on a float whose type is not known yet: add a suffix (`2.0f32`) or annotate the `let` (`let x: f32 = ...`)"))
+            }
+            .and(None),
+        }
+    }
+
+    // ---- names ----
+
+    fn lookup_local(&self, name: &str) -> Option<LocalId> {
+        self.scopes.iter().rev().find_map(|s| s.get(name).copied())
+    }
+
+    fn lookup_param(&self, name: &str) -> Option<usize> {
+        self.sig.params.iter().position(|p| p.ident == name)
+    }
+
+    fn bind(&mut self, ident: &syn::Ident, pat_key: usize, v: Var) -> LocalId {
+        let id = self.locals.len();
+        self.locals.push(v);
+        self.bindings.insert(pat_key, id);
+        if let Some(scope) = self.scopes.last_mut() {
+            scope.insert(ident.to_string(), id);
+        }
+        id
+    }
+
+    // ---- statements ----
+
+    fn fn_body(&mut self, block: &syn::Block) {
+        let tail = tail_is_value(self.sig, block);
+        let n = block.stmts.len();
+        for (i, s) in block.stmts.iter().enumerate() {
+            match s {
+                Stmt::Expr(e, None) if tail && i + 1 == n => {
+                    if let (Some(v), Some(r)) = (self.value(e), self.ret) {
+                        self.expect(v, r, e.span(), "the function's return type");
+                    }
+                }
+                _ => self.stmt(s),
+            }
+        }
+    }
+
+    fn block_stmts(&mut self, block: &syn::Block) {
+        self.scopes.push(HashMap::new());
+        for s in &block.stmts {
+            self.stmt(s);
+        }
+        self.scopes.pop();
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        match s {
+            Stmt::Local(l) => self.local(l),
+            Stmt::Item(item) => {
+                self.err(item.span(), "items (`fn`, `const`, `use`, `struct`, …) cannot be declared inside a kernel body: declare them outside and pass values as parameters");
+            }
+            Stmt::Expr(e, _) => self.stmt_expr(e),
+            Stmt::Macro(m) => {
+                self.err(m.span(), MACRO_MSG);
+            }
+        }
+    }
+
+    fn local(&mut self, l: &syn::Local) {
+        let Some(init) = &l.init else {
+            self.err(l.span(), "a `let` in a kernel body needs a value: `let x = 0.0;`");
+            return;
+        };
+        if let Some((_, diverge)) = &init.diverge {
+            self.err(diverge.span(), "`let ... else` is not supported in a kernel body: use `if`");
+        }
+        let (pat, annot) = match &l.pat {
+            Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
+            p => (p, None),
+        };
+        let v = self.value(&init.expr);
+        let annot_var = match annot {
+            Some(ty) => match scalar_type(ty) {
+                Some(t) => Some(self.known(t)),
+                None => self.err(ty.span(), format!("unsupported type `{}`: locals have one of the types {SCALARS}", quote::quote!(#ty))),
+            },
+            None => None,
+        };
+        if let (Some(v), Some(a)) = (v, annot_var) {
+            self.expect(v, a, init.expr.span(), "the annotation");
+        }
+        let var = match (annot_var, v) {
+            (Some(a), _) => a,
+            (None, Some(v)) => v,
+            (None, None) => self.fresh(Kind::Poison),
+        };
+        match pat {
+            Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                self.bind(&pi.ident, key(pi), var);
+            }
+            Pat::Wild(_) => {}
+            other => {
+                self.err(other.span(), "only simple names can be bound in a kernel body (`let x = ...;`): destructuring is not supported");
+            }
+        }
+    }
+
+    fn stmt_expr(&mut self, e: &Expr) {
+        match e {
+            Expr::Assign(a) => self.assign(&a.left, &a.right, None, e),
+            Expr::Binary(b) if compound_op(&b.op).is_some() => self.assign(&b.left, &b.right, Some(&b.op), e),
+            Expr::If(i) => self.if_stmt(i),
+            Expr::ForLoop(f) => self.for_loop(f),
+            Expr::Block(b) if b.label.is_none() => self.block_stmts(&b.block),
+            Expr::Return(r) => self.ret(r),
+            // Anything else is evaluated for its side effects (an atomic whose old value is not
+            // needed); pure expressions are harmless.
+            _ => {
+                self.value(e);
+            }
+        }
+    }
+
+    fn if_stmt(&mut self, i: &syn::ExprIf) {
+        self.cond(&i.cond);
+        self.block_stmts(&i.then_branch);
+        if let Some((_, els)) = &i.else_branch {
+            match &**els {
+                Expr::Block(b) => self.block_stmts(&b.block),
+                Expr::If(ei) => self.if_stmt(ei),
+                other => {
+                    self.err(other.span(), "expected a block or `if` after `else`");
+                }
+            }
+        }
+    }
+
+    fn cond(&mut self, cond: &Expr) {
+        if let Some(v) = self.value(cond) {
+            let b = self.known(STy::Bool);
+            self.expect(v, b, cond.span(), "an `if` condition");
+        }
+    }
+
+    fn for_loop(&mut self, f: &syn::ExprForLoop) {
+        if let Some(l) = &f.label {
+            self.err(l.span(), "loop labels are not supported in a kernel body (there is no `break`)");
+        }
+        let range = match strip(&f.expr) {
+            Expr::Range(r) if r.start.is_some() && r.end.is_some() => r,
+            other => {
+                self.err(other.span(), "a kernel `for` loop must run over a bounded integer range: `for i in a..b` or `for i in a..=b`");
+                return;
+            }
+        };
+        let (Some(start), Some(end)) = (&range.start, &range.end) else {
+            return;
+        };
+        let sv = self.value(start);
+        let ev = self.value(end);
+        let var = match (sv, ev) {
+            (Some(s), Some(e)) => {
+                self.expect(e, s, end.span(), "the range's start");
+                self.reqs.push((s, Req::Int, range.span(), "a `for` range"));
+                s
+            }
+            _ => self.fresh(Kind::Poison),
+        };
+        self.scopes.push(HashMap::new());
+        match &*f.pat {
+            Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                self.bind(&pi.ident, key(&*f.pat), var);
+            }
+            Pat::Wild(_) => {
+                let id = self.locals.len();
+                self.locals.push(var);
+                self.bindings.insert(key(&*f.pat), id);
+            }
+            other => {
+                self.err(other.span(), "a `for` loop variable must be a simple name: `for i in a..b`");
+            }
+        }
+        self.block_stmts(&f.body);
+        self.scopes.pop();
+    }
+
+    fn ret(&mut self, r: &syn::ExprReturn) {
+        match (&r.expr, self.ret) {
+            (Some(e), Some(rv)) => {
+                if let Some(v) = self.value(e) {
+                    self.expect(v, rv, e.span(), "the function's return type");
+                }
+            }
+            (None, None) => {}
+            (Some(e), None) => {
+                self.err(e.span(), "this function has no `reduce`, so it returns nothing: write `return;`, or add `reduce` and a return type");
+            }
+            (None, Some(_)) => {
+                self.err(r.span(), "`return` needs a value here: the atom's contribution to the reduction");
+            }
+        }
+    }
+
+    /// `lhs = rhs;` and `lhs op= rhs;`.
+    fn assign(&mut self, lhs: &Expr, rhs: &Expr, op: Option<&BinOp>, whole: &Expr) {
+        let rv = self.value(rhs);
+        let lhs = strip(lhs);
+        let lv = match lhs {
+            Expr::Path(p) => match path_ident(p) {
+                Some(ident) => match self.lookup_local(&ident.to_string()) {
+                    Some(id) => {
+                        self.names.insert(key(lhs), Name::Local(id));
+                        let v = self.locals[id];
+                        self.record(lhs, v)
+                    }
+                    None if self.lookup_param(&ident.to_string()).is_some() => self.err(
+                        lhs.span(),
+                        format!("kernel parameters are read-only: copy it into a local first (`let mut {ident} = {ident};`)"),
+                    ),
+                    None => self.err(lhs.span(), format!("cannot find a local `{ident}` in this kernel")),
+                },
+                None => self.err(lhs.span(), ASSIGN_TARGET_MSG),
+            },
+            Expr::Index(ix) => match self.array(&ix.expr) {
+                Some((Array::Slice { mutable: true, .. }, elem)) => {
+                    self.index_expr(&ix.index);
+                    let v = self.known(elem);
+                    self.record(lhs, v)
+                }
+                Some((Array::Slice { param, .. }, elem)) => self.err(
+                    ix.expr.span(),
+                    format!("`{}` is a read-only input: declare it `&mut [{}]` to store into it", self.sig.params[param].ident, elem.name()),
+                ),
+                Some((Array::Field { .. }, _)) => self.err(ix.expr.span(), "the tile set is read-only: store into a `&mut [T]` parameter"),
+                None => None,
+            },
+            _ => self.err(lhs.span(), ASSIGN_TARGET_MSG),
+        };
+        let (Some(lv), Some(rv)) = (lv, rv) else {
+            return;
+        };
+        match op.and_then(compound_op) {
+            None => self.expect(rv, lv, rhs.span(), "the assigned place"),
+            Some(OpClass::Shift) => {
+                self.reqs.push((lv, Req::Int, whole.span(), "a shift"));
+                self.reqs.push((rv, Req::Int, rhs.span(), "a shift amount"));
+            }
+            Some(class) => {
+                self.expect(rv, lv, rhs.span(), "the assigned place");
+                self.reqs.push((lv, class.req(), whole.span(), class.what()));
+            }
+        }
+    }
+
+    // ---- expressions ----
+
+    /// Checks an expression used as a value; `None` after an error.
+    fn value(&mut self, e: &Expr) -> Option<Var> {
+        let v = match e {
+            Expr::Lit(l) => self.lit(&l.lit),
+            Expr::Paren(p) => self.value(&p.expr),
+            Expr::Group(g) => self.value(&g.expr),
+            Expr::Path(p) => self.path_value(p, e),
+            Expr::Unary(u) => {
+                let v = self.value(&u.expr)?;
+                match u.op {
+                    UnOp::Neg(_) => self.reqs.push((v, Req::Signed, e.span(), "negation")),
+                    UnOp::Not(_) => self.reqs.push((v, Req::IntOrBool, e.span(), "`!`")),
+                    _ => return self.err(e.span(), "dereferencing is not supported in a kernel body: index slices directly (`s[i]`)"),
+                }
+                Some(v)
+            }
+            Expr::Binary(b) => self.binary(b),
+            Expr::Cast(c) => {
+                let src = self.value(&c.expr);
+                let Some(t) = scalar_type(&c.ty) else {
+                    let ty = &c.ty;
+                    return self.err(c.ty.span(), format!("cannot cast to `{}`: the kernel types are {SCALARS}", quote::quote!(#ty)));
+                };
+                if t == STy::Bool {
+                    return self.err(c.ty.span(), "cannot cast to `bool`: compare instead (`x != 0`)");
+                }
+                if let Some(s) = src {
+                    self.casts.push((s, t, e.span()));
+                }
+                Some(self.known(t))
+            }
+            Expr::Index(ix) => {
+                let (_, elem) = self.array(&ix.expr)?;
+                self.index_expr(&ix.index);
+                Some(self.known(elem))
+            }
+            Expr::Field(f) => self.field_value(f),
+            Expr::MethodCall(m) => self.method(m),
+            Expr::Call(c) => self.call(c),
+            Expr::If(i) => self.if_value(i),
+            Expr::Assign(_) => self.err(e.span(), "an assignment is a statement in a kernel body: end it with `;`"),
+            other => self.err(other.span(), unsupported(other)),
+        }?;
+        self.record(e, v)
+    }
+
+    fn lit(&mut self, lit: &syn::Lit) -> Option<Var> {
+        match lit {
+            syn::Lit::Bool(_) => Some(self.known(STy::Bool)),
+            syn::Lit::Int(i) => {
+                if i.base10_parse::<u128>().ok().and_then(|v| i128::try_from(v).ok()).is_none() {
+                    return self.err(i.span(), "integer literal too large for a kernel type");
+                }
+                match i.suffix() {
+                    "" => Some(self.fresh(Kind::Int)),
+                    s => match STy::from_name(s) {
+                        Some(t) if t != STy::Bool => Some(self.known(t)),
+                        _ => self.err(i.span(), format!("`{s}` is not a kernel type: use one of {SCALARS}")),
+                    },
+                }
+            }
+            syn::Lit::Float(f) => match f.suffix() {
+                "" => Some(self.fresh(Kind::Float)),
+                "f32" => Some(self.known(STy::F32)),
+                "f64" => Some(self.known(STy::F64)),
+                s => self.err(f.span(), format!("`{s}` is not a float type: use `f32` or `f64`")),
+            },
+            other => self.err(other.span(), "string, character and byte literals are not supported in a kernel body: it works on numbers and `bool`s"),
+        }
+    }
+
+    fn path_value(&mut self, p: &syn::ExprPath, e: &Expr) -> Option<Var> {
+        if let Some(ident) = path_ident(p) {
+            let name = ident.to_string();
+            if let Some(id) = self.lookup_local(&name) {
+                self.names.insert(key(e), Name::Local(id));
+                return Some(self.locals[id]);
+            }
+            let Some(i) = self.lookup_param(&name) else {
+                return self.err(
+                    ident.span(),
+                    format!("cannot find `{name}` in this kernel: a kernel body can use its parameters and locals only (pass constants as parameters)"),
+                );
+            };
+            self.names.insert(key(e), Name::Param(i));
+            return match &self.sig.params[i].role {
+                Role::Index(_) => Some(self.known(STy::Usize)),
+                Role::Scalar(t) => Some(self.known(*t)),
+                Role::Slice { .. } => self.err(ident.span(), format!("`{name}` is a slice: index it (`{name}[i]`) or take its length (`{name}.len()`)")),
+                Role::TileSet { .. } => self.err(ident.span(), format!("`{name}` is the tile set: read one of its fields ({CSR_FIELDS})")),
+            };
+        }
+        // `f32::INFINITY`, `u32::MAX`, …
+        if p.qself.is_none() && p.path.segments.len() == 2 {
+            let ty = p.path.segments[0].ident.to_string();
+            let c = p.path.segments[1].ident.to_string();
+            if let Some(t) = STy::from_name(&ty) {
+                if let Some(lit) = assoc_const(t, &c) {
+                    self.names.insert(key(e), Name::Const(lit));
+                    return Some(self.known(t));
+                }
+            }
+        }
+        self.err(
+            p.span(),
+            "only parameters, locals and the constants `T::MIN`, `T::MAX`, `T::INFINITY`, `T::NEG_INFINITY` can be named in a kernel body",
+        )
+    }
+
+    fn binary(&mut self, b: &syn::ExprBinary) -> Option<Var> {
+        if compound_op(&b.op).is_some() {
+            return self.err(b.span(), "compound assignment is a statement in a kernel body: write it on its own, ending with `;`");
+        }
+        let l = self.value(&b.left);
+        let r = self.value(&b.right);
+        let (l, r) = (l?, r?);
+        let class = op_class(&b.op);
+        match class {
+            OpClass::Logic => {
+                let bl = self.known(STy::Bool);
+                self.expect(l, bl, b.left.span(), "`&&` / `||`");
+                self.expect(r, bl, b.right.span(), "`&&` / `||`");
+                Some(bl)
+            }
+            OpClass::Shift => {
+                self.reqs.push((l, Req::Int, b.left.span(), "a shift"));
+                self.reqs.push((r, Req::Int, b.right.span(), "a shift amount"));
+                Some(l)
+            }
+            OpClass::Eq | OpClass::Ord => {
+                self.expect(r, l, b.right.span(), "the comparison's left side");
+                if class == OpClass::Ord {
+                    self.reqs.push((l, Req::Numeric, b.span(), "an ordering comparison"));
+                }
+                Some(self.known(STy::Bool))
+            }
+            OpClass::Arith | OpClass::Bit => {
+                self.expect(r, l, b.right.span(), "the operator's left side");
+                self.reqs.push((l, class.req(), b.span(), class.what()));
+                Some(l)
+            }
+        }
+    }
+
+    /// The array a `base[...]` indexes, and its element type.
+    pub fn array(&mut self, base: &Expr) -> Option<(Array, STy)> {
+        match strip(base) {
+            Expr::Path(p) => {
+                let ident = path_ident(p)?;
+                let name = ident.to_string();
+                if self.lookup_local(&name).is_some() {
+                    return self.err(base.span(), format!("`{name}` is a local scalar and cannot be indexed: index a slice parameter"))
+                        .and(None);
+                }
+                let Some(i) = self.lookup_param(&name) else {
+                    return self.err(base.span(), format!("cannot find a slice `{name}` in this kernel")).and(None);
+                };
+                self.names.insert(key(strip(base)), Name::Param(i));
+                match &self.sig.params[i].role {
+                    Role::Slice { elem, mutable } => Some((Array::Slice { param: i, mutable: *mutable }, *elem)),
+                    Role::TileSet { .. } => self
+                        .err(base.span(), format!("index one of the tile set's arrays: `{name}.values[nz]`, `{name}.col_indices[nz]`, `{name}.row_offsets[row]`"))
+                        .and(None),
+                    _ => self.err(base.span(), format!("`{name}` is a scalar and cannot be indexed")).and(None),
+                }
+            }
+            Expr::Field(f) => {
+                let (param, value) = self.tile_set_of(&f.base)?;
+                let field = member_name(&f.member);
+                use lb_ptx::body::CsrField;
+                let (field, elem) = match field.as_str() {
+                    "values" => (CsrField::Values, value),
+                    "col_indices" => (CsrField::ColIndices, STy::U32),
+                    "row_offsets" => (CsrField::RowOffsets, STy::Usize),
+                    _ => {
+                        return self
+                            .err(f.member.span(), format!("`{field}` is not an array of the tile set: the arrays are `values`, `col_indices`, `row_offsets`"))
+                            .and(None)
+                    }
+                };
+                Some((Array::Field { param, field }, elem))
+            }
+            other => self.err(other.span(), "only slice parameters and the tile set's arrays can be indexed").and(None),
+        }
+    }
+
+    /// The tile-set parameter a field access starts from.
+    fn tile_set_of(&mut self, base: &Expr) -> Option<(usize, STy)> {
+        let found = match strip(base) {
+            Expr::Path(p) => path_ident(p).and_then(|ident| {
+                let name = ident.to_string();
+                if self.lookup_local(&name).is_some() {
+                    return None;
+                }
+                let i = self.lookup_param(&name)?;
+                match self.sig.params[i].role {
+                    Role::TileSet { value } => Some((i, value)),
+                    _ => None,
+                }
+            }),
+            _ => None,
+        };
+        match found {
+            Some((i, v)) => {
+                self.names.insert(key(strip(base)), Name::Param(i));
+                Some((i, v))
+            }
+            None => self.err(base.span(), "fields can only be read from the tile-set parameter").and(None),
+        }
+    }
+
+    fn index_expr(&mut self, index: &Expr) {
+        if let Some(v) = self.value(index) {
+            let u = self.known(STy::Usize);
+            if let Err((found, _)) = self.unify(v, u) {
+                self.err(index.span(), format!("indices must be `usize`, found {}: write `x[i as usize]`", describe_found(found)));
+            }
+        }
+    }
+
+    fn field_value(&mut self, f: &syn::ExprField) -> Option<Var> {
+        let (_, _) = self.tile_set_of(&f.base)?;
+        match member_name(&f.member).as_str() {
+            "num_rows" | "num_cols" => Some(self.known(STy::Usize)),
+            "values" | "col_indices" | "row_offsets" => self.err(f.span(), "index the tile set's arrays (`a.values[nz]`): they cannot be used whole"),
+            other => self.err(f.member.span(), format!("the tile set has no field `{other}`: its fields are {CSR_FIELDS}")),
+        }
+    }
+
+    fn method(&mut self, m: &syn::ExprMethodCall) -> Option<Var> {
+        let name = m.method.to_string();
+        if let Some(t) = &m.turbofish {
+            return self.err(t.span(), "type arguments on methods are not supported in a kernel body");
+        }
+        let arity = match name.as_str() {
+            "len" => 0,
+            "abs" | "sqrt" => 0,
+            "min" | "max" => 1,
+            "mul_add" => 2,
+            _ => {
+                return self.err(
+                    m.method.span(),
+                    format!("method `{name}` is not supported in a kernel body: the supported methods are `min`, `max`, `abs`, `sqrt`, `mul_add` and `len` (on slices)"),
+                )
+            }
+        };
+        if m.args.len() != arity {
+            return self.err(m.span(), format!("`{name}` takes {arity} argument(s)"));
+        }
+        if name == "len" {
+            return match self.array(&m.receiver)? {
+                (Array::Slice { .. }, _) => Some(self.known(STy::Usize)),
+                (Array::Field { .. }, _) => self.err(m.span(), "use `a.num_rows` (rows) or `a.row_offsets[a.num_rows]` (atoms) instead of the length of a tile-set array"),
+            };
+        }
+        let rv = self.value(&m.receiver);
+        let args: Vec<Option<Var>> = m.args.iter().map(|a| self.value(a)).collect();
+        let t = self.receiver_type(rv?, m.receiver.span(), &name)?;
+        let ok = match name.as_str() {
+            "min" | "max" => t != STy::Bool,
+            "abs" => t.is_signed(),
+            _ => t.is_float(),
+        };
+        if !ok {
+            return self.err(m.method.span(), format!("`{name}` is not available on `{}` in a kernel body", t.name()));
+        }
+        let rv = self.known(t);
+        for (a, v) in m.args.iter().zip(args) {
+            if let Some(v) = v {
+                self.expect(v, rv, a.span(), "the receiver's type");
+            }
+        }
+        Some(rv)
+    }
+
+    fn call(&mut self, c: &syn::ExprCall) -> Option<Var> {
+        let func = match &*c.func {
+            Expr::Path(p) => p,
+            other => return self.err(other.span(), "only the atomic intrinsics can be called in a kernel body"),
+        };
+        let name = match path_ident(func) {
+            Some(i) if self.lookup_local(&i.to_string()).is_some() => {
+                let id = self.lookup_local(&i.to_string())?;
+                if self.kind(self.locals[id]) == Kind::Poison {
+                    // Its `let` was already reported (a closure, most likely).
+                    return None;
+                }
+                return self.err(func.span(), format!("`{i}` is a local value, not a function"));
+            }
+            Some(i) if ATOMICS.contains(&i.to_string().as_str()) => i.to_string(),
+            Some(i) => {
+                return self.err(
+                    func.span(),
+                    format!("function calls are not supported in a kernel body, only the intrinsics {}: inline `{i}`'s computation", ATOMICS.join(", ")),
+                )
+            }
+            None => {
+                return self.err(
+                    func.span(),
+                    "function calls are not supported in a kernel body: use the method form (`x.sqrt()`, `x.min(y)`) or the atomic intrinsics",
+                )
+            }
+        };
+        let arity = if name == "atomic_cas" { 3 } else { 2 };
+        if c.args.len() != arity {
+            let shape = if arity == 3 { "(&mut s[i], compare, new)" } else { "(&mut s[i], value)" };
+            return self.err(c.span(), format!("`{name}` takes {arity} arguments: `{name}{shape}`"));
+        }
+        let target = match strip(&c.args[0]) {
+            Expr::Reference(r) if r.mutability.is_some() => match strip(&r.expr) {
+                Expr::Index(ix) => Some(ix),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(ix) = target else {
+            return self.err(c.args[0].span(), format!("the first argument of `{name}` must be a slice element: `&mut s[i]`"));
+        };
+        let (array, elem) = self.array(&ix.expr)?;
+        self.index_expr(&ix.index);
+        let rest: Vec<Option<Var>> = c.args.iter().skip(1).map(|a| self.value(a)).collect();
+        match array {
+            Array::Slice { mutable: true, .. } => {}
+            _ => return self.err(ix.expr.span(), "atomics need a `&mut [T]` parameter"),
+        }
+        if elem == STy::Bool || (name == "atomic_cas" && elem.is_float()) {
+            let allowed = if name == "atomic_cas" { "i32, u32, i64, u64" } else { "i32, u32, i64, u64, f32, f64" };
+            return self.err(ix.expr.span(), format!("`{name}` is not defined on `{}`: use one of {allowed}", elem.name()));
+        }
+        let ev = self.known(elem);
+        for (a, v) in c.args.iter().skip(1).zip(rest) {
+            if let Some(v) = v {
+                self.expect(v, ev, a.span(), "the slice's element type");
+            }
+        }
+        Some(ev)
+    }
+
+    fn if_value(&mut self, i: &syn::ExprIf) -> Option<Var> {
+        self.cond(&i.cond);
+        let then = self.block_value(&i.then_branch);
+        let els = match &i.else_branch {
+            None => return self.err(i.span(), "an `if` used as a value needs an `else` branch"),
+            Some((_, e)) => match &**e {
+                Expr::Block(b) => self.block_value(&b.block),
+                Expr::If(ei) => {
+                    let v = self.if_value(ei);
+                    if let Some(v) = v {
+                        self.record(e, v);
+                    }
+                    v
+                }
+                other => self.err(other.span(), "expected a block or `if` after `else`"),
+            },
+        };
+        let (then, els) = (then?, els?);
+        if let Some((_, e)) = &i.else_branch {
+            self.expect(els, then, e.span(), "the `if` branch");
+        }
+        Some(then)
+    }
+
+    /// A block used as a value: statements, then a tail expression.
+    fn block_value(&mut self, block: &syn::Block) -> Option<Var> {
+        self.scopes.push(HashMap::new());
+        let n = block.stmts.len();
+        for s in block.stmts.iter().take(n.saturating_sub(1)) {
+            self.stmt(s);
+        }
+        let v = match block.stmts.last() {
+            Some(Stmt::Expr(e, None)) => self.value(e),
+            Some(s) => {
+                self.stmt(s);
+                self.err(block.span(), "this block is used as a value: end it with an expression (no `;`)")
+            }
+            None => self.err(block.span(), "this block is used as a value: end it with an expression"),
+        };
+        self.scopes.pop();
+        v
+    }
+
+    // ---- the end ----
+
+    fn resolve(&self, v: Var) -> Option<STy> {
+        match self.kind(v) {
+            Kind::Known(t) => Some(t),
+            Kind::Int => Some(STy::I32),
+            Kind::Float => Some(STy::F64),
+            Kind::Poison => None,
+        }
+    }
+
+    fn finish(mut self) -> syn::Result<Typed> {
+        for (v, req, span, what) in std::mem::take(&mut self.reqs) {
+            let Some(t) = self.resolve(v) else { continue };
+            let ok = match req {
+                Req::Numeric => t != STy::Bool,
+                Req::Int => t.is_int(),
+                Req::IntOrBool => t.is_int() || t == STy::Bool,
+                Req::Signed => t.is_signed(),
+            };
+            if !ok {
+                self.errors.push(syn::Error::new(span, format!("{what} is not defined on `{}`", t.name())));
+            }
+        }
+        for (v, to, span) in std::mem::take(&mut self.casts) {
+            if self.resolve(v) == Some(STy::Bool) && to.is_float() {
+                self.errors.push(syn::Error::new(
+                    span,
+                    format!("a `bool` cannot be cast to `{}`: cast to an integer first (`b as u32 as {}`)", to.name(), to.name()),
+                ));
+            }
+        }
+        let errors = std::mem::take(&mut self.errors);
+        errors.finish()?;
+        let mut types = HashMap::new();
+        for (&k, &v) in &self.expr_var {
+            if let Some(t) = self.resolve(v) {
+                types.insert(k, t);
+            }
+        }
+        let locals = self.locals.iter().map(|&v| self.resolve(v).unwrap_or(STy::I32)).collect();
+        Ok(Typed { types, names: self.names, bindings: self.bindings, locals })
+    }
+}
+
+/// How an operator is type-checked.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OpClass {
+    Arith,
+    Bit,
+    Shift,
+    Eq,
+    Ord,
+    Logic,
+}
+
+impl OpClass {
+    fn req(self) -> Req {
+        match self {
+            OpClass::Bit => Req::IntOrBool,
+            OpClass::Shift => Req::Int,
+            _ => Req::Numeric,
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            OpClass::Bit => "a bit operation",
+            OpClass::Shift => "a shift",
+            _ => "arithmetic",
+        }
+    }
+}
+
+pub fn op_class(op: &BinOp) -> OpClass {
+    match op {
+        BinOp::Add(_) | BinOp::Sub(_) | BinOp::Mul(_) | BinOp::Div(_) | BinOp::Rem(_) => OpClass::Arith,
+        BinOp::BitAnd(_) | BinOp::BitOr(_) | BinOp::BitXor(_) => OpClass::Bit,
+        BinOp::Shl(_) | BinOp::Shr(_) => OpClass::Shift,
+        BinOp::Eq(_) | BinOp::Ne(_) => OpClass::Eq,
+        BinOp::And(_) | BinOp::Or(_) => OpClass::Logic,
+        _ => OpClass::Ord,
+    }
+}
+
+/// The class of a compound assignment operator (`+=` → `Arith`), or `None` for other operators.
+pub fn compound_op(op: &BinOp) -> Option<OpClass> {
+    match op {
+        BinOp::AddAssign(_) | BinOp::SubAssign(_) | BinOp::MulAssign(_) | BinOp::DivAssign(_) | BinOp::RemAssign(_) => {
+            Some(OpClass::Arith)
+        }
+        BinOp::BitAndAssign(_) | BinOp::BitOrAssign(_) | BinOp::BitXorAssign(_) => Some(OpClass::Bit),
+        BinOp::ShlAssign(_) | BinOp::ShrAssign(_) => Some(OpClass::Shift),
+        _ => None,
+    }
+}
+
+/// Parentheses and invisible groups do not matter to the kernel.
+pub fn strip(e: &Expr) -> &Expr {
+    match e {
+        Expr::Paren(p) => strip(&p.expr),
+        Expr::Group(g) => strip(&g.expr),
+        _ => e,
+    }
+}
+
+pub fn path_ident(p: &syn::ExprPath) -> Option<&syn::Ident> {
+    if p.qself.is_none() {
+        p.path.get_ident()
+    } else {
+        None
+    }
+}
+
+pub fn member_name(m: &syn::Member) -> String {
+    match m {
+        syn::Member::Named(i) => i.to_string(),
+        syn::Member::Unnamed(i) => i.index.to_string(),
+    }
+}
+
+/// A scalar type written in a cast or an annotation.
+pub fn scalar_type(ty: &syn::Type) -> Option<STy> {
+    match ty {
+        syn::Type::Path(tp) if tp.qself.is_none() => tp.path.get_ident().and_then(|i| STy::from_name(&i.to_string())),
+        syn::Type::Paren(p) => scalar_type(&p.elem),
+        syn::Type::Group(g) => scalar_type(&g.elem),
+        _ => None,
+    }
+}
+
+fn assoc_const(t: STy, name: &str) -> Option<Lit> {
+    Some(match (t, name) {
+        (STy::I32, "MIN") => Lit::Int(i32::MIN.into()),
+        (STy::I32, "MAX") => Lit::Int(i32::MAX.into()),
+        (STy::U32, "MIN") | (STy::U64, "MIN") | (STy::Usize, "MIN") => Lit::Int(0),
+        (STy::U32, "MAX") => Lit::Int(u32::MAX.into()),
+        (STy::I64, "MIN") => Lit::Int(i64::MIN.into()),
+        (STy::I64, "MAX") => Lit::Int(i64::MAX.into()),
+        // `usize` is 64-bit on the GPU.
+        (STy::U64, "MAX") | (STy::Usize, "MAX") => Lit::Int(u64::MAX.into()),
+        (STy::F32, "MIN") => Lit::Float(f32::MIN.into()),
+        (STy::F32, "MAX") => Lit::Float(f32::MAX.into()),
+        (STy::F32, "INFINITY") | (STy::F64, "INFINITY") => Lit::Float(f64::INFINITY),
+        (STy::F32, "NEG_INFINITY") | (STy::F64, "NEG_INFINITY") => Lit::Float(f64::NEG_INFINITY),
+        (STy::F64, "MIN") => Lit::Float(f64::MIN),
+        (STy::F64, "MAX") => Lit::Float(f64::MAX),
+        _ => return None,
+    })
+}
+
+const SCALARS: &str = "bool, i32, u32, i64, u64, usize, f32, f64";
+
+const MACRO_MSG: &str = "macros are not supported in a kernel body (its GPU code is generated from the syntax): write the expression out";
+
+const ASSIGN_TARGET_MSG: &str = "a kernel body can assign to a local variable or a slice element (`s[i] = v`) only";
+
+fn describe(k: Kind) -> String {
+    match k {
+        Kind::Known(t) => t.name().to_string(),
+        Kind::Int => "{integer}".to_string(),
+        Kind::Float => "{float}".to_string(),
+        Kind::Poison => "_".to_string(),
+    }
+}
+
+fn describe_found(k: Kind) -> String {
+    match k {
+        Kind::Known(t) => format!("`{}`", t.name()),
+        Kind::Int => "an integer literal".to_string(),
+        Kind::Float => "a float literal".to_string(),
+        Kind::Poison => "an error".to_string(),
+    }
+}
+
+/// The message for a construct outside the kernel subset: what it is and what to write instead.
+fn unsupported(e: &Expr) -> &'static str {
+    match e {
+        Expr::While(_) => "`while` loops are not supported in a kernel body: use a bounded `for i in a..b` loop",
+        Expr::Loop(_) => "`loop` is not supported in a kernel body: use a bounded `for i in a..b` loop",
+        Expr::Match(_) => "`match` is not supported in a kernel body: use `if` / `else if` / `else`",
+        Expr::Closure(_) => "closures are not supported in a kernel body: write the computation inline",
+        Expr::Macro(_) => MACRO_MSG,
+        Expr::Tuple(_) => "tuples are not supported in a kernel body: use one `let` per value",
+        Expr::Struct(_) => "struct literals are not supported in a kernel body: use one `let` per field",
+        Expr::Array(_) | Expr::Repeat(_) => "arrays are not supported in a kernel body: use scalar locals, or index a slice parameter",
+        Expr::Reference(_) => "references are only allowed as the first argument of an atomic in a kernel body: `atomic_add(&mut s[i], v)`",
+        Expr::Try(_) => "`?` is not supported in a kernel body: there are no `Result`s on the GPU",
+        Expr::Unsafe(_) => "`unsafe` blocks are not supported in a kernel body: nothing in it needs `unsafe`",
+        Expr::Async(_) | Expr::Await(_) => "`async` / `.await` are not supported in a kernel body",
+        Expr::Break(_) => "`break` is not supported in a kernel body: guard the rest of the loop with an `if`",
+        Expr::Continue(_) => "`continue` is not supported in a kernel body: guard the rest of the loop with an `if`",
+        Expr::Range(_) => "ranges are only supported as the bounds of a `for` loop in a kernel body",
+        Expr::Let(_) => "`let` in expressions (`if let`, `while let`) is not supported in a kernel body: use `if` with a comparison",
+        Expr::Block(_) => "a block cannot be used as a value in a kernel body: use `if` / `else`, or compute the value with `let` first",
+        Expr::Return(_) => "`return` can only be a statement in a kernel body: `return x;`",
+        Expr::ForLoop(_) | Expr::If(_) => "this statement cannot be used as a value in a kernel body",
+        _ => "this expression is not supported in a kernel body",
+    }
+}

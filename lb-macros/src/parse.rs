@@ -1,0 +1,411 @@
+//! The function signature: which parameter plays which role (tile set, index roles, slices,
+//! scalars), checked against the attribute's `reduce`, `output`, `lanes` and `tiles`.
+
+use lb_ptx::body::{IndexRole, Reduce};
+use syn::spanned::Spanned;
+use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Type};
+
+use crate::attr::Args;
+use crate::types::{did_you_mean, Errors, STy};
+
+/// What a parameter of the user's function is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Role {
+    /// `#[tile]`, `#[atom]`, `#[lane]`, `#[rank]`: an index the schedule computes.
+    Index(IndexRole),
+    /// `&Csr<T>`.
+    TileSet { value: STy },
+    /// `&[T]` or `&mut [T]`.
+    Slice { elem: STy, mutable: bool },
+    /// `T` by value.
+    Scalar(STy),
+}
+
+#[derive(Clone, Debug)]
+pub struct SigParam {
+    pub ident: Ident,
+    pub role: Role,
+}
+
+/// The checked signature.
+#[derive(Clone, Debug)]
+pub struct Sig {
+    pub params: Vec<SigParam>,
+    /// With `reduce`: the return type and the reduction.
+    pub reduce: Option<(STy, Reduce)>,
+    /// The output slice's name, with `reduce`.
+    pub output: Option<Ident>,
+    /// Index into `params` of the `usize` lane-count parameter.
+    pub lanes: Option<usize>,
+    /// Index into `params` of the `&[u32]` active-tile parameter.
+    pub tiles: Option<usize>,
+}
+
+impl Sig {
+    /// The parameters the kernel receives (index roles are computed, not passed), in order.
+    pub fn body_params(&self) -> impl Iterator<Item = &SigParam> {
+        self.params.iter().filter(|p| !matches!(p.role, Role::Index(_)))
+    }
+
+    /// Position of `params[i]` among the body parameters.
+    pub fn body_index(&self, i: usize) -> usize {
+        self.params[..i]
+            .iter()
+            .filter(|p| !matches!(p.role, Role::Index(_)))
+            .count()
+    }
+
+    pub fn tile_set(&self) -> &SigParam {
+        self.params
+            .iter()
+            .find(|p| matches!(p.role, Role::TileSet { .. }))
+            .unwrap_or(&self.params[0])
+    }
+
+    pub fn roles(&self) -> Vec<IndexRole> {
+        self.params
+            .iter()
+            .filter_map(|p| match p.role {
+                Role::Index(r) => Some(r),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+const ROLE_ATTRS: [(&str, IndexRole); 4] = [
+    ("tile", IndexRole::Tile),
+    ("atom", IndexRole::Atom),
+    ("lane", IndexRole::Lane),
+    ("rank", IndexRole::Rank),
+];
+
+/// Is this a role attribute (`#[tile]` …), which the emitted function must not carry?
+pub fn is_role_attr(attr: &syn::Attribute) -> bool {
+    ROLE_ATTRS.iter().any(|(name, _)| attr.path().is_ident(name))
+}
+
+const SCALARS: &str = "bool, i32, u32, i64, u64, usize, f32, f64";
+const ELEMENTS: &str = "bool, i32, u32, i64, u64, f32, f64";
+
+pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
+    let mut errors = Errors::default();
+    let sig = &func.sig;
+
+    if let Some(c) = &sig.constness {
+        errors.push(syn::Error::new_spanned(c, "a load-balanced function cannot be `const`"));
+    }
+    if let Some(a) = &sig.asyncness {
+        errors.push(syn::Error::new_spanned(a, "a load-balanced function cannot be `async`"));
+    }
+    if let Some(u) = &sig.unsafety {
+        errors.push(syn::Error::new_spanned(u, "a load-balanced function cannot be `unsafe`"));
+    }
+    if let Some(abi) = &sig.abi {
+        errors.push(syn::Error::new_spanned(abi, "a load-balanced function cannot have an `extern` ABI"));
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        errors.push(syn::Error::new_spanned(
+            &sig.generics,
+            "a load-balanced function cannot be generic: write concrete types (e.g. `&Csr<f32>`, `&[f32]`)",
+        ));
+    }
+    if let Some(v) = &sig.variadic {
+        errors.push(syn::Error::new_spanned(v, "a load-balanced function cannot be variadic"));
+    }
+
+    let mut params: Vec<SigParam> = Vec::new();
+    for input in &sig.inputs {
+        let FnArg::Typed(pt) = input else {
+            errors.push(syn::Error::new_spanned(input, "a load-balanced function cannot take `self`: write a free function"));
+            continue;
+        };
+        let ident = match &*pt.pat {
+            Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                if let Some(m) = &pi.mutability {
+                    errors.push(syn::Error::new_spanned(
+                        m,
+                        format!("kernel parameters are read-only: drop `mut` and copy it into a local (`let mut {0} = {0};`)", pi.ident),
+                    ));
+                }
+                pi.ident.clone()
+            }
+            other => {
+                errors.push(syn::Error::new_spanned(other, "a kernel parameter must be a plain name (`x: &[f32]`), not a pattern"));
+                continue;
+            }
+        };
+        let mut role_attr = None;
+        for attr in pt.attrs.iter().filter(|a| is_role_attr(a)) {
+            let Some((name, role)) = ROLE_ATTRS.iter().find(|(n, _)| attr.path().is_ident(n)) else {
+                continue;
+            };
+            if !matches!(attr.meta, syn::Meta::Path(_)) {
+                errors.push(syn::Error::new_spanned(attr, format!("write the role attribute as `#[{name}]`, without arguments")));
+            }
+            if role_attr.is_some() {
+                errors.push(syn::Error::new_spanned(attr, "a parameter can play only one index role"));
+            } else {
+                role_attr = Some((*role, attr));
+            }
+        }
+        let role = match role_attr {
+            Some((role, attr)) => {
+                if !is_usize(&pt.ty) {
+                    errors.push(syn::Error::new_spanned(
+                        &pt.ty,
+                        format!("the `{}` parameter `{ident}` receives an index: its type must be `usize`", attr.path().get_ident().map(|i| i.to_string()).unwrap_or_default()),
+                    ));
+                    continue;
+                }
+                if let Some(prev) = params.iter().find(|p| p.role == Role::Index(role)) {
+                    errors.push(syn::Error::new_spanned(
+                        attr,
+                        format!("`{}` already has this role: a function takes each of `#[tile]`, `#[atom]`, `#[lane]`, `#[rank]` at most once", prev.ident),
+                    ));
+                    continue;
+                }
+                Role::Index(role)
+            }
+            None => match param_role(&pt.ty) {
+                Ok(role) => role,
+                Err(e) => {
+                    errors.push(e);
+                    continue;
+                }
+            },
+        };
+        if let Role::TileSet { .. } = role {
+            if let Some(prev) = params.iter().find(|p| matches!(p.role, Role::TileSet { .. })) {
+                errors.push(syn::Error::new_spanned(
+                    &pt.ty,
+                    format!("a load-balanced function takes exactly one tile set, and `{}` is already it: pass other matrices as slices", prev.ident),
+                ));
+                continue;
+            }
+        }
+        params.push(SigParam { ident, role });
+    }
+
+    let has = |r: IndexRole| params.iter().any(|p| p.role == Role::Index(r));
+    // The role checks below would only repeat what is already reported.
+    errors.finish()?;
+    let mut errors = Errors::default();
+    if !params.iter().any(|p| matches!(p.role, Role::TileSet { .. })) {
+        errors.push(syn::Error::new(
+            sig.paren_token.span.join(),
+            "a load-balanced function takes exactly one tile-set parameter, e.g. `a: &Csr<f32>`",
+        ));
+    }
+    if !has(IndexRole::Atom) {
+        errors.push(syn::Error::new(
+            sig.paren_token.span.join(),
+            "a load-balanced function needs an `#[atom] nz: usize` parameter: the index of the atom it computes",
+        ));
+    }
+
+    // Return type and `reduce` go together.
+    let ret = match &sig.output {
+        ReturnType::Default => None,
+        ReturnType::Type(_, ty) => match scalar(ty) {
+            Some(t) => Some((t, ty.span())),
+            None => {
+                errors.push(syn::Error::new_spanned(ty, format!("the contribution of an atom must be a scalar: one of {SCALARS}")));
+                None
+            }
+        },
+    };
+    let reduce = match (&args.reduce, ret, &sig.output) {
+        (Some((op, _)), Some((t, span)), _) => {
+            if t == STy::Bool || t == STy::Usize {
+                let instead = if t == STy::Usize { "u64" } else { "u32" };
+                errors.push(syn::Error::new(span, format!("a reduced value cannot be `{}`: return `{instead}`", t.name())));
+            }
+            Some((t, *op))
+        }
+        (Some((_, span)), None, ReturnType::Default) => {
+            errors.push(syn::Error::new(
+                *span,
+                format!("`reduce` combines the values the function returns, but `{}` returns nothing: add a return type, e.g. `-> f32`", sig.ident),
+            ));
+            None
+        }
+        (None, _, ReturnType::Type(_, ty)) => {
+            errors.push(syn::Error::new_spanned(
+                ty,
+                "this function returns a value but the attribute has no `reduce`: add `reduce = \"sum\"` (or \"min\", \"max\") and `output = \"y\"`, or return nothing and store through a `&mut [T]` parameter",
+            ));
+            None
+        }
+        _ => None,
+    };
+
+    if let Some(out) = &args.output {
+        if params.iter().any(|p| p.ident == *out) {
+            errors.push(syn::Error::new(out.span(), format!("the output `{out}` has the same name as a parameter: pick another name")));
+        }
+    }
+
+    let lanes = find_named(&params, args.lanes.as_ref(), "lanes", &mut errors, |r| *r == Role::Scalar(STy::Usize), "a `usize` parameter (the lane count)");
+    let tiles = find_named(
+        &params,
+        args.tiles.as_ref(),
+        "tiles",
+        &mut errors,
+        |r| matches!(r, Role::Slice { elem: STy::U32, mutable: false }),
+        "a `&[u32]` parameter (the active tiles)",
+    );
+    match (&args.lanes, params.iter().find(|p| p.role == Role::Index(IndexRole::Lane))) {
+        (None, Some(p)) => errors.push(syn::Error::new(
+            p.ident.span(),
+            "`#[lane]` needs the lane count: add `lanes = \"k\"` to the attribute, naming a `usize` parameter",
+        )),
+        (Some(lit), None) => errors.push(syn::Error::new(
+            lit.span(),
+            "`lanes` needs a `#[lane] j: usize` parameter that receives the lane index",
+        )),
+        _ => {}
+    }
+
+    errors.finish()?;
+    Ok(Sig { params, reduce, output: args.output.clone(), lanes, tiles })
+}
+
+/// Resolves `lanes = "k"` / `tiles = "frontier"` to a parameter of the right kind.
+fn find_named(
+    params: &[SigParam],
+    name: Option<&syn::LitStr>,
+    key: &str,
+    errors: &mut Errors,
+    ok: impl Fn(&Role) -> bool,
+    what: &str,
+) -> Option<usize> {
+    let lit = name?;
+    let value = lit.value();
+    match params.iter().position(|p| p.ident == value) {
+        Some(i) if ok(&params[i].role) => Some(i),
+        Some(i) => {
+            errors.push(syn::Error::new(
+                lit.span(),
+                format!("`{key}` must name {what}, but `{}` is {}", params[i].ident, describe(&params[i].role)),
+            ));
+            None
+        }
+        None => {
+            let names: Vec<String> = params.iter().map(|p| p.ident.to_string()).collect();
+            let hint = match did_you_mean(&value, names.iter().map(String::as_str)) {
+                Some(s) => format!(" (did you mean `{s}`?)"),
+                None => String::new(),
+            };
+            errors.push(syn::Error::new(lit.span(), format!("`{key}` must name {what}, but there is no parameter `{value}`{hint}")));
+            None
+        }
+    }
+}
+
+fn describe(role: &Role) -> String {
+    match role {
+        Role::Index(_) => "an index role".to_string(),
+        Role::TileSet { value } => format!("a `&Csr<{}>`", value.name()),
+        Role::Slice { elem, mutable: false } => format!("a `&[{}]`", elem.name()),
+        Role::Slice { elem, mutable: true } => format!("a `&mut [{}]`", elem.name()),
+        Role::Scalar(t) => format!("a `{}`", t.name()),
+    }
+}
+
+fn is_usize(ty: &Type) -> bool {
+    scalar(ty) == Some(STy::Usize)
+}
+
+/// A scalar type written as a bare name.
+fn scalar(ty: &Type) -> Option<STy> {
+    match ty {
+        Type::Path(tp) if tp.qself.is_none() => tp.path.get_ident().and_then(|i| STy::from_name(&i.to_string())),
+        Type::Paren(p) => scalar(&p.elem),
+        Type::Group(g) => scalar(&g.elem),
+        _ => None,
+    }
+}
+
+/// The role of a parameter without a role attribute, from its type.
+fn param_role(ty: &Type) -> syn::Result<Role> {
+    if let Some(t) = scalar(ty) {
+        return Ok(Role::Scalar(t));
+    }
+    let unsupported = || {
+        syn::Error::new_spanned(
+            ty,
+            format!("unsupported parameter type: write the tile set as `&Csr<T>`, inputs as `&[T]`, outputs as `&mut [T]` (T one of {ELEMENTS}), or a scalar by value ({SCALARS})"),
+        )
+    };
+    match ty {
+        Type::Reference(r) => {
+            if let Some(lt) = &r.lifetime {
+                if lt.ident != "_" {
+                    return Err(syn::Error::new_spanned(lt, "write the reference without a lifetime: the macro's functions choose their own"));
+                }
+            }
+            match &*r.elem {
+                Type::Slice(s) => {
+                    let elem = element(&s.elem)?;
+                    Ok(Role::Slice { elem, mutable: r.mutability.is_some() })
+                }
+                Type::Path(tp) if tp.qself.is_none() => {
+                    let Some(last) = tp.path.segments.last() else {
+                        return Err(unsupported());
+                    };
+                    let name = last.ident.to_string();
+                    match name.as_str() {
+                        "Csr" => {
+                            if let Some(m) = &r.mutability {
+                                return Err(syn::Error::new_spanned(m, "the tile set is read-only: take it as `&Csr<T>`"));
+                            }
+                            let value = single_type_arg(&last.arguments)
+                                .ok_or_else(|| syn::Error::new_spanned(&last.arguments, format!("write the value type: `&Csr<f32>` (one of {ELEMENTS})")))?;
+                            Ok(Role::TileSet { value: element(value)? })
+                        }
+                        "Csc" | "Coo" => Err(syn::Error::new_spanned(
+                            ty,
+                            format!("`{name}` tile sets are not supported yet (issue #5): convert to `Csr`"),
+                        )),
+                        "Queue" => Err(syn::Error::new_spanned(
+                            ty,
+                            "`Queue` parameters are not supported yet: queues arrive with issue #5; store into a `&mut [T]` instead",
+                        )),
+                        "Vec" => Err(syn::Error::new_spanned(ty, "take a slice instead of a `Vec`: `&[T]` or `&mut [T]`")),
+                        _ => Err(unsupported()),
+                    }
+                }
+                _ => Err(unsupported()),
+            }
+        }
+        Type::Path(tp) if tp.path.segments.last().is_some_and(|s| s.ident == "Csr") => {
+            Err(syn::Error::new_spanned(ty, "take the tile set by reference: `&Csr<T>`"))
+        }
+        Type::Path(tp) if tp.path.segments.last().is_some_and(|s| s.ident == "Vec") => {
+            Err(syn::Error::new_spanned(ty, "take a slice instead of a `Vec`: `&[T]` or `&mut [T]`"))
+        }
+        Type::Tuple(_) => Err(syn::Error::new_spanned(ty, "tuples cannot be kernel parameters: pass each value as its own parameter")),
+        Type::Array(_) => Err(syn::Error::new_spanned(ty, "arrays cannot be kernel parameters: pass a slice `&[T]`")),
+        _ => Err(unsupported()),
+    }
+}
+
+fn single_type_arg(args: &syn::PathArguments) -> Option<&Type> {
+    match args {
+        syn::PathArguments::AngleBracketed(a) if a.args.len() == 1 => match &a.args[0] {
+            syn::GenericArgument::Type(t) => Some(t),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A type that device memory can hold (no `usize`: its width differs between host and GPU).
+fn element(ty: &Type) -> syn::Result<STy> {
+    match scalar(ty) {
+        Some(STy::Usize) => Err(syn::Error::new_spanned(ty, "device buffers cannot hold `usize`: use `u64` (or `u32`)")),
+        Some(t) => Ok(t),
+        None => Err(syn::Error::new_spanned(ty, format!("unsupported element type: use one of {ELEMENTS}"))),
+    }
+}

@@ -1,0 +1,373 @@
+//! Unit tests of the phases: attribute validation, roles, inference and lowering to the body IR,
+//! and the shape of the expansion.
+
+use lb_ptx::body::{
+    ArrayRef, BinaryOp, Body, CsrField, Expr, ExprKind, IndexRole, Lit, ParamKind, Reduce, Stmt, Ty,
+};
+use lb_ptx::Schedule;
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use crate::{attr, check, expand, lower, parse};
+
+fn lower_fn(attr: TokenStream, item: TokenStream) -> syn::Result<Body> {
+    let func: syn::ItemFn = syn::parse2(item)?;
+    let args = attr::parse(attr)?;
+    let sig = parse::parse(&func, &args)?;
+    let typed = check::check(&sig, &func.block)?;
+    lower::lower(&func.sig.ident.to_string(), &sig, &func.block, &typed)
+}
+
+fn reduce_sum() -> TokenStream {
+    quote!(schedule = "thread_mapped", reduce = "sum", output = "y")
+}
+
+fn errors(r: syn::Result<Body>) -> Vec<String> {
+    match r {
+        Ok(b) => panic!("expected errors, got {b:?}"),
+        Err(e) => e.into_iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+fn e(ty: Ty, kind: ExprKind) -> Expr {
+    Expr { ty, kind }
+}
+
+fn index(role: IndexRole) -> Box<Expr> {
+    Box::new(e(Ty::U64, ExprKind::Index(role)))
+}
+
+#[test]
+fn spmv_lowers_to_one_return() {
+    let body = lower_fn(
+        reduce_sum(),
+        quote! {
+            fn spmv(a: &Csr<f32>, x: &[f32], #[tile] row: usize, #[atom] nz: usize) -> f32 {
+                a.values[nz] * x[a.col_indices[nz] as usize]
+            }
+        },
+    )
+    .unwrap();
+    assert_eq!(body.name, "spmv");
+    assert_eq!(body.params.len(), 2);
+    assert_eq!(body.params[0].kind, ParamKind::TileSet { kind: lb_ptx::body::TileSetKind::Csr, value: Ty::F32 });
+    assert_eq!(body.params[1].kind, ParamKind::Slice { elem: Ty::F32, mutable: false });
+    assert_eq!(body.roles, vec![IndexRole::Tile, IndexRole::Atom]);
+    assert_eq!(body.reduce, Some((Ty::F32, Reduce::Sum)));
+    let col = e(Ty::U32, ExprKind::Load { array: ArrayRef::Field(0, CsrField::ColIndices), index: index(IndexRole::Atom) });
+    let expected = e(
+        Ty::F32,
+        ExprKind::Binary {
+            op: BinaryOp::Mul,
+            lhs: Box::new(e(Ty::F32, ExprKind::Load { array: ArrayRef::Field(0, CsrField::Values), index: index(IndexRole::Atom) })),
+            rhs: Box::new(e(
+                Ty::F32,
+                ExprKind::Load { array: ArrayRef::Param(1), index: Box::new(e(Ty::U64, ExprKind::Cast { arg: Box::new(col) })) },
+            )),
+        },
+    );
+    assert_eq!(body.block.stmts, vec![Stmt::Return(Some(expected))]);
+}
+
+#[test]
+fn unsuffixed_literal_takes_the_type_it_meets_later() {
+    let body = lower_fn(
+        reduce_sum(),
+        quote! {
+            fn f(a: &Csr<f32>, #[atom] nz: usize) -> f32 {
+                let mut acc = 0.0;
+                acc += a.values[nz];
+                acc
+            }
+        },
+    )
+    .unwrap();
+    assert_eq!(body.locals, vec![Ty::F32]);
+    assert_eq!(body.block.stmts[0], Stmt::Assign { local: 0, value: e(Ty::F32, ExprKind::Lit(Lit::Float(0.0))) });
+}
+
+#[test]
+fn literals_without_context_default_like_rust() {
+    let body = lower_fn(
+        reduce_sum(),
+        quote! {
+            fn f(a: &Csr<f32>, #[atom] nz: usize) -> f32 {
+                let i = 1;
+                let g = 2.5;
+                let n = -3;
+                a.values[nz] * (i as f32) * (g as f32) * (n as f32)
+            }
+        },
+    )
+    .unwrap();
+    assert_eq!(body.locals, vec![Ty::I32, Ty::F64, Ty::I32]);
+    // A negated literal is one literal, so `i32::MIN` written out stays in range.
+    assert_eq!(body.block.stmts[2], Stmt::Assign { local: 2, value: e(Ty::I32, ExprKind::Lit(Lit::Int(-3))) });
+}
+
+#[test]
+fn literal_operand_takes_the_other_operands_type() {
+    let body = lower_fn(
+        reduce_sum(),
+        quote! {
+            fn f(a: &Csr<f64>, #[atom] nz: usize) -> f64 {
+                2.0 * a.values[nz] + 1
+                    as f64
+            }
+        },
+    )
+    .unwrap();
+    let Stmt::Return(Some(ret)) = &body.block.stmts[0] else { panic!("{:?}", body.block) };
+    let ExprKind::Binary { lhs, .. } = &ret.kind else { panic!("{ret:?}") };
+    let ExprKind::Binary { lhs: two, .. } = &lhs.kind else { panic!("{lhs:?}") };
+    assert_eq!(**two, e(Ty::F64, ExprKind::Lit(Lit::Float(2.0))));
+}
+
+#[test]
+fn compound_assignment_to_an_element_is_load_op_store() {
+    let body = lower_fn(
+        quote!(schedule = "thread_mapped"),
+        quote! {
+            fn f(a: &Csr<f32>, y: &mut [f32], #[tile] row: usize, #[atom] nz: usize) {
+                y[row] += a.values[nz];
+                y[row * 2] -= 1.0;
+            }
+        },
+    )
+    .unwrap();
+    let load = |index: Box<Expr>| e(Ty::F32, ExprKind::Load { array: ArrayRef::Param(1), index });
+    let values = e(Ty::F32, ExprKind::Load { array: ArrayRef::Field(0, CsrField::Values), index: index(IndexRole::Atom) });
+    assert_eq!(
+        body.block.stmts[0],
+        Stmt::Store {
+            array: ArrayRef::Param(1),
+            index: *index(IndexRole::Tile),
+            value: e(Ty::F32, ExprKind::Binary { op: BinaryOp::Add, lhs: Box::new(load(index(IndexRole::Tile))), rhs: Box::new(values) }),
+        }
+    );
+    // An index with work in it is computed once, into a new local.
+    assert_eq!(body.locals, vec![Ty::U64]);
+    assert!(matches!(&body.block.stmts[1], Stmt::Assign { local: 0, value } if value.ty == Ty::U64));
+    let tmp = || Box::new(e(Ty::U64, ExprKind::Local(0)));
+    assert_eq!(
+        body.block.stmts[2],
+        Stmt::Store {
+            array: ArrayRef::Param(1),
+            index: *tmp(),
+            value: e(
+                Ty::F32,
+                ExprKind::Binary { op: BinaryOp::Sub, lhs: Box::new(load(tmp())), rhs: Box::new(e(Ty::F32, ExprKind::Lit(Lit::Float(1.0)))) }
+            ),
+        }
+    );
+}
+
+#[test]
+fn short_circuit_operators_are_preserved() {
+    let body = lower_fn(
+        quote!(schedule = "thread_mapped"),
+        quote! {
+            fn f(a: &Csr<f32>, y: &mut [f32], #[tile] row: usize, #[atom] nz: usize) {
+                if nz < y.len() && a.values[nz] > 0.0 || false {
+                    y[nz] = 1.0;
+                }
+            }
+        },
+    )
+    .unwrap();
+    let Stmt::If { cond, .. } = &body.block.stmts[0] else { panic!("{:?}", body.block) };
+    let ExprKind::Binary { op: BinaryOp::Or, lhs, .. } = &cond.kind else { panic!("{cond:?}") };
+    let ExprKind::Binary { op: BinaryOp::And, rhs, .. } = &lhs.kind else { panic!("{lhs:?}") };
+    assert_eq!(cond.ty, Ty::Bool);
+    assert!(matches!(rhs.kind, ExprKind::Binary { op: BinaryOp::Gt, .. }));
+}
+
+#[test]
+fn loops_shadowing_and_if_expressions() {
+    let body = lower_fn(
+        reduce_sum(),
+        quote! {
+            fn f(a: &Csr<f32>, k: u32, #[atom] nz: usize) -> f32 {
+                let mut s = 0.0f32;
+                for j in 0..=k {
+                    let s2 = if j % 2 == 0 { 1.0 } else if j == 1 { 2.0 } else { a.values[nz] };
+                    s += s2;
+                }
+                let s = s * 2.0;
+                s
+            }
+        },
+    )
+    .unwrap();
+    // s, j, s2, and the shadowing s.
+    assert_eq!(body.locals, vec![Ty::F32, Ty::U32, Ty::F32, Ty::F32]);
+    let Stmt::For { var: 1, start, end, body: inner } = &body.block.stmts[1] else { panic!("{:?}", body.block) };
+    assert_eq!(start.kind, ExprKind::Lit(Lit::Int(0)));
+    assert_eq!(start.ty, Ty::U32);
+    // `..=k` runs to `k + 1`.
+    assert!(matches!(&end.kind, ExprKind::Binary { op: BinaryOp::Add, rhs, .. } if rhs.kind == ExprKind::Lit(Lit::Int(1))));
+    let Stmt::Assign { local: 2, value } = &inner.stmts[0] else { panic!("{inner:?}") };
+    let ExprKind::If { els, .. } = &value.kind else { panic!("{value:?}") };
+    assert!(matches!(els.value.as_deref(), Some(Expr { kind: ExprKind::If { .. }, ty: Ty::F32 })));
+    assert_eq!(body.block.stmts[3], Stmt::Return(Some(e(Ty::F32, ExprKind::Local(3)))));
+}
+
+#[test]
+fn atomics_and_methods() {
+    let body = lower_fn(
+        quote!(schedule = "thread_mapped"),
+        quote! {
+            fn f(a: &Csr<f32>, d: &mut [f32], c: &mut [u32], #[tile] u: usize, #[atom] e: usize) {
+                let v = a.col_indices[e] as usize;
+                let old = atomic_min(&mut d[v], d[u] + a.values[e].abs().max(0.5));
+                atomic_cas(&mut c[v], 0, 1);
+                if old > 1.0f32.sqrt() {
+                    atomic_add(&mut c[u], 1);
+                }
+            }
+        },
+    )
+    .unwrap();
+    assert_eq!(body.locals, vec![Ty::U64, Ty::F32]);
+    let Stmt::Expr(cas) = &body.block.stmts[2] else { panic!("{:?}", body.block) };
+    assert!(matches!(&cas.kind, ExprKind::Atomic { op: lb_ptx::body::AtomicOp::Cas, args, .. } if args.len() == 2 && args[0].ty == Ty::U32));
+}
+
+#[test]
+fn float_index_is_an_error() {
+    let errs = errors(lower_fn(
+        reduce_sum(),
+        quote! {
+            fn f(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 { x[a.values[nz]] + x[2.0] }
+        },
+    ));
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(errs.iter().all(|e| e.starts_with("indices must be `usize`")), "{errs:?}");
+}
+
+#[test]
+fn method_on_undecided_literal_is_an_error() {
+    let errs = errors(lower_fn(
+        reduce_sum(),
+        quote! {
+            fn f(a: &Csr<f32>, #[atom] nz: usize) -> f32 { a.values[nz] * 2.0.sqrt() }
+        },
+    ));
+    assert_eq!(errs.len(), 1);
+    assert!(errs[0].contains("cannot call `sqrt` on a float whose type is not known yet"), "{errs:?}");
+}
+
+#[test]
+fn all_body_errors_are_reported_together() {
+    let errs = errors(lower_fn(
+        reduce_sum(),
+        quote! {
+            fn f(a: &Csr<f32>, #[atom] nz: usize) -> f32 {
+                let mut i = 0;
+                while i < 3 { i += 1; }
+                loop {}
+                let t = (1, 2);
+                let z = 1.0 + true;
+                a.values[nz]
+            }
+        },
+    ));
+    assert_eq!(errs.len(), 4, "{errs:?}");
+    assert!(errs[0].starts_with("`while` loops are not supported"));
+    assert!(errs[1].starts_with("`loop` is not supported"));
+    assert!(errs[2].starts_with("tuples are not supported"));
+    assert!(errs[3].starts_with("mismatched types"));
+}
+
+#[test]
+fn unsigned_negation_and_bool_arithmetic_are_errors() {
+    let errs = errors(lower_fn(
+        quote!(schedule = "thread_mapped"),
+        quote! {
+            fn f(a: &Csr<f32>, y: &mut [u32], #[atom] nz: usize) {
+                y[nz] = -y[nz];
+                let b = true + false;
+            }
+        },
+    ));
+    assert_eq!(errs, vec!["negation is not defined on `u32`", "arithmetic is not defined on `bool`"]);
+}
+
+#[test]
+fn signature_rules() {
+    let cases: [(TokenStream, TokenStream, &str); 6] = [
+        (quote!(), quote!(fn f(a: &Csr<f32>, #[tile] r: usize) {}), "needs an `#[atom] nz: usize`"),
+        (quote!(), quote!(fn f(x: &[f32], #[atom] n: usize) {}), "exactly one tile-set parameter"),
+        (quote!(), quote!(fn f(a: &Csr<f32>, #[atom] n: u32) {}), "its type must be `usize`"),
+        (quote!(), quote!(fn f(a: &Csr<f32>, #[atom] n: usize, #[atom] m: usize) {}), "already has this role"),
+        (quote!(), quote!(fn f(a: &Csr<f32>, v: Vec<f32>, #[atom] n: usize) {}), "take a slice instead of a `Vec`"),
+        (quote!(), quote!(fn f<T>(a: &Csr<f32>, #[atom] n: usize) {}), "cannot be generic"),
+    ];
+    for (attr, item, msg) in cases {
+        let errs = errors(lower_fn(attr, item.clone()));
+        assert!(errs.iter().any(|e| e.contains(msg)), "{item}: {errs:?}");
+    }
+}
+
+#[test]
+fn attribute_rules() {
+    let args = attr::parse(quote!(schedule = "auto")).unwrap();
+    assert_eq!(args.schedules, Schedule::ALL);
+    let args = attr::parse(quote!()).unwrap();
+    assert_eq!((args.block, args.items_per_thread, args.target.as_str()), (256, 1, "sm_75"));
+    let err = attr::parse(quote!(schedule = "thread_mapped, thread_mapped")).unwrap_err();
+    assert!(err.to_string().contains("listed twice"));
+    let err = attr::parse(quote!(schedule = "nope", block = 64, items_per_thread = 0, target = "sm_60")).unwrap_err();
+    let msgs: Vec<String> = err.into_iter().map(|e| e.to_string()).collect();
+    assert_eq!(msgs.len(), 3, "{msgs:?}");
+    assert!(msgs[0].starts_with("unknown schedule `nope`"));
+    let err = attr::parse(quote!(reduce = "sum")).unwrap_err();
+    assert!(err.to_string().contains("needs `output"));
+    let err = attr::parse(quote!(reduce = "product", output = "y")).unwrap_err();
+    assert!(err.to_string().contains("product"), "{err}");
+}
+
+#[test]
+fn expansion_has_the_contracts_items() {
+    let out = expand::expand(
+        reduce_sum(),
+        quote! {
+            fn spmv(a: &Csr<f32>, x: &[f32], #[tile] row: usize, #[atom] nz: usize) -> f32 {
+                a.values[nz] * x[a.col_indices[nz] as usize]
+            }
+        },
+    )
+    .unwrap();
+    let file: syn::File = syn::parse2(out).unwrap();
+    let syn::Item::Fn(user) = &file.items[0] else { panic!() };
+    // Role attributes are gone; the function is otherwise the user's.
+    let params = quote!(#user).to_string();
+    assert!(!params.contains("# [tile]") && !params.contains("# [atom]"), "{params}");
+    let syn::Item::Mod(m) = &file.items[1] else { panic!() };
+    assert_eq!(m.ident, "spmv");
+    let names: Vec<String> = m
+        .content
+        .as_ref()
+        .unwrap()
+        .1
+        .iter()
+        .filter_map(|i| match i {
+            syn::Item::Const(c) => Some(c.ident.to_string()),
+            syn::Item::Fn(f) => Some(f.sig.ident.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(names, ["PTX", "SCHEDULES", "PLANS", "DEFAULT", "PARAM_NAMES", "cpu", "launch", "launch_with"]);
+}
+
+#[test]
+fn fallback_keeps_the_names() {
+    let item = quote! {
+        fn spmv(a: &Csr<f32>, #[atom] nz: usize) -> f32 { while true {} a.values[nz] }
+    };
+    let err = expand::expand(reduce_sum(), item.clone()).unwrap_err();
+    let out = expand::fallback(reduce_sum(), item, err).to_string();
+    assert!(out.contains("compile_error"));
+    assert!(out.contains("pub fn cpu") && out.contains("pub fn launch_with"), "{out}");
+    assert!(!out.contains("while"), "the rejected body must not reach rustc: {out}");
+}

@@ -1,0 +1,94 @@
+//! `thread_mapped`: one tile per thread, grid-stride over the work items; the thread walks its
+//! tile's atoms in order and reduces them sequentially.
+//!
+//! Thesis `seeds/001_ea7a499d193f2b3c.txt` §3.3.1 ("Assign a fixed, constant number of work tiles
+//! to each thread. Resultant work items from each work tile are processed sequentially within the
+//! thread"; static, approximate, flat) and Listing 4.2 (tiles strided by the grid size, atoms
+//! `atoms_per_tile[tile] .. atoms_per_tile[tile + 1]`). Because one thread combines a tile's
+//! contributions left to right in the body's type, starting from the identity, the result is
+//! bitwise the sequential CPU loop's.
+
+use std::borrow::Cow;
+
+use super::{common_temps, entry_name, Layout, Schedule, ScheduleTemplate};
+use crate::body::{Body, IndexRole};
+use crate::builder::KernelBuilder;
+use crate::codegen::{emit_body, reduce_combine, reduce_identity, AtomContext, KernelParams};
+use crate::ir::{BinOp, Cmp, Kernel, Operand, Type};
+use crate::plan::{Grid, KernelPlan, Plan};
+use crate::{GenError, Options};
+
+/// The `thread_mapped` template.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadMapped;
+
+impl ScheduleTemplate for ThreadMapped {
+    fn plan(&self, body: &Body, opts: &Options) -> Result<Plan, GenError> {
+        Ok(Plan {
+            schedule: Cow::Borrowed(Schedule::ThreadMapped.name()),
+            kernels: Cow::Owned(vec![KernelPlan {
+                entry: Cow::Owned(entry_name(body, Schedule::ThreadMapped)),
+                block: opts.block,
+                grid: Grid::CoverItems { per_thread: 1 },
+                dynamic_shared: 0,
+            }]),
+            temps: Cow::Owned(common_temps(opts)),
+        })
+    }
+
+    fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
+        let mut b = KernelBuilder::new(plan.kernels[0].entry.as_ref());
+        let params = KernelParams::declare(&mut b, body, &plan.temps)?;
+        let layout = Layout::new(&mut b, body, opts, &params)?;
+
+        let gs = b.grid_stride_begin(layout.items);
+        let work = layout.work_item(&mut b, gs.item);
+        let tile = layout.tile(&mut b, &params, work.position, opts.checked, gs.next);
+        let (begin, end) = layout.atoms(&mut b, tile);
+        let acc = body
+            .reduce
+            .map(|(ty, r)| reduce_identity(&mut b, ty, r))
+            .transpose()?;
+        let lane = match work.lane {
+            Some(l) => Some(l),
+            None if body.roles.contains(&IndexRole::Lane) => {
+                Some(b.mov(Type::U64, Operand::Imm(0)))
+            }
+            None => None,
+        };
+
+        let atom = b.mov(Type::U64, begin);
+        let atoms = b.loop_begin();
+        let done = b.setp(Cmp::Ge, Type::U64, atom, end);
+        b.break_if(&atoms, done, false);
+        let rank = body
+            .roles
+            .contains(&IndexRole::Rank)
+            .then(|| b.bin(BinOp::Sub, Type::U64, atom, begin));
+        let ctx = AtomContext {
+            tile: Some(tile),
+            atom: Some(atom),
+            lane,
+            rank,
+        };
+        let contribution = emit_body(&mut b, body, &params, &ctx, opts.checked)?;
+        if let (Some(acc), Some(x), Some((ty, r))) = (acc, contribution, body.reduce) {
+            reduce_combine(&mut b, ty, r, acc, x)?;
+        }
+        b.bin_to(BinOp::Add, Type::U64, atom, atom, Operand::Imm(1));
+        b.loop_end(atoms);
+
+        if let (Some(acc), Some((ty, _))) = (acc, body.reduce) {
+            layout.store_output(
+                &mut b,
+                body,
+                &params,
+                (tile, work.lane),
+                (acc, ty),
+                opts.checked,
+            )?;
+        }
+        b.grid_stride_end(gs);
+        Ok(vec![b.finish()])
+    }
+}

@@ -1,0 +1,189 @@
+//! Snapshot tests of the generated PTX for hand-built bodies, plus `generate`'s validation and
+//! plans. Every snapshot was read as PTX before it was accepted.
+
+mod codegen_common;
+
+use codegen_common::*;
+use lb_ptx::body::Body;
+use lb_ptx::plan::{Grid, TempRole};
+use lb_ptx::{generate, GenError, Options};
+
+fn ptx(body: &Body, opts: &Options) -> String {
+    generate(body, opts).expect("generates").ptx
+}
+
+#[test]
+fn spmv_sum() {
+    insta::assert_snapshot!(ptx(&spmv(), &Options::default()));
+}
+
+#[test]
+fn spmm_lanes() {
+    let opts = Options {
+        lanes: Some(2),
+        ..Options::default()
+    };
+    insta::assert_snapshot!(ptx(&spmm(), &opts));
+}
+
+#[test]
+fn scatter_atomic_add_no_reduce() {
+    insta::assert_snapshot!(ptx(&scatter(), &Options::default()));
+}
+
+#[test]
+fn relax_frontier_checked() {
+    let opts = Options {
+        tiles: Some(1),
+        checked: true,
+        ..Options::default()
+    };
+    insta::assert_snapshot!(ptx(&relax(), &opts));
+}
+
+#[test]
+fn mix_of_the_subset() {
+    insta::assert_snapshot!(ptx(&mix(), &Options::default()));
+}
+
+#[test]
+fn integer_corners() {
+    insta::assert_snapshot!(ptx(&bits(), &Options::default()));
+}
+
+#[test]
+fn spmv_checked() {
+    let opts = Options {
+        checked: true,
+        ..Options::default()
+    };
+    insta::assert_snapshot!(ptx(&spmv(), &opts));
+}
+
+#[test]
+fn float_atomics() {
+    insta::assert_snapshot!(ptx(&fatom(), &Options::default()));
+}
+
+#[test]
+fn float_rem_is_rejected() {
+    let mut body = spmv();
+    let value = body.block.value.take().unwrap();
+    body.block.value = Some(Box::new(bin(
+        lb_ptx::body::BinaryOp::Rem,
+        lb_ptx::body::Ty::F32,
+        *value,
+        float(lb_ptx::body::Ty::F32, 2.0),
+    )));
+    assert!(matches!(
+        generate(&body, &Options::default()),
+        Err(GenError::Unsupported(m)) if m.contains('%')
+    ));
+}
+
+#[test]
+fn plan_of_thread_mapped() {
+    let g = generate(&spmv(), &Options::default()).unwrap();
+    assert_eq!(g.plans.len(), 1);
+    let plan = &g.plans[0];
+    assert_eq!(plan.schedule, "thread_mapped");
+    assert_eq!(plan.kernels.len(), 1);
+    assert_eq!(plan.kernels[0].entry, "spmv_thread_mapped");
+    assert_eq!(plan.kernels[0].block, 256);
+    assert_eq!(plan.kernels[0].grid, Grid::CoverItems { per_thread: 1 });
+    assert!(plan.temps.is_empty());
+    assert!(g.ptx.contains(".visible .entry spmv_thread_mapped("));
+
+    let checked = Options {
+        checked: true,
+        ..Options::default()
+    };
+    let g = generate(&spmv(), &checked).unwrap();
+    let temps = &g.plans[0].temps;
+    assert_eq!(temps.len(), 1);
+    assert_eq!(temps[0].role, TempRole::ErrorFlag);
+    assert_eq!((temps[0].elem_bytes, temps[0].zero), (8, true));
+}
+
+#[test]
+fn params_follow_the_abi() {
+    let g = generate(
+        &spmv(),
+        &Options {
+            checked: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let names: Vec<&str> = g
+        .ptx
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix(".param "))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ".u64 a_row_offsets,",
+            ".u64 a_col_indices,",
+            ".u64 a_values,",
+            ".u64 a_num_rows,",
+            ".u64 a_num_cols,",
+            ".u64 a_nnz,",
+            ".u64 x_ptr,",
+            ".u64 x_len,",
+            ".u64 lb_out_ptr,",
+            ".u64 lb_out_len,",
+            ".u64 lb_tmp_error_flag",
+        ]
+    );
+}
+
+#[test]
+fn rejects_old_targets_and_odd_blocks() {
+    for target in ["sm_70", "sm_52", "compute_80", "sm_", "sm_9", "sm_80ab"] {
+        let opts = Options {
+            target: target.into(),
+            ..Options::default()
+        };
+        assert_eq!(
+            generate(&spmv(), &opts),
+            Err(GenError::BadTarget(target.into()))
+        );
+    }
+    for target in [
+        "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100",
+    ] {
+        let opts = Options {
+            target: target.into(),
+            ..Options::default()
+        };
+        assert!(generate(&spmv(), &opts).is_ok(), "{target}");
+    }
+    for block in [0, 16, 48, 100, 2048] {
+        let opts = Options {
+            block,
+            ..Options::default()
+        };
+        assert!(
+            matches!(generate(&spmv(), &opts), Err(GenError::BadBlock { block: b, .. }) if b == block)
+        );
+    }
+}
+
+#[test]
+fn rejects_a_schedule_listed_twice() {
+    let opts = Options {
+        schedules: vec![lb_ptx::Schedule::ThreadMapped; 2],
+        ..Options::default()
+    };
+    assert!(matches!(
+        generate(&spmv(), &opts),
+        Err(GenError::Unsupported(_))
+    ));
+}
+
+#[test]
+fn generation_is_deterministic() {
+    let opts = Options::default();
+    assert_eq!(ptx(&mix(), &opts), ptx(&mix(), &opts));
+}

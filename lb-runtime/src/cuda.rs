@@ -1,0 +1,208 @@
+//! Raw driver calls that cudarc's safe API does not cover: JIT with ptxas's error log, and
+//! launches whose argument types are known only at run time.
+
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{sys, CudaContext, CudaStream, DriverError};
+
+use crate::device::lock;
+use crate::error::{Error, Result};
+
+/// Bytes kept of ptxas's error log; its messages are a few lines each.
+const JIT_LOG_BYTES: usize = 64 * 1024;
+
+/// Dynamic shared memory above this needs the per-function opt-in attribute.
+const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
+
+fn check(context: impl FnOnce() -> String, r: sys::CUresult) -> Result<()> {
+    r.result()
+        .map_err(|e: DriverError| Error::cuda(context(), e))
+}
+
+/// A loaded module and the functions looked up in it.
+pub(crate) struct GpuModule {
+    raw: sys::CUmodule,
+    ctx: Arc<CudaContext>,
+    functions: Mutex<HashMap<String, Function>>,
+}
+
+// The driver's module and function handles are usable from any thread once the context is
+// bound; every method below binds it first.
+unsafe impl Send for GpuModule {}
+unsafe impl Sync for GpuModule {}
+
+/// A kernel handle and the dynamic shared memory it has been opted in to.
+#[derive(Clone, Copy)]
+pub(crate) struct Function {
+    raw: sys::CUfunction,
+    shared_opt_in: u32,
+}
+
+impl GpuModule {
+    /// JIT-compiles `ptx`; on failure the error carries ptxas's log.
+    pub(crate) fn load(ctx: &Arc<CudaContext>, ptx: &str) -> Result<GpuModule> {
+        let text = CString::new(ptx).map_err(|_| Error::Jit {
+            message: "the PTX text contains a NUL byte".into(),
+            log: String::new(),
+        })?;
+        ctx.bind_to_thread()
+            .map_err(|e| Error::cuda("binding the context", e))?;
+        let mut log = vec![0u8; JIT_LOG_BYTES];
+        let mut options = [
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        ];
+        // Option values are passed as pointer-sized slots; the size travels as an integer.
+        let mut values = [
+            log.as_mut_ptr() as *mut c_void,
+            JIT_LOG_BYTES as *mut c_void,
+        ];
+        let mut raw: sys::CUmodule = std::ptr::null_mut();
+        let r = unsafe {
+            sys::cuModuleLoadDataEx(
+                &mut raw,
+                text.as_ptr() as *const c_void,
+                options.len() as u32,
+                options.as_mut_ptr(),
+                values.as_mut_ptr(),
+            )
+        };
+        if let Err(e) = r.result() {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            let message = match Error::cuda("", e) {
+                Error::Cuda { message, .. } => message,
+                other => other.to_string(),
+            };
+            return Err(Error::Jit {
+                message,
+                log: String::from_utf8_lossy(&log[..end]).into_owned(),
+            });
+        }
+        Ok(GpuModule {
+            raw,
+            ctx: ctx.clone(),
+            functions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The kernel `entry`, opted in to `dynamic_shared` bytes when that is above 48 KiB.
+    pub(crate) fn function(&self, entry: &str, dynamic_shared: u32) -> Result<Function> {
+        let mut functions = lock(&self.functions);
+        let mut f = match functions.get(entry) {
+            Some(f) => *f,
+            None => {
+                let name =
+                    CString::new(entry).map_err(|_| Error::MissingKernel(entry.to_string()))?;
+                self.bind()?;
+                let mut raw: sys::CUfunction = std::ptr::null_mut();
+                let r = unsafe { sys::cuModuleGetFunction(&mut raw, self.raw, name.as_ptr()) };
+                if r == sys::CUresult::CUDA_ERROR_NOT_FOUND {
+                    return Err(Error::MissingKernel(entry.to_string()));
+                }
+                check(|| format!("looking up kernel `{entry}`"), r)?;
+                Function {
+                    raw,
+                    shared_opt_in: DEFAULT_SHARED_LIMIT,
+                }
+            }
+        };
+        if dynamic_shared > f.shared_opt_in {
+            self.bind()?;
+            let r = unsafe {
+                sys::cuFuncSetAttribute(
+                    f.raw,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    i32::try_from(dynamic_shared).unwrap_or(i32::MAX),
+                )
+            };
+            check(
+                || {
+                    format!(
+                        "allowing {dynamic_shared} bytes of dynamic shared memory for `{entry}`"
+                    )
+                },
+                r,
+            )?;
+            f.shared_opt_in = dynamic_shared;
+        }
+        functions.insert(entry.to_string(), f);
+        Ok(f)
+    }
+
+    fn bind(&self) -> Result<()> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| Error::cuda("binding the context", e))
+    }
+
+    /// Blocks of `f` resident on one SM at `block` threads and `dynamic_shared` bytes.
+    pub(crate) fn blocks_per_sm(
+        &self,
+        f: Function,
+        block: u32,
+        dynamic_shared: u32,
+    ) -> Result<u32> {
+        self.bind()?;
+        let mut n: i32 = 0;
+        let r = unsafe {
+            sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                &mut n,
+                f.raw,
+                i32::try_from(block).unwrap_or(i32::MAX),
+                dynamic_shared as usize,
+            )
+        };
+        check(|| "computing occupancy".to_string(), r)?;
+        Ok(u32::try_from(n).unwrap_or(0))
+    }
+
+    /// Launches `f` on `stream`; each entry of `params` is one kernel parameter's bits,
+    /// 4-byte parameters in the low half of their slot (the host is little-endian).
+    pub(crate) fn launch(
+        &self,
+        f: Function,
+        stream: &CudaStream,
+        grid: u32,
+        block: u32,
+        dynamic_shared: u32,
+        params: &mut [u64],
+    ) -> Result<()> {
+        self.bind()?;
+        let mut ptrs: Vec<*mut c_void> = params
+            .iter_mut()
+            .map(|p| p as *mut u64 as *mut c_void)
+            .collect();
+        let r = unsafe {
+            sys::cuLaunchKernel(
+                f.raw,
+                grid,
+                1,
+                1,
+                block,
+                1,
+                1,
+                dynamic_shared,
+                stream.cu_stream(),
+                ptrs.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        check(
+            || format!("launching a kernel with {grid} blocks of {block} threads"),
+            r,
+        )
+    }
+}
+
+impl Drop for GpuModule {
+    fn drop(&mut self) {
+        // Unloading can only fail if the context is already gone, and then so is the module.
+        if self.ctx.bind_to_thread().is_ok() {
+            unsafe {
+                let _ = sys::cuModuleUnload(self.raw);
+            }
+        }
+    }
+}

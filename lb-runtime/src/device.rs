@@ -1,0 +1,320 @@
+//! Devices: a CUDA GPU through cudarc (libcuda loaded at run time), or lb-ptx's simulator.
+//!
+//! [`Device::default`] picks GPU 0 when the driver and a GPU are there and the simulator
+//! otherwise, so the same program runs on a laptop, in CI and on an H100. Set the environment
+//! variable `LB_DEVICE=sim` to force the simulator even when a GPU is present.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Once};
+
+use cudarc::driver::{sys, CudaContext, CudaStream};
+use lb_ptx::ir::Module;
+use lb_ptx::plan::DeviceLimits;
+use lb_ptx::sim::Memory;
+
+use crate::buffer::{from_bytes, to_bytes, DeviceBuffer, Element, RawBuffer, Storage};
+use crate::cuda::GpuModule;
+use crate::error::{Error, Result};
+
+/// Modules are cached by the address and length of their `&'static str` PTX: each kernel
+/// module is a distinct constant, so this identifies it without hashing megabytes of text.
+pub(crate) type ModuleKey = (usize, usize);
+
+pub(crate) fn module_key(ptx: &'static str) -> ModuleKey {
+    (ptx.as_ptr() as usize, ptx.len())
+}
+
+/// The simulated machine is deliberately tiny: grids stay small so tests run fast, yet
+/// `CoverItems` grids hit the residency cap and kernels must stride.
+pub(crate) const SIM_LIMITS: DeviceLimits = DeviceLimits {
+    sm_count: 2,
+    blocks_per_sm: 2,
+};
+
+/// A CUDA context with its one stream; every copy and launch goes through that stream, so
+/// they are ordered without events.
+pub(crate) struct Gpu {
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) sm_count: u32,
+    name: String,
+    modules: Mutex<HashMap<ModuleKey, Arc<GpuModule>>>,
+}
+
+/// The simulator's memory and parsed modules.
+pub(crate) struct Sim {
+    memory: Mutex<Memory>,
+    modules: Mutex<HashMap<ModuleKey, Arc<Module>>>,
+}
+
+impl Sim {
+    pub(crate) fn memory(&self) -> MutexGuard<'_, Memory> {
+        lock(&self.memory)
+    }
+
+    /// The parsed module for `ptx`, parsing it on first use.
+    pub(crate) fn module(&self, ptx: &'static str) -> Result<Arc<Module>> {
+        let mut cache = lock(&self.modules);
+        if let Some(m) = cache.get(&module_key(ptx)) {
+            return Ok(m.clone());
+        }
+        let module = Arc::new(lb_ptx::sim::parse(ptx)?);
+        cache.insert(module_key(ptx), module.clone());
+        Ok(module)
+    }
+}
+
+impl Gpu {
+    /// The loaded module for `ptx`, JIT-compiling it on first use.
+    pub(crate) fn module(&self, ptx: &'static str) -> Result<Arc<GpuModule>> {
+        let mut cache = lock(&self.modules);
+        if let Some(m) = cache.get(&module_key(ptx)) {
+            return Ok(m.clone());
+        }
+        let module = Arc::new(GpuModule::load(&self.ctx, ptx)?);
+        cache.insert(module_key(ptx), module.clone());
+        Ok(module)
+    }
+}
+
+/// A poisoned lock only means another thread panicked mid-launch; the data (a cache, the
+/// simulator's memory) is still usable, and panicking here would turn one failure into two.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(crate) enum Backend {
+    Gpu(Gpu),
+    Sim(Sim),
+}
+
+struct Inner {
+    backend: Backend,
+    fallback: Option<String>,
+}
+
+/// A GPU or the simulator. Cheap to clone: clones share the context, memory and module cache.
+#[derive(Clone)]
+pub struct Device {
+    inner: Arc<Inner>,
+}
+
+impl Default for Device {
+    /// GPU 0 if there is one, else the simulator (saying why once on stderr).
+    fn default() -> Self {
+        let reason = match std::env::var("LB_DEVICE") {
+            Ok(v) if v == "sim" => "LB_DEVICE=sim".to_string(),
+            _ => match Device::cuda(0) {
+                Ok(dev) => return dev,
+                Err(e) => e.to_string(),
+            },
+        };
+        static WARNED: Once = Once::new();
+        WARNED.call_once(|| eprintln!("lb: no CUDA GPU ({reason}); running on the simulator"));
+        Device::new_sim(Some(reason))
+    }
+}
+
+impl Device {
+    /// The GPU with this ordinal. Fails (never panics) without libcuda or without that GPU.
+    pub fn cuda(ordinal: usize) -> Result<Device> {
+        // cudarc panics on the first driver call when libcuda is missing, so look first.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(Error::Cuda {
+                context: "loading the CUDA driver".into(),
+                message: "libcuda was not found".into(),
+            });
+        }
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| Error::cuda(format!("opening GPU {ordinal}"), e))?;
+        // One stream orders all our work; per-buffer events would only add overhead.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.default_stream();
+        let name = ctx
+            .name()
+            .map_err(|e| Error::cuda("reading the GPU name", e))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(|e| Error::cuda("reading the compute capability", e))?;
+        let sm_count = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|e| Error::cuda("reading the SM count", e))?;
+        let gpu = Gpu {
+            ctx,
+            stream,
+            sm_count: u32::try_from(sm_count).unwrap_or(1).max(1),
+            name: format!("{name} (sm_{major}{minor})"),
+            modules: Mutex::new(HashMap::new()),
+        };
+        Ok(Device {
+            inner: Arc::new(Inner {
+                backend: Backend::Gpu(gpu),
+                fallback: None,
+            }),
+        })
+    }
+
+    /// A fresh simulator with its own memory.
+    pub fn simulator() -> Device {
+        Device::new_sim(None)
+    }
+
+    fn new_sim(fallback: Option<String>) -> Device {
+        let sim = Sim {
+            memory: Mutex::new(Memory::new()),
+            modules: Mutex::new(HashMap::new()),
+        };
+        Device {
+            inner: Arc::new(Inner {
+                backend: Backend::Sim(sim),
+                fallback,
+            }),
+        }
+    }
+
+    pub fn is_gpu(&self) -> bool {
+        matches!(self.inner.backend, Backend::Gpu(_))
+    }
+
+    /// The GPU's name and compute capability (`"NVIDIA H100 80GB HBM3 (sm_90)"`), or `"simulator"`.
+    pub fn name(&self) -> &str {
+        match &self.inner.backend {
+            Backend::Gpu(gpu) => &gpu.name,
+            Backend::Sim(_) => "simulator",
+        }
+    }
+
+    /// Why [`Device::default`] fell back to the simulator, if it did.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.inner.fallback.as_deref()
+    }
+
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.inner.backend
+    }
+
+    pub(crate) fn same(&self, other: &Device) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Copies `data` into a new device buffer.
+    pub fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
+        let bytes = to_bytes(data);
+        let mut raw = self.alloc_raw(bytes.len(), false)?;
+        self.write_raw(&mut raw, &bytes)?;
+        Ok(DeviceBuffer::from_raw(raw, data.len()))
+    }
+
+    /// A new buffer of `n` zeros.
+    pub fn zeros<T: Element>(&self, n: usize) -> Result<DeviceBuffer<T>> {
+        let bytes = n
+            .checked_mul(T::SIZE)
+            .ok_or_else(|| Error::Shape(format!("{n} elements do not fit in memory")))?;
+        Ok(DeviceBuffer::from_raw(self.alloc_raw(bytes, true)?, n))
+    }
+
+    /// Copies a buffer back to the host. Waits for all earlier work on the device.
+    pub fn download<T: Element>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
+        if !self.same(buf.device()) {
+            return Err(Error::DeviceMismatch);
+        }
+        Ok(from_bytes(&self.read_raw(&buf.raw)?))
+    }
+
+    /// Waits until all work submitted to the device has finished; reports faults of kernels.
+    pub fn synchronize(&self) -> Result<()> {
+        match &self.inner.backend {
+            Backend::Gpu(gpu) => gpu
+                .stream
+                .synchronize()
+                .map_err(|e| Error::cuda("synchronizing", e)),
+            // The simulator runs every launch to completion before returning.
+            Backend::Sim(_) => Ok(()),
+        }
+    }
+
+    /// An allocation of at least one byte (so even an empty buffer has a valid address).
+    pub(crate) fn alloc_raw(&self, bytes: usize, zero: bool) -> Result<RawBuffer> {
+        let storage = match &self.inner.backend {
+            Backend::Gpu(gpu) => {
+                let n = bytes.max(1);
+                let slice = if zero {
+                    gpu.stream.alloc_zeros::<u8>(n)
+                } else {
+                    // Uninitialized bytes are fine for u8, and the caller overwrites them.
+                    unsafe { gpu.stream.alloc::<u8>(n) }
+                }
+                .map_err(|e| Error::cuda(format!("allocating {n} bytes"), e))?;
+                Storage::Gpu {
+                    slice,
+                    stream: gpu.stream.clone(),
+                }
+            }
+            Backend::Sim(sim) => {
+                let mut mem = sim.memory();
+                let addr = mem.alloc(bytes.max(1) as u64);
+                if zero {
+                    mem.write(addr, &vec![0u8; bytes])?;
+                }
+                Storage::Sim(addr)
+            }
+        };
+        Ok(RawBuffer {
+            dev: self.clone(),
+            bytes,
+            storage,
+        })
+    }
+
+    /// Overwrites the first `data.len()` bytes of `raw` (which must be at most its size).
+    pub(crate) fn write_raw(&self, raw: &mut RawBuffer, data: &[u8]) -> Result<()> {
+        if data.len() > raw.bytes {
+            return Err(Error::Shape(format!(
+                "{} bytes written into a buffer of {}",
+                data.len(),
+                raw.bytes
+            )));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        match (&mut raw.storage, &self.inner.backend) {
+            (Storage::Gpu { slice, stream }, Backend::Gpu(_)) => stream
+                .memcpy_htod(data, &mut slice.slice_mut(0..data.len()))
+                .map_err(|e| Error::cuda("copying to the GPU", e)),
+            (Storage::Sim(addr), Backend::Sim(sim)) => Ok(sim.memory().write(*addr, data)?),
+            _ => Err(Error::DeviceMismatch),
+        }
+    }
+
+    /// All `raw.bytes` bytes of `raw`, after the work before it has finished.
+    pub(crate) fn read_raw(&self, raw: &RawBuffer) -> Result<Vec<u8>> {
+        if raw.bytes == 0 {
+            return Ok(Vec::new());
+        }
+        match (&raw.storage, &self.inner.backend) {
+            (Storage::Gpu { slice, stream }, Backend::Gpu(_)) => {
+                let bytes = stream
+                    .clone_dtoh(&slice.slice(0..raw.bytes))
+                    .map_err(|e| Error::cuda("copying from the GPU", e))?;
+                // The copy is asynchronous; a kernel fault before it also surfaces here.
+                stream
+                    .synchronize()
+                    .map_err(|e| Error::cuda("copying from the GPU", e))?;
+                Ok(bytes)
+            }
+            (Storage::Sim(addr), Backend::Sim(sim)) => {
+                Ok(sim.memory().read(*addr, raw.bytes as u64)?)
+            }
+            _ => Err(Error::DeviceMismatch),
+        }
+    }
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device")
+            .field("name", &self.name())
+            .finish()
+    }
+}

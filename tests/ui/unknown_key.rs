@@ -1,0 +1,8 @@
+use lb::prelude::*;
+
+#[load_balanced(schedule = "thread_mapped", reduce = "sum", outptu = "y")]
+fn spmv(a: &Csr<f32>, #[atom] nz: usize) -> f32 {
+    a.values[nz]
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use lb::prelude::*;
+
+#[load_balanced(schedule = "thread_mapped", reduce = "sum", output = "y")]
+fn spmv(a: &Csr<f32>, #[atom] nz: usize) -> f32 {
+    let square = |v: f32| v * v;
+    square(a.values[nz])
+}
+
+fn main() {}
