@@ -119,7 +119,10 @@ pub fn parse(attr: TokenStream) -> syn::Result<Args> {
         Some(b) if !(32..=1024).contains(&*b) || !b.is_power_of_two() => {
             errors.push(syn::Error::new(
                 b.span(),
-                format!("`block` must be a power of two from 32 to 1024 (threads per block), not {}", *b),
+                format!(
+                    "`block` must be a power of two from 32 to 1024 (threads per block), not {}",
+                    *b
+                ),
             ));
             256
         }
@@ -129,7 +132,10 @@ pub fn parse(attr: TokenStream) -> syn::Result<Args> {
 
     let items_per_thread = match raw.items_per_thread {
         Some(n) if *n == 0 => {
-            errors.push(syn::Error::new(n.span(), "`items_per_thread` must be at least 1"));
+            errors.push(syn::Error::new(
+                n.span(),
+                "`items_per_thread` must be at least 1",
+            ));
             1
         }
         Some(n) => *n,
@@ -190,7 +196,10 @@ fn parse_schedules(lit: &LitStr) -> syn::Result<Vec<Schedule>> {
             ));
         } else if let Some(s) = Schedule::from_name(name) {
             if out.contains(&s) {
-                errors.push(syn::Error::new(lit.span(), format!("schedule `{name}` is listed twice")));
+                errors.push(syn::Error::new(
+                    lit.span(),
+                    format!("schedule `{name}` is listed twice"),
+                ));
             } else {
                 out.push(s);
             }

@@ -11,7 +11,8 @@
 use std::collections::HashMap;
 
 use lb_ptx::body::{Lit, LocalId};
-use proc_macro2::Span;
+use proc_macro2::TokenStream;
+use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr, Pat, Stmt, UnOp};
 
@@ -47,7 +48,13 @@ pub fn key<T>(node: &T) -> usize {
 pub const CSR_FIELDS: &str = "`values`, `col_indices`, `row_offsets`, `num_rows`, `num_cols`";
 
 /// The intrinsics a body may call.
-pub const ATOMICS: [&str; 5] = ["atomic_add", "atomic_min", "atomic_max", "atomic_exch", "atomic_cas"];
+pub const ATOMICS: [&str; 5] = [
+    "atomic_add",
+    "atomic_min",
+    "atomic_max",
+    "atomic_exch",
+    "atomic_cas",
+];
 
 /// What the body's code may index.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -55,7 +62,10 @@ pub enum Array {
     /// A slice parameter (index into `Sig::params`).
     Slice { param: usize, mutable: bool },
     /// `values`, `col_indices` or `row_offsets` of the tile set.
-    Field { param: usize, field: lb_ptx::body::CsrField },
+    Field {
+        param: usize,
+        field: lb_ptx::body::CsrField,
+    },
 }
 
 type Var = usize;
@@ -95,8 +105,8 @@ pub struct Checker<'a> {
     bindings: HashMap<usize, LocalId>,
     locals: Vec<Var>,
     scopes: Vec<HashMap<String, LocalId>>,
-    reqs: Vec<(Var, Req, Span, &'static str)>,
-    casts: Vec<(Var, STy, Span)>,
+    reqs: Vec<(Var, Req, TokenStream, &'static str)>,
+    casts: Vec<(Var, STy, TokenStream)>,
     ret: Option<Var>,
     errors: Errors,
 }
@@ -162,8 +172,12 @@ impl Checker<'_> {
         let merged = match (ka, kb) {
             (Kind::Poison, _) | (_, Kind::Poison) => Kind::Poison,
             (Kind::Known(x), Kind::Known(y)) if x == y => ka,
-            (Kind::Known(t), Kind::Int) | (Kind::Int, Kind::Known(t)) if t.is_int() => Kind::Known(t),
-            (Kind::Known(t), Kind::Float) | (Kind::Float, Kind::Known(t)) if t.is_float() => Kind::Known(t),
+            (Kind::Known(t), Kind::Int) | (Kind::Int, Kind::Known(t)) if t.is_int() => {
+                Kind::Known(t)
+            }
+            (Kind::Known(t), Kind::Float) | (Kind::Float, Kind::Known(t)) if t.is_float() => {
+                Kind::Known(t)
+            }
             (Kind::Int, Kind::Int) | (Kind::Float, Kind::Float) => ka,
             _ => return Err((ka, kb)),
         };
@@ -173,17 +187,23 @@ impl Checker<'_> {
     }
 
     /// Unifies `found` with `expected`, reporting `what` at `span` when they disagree.
-    fn expect(&mut self, found: Var, expected: Var, span: Span, what: &str) {
+    fn expect(&mut self, found: Var, expected: Var, at: &dyn ToTokens, what: &str) {
         if let Err((f, e)) = self.unify(found, expected) {
-            self.errors.push(syn::Error::new(
-                span,
-                format!("mismatched types: {what} expects `{}`, found {}: convert with `as`", describe(e), describe_found(f)),
+            self.errors.push(syn::Error::new_spanned(
+                at,
+                format!(
+                    "mismatched types: {what} expects `{}`, found {}: convert with `as`",
+                    describe(e),
+                    describe_found(f)
+                ),
             ));
         }
     }
 
-    fn err(&mut self, span: Span, msg: impl std::fmt::Display) -> Option<Var> {
-        self.errors.push(syn::Error::new(span, msg.to_string()));
+    /// An error covering all of `node` (a `Span` alone covers only its first token on stable).
+    fn err_at(&mut self, node: &dyn ToTokens, msg: impl std::fmt::Display) -> Option<Var> {
+        self.errors
+            .push(syn::Error::new_spanned(node, msg.to_string()));
         None
     }
 
@@ -193,16 +213,16 @@ impl Checker<'_> {
     }
 
     /// The decided type of a method's receiver, or an error like rustc's E0689.
-    fn receiver_type(&mut self, v: Var, span: Span, method: &str) -> Option<STy> {
+    fn receiver_type(&mut self, v: Var, span: &dyn ToTokens, method: &str) -> Option<STy> {
         match self.kind(v) {
             Kind::Known(t) => Some(t),
             Kind::Poison => None,
             Kind::Int => {
-                self.err(span, format!("cannot call `{method}` on an integer whose type is not known yet: add a suffix (`2i32`) or annotate the `let` (`let x: i32 = ...`)"))
+                self.err_at(span, format!("cannot call `{method}` on an integer whose type is not known yet: add a suffix (`2i32`) or annotate the `let` (`let x: i32 = ...`)"))
             }
             .and(None),
             Kind::Float => {
-                self.err(span, format!("cannot call `{method}` on a float whose type is not known yet: add a suffix (`2.0f32`) or annotate the `let` (`let x: f32 = ...`)"))
+                self.err_at(span, format!("cannot call `{method}` on a float whose type is not known yet: add a suffix (`2.0f32`) or annotate the `let` (`let x: f32 = ...`)"))
             }
             .and(None),
         }
@@ -237,7 +257,7 @@ impl Checker<'_> {
             match s {
                 Stmt::Expr(e, None) if tail && i + 1 == n => {
                     if let (Some(v), Some(r)) = (self.value(e), self.ret) {
-                        self.expect(v, r, e.span(), "the function's return type");
+                        self.expect(v, r, &e, "the function's return type");
                     }
                 }
                 _ => self.stmt(s),
@@ -257,22 +277,25 @@ impl Checker<'_> {
         match s {
             Stmt::Local(l) => self.local(l),
             Stmt::Item(item) => {
-                self.err(item.span(), "items (`fn`, `const`, `use`, `struct`, …) cannot be declared inside a kernel body: declare them outside and pass values as parameters");
+                self.err_at(&item, "items (`fn`, `const`, `use`, `struct`, …) cannot be declared inside a kernel body: declare them outside and pass values as parameters");
             }
             Stmt::Expr(e, _) => self.stmt_expr(e),
             Stmt::Macro(m) => {
-                self.err(m.span(), MACRO_MSG);
+                self.err_at(&m, MACRO_MSG);
             }
         }
     }
 
     fn local(&mut self, l: &syn::Local) {
         let Some(init) = &l.init else {
-            self.err(l.span(), "a `let` in a kernel body needs a value: `let x = 0.0;`");
+            self.err_at(&l, "a `let` in a kernel body needs a value: `let x = 0.0;`");
             return;
         };
         if let Some((_, diverge)) = &init.diverge {
-            self.err(diverge.span(), "`let ... else` is not supported in a kernel body: use `if`");
+            self.err_at(
+                &diverge,
+                "`let ... else` is not supported in a kernel body: use `if`",
+            );
         }
         let (pat, annot) = match &l.pat {
             Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
@@ -282,12 +305,18 @@ impl Checker<'_> {
         let annot_var = match annot {
             Some(ty) => match scalar_type(ty) {
                 Some(t) => Some(self.known(t)),
-                None => self.err(ty.span(), format!("unsupported type `{}`: locals have one of the types {SCALARS}", quote::quote!(#ty))),
+                None => self.err_at(
+                    &ty,
+                    format!(
+                        "unsupported type `{}`: locals have one of the types {SCALARS}",
+                        quote::quote!(#ty)
+                    ),
+                ),
             },
             None => None,
         };
         if let (Some(v), Some(a)) = (v, annot_var) {
-            self.expect(v, a, init.expr.span(), "the annotation");
+            self.expect(v, a, &init.expr, "the annotation");
         }
         let var = match (annot_var, v) {
             (Some(a), _) => a,
@@ -300,7 +329,7 @@ impl Checker<'_> {
             }
             Pat::Wild(_) => {}
             other => {
-                self.err(other.span(), "only simple names can be bound in a kernel body (`let x = ...;`): destructuring is not supported");
+                self.err_at(&other, "only simple names can be bound in a kernel body (`let x = ...;`): destructuring is not supported");
             }
         }
     }
@@ -308,7 +337,9 @@ impl Checker<'_> {
     fn stmt_expr(&mut self, e: &Expr) {
         match e {
             Expr::Assign(a) => self.assign(&a.left, &a.right, None, e),
-            Expr::Binary(b) if compound_op(&b.op).is_some() => self.assign(&b.left, &b.right, Some(&b.op), e),
+            Expr::Binary(b) if compound_op(&b.op).is_some() => {
+                self.assign(&b.left, &b.right, Some(&b.op), e)
+            }
             Expr::If(i) => self.if_stmt(i),
             Expr::ForLoop(f) => self.for_loop(f),
             Expr::Block(b) if b.label.is_none() => self.block_stmts(&b.block),
@@ -329,7 +360,7 @@ impl Checker<'_> {
                 Expr::Block(b) => self.block_stmts(&b.block),
                 Expr::If(ei) => self.if_stmt(ei),
                 other => {
-                    self.err(other.span(), "expected a block or `if` after `else`");
+                    self.err_at(&other, "expected a block or `if` after `else`");
                 }
             }
         }
@@ -338,18 +369,21 @@ impl Checker<'_> {
     fn cond(&mut self, cond: &Expr) {
         if let Some(v) = self.value(cond) {
             let b = self.known(STy::Bool);
-            self.expect(v, b, cond.span(), "an `if` condition");
+            self.expect(v, b, &cond, "an `if` condition");
         }
     }
 
     fn for_loop(&mut self, f: &syn::ExprForLoop) {
         if let Some(l) = &f.label {
-            self.err(l.span(), "loop labels are not supported in a kernel body (there is no `break`)");
+            self.err_at(
+                &l,
+                "loop labels are not supported in a kernel body (there is no `break`)",
+            );
         }
         let range = match strip(&f.expr) {
             Expr::Range(r) if r.start.is_some() && r.end.is_some() => r,
             other => {
-                self.err(other.span(), "a kernel `for` loop must run over a bounded integer range: `for i in a..b` or `for i in a..=b`");
+                self.err_at(&other, "a kernel `for` loop must run over a bounded integer range: `for i in a..b` or `for i in a..=b`");
                 return;
             }
         };
@@ -360,8 +394,9 @@ impl Checker<'_> {
         let ev = self.value(end);
         let var = match (sv, ev) {
             (Some(s), Some(e)) => {
-                self.expect(e, s, end.span(), "the range's start");
-                self.reqs.push((s, Req::Int, range.span(), "a `for` range"));
+                self.expect(e, s, &end, "the range's start");
+                self.reqs
+                    .push((s, Req::Int, range.to_token_stream(), "a `for` range"));
                 s
             }
             _ => self.fresh(Kind::Poison),
@@ -377,7 +412,10 @@ impl Checker<'_> {
                 self.bindings.insert(key(&*f.pat), id);
             }
             other => {
-                self.err(other.span(), "a `for` loop variable must be a simple name: `for i in a..b`");
+                self.err_at(
+                    &other,
+                    "a `for` loop variable must be a simple name: `for i in a..b`",
+                );
             }
         }
         self.block_stmts(&f.body);
@@ -388,15 +426,18 @@ impl Checker<'_> {
         match (&r.expr, self.ret) {
             (Some(e), Some(rv)) => {
                 if let Some(v) = self.value(e) {
-                    self.expect(v, rv, e.span(), "the function's return type");
+                    self.expect(v, rv, &e, "the function's return type");
                 }
             }
             (None, None) => {}
             (Some(e), None) => {
-                self.err(e.span(), "this function has no `reduce`, so it returns nothing: write `return;`, or add `reduce` and a return type");
+                self.err_at(&e, "this function has no `reduce`, so it returns nothing: write `return;`, or add `reduce` and a return type");
             }
             (None, Some(_)) => {
-                self.err(r.span(), "`return` needs a value here: the atom's contribution to the reduction");
+                self.err_at(
+                    &r,
+                    "`return` needs a value here: the atom's contribution to the reduction",
+                );
             }
         }
     }
@@ -413,13 +454,12 @@ impl Checker<'_> {
                         let v = self.locals[id];
                         self.record(lhs, v)
                     }
-                    None if self.lookup_param(&ident.to_string()).is_some() => self.err(
-                        lhs.span(),
+                    None if self.lookup_param(&ident.to_string()).is_some() => self.err_at(&lhs,
                         format!("kernel parameters are read-only: copy it into a local first (`let mut {ident} = {ident};`)"),
                     ),
-                    None => self.err(lhs.span(), format!("cannot find a local `{ident}` in this kernel")),
+                    None => self.err_at(&lhs, format!("cannot find a local `{ident}` in this kernel")),
                 },
-                None => self.err(lhs.span(), ASSIGN_TARGET_MSG),
+                None => self.err_at(&lhs, ASSIGN_TARGET_MSG),
             },
             Expr::Index(ix) => match self.array(&ix.expr) {
                 Some((Array::Slice { mutable: true, .. }, elem)) => {
@@ -427,27 +467,29 @@ impl Checker<'_> {
                     let v = self.known(elem);
                     self.record(lhs, v)
                 }
-                Some((Array::Slice { param, .. }, elem)) => self.err(
-                    ix.expr.span(),
+                Some((Array::Slice { param, .. }, elem)) => self.err_at(&ix.expr,
                     format!("`{}` is a read-only input: declare it `&mut [{}]` to store into it", self.sig.params[param].ident, elem.name()),
                 ),
-                Some((Array::Field { .. }, _)) => self.err(ix.expr.span(), "the tile set is read-only: store into a `&mut [T]` parameter"),
+                Some((Array::Field { .. }, _)) => self.err_at(&ix.expr, "the tile set is read-only: store into a `&mut [T]` parameter"),
                 None => None,
             },
-            _ => self.err(lhs.span(), ASSIGN_TARGET_MSG),
+            _ => self.err_at(&lhs, ASSIGN_TARGET_MSG),
         };
         let (Some(lv), Some(rv)) = (lv, rv) else {
             return;
         };
         match op.and_then(compound_op) {
-            None => self.expect(rv, lv, rhs.span(), "the assigned place"),
+            None => self.expect(rv, lv, &rhs, "the assigned place"),
             Some(OpClass::Shift) => {
-                self.reqs.push((lv, Req::Int, whole.span(), "a shift"));
-                self.reqs.push((rv, Req::Int, rhs.span(), "a shift amount"));
+                self.reqs
+                    .push((lv, Req::Int, whole.to_token_stream(), "a shift"));
+                self.reqs
+                    .push((rv, Req::Int, rhs.to_token_stream(), "a shift amount"));
             }
             Some(class) => {
-                self.expect(rv, lv, rhs.span(), "the assigned place");
-                self.reqs.push((lv, class.req(), whole.span(), class.what()));
+                self.expect(rv, lv, &rhs, "the assigned place");
+                self.reqs
+                    .push((lv, class.req(), whole.to_token_stream(), class.what()));
             }
         }
     }
@@ -464,9 +506,9 @@ impl Checker<'_> {
             Expr::Unary(u) => {
                 let v = self.value(&u.expr)?;
                 match u.op {
-                    UnOp::Neg(_) => self.reqs.push((v, Req::Signed, e.span(), "negation")),
-                    UnOp::Not(_) => self.reqs.push((v, Req::IntOrBool, e.span(), "`!`")),
-                    _ => return self.err(e.span(), "dereferencing is not supported in a kernel body: index slices directly (`s[i]`)"),
+                    UnOp::Neg(_) => self.reqs.push((v, Req::Signed, e.to_token_stream(), "negation")),
+                    UnOp::Not(_) => self.reqs.push((v, Req::IntOrBool, e.to_token_stream(), "`!`")),
+                    _ => return self.err_at(&e, "dereferencing is not supported in a kernel body: index slices directly (`s[i]`)"),
                 }
                 Some(v)
             }
@@ -475,13 +517,19 @@ impl Checker<'_> {
                 let src = self.value(&c.expr);
                 let Some(t) = scalar_type(&c.ty) else {
                     let ty = &c.ty;
-                    return self.err(c.ty.span(), format!("cannot cast to `{}`: the kernel types are {SCALARS}", quote::quote!(#ty)));
+                    return self.err_at(
+                        &c.ty,
+                        format!(
+                            "cannot cast to `{}`: the kernel types are {SCALARS}",
+                            quote::quote!(#ty)
+                        ),
+                    );
                 };
                 if t == STy::Bool {
-                    return self.err(c.ty.span(), "cannot cast to `bool`: compare instead (`x != 0`)");
+                    return self.err_at(&c.ty, "cannot cast to `bool`: compare instead (`x != 0`)");
                 }
                 if let Some(s) = src {
-                    self.casts.push((s, t, e.span()));
+                    self.casts.push((s, t, e.to_token_stream()));
                 }
                 Some(self.known(t))
             }
@@ -494,8 +542,11 @@ impl Checker<'_> {
             Expr::MethodCall(m) => self.method(m),
             Expr::Call(c) => self.call(c),
             Expr::If(i) => self.if_value(i),
-            Expr::Assign(_) => self.err(e.span(), "an assignment is a statement in a kernel body: end it with `;`"),
-            other => self.err(other.span(), unsupported(other)),
+            Expr::Assign(_) => self.err_at(
+                &e,
+                "an assignment is a statement in a kernel body: end it with `;`",
+            ),
+            other => self.err_at(&other, unsupported(other)),
         }?;
         self.record(e, v)
     }
@@ -505,13 +556,13 @@ impl Checker<'_> {
             syn::Lit::Bool(_) => Some(self.known(STy::Bool)),
             syn::Lit::Int(i) => {
                 if i.base10_parse::<u128>().ok().and_then(|v| i128::try_from(v).ok()).is_none() {
-                    return self.err(i.span(), "integer literal too large for a kernel type");
+                    return self.err_at(&i, "integer literal too large for a kernel type");
                 }
                 match i.suffix() {
                     "" => Some(self.fresh(Kind::Int)),
                     s => match STy::from_name(s) {
                         Some(t) if t != STy::Bool => Some(self.known(t)),
-                        _ => self.err(i.span(), format!("`{s}` is not a kernel type: use one of {SCALARS}")),
+                        _ => self.err_at(&i, format!("`{s}` is not a kernel type: use one of {SCALARS}")),
                     },
                 }
             }
@@ -519,9 +570,9 @@ impl Checker<'_> {
                 "" => Some(self.fresh(Kind::Float)),
                 "f32" => Some(self.known(STy::F32)),
                 "f64" => Some(self.known(STy::F64)),
-                s => self.err(f.span(), format!("`{s}` is not a float type: use `f32` or `f64`")),
+                s => self.err_at(&f, format!("`{s}` is not a float type: use `f32` or `f64`")),
             },
-            other => self.err(other.span(), "string, character and byte literals are not supported in a kernel body: it works on numbers and `bool`s"),
+            other => self.err_at(&other, "string, character and byte literals are not supported in a kernel body: it works on numbers and `bool`s"),
         }
     }
 
@@ -533,8 +584,7 @@ impl Checker<'_> {
                 return Some(self.locals[id]);
             }
             let Some(i) = self.lookup_param(&name) else {
-                return self.err(
-                    ident.span(),
+                return self.err_at(&ident,
                     format!("cannot find `{name}` in this kernel: a kernel body can use its parameters and locals only (pass constants as parameters)"),
                 );
             };
@@ -542,8 +592,8 @@ impl Checker<'_> {
             return match &self.sig.params[i].role {
                 Role::Index(_) => Some(self.known(STy::Usize)),
                 Role::Scalar(t) => Some(self.known(*t)),
-                Role::Slice { .. } => self.err(ident.span(), format!("`{name}` is a slice: index it (`{name}[i]`) or take its length (`{name}.len()`)")),
-                Role::TileSet { .. } => self.err(ident.span(), format!("`{name}` is the tile set: read one of its fields ({CSR_FIELDS})")),
+                Role::Slice { .. } => self.err_at(&ident, format!("`{name}` is a slice: index it (`{name}[i]`) or take its length (`{name}.len()`)")),
+                Role::TileSet { .. } => self.err_at(&ident, format!("`{name}` is the tile set: read one of its fields ({CSR_FIELDS})")),
             };
         }
         // `f32::INFINITY`, `u32::MAX`, …
@@ -557,15 +607,14 @@ impl Checker<'_> {
                 }
             }
         }
-        self.err(
-            p.span(),
+        self.err_at(&p,
             "only parameters, locals and the constants `T::MIN`, `T::MAX`, `T::INFINITY`, `T::NEG_INFINITY` can be named in a kernel body",
         )
     }
 
     fn binary(&mut self, b: &syn::ExprBinary) -> Option<Var> {
         if compound_op(&b.op).is_some() {
-            return self.err(b.span(), "compound assignment is a statement in a kernel body: write it on its own, ending with `;`");
+            return self.err_at(&b, "compound assignment is a statement in a kernel body: write it on its own, ending with `;`");
         }
         let l = self.value(&b.left);
         let r = self.value(&b.right);
@@ -574,25 +623,33 @@ impl Checker<'_> {
         match class {
             OpClass::Logic => {
                 let bl = self.known(STy::Bool);
-                self.expect(l, bl, b.left.span(), "`&&` / `||`");
-                self.expect(r, bl, b.right.span(), "`&&` / `||`");
+                self.expect(l, bl, &b.left, "`&&` / `||`");
+                self.expect(r, bl, &b.right, "`&&` / `||`");
                 Some(bl)
             }
             OpClass::Shift => {
-                self.reqs.push((l, Req::Int, b.left.span(), "a shift"));
-                self.reqs.push((r, Req::Int, b.right.span(), "a shift amount"));
+                self.reqs
+                    .push((l, Req::Int, b.left.to_token_stream(), "a shift"));
+                self.reqs
+                    .push((r, Req::Int, b.right.to_token_stream(), "a shift amount"));
                 Some(l)
             }
             OpClass::Eq | OpClass::Ord => {
-                self.expect(r, l, b.right.span(), "the comparison's left side");
+                self.expect(r, l, &b.right, "the comparison's left side");
                 if class == OpClass::Ord {
-                    self.reqs.push((l, Req::Numeric, b.span(), "an ordering comparison"));
+                    self.reqs.push((
+                        l,
+                        Req::Numeric,
+                        b.to_token_stream(),
+                        "an ordering comparison",
+                    ));
                 }
                 Some(self.known(STy::Bool))
             }
             OpClass::Arith | OpClass::Bit => {
-                self.expect(r, l, b.right.span(), "the operator's left side");
-                self.reqs.push((l, class.req(), b.span(), class.what()));
+                self.expect(r, l, &b.right, "the operator's left side");
+                self.reqs
+                    .push((l, class.req(), b.to_token_stream(), class.what()));
                 Some(l)
             }
         }
@@ -605,19 +662,24 @@ impl Checker<'_> {
                 let ident = path_ident(p)?;
                 let name = ident.to_string();
                 if self.lookup_local(&name).is_some() {
-                    return self.err(base.span(), format!("`{name}` is a local scalar and cannot be indexed: index a slice parameter"))
+                    return self.err_at(&base, format!("`{name}` is a local scalar and cannot be indexed: index a slice parameter"))
                         .and(None);
                 }
                 let Some(i) = self.lookup_param(&name) else {
-                    return self.err(base.span(), format!("cannot find a slice `{name}` in this kernel")).and(None);
+                    return self
+                        .err_at(
+                            &base,
+                            format!("cannot find a slice `{name}` in this kernel"),
+                        )
+                        .and(None);
                 };
                 self.names.insert(key(strip(base)), Name::Param(i));
                 match &self.sig.params[i].role {
                     Role::Slice { elem, mutable } => Some((Array::Slice { param: i, mutable: *mutable }, *elem)),
                     Role::TileSet { .. } => self
-                        .err(base.span(), format!("index one of the tile set's arrays: `{name}.values[nz]`, `{name}.col_indices[nz]`, `{name}.row_offsets[row]`"))
+                        .err_at(&base, format!("index one of the tile set's arrays: `{name}.values[nz]`, `{name}.col_indices[nz]`, `{name}.row_offsets[row]`"))
                         .and(None),
-                    _ => self.err(base.span(), format!("`{name}` is a scalar and cannot be indexed")).and(None),
+                    _ => self.err_at(&base, format!("`{name}` is a scalar and cannot be indexed")).and(None),
                 }
             }
             Expr::Field(f) => {
@@ -630,13 +692,18 @@ impl Checker<'_> {
                     "row_offsets" => (CsrField::RowOffsets, STy::Usize),
                     _ => {
                         return self
-                            .err(f.member.span(), format!("`{field}` is not an array of the tile set: the arrays are `values`, `col_indices`, `row_offsets`"))
+                            .err_at(&f.member, format!("`{field}` is not an array of the tile set: the arrays are `values`, `col_indices`, `row_offsets`"))
                             .and(None)
                     }
                 };
                 Some((Array::Field { param, field }, elem))
             }
-            other => self.err(other.span(), "only slice parameters and the tile set's arrays can be indexed").and(None),
+            other => self
+                .err_at(
+                    &other,
+                    "only slice parameters and the tile set's arrays can be indexed",
+                )
+                .and(None),
         }
     }
 
@@ -661,7 +728,9 @@ impl Checker<'_> {
                 self.names.insert(key(strip(base)), Name::Param(i));
                 Some((i, v))
             }
-            None => self.err(base.span(), "fields can only be read from the tile-set parameter").and(None),
+            None => self
+                .err_at(&base, "fields can only be read from the tile-set parameter")
+                .and(None),
         }
     }
 
@@ -669,7 +738,13 @@ impl Checker<'_> {
         if let Some(v) = self.value(index) {
             let u = self.known(STy::Usize);
             if let Err((found, _)) = self.unify(v, u) {
-                self.err(index.span(), format!("indices must be `usize`, found {}: write `x[i as usize]`", describe_found(found)));
+                self.err_at(
+                    &index,
+                    format!(
+                        "indices must be `usize`, found {}: write `x[i as usize]`",
+                        describe_found(found)
+                    ),
+                );
             }
         }
     }
@@ -678,15 +753,24 @@ impl Checker<'_> {
         let (_, _) = self.tile_set_of(&f.base)?;
         match member_name(&f.member).as_str() {
             "num_rows" | "num_cols" => Some(self.known(STy::Usize)),
-            "values" | "col_indices" | "row_offsets" => self.err(f.span(), "index the tile set's arrays (`a.values[nz]`): they cannot be used whole"),
-            other => self.err(f.member.span(), format!("the tile set has no field `{other}`: its fields are {CSR_FIELDS}")),
+            "values" | "col_indices" | "row_offsets" => self.err_at(
+                &f,
+                "index the tile set's arrays (`a.values[nz]`): they cannot be used whole",
+            ),
+            other => self.err_at(
+                &f.member,
+                format!("the tile set has no field `{other}`: its fields are {CSR_FIELDS}"),
+            ),
         }
     }
 
     fn method(&mut self, m: &syn::ExprMethodCall) -> Option<Var> {
         let name = m.method.to_string();
         if let Some(t) = &m.turbofish {
-            return self.err(t.span(), "type arguments on methods are not supported in a kernel body");
+            return self.err_at(
+                &t,
+                "type arguments on methods are not supported in a kernel body",
+            );
         }
         let arity = match name.as_str() {
             "len" => 0,
@@ -694,36 +778,41 @@ impl Checker<'_> {
             "min" | "max" => 1,
             "mul_add" => 2,
             _ => {
-                return self.err(
-                    m.method.span(),
+                return self.err_at(&m.method,
                     format!("method `{name}` is not supported in a kernel body: the supported methods are `min`, `max`, `abs`, `sqrt`, `mul_add` and `len` (on slices)"),
                 )
             }
         };
         if m.args.len() != arity {
-            return self.err(m.span(), format!("`{name}` takes {arity} argument(s)"));
+            return self.err_at(&m, format!("`{name}` takes {arity} argument(s)"));
         }
         if name == "len" {
             return match self.array(&m.receiver)? {
                 (Array::Slice { .. }, _) => Some(self.known(STy::Usize)),
-                (Array::Field { .. }, _) => self.err(m.span(), "use `a.num_rows` (rows) or `a.row_offsets[a.num_rows]` (atoms) instead of the length of a tile-set array"),
+                (Array::Field { .. }, _) => self.err_at(&m, "use `a.num_rows` (rows) or `a.row_offsets[a.num_rows]` (atoms) instead of the length of a tile-set array"),
             };
         }
         let rv = self.value(&m.receiver);
         let args: Vec<Option<Var>> = m.args.iter().map(|a| self.value(a)).collect();
-        let t = self.receiver_type(rv?, m.receiver.span(), &name)?;
+        let t = self.receiver_type(rv?, &m.receiver, &name)?;
         let ok = match name.as_str() {
             "min" | "max" => t != STy::Bool,
             "abs" => t.is_signed(),
             _ => t.is_float(),
         };
         if !ok {
-            return self.err(m.method.span(), format!("`{name}` is not available on `{}` in a kernel body", t.name()));
+            return self.err_at(
+                &m.method,
+                format!(
+                    "`{name}` is not available on `{}` in a kernel body",
+                    t.name()
+                ),
+            );
         }
         let rv = self.known(t);
         for (a, v) in m.args.iter().zip(args) {
             if let Some(v) = v {
-                self.expect(v, rv, a.span(), "the receiver's type");
+                self.expect(v, rv, &a, "the receiver's type");
             }
         }
         Some(rv)
@@ -732,7 +821,12 @@ impl Checker<'_> {
     fn call(&mut self, c: &syn::ExprCall) -> Option<Var> {
         let func = match &*c.func {
             Expr::Path(p) => p,
-            other => return self.err(other.span(), "only the atomic intrinsics can be called in a kernel body"),
+            other => {
+                return self.err_at(
+                    &other,
+                    "only the atomic intrinsics can be called in a kernel body",
+                )
+            }
         };
         let name = match path_ident(func) {
             Some(i) if self.lookup_local(&i.to_string()).is_some() => {
@@ -741,26 +835,31 @@ impl Checker<'_> {
                     // Its `let` was already reported (a closure, most likely).
                     return None;
                 }
-                return self.err(func.span(), format!("`{i}` is a local value, not a function"));
+                return self.err_at(&func, format!("`{i}` is a local value, not a function"));
             }
             Some(i) if ATOMICS.contains(&i.to_string().as_str()) => i.to_string(),
             Some(i) => {
-                return self.err(
-                    func.span(),
+                return self.err_at(&func,
                     format!("function calls are not supported in a kernel body, only the intrinsics {}: inline `{i}`'s computation", ATOMICS.join(", ")),
                 )
             }
             None => {
-                return self.err(
-                    func.span(),
+                return self.err_at(&func,
                     "function calls are not supported in a kernel body: use the method form (`x.sqrt()`, `x.min(y)`) or the atomic intrinsics",
                 )
             }
         };
         let arity = if name == "atomic_cas" { 3 } else { 2 };
         if c.args.len() != arity {
-            let shape = if arity == 3 { "(&mut s[i], compare, new)" } else { "(&mut s[i], value)" };
-            return self.err(c.span(), format!("`{name}` takes {arity} arguments: `{name}{shape}`"));
+            let shape = if arity == 3 {
+                "(&mut s[i], compare, new)"
+            } else {
+                "(&mut s[i], value)"
+            };
+            return self.err_at(
+                &c,
+                format!("`{name}` takes {arity} arguments: `{name}{shape}`"),
+            );
         }
         let target = match strip(&c.args[0]) {
             Expr::Reference(r) if r.mutability.is_some() => match strip(&r.expr) {
@@ -770,23 +869,36 @@ impl Checker<'_> {
             _ => None,
         };
         let Some(ix) = target else {
-            return self.err(c.args[0].span(), format!("the first argument of `{name}` must be a slice element: `&mut s[i]`"));
+            return self.err_at(
+                &c.args[0],
+                format!("the first argument of `{name}` must be a slice element: `&mut s[i]`"),
+            );
         };
         let (array, elem) = self.array(&ix.expr)?;
         self.index_expr(&ix.index);
         let rest: Vec<Option<Var>> = c.args.iter().skip(1).map(|a| self.value(a)).collect();
         match array {
             Array::Slice { mutable: true, .. } => {}
-            _ => return self.err(ix.expr.span(), "atomics need a `&mut [T]` parameter"),
+            _ => return self.err_at(&ix.expr, "atomics need a `&mut [T]` parameter"),
         }
         if elem == STy::Bool || (name == "atomic_cas" && elem.is_float()) {
-            let allowed = if name == "atomic_cas" { "i32, u32, i64, u64" } else { "i32, u32, i64, u64, f32, f64" };
-            return self.err(ix.expr.span(), format!("`{name}` is not defined on `{}`: use one of {allowed}", elem.name()));
+            let allowed = if name == "atomic_cas" {
+                "i32, u32, i64, u64"
+            } else {
+                "i32, u32, i64, u64, f32, f64"
+            };
+            return self.err_at(
+                &ix.expr,
+                format!(
+                    "`{name}` is not defined on `{}`: use one of {allowed}",
+                    elem.name()
+                ),
+            );
         }
         let ev = self.known(elem);
         for (a, v) in c.args.iter().skip(1).zip(rest) {
             if let Some(v) = v {
-                self.expect(v, ev, a.span(), "the slice's element type");
+                self.expect(v, ev, &a, "the slice's element type");
             }
         }
         Some(ev)
@@ -796,7 +908,7 @@ impl Checker<'_> {
         self.cond(&i.cond);
         let then = self.block_value(&i.then_branch);
         let els = match &i.else_branch {
-            None => return self.err(i.span(), "an `if` used as a value needs an `else` branch"),
+            None => return self.err_at(&i, "an `if` used as a value needs an `else` branch"),
             Some((_, e)) => match &**e {
                 Expr::Block(b) => self.block_value(&b.block),
                 Expr::If(ei) => {
@@ -806,12 +918,12 @@ impl Checker<'_> {
                     }
                     v
                 }
-                other => self.err(other.span(), "expected a block or `if` after `else`"),
+                other => self.err_at(&other, "expected a block or `if` after `else`"),
             },
         };
         let (then, els) = (then?, els?);
         if let Some((_, e)) = &i.else_branch {
-            self.expect(els, then, e.span(), "the `if` branch");
+            self.expect(els, then, &e, "the `if` branch");
         }
         Some(then)
     }
@@ -827,9 +939,15 @@ impl Checker<'_> {
             Some(Stmt::Expr(e, None)) => self.value(e),
             Some(s) => {
                 self.stmt(s);
-                self.err(block.span(), "this block is used as a value: end it with an expression (no `;`)")
+                self.err_at(
+                    &block,
+                    "this block is used as a value: end it with an expression (no `;`)",
+                )
             }
-            None => self.err(block.span(), "this block is used as a value: end it with an expression"),
+            None => self.err_at(
+                &block,
+                "this block is used as a value: end it with an expression",
+            ),
         };
         self.scopes.pop();
         v
@@ -856,12 +974,15 @@ impl Checker<'_> {
                 Req::Signed => t.is_signed(),
             };
             if !ok {
-                self.errors.push(syn::Error::new(span, format!("{what} is not defined on `{}`", t.name())));
+                self.errors.push(syn::Error::new_spanned(
+                    span,
+                    format!("{what} is not defined on `{}`", t.name()),
+                ));
             }
         }
         for (v, to, span) in std::mem::take(&mut self.casts) {
             if self.resolve(v) == Some(STy::Bool) && to.is_float() {
-                self.errors.push(syn::Error::new(
+                self.errors.push(syn::Error::new_spanned(
                     span,
                     format!("a `bool` cannot be cast to `{}`: cast to an integer first (`b as u32 as {}`)", to.name(), to.name()),
                 ));
@@ -875,8 +996,17 @@ impl Checker<'_> {
                 types.insert(k, t);
             }
         }
-        let locals = self.locals.iter().map(|&v| self.resolve(v).unwrap_or(STy::I32)).collect();
-        Ok(Typed { types, names: self.names, bindings: self.bindings, locals })
+        let locals = self
+            .locals
+            .iter()
+            .map(|&v| self.resolve(v).unwrap_or(STy::I32))
+            .collect();
+        Ok(Typed {
+            types,
+            names: self.names,
+            bindings: self.bindings,
+            locals,
+        })
     }
 }
 
@@ -911,7 +1041,9 @@ impl OpClass {
 
 pub fn op_class(op: &BinOp) -> OpClass {
     match op {
-        BinOp::Add(_) | BinOp::Sub(_) | BinOp::Mul(_) | BinOp::Div(_) | BinOp::Rem(_) => OpClass::Arith,
+        BinOp::Add(_) | BinOp::Sub(_) | BinOp::Mul(_) | BinOp::Div(_) | BinOp::Rem(_) => {
+            OpClass::Arith
+        }
         BinOp::BitAnd(_) | BinOp::BitOr(_) | BinOp::BitXor(_) => OpClass::Bit,
         BinOp::Shl(_) | BinOp::Shr(_) => OpClass::Shift,
         BinOp::Eq(_) | BinOp::Ne(_) => OpClass::Eq,
@@ -923,10 +1055,14 @@ pub fn op_class(op: &BinOp) -> OpClass {
 /// The class of a compound assignment operator (`+=` → `Arith`), or `None` for other operators.
 pub fn compound_op(op: &BinOp) -> Option<OpClass> {
     match op {
-        BinOp::AddAssign(_) | BinOp::SubAssign(_) | BinOp::MulAssign(_) | BinOp::DivAssign(_) | BinOp::RemAssign(_) => {
-            Some(OpClass::Arith)
+        BinOp::AddAssign(_)
+        | BinOp::SubAssign(_)
+        | BinOp::MulAssign(_)
+        | BinOp::DivAssign(_)
+        | BinOp::RemAssign(_) => Some(OpClass::Arith),
+        BinOp::BitAndAssign(_) | BinOp::BitOrAssign(_) | BinOp::BitXorAssign(_) => {
+            Some(OpClass::Bit)
         }
-        BinOp::BitAndAssign(_) | BinOp::BitOrAssign(_) | BinOp::BitXorAssign(_) => Some(OpClass::Bit),
         BinOp::ShlAssign(_) | BinOp::ShrAssign(_) => Some(OpClass::Shift),
         _ => None,
     }
@@ -959,7 +1095,10 @@ pub fn member_name(m: &syn::Member) -> String {
 /// A scalar type written in a cast or an annotation.
 pub fn scalar_type(ty: &syn::Type) -> Option<STy> {
     match ty {
-        syn::Type::Path(tp) if tp.qself.is_none() => tp.path.get_ident().and_then(|i| STy::from_name(&i.to_string())),
+        syn::Type::Path(tp) if tp.qself.is_none() => tp
+            .path
+            .get_ident()
+            .and_then(|i| STy::from_name(&i.to_string())),
         syn::Type::Paren(p) => scalar_type(&p.elem),
         syn::Type::Group(g) => scalar_type(&g.elem),
         _ => None,
@@ -990,7 +1129,8 @@ const SCALARS: &str = "bool, i32, u32, i64, u64, usize, f32, f64";
 
 const MACRO_MSG: &str = "macros are not supported in a kernel body (its GPU code is generated from the syntax): write the expression out";
 
-const ASSIGN_TARGET_MSG: &str = "a kernel body can assign to a local variable or a slice element (`s[i] = v`) only";
+const ASSIGN_TARGET_MSG: &str =
+    "a kernel body can assign to a local variable or a slice element (`s[i] = v`) only";
 
 fn describe(k: Kind) -> String {
     match k {

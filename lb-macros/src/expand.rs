@@ -59,14 +59,17 @@ pub fn fallback(attr: TokenStream, item: TokenStream, error: syn::Error) -> Toke
         // Not a function: there is nothing to stand in for.
         return errors;
     };
-    let known = attr::parse(attr).ok().and_then(|args| parse::parse(&func, &args).ok().map(|sig| (args, sig)));
+    let known = attr::parse(attr)
+        .ok()
+        .and_then(|args| parse::parse(&func, &args).ok().map(|sig| (args, sig)));
     let module = match &known {
         Some((args, sig)) => module(&func, args, sig, None).unwrap_or_default(),
         None => placeholder_consts(&func),
     };
-    func.block = Box::new(syn::parse_quote!({ ::core::unreachable!() }));
+    *func.block = syn::parse_quote!({ ::core::unreachable!() });
     let mut stub = user_fn(&func);
-    stub.attrs.push(syn::parse_quote!(#[allow(unused_variables)]));
+    stub.attrs
+        .push(syn::parse_quote!(#[allow(unused_variables)]));
     quote! { #errors #stub #module }
 }
 
@@ -79,7 +82,8 @@ fn user_fn(func: &ItemFn) -> ItemFn {
         }
     }
     // Kernels take many parameters by nature, and a program may use only the generated module.
-    f.attrs.push(syn::parse_quote!(#[allow(dead_code, clippy::too_many_arguments)]));
+    f.attrs
+        .push(syn::parse_quote!(#[allow(dead_code, clippy::too_many_arguments)]));
     f
 }
 
@@ -104,7 +108,12 @@ fn placeholder_consts(func: &ItemFn) -> TokenStream {
 }
 
 /// The generated module; with `generated: None`, the placeholder version (see [`fallback`]).
-fn module(func: &ItemFn, args: &Args, sig: &Sig, generated: Option<&Generated>) -> syn::Result<TokenStream> {
+fn module(
+    func: &ItemFn,
+    args: &Args,
+    sig: &Sig,
+    generated: Option<&Generated>,
+) -> syn::Result<TokenStream> {
     let vis = &func.vis;
     let name = &func.sig.ident;
     let doc = format!(
@@ -115,7 +124,11 @@ fn module(func: &ItemFn, args: &Args, sig: &Sig, generated: Option<&Generated>) 
     let consts = match generated {
         Some(g) => {
             let ptx = &g.ptx;
-            let schedules = args.schedules.iter().map(|s| schedule_path(*s)).collect::<syn::Result<Vec<_>>>()?;
+            let schedules = args
+                .schedules
+                .iter()
+                .map(|s| schedule_path(*s))
+                .collect::<syn::Result<Vec<_>>>()?;
             let default = &schedules[0];
             let plans = g.plans.iter().map(plan_tokens);
             let names = sig.body_params().map(|p| p.ident.to_string());
@@ -158,8 +171,12 @@ fn module(func: &ItemFn, args: &Args, sig: &Sig, generated: Option<&Generated>) 
 /// `::lb::__private::Schedule::Variant`, from the variant's `Debug` spelling (which is also its
 /// constructor syntax, for unit and tuple variants alike).
 fn schedule_path(s: Schedule) -> syn::Result<TokenStream> {
-    let variant: syn::Expr = syn::parse_str(&format!("{s:?}"))
-        .map_err(|_| syn::Error::new(Span::call_site(), format!("internal error: cannot name schedule {s:?}")))?;
+    let variant: syn::Expr = syn::parse_str(&format!("{s:?}")).map_err(|_| {
+        syn::Error::new(
+            Span::call_site(),
+            format!("internal error: cannot name schedule {s:?}"),
+        )
+    })?;
     Ok(quote!(::lb::__private::Schedule::#variant))
 }
 
@@ -170,7 +187,9 @@ fn plan_tokens(p: &Plan) -> TokenStream {
         let block = k.block;
         let dynamic_shared = k.dynamic_shared;
         let grid = match k.grid {
-            Grid::CoverItems { per_thread } => quote!(::lb::__private::Grid::CoverItems { per_thread: #per_thread }),
+            Grid::CoverItems { per_thread } => {
+                quote!(::lb::__private::Grid::CoverItems { per_thread: #per_thread })
+            }
             Grid::Fixed(n) => quote!(::lb::__private::Grid::Fixed(#n)),
         };
         quote! {
@@ -191,7 +210,9 @@ fn plan_tokens(p: &Plan) -> TokenStream {
             TempCount::PerTile { per_tile, extra } => {
                 quote!(::lb::__private::TempCount::PerTile { per_tile: #per_tile, extra: #extra })
             }
-            TempCount::PerBlock { extra } => quote!(::lb::__private::TempCount::PerBlock { extra: #extra }),
+            TempCount::PerBlock { extra } => {
+                quote!(::lb::__private::TempCount::PerBlock { extra: #extra })
+            }
         };
         let role = match t.role {
             TempRole::Scratch => quote!(::lb::__private::TempRole::Scratch),
@@ -242,19 +263,43 @@ fn params(sig: &Sig, device: bool) -> Vec<TokenStream> {
                     let t = prim(*value);
                     quote!(#id: &::lb::__private::DeviceCsr<#t>)
                 }
-                (Role::Slice { elem, mutable: false }, false) => {
+                (
+                    Role::Slice {
+                        elem,
+                        mutable: false,
+                    },
+                    false,
+                ) => {
                     let t = prim(*elem);
                     quote!(#id: &[#t])
                 }
-                (Role::Slice { elem, mutable: true }, false) => {
+                (
+                    Role::Slice {
+                        elem,
+                        mutable: true,
+                    },
+                    false,
+                ) => {
                     let t = prim(*elem);
                     quote!(#id: &mut [#t])
                 }
-                (Role::Slice { elem, mutable: false }, true) => {
+                (
+                    Role::Slice {
+                        elem,
+                        mutable: false,
+                    },
+                    true,
+                ) => {
                     let t = prim(*elem);
                     quote!(#id: &::lb::__private::DeviceBuffer<#t>)
                 }
-                (Role::Slice { elem, mutable: true }, true) => {
+                (
+                    Role::Slice {
+                        elem,
+                        mutable: true,
+                    },
+                    true,
+                ) => {
                     let t = prim(*elem);
                     quote!(#id: &mut ::lb::__private::DeviceBuffer<#t>)
                 }
@@ -303,7 +348,10 @@ fn cpu_fn(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
     let (count, tile_of) = match sig.tiles {
         Some(i) => {
             let f = &sig.params[i].ident;
-            (quote!(#f.len()), quote!(#f[__lb_position] as ::core::primitive::usize))
+            (
+                quote!(#f.len()),
+                quote!(#f[__lb_position] as ::core::primitive::usize),
+            )
         }
         None => (quote!(#a.num_rows), quote!(__lb_position)),
     };
@@ -409,7 +457,10 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
         let id = &p.ident;
         quote!(::lb::__private::KernelArg::push_args(&#id, &mut __lb_args);)
     });
-    let out_push = sig.output.as_ref().map(|out| quote!(::lb::__private::KernelArg::push_args(&*#out, &mut __lb_args);));
+    let out_push = sig
+        .output
+        .as_ref()
+        .map(|out| quote!(::lb::__private::KernelArg::push_args(&*#out, &mut __lb_args);));
     let shape_check = sig.output.as_ref().map(|out| {
         let msg = format!("`{name}`: the output `{out}` has {{}} elements but needs {{}} (rows × lanes)");
         quote! {

@@ -22,7 +22,10 @@ use proc_macro::TokenStream;
 /// See the `lb` crate's documentation for the keys and the body subset.
 #[proc_macro_attribute]
 pub fn load_balanced(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let (attr, item) = (proc_macro2::TokenStream::from(attr), proc_macro2::TokenStream::from(item));
+    let (attr, item) = (
+        proc_macro2::TokenStream::from(attr),
+        proc_macro2::TokenStream::from(item),
+    );
     match expand::expand(attr.clone(), item.clone()) {
         Ok(tokens) => tokens.into(),
         Err(error) => expand::fallback(attr, item, error).into(),

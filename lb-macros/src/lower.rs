@@ -3,8 +3,8 @@
 //! load-op-store, `a..=b` becomes `a..b + 1`, a negated literal becomes a literal).
 
 use lb_ptx::body::{
-    ArrayRef, AtomicOp, BinaryOp, Block, Body, CsrField, Expr as IrExpr, ExprKind, Lit, LocalId, Method,
-    Param, ParamKind, Stmt as IrStmt, TileSetKind, Ty, UnaryOp,
+    ArrayRef, AtomicOp, BinaryOp, Block, Body, CsrField, Expr as IrExpr, ExprKind, Lit, LocalId,
+    Method, Param, ParamKind, Stmt as IrStmt, TileSetKind, Ty, UnaryOp,
 };
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr, Pat, Stmt, UnOp};
@@ -14,7 +14,11 @@ use crate::parse::{Role, Sig};
 
 /// Builds the body IR of `func` from its checked signature and body.
 pub fn lower(name: &str, sig: &Sig, block: &syn::Block, typed: &Typed) -> syn::Result<Body> {
-    let mut l = Lowerer { sig, typed, locals: typed.locals.iter().map(|t| t.lower()).collect() };
+    let mut l = Lowerer {
+        sig,
+        typed,
+        locals: typed.locals.iter().map(|t| t.lower()).collect(),
+    };
     let mut stmts = Vec::new();
     let tail = tail_is_value(sig, block);
     let n = block.stmts.len();
@@ -32,8 +36,14 @@ pub fn lower(name: &str, sig: &Sig, block: &syn::Block, typed: &Typed) -> syn::R
         .map(|p| Param {
             name: p.ident.to_string(),
             kind: match p.role {
-                Role::TileSet { value } => ParamKind::TileSet { kind: TileSetKind::Csr, value: value.lower() },
-                Role::Slice { elem, mutable } => ParamKind::Slice { elem: elem.lower(), mutable },
+                Role::TileSet { value } => ParamKind::TileSet {
+                    kind: TileSetKind::Csr,
+                    value: value.lower(),
+                },
+                Role::Slice { elem, mutable } => ParamKind::Slice {
+                    elem: elem.lower(),
+                    mutable,
+                },
                 Role::Scalar(t) => ParamKind::Scalar(t.lower()),
                 // `body_params` leaves the index roles out.
                 Role::Index(_) => ParamKind::Scalar(Ty::U64),
@@ -59,20 +69,35 @@ struct Lowerer<'a> {
 /// `check` accepted the tree, so a missing entry is a bug in the macro; it is reported as an
 /// error rather than a panic.
 fn internal(span: proc_macro2::Span, what: &str) -> syn::Error {
-    syn::Error::new(span, format!("internal error in #[load_balanced] ({what}): please report it"))
+    syn::Error::new(
+        span,
+        format!("internal error in #[load_balanced] ({what}): please report it"),
+    )
 }
 
 impl Lowerer<'_> {
     fn ty(&self, e: &Expr) -> syn::Result<Ty> {
-        self.typed.types.get(&key(e)).map(|t| t.lower()).ok_or_else(|| internal(e.span(), "untyped expression"))
+        self.typed
+            .types
+            .get(&key(e))
+            .map(|t| t.lower())
+            .ok_or_else(|| internal(e.span(), "untyped expression"))
     }
 
     fn name(&self, e: &Expr) -> syn::Result<Name> {
-        self.typed.names.get(&key(e)).copied().ok_or_else(|| internal(e.span(), "unresolved name"))
+        self.typed
+            .names
+            .get(&key(e))
+            .copied()
+            .ok_or_else(|| internal(e.span(), "unresolved name"))
     }
 
     fn binding(&self, k: usize, span: proc_macro2::Span) -> syn::Result<LocalId> {
-        self.typed.bindings.get(&k).copied().ok_or_else(|| internal(span, "unbound pattern"))
+        self.typed
+            .bindings
+            .get(&k)
+            .copied()
+            .ok_or_else(|| internal(span, "unbound pattern"))
     }
 
     fn new_local(&mut self, ty: Ty) -> LocalId {
@@ -93,7 +118,10 @@ impl Lowerer<'_> {
     fn stmt(&mut self, s: &Stmt, out: &mut Vec<IrStmt>) -> syn::Result<()> {
         match s {
             Stmt::Local(l) => {
-                let init = l.init.as_ref().ok_or_else(|| internal(l.span(), "let without value"))?;
+                let init = l
+                    .init
+                    .as_ref()
+                    .ok_or_else(|| internal(l.span(), "let without value"))?;
                 let value = self.value(&init.expr)?;
                 let pat = match &l.pat {
                     Pat::Type(pt) => &*pt.pat,
@@ -116,7 +144,9 @@ impl Lowerer<'_> {
     fn stmt_expr(&mut self, e: &Expr, out: &mut Vec<IrStmt>) -> syn::Result<()> {
         match e {
             Expr::Assign(a) => self.assign(&a.left, &a.right, None, out),
-            Expr::Binary(b) if compound(&b.op).is_some() => self.assign(&b.left, &b.right, compound(&b.op), out),
+            Expr::Binary(b) if compound(&b.op).is_some() => {
+                self.assign(&b.left, &b.right, compound(&b.op), out)
+            }
             Expr::If(i) => {
                 let s = self.if_stmt(i)?;
                 out.push(s);
@@ -138,11 +168,23 @@ impl Lowerer<'_> {
                     let ty = end.ty;
                     end = IrExpr {
                         ty,
-                        kind: ExprKind::Binary { op: BinaryOp::Add, lhs: Box::new(end), rhs: Box::new(IrExpr { ty, kind: ExprKind::Lit(Lit::Int(1)) }) },
+                        kind: ExprKind::Binary {
+                            op: BinaryOp::Add,
+                            lhs: Box::new(end),
+                            rhs: Box::new(IrExpr {
+                                ty,
+                                kind: ExprKind::Lit(Lit::Int(1)),
+                            }),
+                        },
                     };
                 }
                 let body = self.block(&f.body)?;
-                out.push(IrStmt::For { var, start, end, body });
+                out.push(IrStmt::For {
+                    var,
+                    start,
+                    end,
+                    body,
+                });
                 Ok(())
             }
             Expr::Block(b) => {
@@ -176,14 +218,23 @@ impl Lowerer<'_> {
             None => Block::default(),
             Some((_, e)) => match &**e {
                 Expr::Block(b) => self.block(&b.block)?,
-                Expr::If(ei) => Block { stmts: vec![self.if_stmt(ei)?], value: None },
+                Expr::If(ei) => Block {
+                    stmts: vec![self.if_stmt(ei)?],
+                    value: None,
+                },
                 other => return Err(internal(other.span(), "else")),
             },
         };
         Ok(IrStmt::If { cond, then, els })
     }
 
-    fn assign(&mut self, lhs: &Expr, rhs: &Expr, op: Option<BinaryOp>, out: &mut Vec<IrStmt>) -> syn::Result<()> {
+    fn assign(
+        &mut self,
+        lhs: &Expr,
+        rhs: &Expr,
+        op: Option<BinaryOp>,
+        out: &mut Vec<IrStmt>,
+    ) -> syn::Result<()> {
         let rhs_ir = self.value(rhs)?;
         let lhs = strip(lhs);
         match lhs {
@@ -195,7 +246,15 @@ impl Lowerer<'_> {
                     None => rhs_ir,
                     Some(op) => {
                         let ty = self.locals[local];
-                        binary(op, IrExpr { ty, kind: ExprKind::Local(local) }, rhs_ir, ty)
+                        binary(
+                            op,
+                            IrExpr {
+                                ty,
+                                kind: ExprKind::Local(local),
+                            },
+                            rhs_ir,
+                            ty,
+                        )
                     }
                 };
                 out.push(IrStmt::Assign { local, value });
@@ -209,15 +268,31 @@ impl Lowerer<'_> {
                         // Load-op-store: an index with work in it is computed once, into a local.
                         if !is_trivial(&index) {
                             let tmp = self.new_local(index.ty);
-                            out.push(IrStmt::Assign { local: tmp, value: index });
-                            index = IrExpr { ty: Ty::U64, kind: ExprKind::Local(tmp) };
+                            out.push(IrStmt::Assign {
+                                local: tmp,
+                                value: index,
+                            });
+                            index = IrExpr {
+                                ty: Ty::U64,
+                                kind: ExprKind::Local(tmp),
+                            };
                         }
                         let ty = self.ty(lhs)?;
-                        let old = IrExpr { ty, kind: ExprKind::Load { array, index: Box::new(index.clone()) } };
+                        let old = IrExpr {
+                            ty,
+                            kind: ExprKind::Load {
+                                array,
+                                index: Box::new(index.clone()),
+                            },
+                        };
                         binary(op, old, rhs_ir, ty)
                     }
                 };
-                out.push(IrStmt::Store { array, index, value });
+                out.push(IrStmt::Store {
+                    array,
+                    index,
+                    value,
+                });
             }
             other => return Err(internal(other.span(), "assignment target")),
         }
@@ -276,21 +351,39 @@ impl Lowerer<'_> {
                     (UnOp::Neg(_), ExprKind::Lit(Lit::Int(v))) => ExprKind::Lit(Lit::Int(-v)),
                     (UnOp::Neg(_), ExprKind::Lit(Lit::Float(v))) => ExprKind::Lit(Lit::Float(-v)),
                     (op, kind) => ExprKind::Unary {
-                        op: if matches!(op, UnOp::Neg(_)) { UnaryOp::Neg } else { UnaryOp::Not },
+                        op: if matches!(op, UnOp::Neg(_)) {
+                            UnaryOp::Neg
+                        } else {
+                            UnaryOp::Not
+                        },
                         arg: Box::new(IrExpr { ty: arg.ty, kind }),
                     },
                 }
             }
             Expr::Binary(b) => {
                 let op = binop(&b.op).ok_or_else(|| internal(b.span(), "operator"))?;
-                ExprKind::Binary { op, lhs: Box::new(self.value(&b.left)?), rhs: Box::new(self.value(&b.right)?) }
+                ExprKind::Binary {
+                    op,
+                    lhs: Box::new(self.value(&b.left)?),
+                    rhs: Box::new(self.value(&b.right)?),
+                }
             }
-            Expr::Cast(c) => ExprKind::Cast { arg: Box::new(self.value(&c.expr)?) },
-            Expr::Index(ix) => ExprKind::Load { array: self.array(&ix.expr)?, index: Box::new(self.value(&ix.index)?) },
+            Expr::Cast(c) => ExprKind::Cast {
+                arg: Box::new(self.value(&c.expr)?),
+            },
+            Expr::Index(ix) => ExprKind::Load {
+                array: self.array(&ix.expr)?,
+                index: Box::new(self.value(&ix.index)?),
+            },
             Expr::Field(_) => ExprKind::TileSetScalar(self.array(e)?),
             Expr::MethodCall(m) => {
                 let method = match m.method.to_string().as_str() {
-                    "len" => return Ok(IrExpr { ty, kind: ExprKind::Len(self.array(&m.receiver)?) }),
+                    "len" => {
+                        return Ok(IrExpr {
+                            ty,
+                            kind: ExprKind::Len(self.array(&m.receiver)?),
+                        })
+                    }
                     "min" => Method::Min,
                     "max" => Method::Max,
                     "abs" => Method::Abs,
@@ -328,7 +421,12 @@ impl Lowerer<'_> {
                 for a in c.args.iter().skip(1) {
                     args.push(self.value(a)?);
                 }
-                ExprKind::Atomic { op, array, index, args }
+                ExprKind::Atomic {
+                    op,
+                    array,
+                    index,
+                    args,
+                }
             }
             Expr::If(i) => return self.if_value(i),
             other => return Err(internal(other.span(), "expression")),
@@ -344,14 +442,24 @@ impl Lowerer<'_> {
                 Expr::Block(b) => self.block_value(&b.block)?,
                 Expr::If(ei) => {
                     let v = self.if_value(ei)?;
-                    Block { stmts: Vec::new(), value: Some(Box::new(v)) }
+                    Block {
+                        stmts: Vec::new(),
+                        value: Some(Box::new(v)),
+                    }
                 }
                 other => return Err(internal(other.span(), "else")),
             },
             None => return Err(internal(i.span(), "if without else")),
         };
-        let ty = then.value.as_ref().map(|v| v.ty).ok_or_else(|| internal(i.span(), "if value"))?;
-        Ok(IrExpr { ty, kind: ExprKind::If { cond, then, els } })
+        let ty = then
+            .value
+            .as_ref()
+            .map(|v| v.ty)
+            .ok_or_else(|| internal(i.span(), "if value"))?;
+        Ok(IrExpr {
+            ty,
+            kind: ExprKind::If { cond, then, els },
+        })
     }
 
     fn block_value(&mut self, b: &syn::Block) -> syn::Result<Block> {
@@ -366,18 +474,31 @@ impl Lowerer<'_> {
             return Err(internal(b.span(), "value block"));
         };
         let v = self.value(e)?;
-        Ok(Block { stmts, value: Some(Box::new(v)) })
+        Ok(Block {
+            stmts,
+            value: Some(Box::new(v)),
+        })
     }
 }
 
 /// `a op b` of type `ty` (the result type of compound-assignment operators is the place's).
 fn binary(op: BinaryOp, lhs: IrExpr, rhs: IrExpr, ty: Ty) -> IrExpr {
-    IrExpr { ty, kind: ExprKind::Binary { op, lhs: Box::new(lhs), rhs: Box::new(rhs) } }
+    IrExpr {
+        ty,
+        kind: ExprKind::Binary {
+            op,
+            lhs: Box::new(lhs),
+            rhs: Box::new(rhs),
+        },
+    }
 }
 
 /// Expressions cheap and pure enough to evaluate twice.
 fn is_trivial(e: &IrExpr) -> bool {
-    matches!(e.kind, ExprKind::Local(_) | ExprKind::Index(_) | ExprKind::Scalar(_) | ExprKind::Lit(_))
+    matches!(
+        e.kind,
+        ExprKind::Local(_) | ExprKind::Index(_) | ExprKind::Scalar(_) | ExprKind::Lit(_)
+    )
 }
 
 fn literal(lit: &syn::Lit, ty: Ty) -> syn::Result<Lit> {
@@ -385,9 +506,14 @@ fn literal(lit: &syn::Lit, ty: Ty) -> syn::Result<Lit> {
         syn::Lit::Bool(b) => Ok(Lit::Bool(b.value)),
         syn::Lit::Int(i) => {
             let v: u128 = i.base10_parse()?;
-            let v = i128::try_from(v).map_err(|_| syn::Error::new(i.span(), "integer literal too large"))?;
+            let v = i128::try_from(v)
+                .map_err(|_| syn::Error::new(i.span(), "integer literal too large"))?;
             // `1f32` is an integer token with a float suffix.
-            Ok(if ty.is_float() { Lit::Float(v as f64) } else { Lit::Int(v) })
+            Ok(if ty.is_float() {
+                Lit::Float(v as f64)
+            } else {
+                Lit::Int(v)
+            })
         }
         syn::Lit::Float(f) => Ok(Lit::Float(f.base10_parse()?)),
         other => Err(internal(other.span(), "literal")),

@@ -44,7 +44,9 @@ pub struct Sig {
 impl Sig {
     /// The parameters the kernel receives (index roles are computed, not passed), in order.
     pub fn body_params(&self) -> impl Iterator<Item = &SigParam> {
-        self.params.iter().filter(|p| !matches!(p.role, Role::Index(_)))
+        self.params
+            .iter()
+            .filter(|p| !matches!(p.role, Role::Index(_)))
     }
 
     /// Position of `params[i]` among the body parameters.
@@ -82,7 +84,9 @@ const ROLE_ATTRS: [(&str, IndexRole); 4] = [
 
 /// Is this a role attribute (`#[tile]` …), which the emitted function must not carry?
 pub fn is_role_attr(attr: &syn::Attribute) -> bool {
-    ROLE_ATTRS.iter().any(|(name, _)| attr.path().is_ident(name))
+    ROLE_ATTRS
+        .iter()
+        .any(|(name, _)| attr.path().is_ident(name))
 }
 
 const SCALARS: &str = "bool, i32, u32, i64, u64, usize, f32, f64";
@@ -93,16 +97,28 @@ pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
     let sig = &func.sig;
 
     if let Some(c) = &sig.constness {
-        errors.push(syn::Error::new_spanned(c, "a load-balanced function cannot be `const`"));
+        errors.push(syn::Error::new_spanned(
+            c,
+            "a load-balanced function cannot be `const`",
+        ));
     }
     if let Some(a) = &sig.asyncness {
-        errors.push(syn::Error::new_spanned(a, "a load-balanced function cannot be `async`"));
+        errors.push(syn::Error::new_spanned(
+            a,
+            "a load-balanced function cannot be `async`",
+        ));
     }
     if let Some(u) = &sig.unsafety {
-        errors.push(syn::Error::new_spanned(u, "a load-balanced function cannot be `unsafe`"));
+        errors.push(syn::Error::new_spanned(
+            u,
+            "a load-balanced function cannot be `unsafe`",
+        ));
     }
     if let Some(abi) = &sig.abi {
-        errors.push(syn::Error::new_spanned(abi, "a load-balanced function cannot have an `extern` ABI"));
+        errors.push(syn::Error::new_spanned(
+            abi,
+            "a load-balanced function cannot have an `extern` ABI",
+        ));
     }
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
         errors.push(syn::Error::new_spanned(
@@ -111,13 +127,19 @@ pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
         ));
     }
     if let Some(v) = &sig.variadic {
-        errors.push(syn::Error::new_spanned(v, "a load-balanced function cannot be variadic"));
+        errors.push(syn::Error::new_spanned(
+            v,
+            "a load-balanced function cannot be variadic",
+        ));
     }
 
     let mut params: Vec<SigParam> = Vec::new();
     for input in &sig.inputs {
         let FnArg::Typed(pt) = input else {
-            errors.push(syn::Error::new_spanned(input, "a load-balanced function cannot take `self`: write a free function"));
+            errors.push(syn::Error::new_spanned(
+                input,
+                "a load-balanced function cannot take `self`: write a free function",
+            ));
             continue;
         };
         let ident = match &*pt.pat {
@@ -131,20 +153,30 @@ pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
                 pi.ident.clone()
             }
             other => {
-                errors.push(syn::Error::new_spanned(other, "a kernel parameter must be a plain name (`x: &[f32]`), not a pattern"));
+                errors.push(syn::Error::new_spanned(
+                    other,
+                    "a kernel parameter must be a plain name (`x: &[f32]`), not a pattern",
+                ));
                 continue;
             }
         };
         let mut role_attr = None;
         for attr in pt.attrs.iter().filter(|a| is_role_attr(a)) {
-            let Some((name, role)) = ROLE_ATTRS.iter().find(|(n, _)| attr.path().is_ident(n)) else {
+            let Some((name, role)) = ROLE_ATTRS.iter().find(|(n, _)| attr.path().is_ident(n))
+            else {
                 continue;
             };
             if !matches!(attr.meta, syn::Meta::Path(_)) {
-                errors.push(syn::Error::new_spanned(attr, format!("write the role attribute as `#[{name}]`, without arguments")));
+                errors.push(syn::Error::new_spanned(
+                    attr,
+                    format!("write the role attribute as `#[{name}]`, without arguments"),
+                ));
             }
             if role_attr.is_some() {
-                errors.push(syn::Error::new_spanned(attr, "a parameter can play only one index role"));
+                errors.push(syn::Error::new_spanned(
+                    attr,
+                    "a parameter can play only one index role",
+                ));
             } else {
                 role_attr = Some((*role, attr));
             }
@@ -176,7 +208,10 @@ pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
             },
         };
         if let Role::TileSet { .. } = role {
-            if let Some(prev) = params.iter().find(|p| matches!(p.role, Role::TileSet { .. })) {
+            if let Some(prev) = params
+                .iter()
+                .find(|p| matches!(p.role, Role::TileSet { .. }))
+            {
                 errors.push(syn::Error::new_spanned(
                     &pt.ty,
                     format!("a load-balanced function takes exactly one tile set, and `{}` is already it: pass other matrices as slices", prev.ident),
@@ -191,7 +226,10 @@ pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
     // The role checks below would only repeat what is already reported.
     errors.finish()?;
     let mut errors = Errors::default();
-    if !params.iter().any(|p| matches!(p.role, Role::TileSet { .. })) {
+    if !params
+        .iter()
+        .any(|p| matches!(p.role, Role::TileSet { .. }))
+    {
         errors.push(syn::Error::new(
             sig.paren_token.span.join(),
             "a load-balanced function takes exactly one tile-set parameter, e.g. `a: &Csr<f32>`",
@@ -210,7 +248,10 @@ pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
         ReturnType::Type(_, ty) => match scalar(ty) {
             Some(t) => Some((t, ty.span())),
             None => {
-                errors.push(syn::Error::new_spanned(ty, format!("the contribution of an atom must be a scalar: one of {SCALARS}")));
+                errors.push(syn::Error::new_spanned(
+                    ty,
+                    format!("the contribution of an atom must be a scalar: one of {SCALARS}"),
+                ));
                 None
             }
         },
@@ -219,7 +260,13 @@ pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
         (Some((op, _)), Some((t, span)), _) => {
             if t == STy::Bool || t == STy::Usize {
                 let instead = if t == STy::Usize { "u64" } else { "u32" };
-                errors.push(syn::Error::new(span, format!("a reduced value cannot be `{}`: return `{instead}`", t.name())));
+                errors.push(syn::Error::new(
+                    span,
+                    format!(
+                        "a reduced value cannot be `{}`: return `{instead}`",
+                        t.name()
+                    ),
+                ));
             }
             Some((t, *op))
         }
@@ -242,17 +289,35 @@ pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
 
     if let Some(out) = &args.output {
         if params.iter().any(|p| p.ident == *out) {
-            errors.push(syn::Error::new(out.span(), format!("the output `{out}` has the same name as a parameter: pick another name")));
+            errors.push(syn::Error::new(
+                out.span(),
+                format!("the output `{out}` has the same name as a parameter: pick another name"),
+            ));
         }
     }
 
-    let lanes = find_named(&params, args.lanes.as_ref(), "lanes", &mut errors, |r| *r == Role::Scalar(STy::Usize), "a `usize` parameter (the lane count)");
+    let lanes = find_named(
+        &params,
+        args.lanes.as_ref(),
+        "lanes",
+        &mut errors,
+        |r| *r == Role::Scalar(STy::Usize),
+        "a `usize` parameter (the lane count)",
+    );
     let tiles = find_named(
         &params,
         args.tiles.as_ref(),
         "tiles",
         &mut errors,
-        |r| matches!(r, Role::Slice { elem: STy::U32, mutable: false }),
+        |r| {
+            matches!(
+                r,
+                Role::Slice {
+                    elem: STy::U32,
+                    mutable: false
+                }
+            )
+        },
         "a `&[u32]` parameter (the active tiles)",
     );
     match (&args.lanes, params.iter().find(|p| p.role == Role::Index(IndexRole::Lane))) {
@@ -268,7 +333,13 @@ pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
     }
 
     errors.finish()?;
-    Ok(Sig { params, reduce, output: args.output.clone(), lanes, tiles })
+    Ok(Sig {
+        params,
+        reduce,
+        output: args.output.clone(),
+        lanes,
+        tiles,
+    })
 }
 
 /// Resolves `lanes = "k"` / `tiles = "frontier"` to a parameter of the right kind.
@@ -287,7 +358,11 @@ fn find_named(
         Some(i) => {
             errors.push(syn::Error::new(
                 lit.span(),
-                format!("`{key}` must name {what}, but `{}` is {}", params[i].ident, describe(&params[i].role)),
+                format!(
+                    "`{key}` must name {what}, but `{}` is {}",
+                    params[i].ident,
+                    describe(&params[i].role)
+                ),
             ));
             None
         }
@@ -297,7 +372,10 @@ fn find_named(
                 Some(s) => format!(" (did you mean `{s}`?)"),
                 None => String::new(),
             };
-            errors.push(syn::Error::new(lit.span(), format!("`{key}` must name {what}, but there is no parameter `{value}`{hint}")));
+            errors.push(syn::Error::new(
+                lit.span(),
+                format!("`{key}` must name {what}, but there is no parameter `{value}`{hint}"),
+            ));
             None
         }
     }
@@ -307,8 +385,14 @@ fn describe(role: &Role) -> String {
     match role {
         Role::Index(_) => "an index role".to_string(),
         Role::TileSet { value } => format!("a `&Csr<{}>`", value.name()),
-        Role::Slice { elem, mutable: false } => format!("a `&[{}]`", elem.name()),
-        Role::Slice { elem, mutable: true } => format!("a `&mut [{}]`", elem.name()),
+        Role::Slice {
+            elem,
+            mutable: false,
+        } => format!("a `&[{}]`", elem.name()),
+        Role::Slice {
+            elem,
+            mutable: true,
+        } => format!("a `&mut [{}]`", elem.name()),
         Role::Scalar(t) => format!("a `{}`", t.name()),
     }
 }
@@ -320,7 +404,10 @@ fn is_usize(ty: &Type) -> bool {
 /// A scalar type written as a bare name.
 fn scalar(ty: &Type) -> Option<STy> {
     match ty {
-        Type::Path(tp) if tp.qself.is_none() => tp.path.get_ident().and_then(|i| STy::from_name(&i.to_string())),
+        Type::Path(tp) if tp.qself.is_none() => tp
+            .path
+            .get_ident()
+            .and_then(|i| STy::from_name(&i.to_string())),
         Type::Paren(p) => scalar(&p.elem),
         Type::Group(g) => scalar(&g.elem),
         _ => None,
@@ -348,7 +435,10 @@ fn param_role(ty: &Type) -> syn::Result<Role> {
             match &*r.elem {
                 Type::Slice(s) => {
                     let elem = element(&s.elem)?;
-                    Ok(Role::Slice { elem, mutable: r.mutability.is_some() })
+                    Ok(Role::Slice {
+                        elem,
+                        mutable: r.mutability.is_some(),
+                    })
                 }
                 Type::Path(tp) if tp.qself.is_none() => {
                     let Some(last) = tp.path.segments.last() else {
@@ -379,14 +469,20 @@ fn param_role(ty: &Type) -> syn::Result<Role> {
                 _ => Err(unsupported()),
             }
         }
-        Type::Path(tp) if tp.path.segments.last().is_some_and(|s| s.ident == "Csr") => {
-            Err(syn::Error::new_spanned(ty, "take the tile set by reference: `&Csr<T>`"))
-        }
-        Type::Path(tp) if tp.path.segments.last().is_some_and(|s| s.ident == "Vec") => {
-            Err(syn::Error::new_spanned(ty, "take a slice instead of a `Vec`: `&[T]` or `&mut [T]`"))
-        }
-        Type::Tuple(_) => Err(syn::Error::new_spanned(ty, "tuples cannot be kernel parameters: pass each value as its own parameter")),
-        Type::Array(_) => Err(syn::Error::new_spanned(ty, "arrays cannot be kernel parameters: pass a slice `&[T]`")),
+        Type::Path(tp) if tp.path.segments.last().is_some_and(|s| s.ident == "Csr") => Err(
+            syn::Error::new_spanned(ty, "take the tile set by reference: `&Csr<T>`"),
+        ),
+        Type::Path(tp) if tp.path.segments.last().is_some_and(|s| s.ident == "Vec") => Err(
+            syn::Error::new_spanned(ty, "take a slice instead of a `Vec`: `&[T]` or `&mut [T]`"),
+        ),
+        Type::Tuple(_) => Err(syn::Error::new_spanned(
+            ty,
+            "tuples cannot be kernel parameters: pass each value as its own parameter",
+        )),
+        Type::Array(_) => Err(syn::Error::new_spanned(
+            ty,
+            "arrays cannot be kernel parameters: pass a slice `&[T]`",
+        )),
         _ => Err(unsupported()),
     }
 }
@@ -404,8 +500,14 @@ fn single_type_arg(args: &syn::PathArguments) -> Option<&Type> {
 /// A type that device memory can hold (no `usize`: its width differs between host and GPU).
 fn element(ty: &Type) -> syn::Result<STy> {
     match scalar(ty) {
-        Some(STy::Usize) => Err(syn::Error::new_spanned(ty, "device buffers cannot hold `usize`: use `u64` (or `u32`)")),
+        Some(STy::Usize) => Err(syn::Error::new_spanned(
+            ty,
+            "device buffers cannot hold `usize`: use `u64` (or `u32`)",
+        )),
         Some(t) => Ok(t),
-        None => Err(syn::Error::new_spanned(ty, format!("unsupported element type: use one of {ELEMENTS}"))),
+        None => Err(syn::Error::new_spanned(
+            ty,
+            format!("unsupported element type: use one of {ELEMENTS}"),
+        )),
     }
 }

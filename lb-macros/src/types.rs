@@ -88,7 +88,10 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// The closest of `candidates` to `name`, if it is close enough to be a likely typo.
-pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub fn did_you_mean<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     candidates
         .into_iter()
         .map(|c| (edit_distance(name, c), c))

@@ -364,12 +364,66 @@ mod arith {
         ]
     }
 
+    const FLOAT64: &str = "
+\tld.param.u64 %rd1, [out];
+\tld.param.f64 %fd1, [x];
+\tld.param.f64 %fd2, [y];
+\tld.param.f64 %fd3, [z];
+\tadd.rn.f64 %fd4, %fd1, %fd2;
+\tst.global.f64 [%rd1], %fd4;
+\tsub.rn.f64 %fd4, %fd1, %fd2;
+\tst.global.f64 [%rd1+8], %fd4;
+\tmul.rn.f64 %fd4, %fd1, %fd2;
+\tst.global.f64 [%rd1+16], %fd4;
+\tdiv.rn.f64 %fd4, %fd1, %fd2;
+\tst.global.f64 [%rd1+24], %fd4;
+\tfma.rn.f64 %fd4, %fd1, %fd2, %fd3;
+\tst.global.f64 [%rd1+32], %fd4;
+\tsqrt.rn.f64 %fd4, %fd1;
+\tst.global.f64 [%rd1+40], %fd4;
+\tmax.f64 %fd4, %fd1, %fd2;
+\tst.global.f64 [%rd1+48], %fd4;
+\tcvt.rn.f32.f64 %f1, %fd1;
+\tst.global.f32 [%rd1+56], %f1;
+\tcvt.rzi.s64.f64 %rd2, %fd1;
+\tst.global.u64 [%rd1+64], %rd2;
+\tcvt.rzi.u32.f64 %r1, %fd1;
+\tst.global.u32 [%rd1+72], %r1;
+\tsetp.gt.f64 %p1, %fd1, %fd2;
+\tselp.u32 %r1, 1, 0, %p1;
+\tst.global.u32 [%rd1+80], %r1;
+\tret;";
+
+    fn float64_expected(x: f64, y: f64, z: f64) -> Vec<u64> {
+        let fmax = |a: f64, b: f64| {
+            if a.is_nan() || (b > a) || (a == b && a.is_sign_negative()) {
+                b
+            } else {
+                a
+            }
+        };
+        vec![
+            (x + y).to_bits(),
+            (x - y).to_bits(),
+            (x * y).to_bits(),
+            (x / y).to_bits(),
+            x.mul_add(y, z).to_bits(),
+            x.sqrt().to_bits(),
+            fmax(x, y).to_bits(),
+            (x as f32).to_bits() as u64,
+            x as i64 as u64,
+            x as u32 as u64,
+            (x > y) as u64,
+        ]
+    }
+
     /// Slot-wise equality, where two NaNs of the slot's float width count as equal.
     fn same(got: &[u64], want: &[u64], f32_slots: &[usize], f64_slots: &[usize]) {
         for (i, (g, w)) in got.iter().zip(want).enumerate() {
             let nan32 = |v: u64| f32::from_bits(v as u32).is_nan();
             let nan64 = |v: u64| f64::from_bits(v).is_nan();
-            if (f32_slots.contains(&i) && nan32(*g) && nan32(*w)) || (f64_slots.contains(&i) && nan64(*g) && nan64(*w))
+            if (f32_slots.contains(&i) && nan32(*g) && nan32(*w))
+                || (f64_slots.contains(&i) && nan64(*g) && nan64(*w))
             {
                 continue;
             }
@@ -384,6 +438,7 @@ mod arith {
                 ("int32", "u64:out u32:x u32:y u32:z", INT32),
                 ("int64", "u64:out u64:x u64:y u64:z", INT64),
                 ("float", "u64:out f32:x f32:y f32:z", FLOAT),
+                ("float64", "u64:out f64:x f64:y f64:z", FLOAT64),
             ])
         })
     }
@@ -401,6 +456,18 @@ mod arith {
             Just(255.9f32),
             Just(-1.5f32),
             (-1000i32..1000).prop_map(|v| v as f32 / 4.0),
+        ]
+    }
+
+    fn any_f64() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            any::<f64>(),
+            Just(f64::NAN),
+            Just(-0.0f64),
+            Just(f64::INFINITY),
+            Just(1e300f64),
+            Just(-5e9f64),
+            (-1000i32..1000).prop_map(|v| f64::from(v) / 8.0),
         ]
     }
 
@@ -430,6 +497,14 @@ mod arith {
             let args = [x.to_bits() as u64, y.to_bits() as u64, z.to_bits() as u64];
             let got = run_scalar(modules(), "float", 22, args);
             same(&got, &float_expected(x, y, z), &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 19, 21], &[18]);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn float64_matches_rust(x in any_f64(), y in any_f64(), z in any_f64()) {
+            let got = run_scalar(modules(), "float64", 11, [x.to_bits(), y.to_bits(), z.to_bits()]);
+            same(&got, &float64_expected(x, y, z), &[7], &[0, 1, 2, 3, 4, 5, 6]);
         }
     }
 
@@ -893,6 +968,7 @@ fn dynamic_shared_memory_and_partial_warp() {
 
 #[test]
 fn many_blocks_beyond_the_resident_window() {
+    // out[ctaid * 64 + tid] = warpid * 32 + laneid - tid + nctaid, which is nctaid.
     let body = "
 \tld.param.u64 %rd1, [out];
 \tmov.u32 %r1, %ctaid.x;
@@ -900,14 +976,17 @@ fn many_blocks_beyond_the_resident_window() {
 \tmov.u32 %r3, %tid.x;
 \tmov.u32 %r4, %laneid;
 \tmov.u32 %r5, %warpid;
-\tmad.lo.u32 %r6, %r1, 64, %r3;
+\tshl.b32 %r6, %r1, 6;
+\tadd.u32 %r6, %r6, %r3;
+\tmul.wide.u32 %rd2, %r6, 4;
+\tadd.s64 %rd2, %rd1, %rd2;
+\tmul.lo.u32 %r7, %r5, 32;
+\tadd.u32 %r7, %r7, %r4;
+\tsub.u32 %r7, %r7, %r3;
+\tadd.u32 %r7, %r7, %r2;
+\tst.global.u32 [%rd2], %r7;
 \tret;";
-    let body = body.replace(
-        "\tmad.lo.u32 %r6, %r1, 64, %r3;\n",
-        "\tshl.b32 %r6, %r1, 6;\n\tadd.u32 %r6, %r6, %r3;\n",
-    );
-    let body = body.replace("\tret;", "\tmul.wide.u32 %rd2, %r6, 4;\n\tadd.s64 %rd2, %rd1, %rd2;\n\tmul.lo.u32 %r7, %r5, 32;\n\tadd.u32 %r7, %r7, %r4;\n\tsub.u32 %r7, %r7, %r3;\n\tadd.u32 %r7, %r7, %r2;\n\tst.global.u32 [%rd2], %r7;\n\tret;");
-    let m = module(&[("many", "u64:out", &body)]);
+    let m = module(&[("many", "u64:out", body)]);
     let mut mem = Memory::new();
     let out = mem.alloc(4 * 300 * 64);
     launch(&m, "many", cfg(300, 64), &[out], &mut mem).unwrap();
@@ -1055,4 +1134,32 @@ fn bad_launches_are_errors() {
     let undeclared = module(&[("u", "", "\tmov.u32 %r99, 1;\n\tret;")]);
     let e = launch(&undeclared, "u", cfg(1, 1), &[], &mut mem).unwrap_err();
     assert!(e.to_string().contains("%r99"), "{e}");
+}
+
+#[test]
+fn bytes_load_zero_extended_and_store_low_byte() {
+    let body = "
+\tld.param.u64 %rd1, [inp];
+\tld.param.u64 %rd2, [out];
+\tmov.u32 %r1, %tid.x;
+\tcvt.u64.u32 %rd3, %r1;
+\tadd.s64 %rd4, %rd1, %rd3;
+\tld.global.u8 %r2, [%rd4];
+\tmul.wide.u32 %rd5, %r1, 4;
+\tadd.s64 %rd5, %rd2, %rd5;
+\tst.global.u32 [%rd5], %r2;
+\tadd.u32 %r3, %r2, 511;
+\tst.global.u8 [%rd4], %r3;
+\tret;";
+    let m = module(&[("bytes", "u64:inp u64:out", body)]);
+    let mut mem = Memory::new();
+    let data: Vec<u8> = (0..40u32).map(|i| (i * 37 + 200) as u8).collect();
+    let inp = mem.alloc(40);
+    mem.write(inp, &data).unwrap();
+    let out = mem.alloc(160);
+    launch(&m, "bytes", cfg(1, 40), &[inp, out], &mut mem).unwrap();
+    let want: Vec<u32> = data.iter().map(|&b| u32::from(b)).collect();
+    assert_eq!(download_u32(&mem, out, 40), want);
+    let bumped: Vec<u8> = data.iter().map(|&b| (u32::from(b) + 511) as u8).collect();
+    assert_eq!(mem.read(inp, 40).unwrap(), bumped);
 }

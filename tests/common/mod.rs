@@ -53,7 +53,7 @@ pub fn mixed(a: &Csr<f64>, x: &[f64], shift: i32, #[tile] row: usize, #[atom] nz
     } else {
         v.abs().min(2.0).max(-1.0) + (row as f32 * 0.25) as f64
     };
-    w + (wide as u8) as f64
+    w + (wide as u32) as f64
 }
 
 /// Relaxes a frontier's edges: `atomic_min` on f32 distances, including negative ones.

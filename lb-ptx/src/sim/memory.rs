@@ -43,7 +43,14 @@ impl Memory {
     }
 
     /// Allocates `bytes` zeroed bytes and returns their device address (256-byte aligned, never 0).
+    ///
+    /// # Panics
+    /// If `bytes` is 2^40 (1 TiB) or more: the offset would not fit in an address.
     pub fn alloc(&mut self, bytes: u64) -> u64 {
+        assert!(
+            bytes <= OFFSET_MASK,
+            "simulated allocation of {bytes} bytes is too large"
+        );
         let id = self.slots.len() as u64;
         self.slots.push(Slot::Live(vec![0; bytes as usize]));
         id << OFFSET_BITS

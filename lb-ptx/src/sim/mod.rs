@@ -15,6 +15,9 @@ use crate::ir;
 /// The default step limit of [`launch`]: total thread-instructions before [`SimError::StepLimit`].
 pub const DEFAULT_STEP_LIMIT: u64 = 1 << 32;
 
+/// The most threads one launch may have: per-thread statistics are kept for each.
+pub const MAX_THREADS: u64 = 1 << 28;
+
 /// A 1-D launch: `grid` blocks of `block` threads, plus the byte size of the dynamic
 /// (`.extern .shared`) shared memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,6 +175,12 @@ pub fn launch_with_limit(
         return Err(SimError::BadLaunch(format!(
             "block size {} is not in 1..=1024",
             cfg.block
+        )));
+    }
+    if u64::from(cfg.grid) * u64::from(cfg.block) > MAX_THREADS {
+        return Err(SimError::BadLaunch(format!(
+            "{} blocks of {} threads is more than the simulator's {MAX_THREADS} threads",
+            cfg.grid, cfg.block
         )));
     }
     if cfg.grid == 0 {
