@@ -243,3 +243,17 @@ fn repeated_launches_are_bitwise_identical() {
         assert!(runs.windows(2).all(|w| w[0] == w[1]), "{} is not deterministic", s.name());
     }
 }
+
+/// `"auto"` expands to every built-in schedule, so the loops above test each of them.
+#[test]
+fn auto_generates_every_schedule() {
+    assert!(!Schedule::ALL.is_empty());
+    assert_eq!(spmv::SCHEDULES, Schedule::ALL);
+    assert_eq!(spmv::PLANS.len(), spmv::SCHEDULES.len());
+    for (plan, schedule) in spmv::PLANS.iter().zip(spmv::SCHEDULES) {
+        assert_eq!(plan.schedule, schedule.name());
+        for k in plan.kernels.iter() {
+            assert!(spmv::PTX.contains(&format!(".entry {}(", k.entry)), "{} missing from PTX", k.entry);
+        }
+    }
+}

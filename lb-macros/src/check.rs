@@ -13,7 +13,6 @@ use std::collections::HashMap;
 use lb_ptx::body::{Lit, LocalId};
 use proc_macro2::TokenStream;
 use quote::ToTokens;
-use syn::spanned::Spanned;
 use syn::{BinOp, Expr, Pat, Stmt, UnOp};
 
 use crate::parse::{Role, Sig};
@@ -546,7 +545,7 @@ impl Checker<'_> {
                 &e,
                 "an assignment is a statement in a kernel body: end it with `;`",
             ),
-            other => self.err_at(&other, unsupported(other)),
+            other => self.err_at(&anchor(other), unsupported(other)),
         }?;
         self.record(e, v)
     }
@@ -1147,6 +1146,24 @@ fn describe_found(k: Kind) -> String {
         Kind::Int => "an integer literal".to_string(),
         Kind::Float => "a float literal".to_string(),
         Kind::Poison => "an error".to_string(),
+    }
+}
+
+/// Where an unsupported construct's error points: the keyword of a control-flow construct (its
+/// body would only add noise), or the whole expression.
+fn anchor(e: &Expr) -> TokenStream {
+    match e {
+        Expr::While(w) => w.while_token.to_token_stream(),
+        Expr::Loop(l) => l.loop_token.to_token_stream(),
+        Expr::Match(m) => m.match_token.to_token_stream(),
+        Expr::Unsafe(u) => u.unsafe_token.to_token_stream(),
+        Expr::ForLoop(f) => f.for_token.to_token_stream(),
+        Expr::If(i) => i.if_token.to_token_stream(),
+        Expr::Closure(c) => {
+            let (or1, inputs, or2) = (&c.or1_token, &c.inputs, &c.or2_token);
+            quote::quote!(#or1 #inputs #or2)
+        }
+        _ => e.to_token_stream(),
     }
 }
 

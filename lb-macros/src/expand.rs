@@ -41,7 +41,8 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
         };
         syn::Error::new(span, format!("cannot generate PTX: {e}"))
     })?;
-    let user_fn = user_fn(&func);
+    let mut user_fn = user_fn(&func);
+    allow_schedule_params(&mut user_fn, &sig);
     let module = module(&func, &args, &sig, Some(&generated))?;
     Ok(quote! { #user_fn #module })
 }
@@ -87,6 +88,27 @@ fn user_fn(func: &ItemFn) -> ItemFn {
     f
 }
 
+/// The index roles and the `tiles` / `lanes` parameters are there for the schedule: a body that
+/// does not read them (SpMV never reads its `#[tile]`) is normal, not a mistake to warn about.
+fn allow_schedule_params(f: &mut ItemFn, sig: &Sig) {
+    let for_schedule: Vec<&syn::Ident> = sig
+        .params
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| {
+            matches!(p.role, Role::Index(_)) || sig.tiles == Some(*i) || sig.lanes == Some(*i)
+        })
+        .map(|(_, p)| &p.ident)
+        .collect();
+    for input in &mut f.sig.inputs {
+        if let FnArg::Typed(pt) = input {
+            if matches!(&*pt.pat, syn::Pat::Ident(pi) if for_schedule.contains(&&pi.ident)) {
+                pt.attrs.push(syn::parse_quote!(#[allow(unused_variables)]));
+            }
+        }
+    }
+}
+
 fn prim(t: STy) -> TokenStream {
     let i = format_ident!("{}", t.name());
     quote!(::core::primitive::#i)
@@ -129,7 +151,12 @@ fn module(
                 .iter()
                 .map(|s| schedule_path(*s))
                 .collect::<syn::Result<Vec<_>>>()?;
-            let default = &schedules[0];
+            let default = schedules.first().ok_or_else(|| {
+                syn::Error::new(
+                    Span::call_site(),
+                    "no schedule to generate: name one with `schedule = \"...\"`",
+                )
+            })?;
             let plans = g.plans.iter().map(plan_tokens);
             let names = sig.body_params().map(|p| p.ident.to_string());
             quote! {
@@ -427,7 +454,7 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
     let launch = quote! {
         /// Runs the kernels of `DEFAULT` on `dev`.
         pub fn launch(dev: &::lb::__private::Device, #(#params),*) -> ::lb::__private::Result<::lb::__private::Launch> {
-            launch_with(dev, DEFAULT, #(#names),*)
+            self::launch_with(dev, self::DEFAULT, #(#names),*)
         }
     };
     if !real {
@@ -475,12 +502,12 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
 
         /// Runs the kernels of `schedule` on `dev`; it must be one of `SCHEDULES`.
         pub fn launch_with(dev: &::lb::__private::Device, schedule: ::lb::__private::Schedule, #(#params),*) -> ::lb::__private::Result<::lb::__private::Launch> {
-            let __lb_plan = match SCHEDULES.iter().position(|__lb_s| *__lb_s == schedule) {
-                ::core::option::Option::Some(__lb_i) => &PLANS[__lb_i],
+            let __lb_plan = match self::SCHEDULES.iter().position(|__lb_s| *__lb_s == schedule) {
+                ::core::option::Option::Some(__lb_i) => &self::PLANS[__lb_i],
                 ::core::option::Option::None => {
                     return ::core::result::Result::Err(::lb::__private::Error::ScheduleNotGenerated {
                         requested: ::std::string::ToString::to_string(schedule.name()),
-                        generated: SCHEDULES.iter().map(|__lb_s| __lb_s.name()).collect::<::std::vec::Vec<_>>().join(", "),
+                        generated: self::SCHEDULES.iter().map(|__lb_s| __lb_s.name()).collect::<::std::vec::Vec<_>>().join(", "),
                     });
                 }
             };
@@ -493,7 +520,7 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
             let mut __lb_args = ::std::vec::Vec::new();
             #(#pushes)*
             #out_push
-            ::lb::__private::execute(dev, PTX, __lb_plan, PARAM_NAMES, __lb_args, __lb_size)
+            ::lb::__private::execute(dev, self::PTX, __lb_plan, self::PARAM_NAMES, __lb_args, __lb_size)
         }
     }
 }

@@ -39,6 +39,8 @@ pub struct Sig {
     pub lanes: Option<usize>,
     /// Index into `params` of the `&[u32]` active-tile parameter.
     pub tiles: Option<usize>,
+    /// Index into `params` of the tile-set parameter (`parse` guarantees there is one).
+    tile_set: usize,
 }
 
 impl Sig {
@@ -58,10 +60,7 @@ impl Sig {
     }
 
     pub fn tile_set(&self) -> &SigParam {
-        self.params
-            .iter()
-            .find(|p| matches!(p.role, Role::TileSet { .. }))
-            .unwrap_or(&self.params[0])
+        &self.params[self.tile_set]
     }
 
     pub fn roles(&self) -> Vec<IndexRole> {
@@ -88,6 +87,18 @@ pub fn is_role_attr(attr: &syn::Attribute) -> bool {
         .iter()
         .any(|(name, _)| attr.path().is_ident(name))
 }
+
+/// Names the generated module's functions use for their own parameters and items, which a
+/// parameter of the same name would shadow.
+const RESERVED: [&str; 7] = [
+    "dev",
+    "schedule",
+    "PTX",
+    "SCHEDULES",
+    "PLANS",
+    "DEFAULT",
+    "PARAM_NAMES",
+];
 
 const SCALARS: &str = "bool, i32, u32, i64, u64, usize, f32, f64";
 const ELEMENTS: &str = "bool, i32, u32, i64, u64, f32, f64";
@@ -160,6 +171,14 @@ pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
                 continue;
             }
         };
+        let name = ident.to_string();
+        if RESERVED.contains(&name.as_str()) || name.starts_with("__lb") {
+            errors.push(syn::Error::new(
+                ident.span(),
+                format!("`{name}` is a name the generated launchers use: rename this parameter"),
+            ));
+            continue;
+        }
         let mut role_attr = None;
         for attr in pt.attrs.iter().filter(|a| is_role_attr(a)) {
             let Some((name, role)) = ROLE_ATTRS.iter().find(|(n, _)| attr.path().is_ident(n))
@@ -226,10 +245,10 @@ pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
     // The role checks below would only repeat what is already reported.
     errors.finish()?;
     let mut errors = Errors::default();
-    if !params
+    let tile_set = params
         .iter()
-        .any(|p| matches!(p.role, Role::TileSet { .. }))
-    {
+        .position(|p| matches!(p.role, Role::TileSet { .. }));
+    if tile_set.is_none() {
         errors.push(syn::Error::new(
             sig.paren_token.span.join(),
             "a load-balanced function takes exactly one tile-set parameter, e.g. `a: &Csr<f32>`",
@@ -288,6 +307,13 @@ pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
     };
 
     if let Some(out) = &args.output {
+        let name = out.to_string();
+        if RESERVED.contains(&name.as_str()) || name.starts_with("__lb") {
+            errors.push(syn::Error::new(
+                out.span(),
+                format!("`{name}` is a name the generated launchers use: pick another output name"),
+            ));
+        }
         if params.iter().any(|p| p.ident == *out) {
             errors.push(syn::Error::new(
                 out.span(),
@@ -337,6 +363,7 @@ pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
         params,
         reduce,
         output: args.output.clone(),
+        tile_set: tile_set.unwrap_or_default(),
         lanes,
         tiles,
     })

@@ -1163,3 +1163,44 @@ fn bytes_load_zero_extended_and_store_low_byte() {
     let bumped: Vec<u8> = data.iter().map(|&b| (u32::from(b) + 511) as u8).collect();
     assert_eq!(mem.read(inp, 40).unwrap(), bumped);
 }
+
+#[test]
+fn launches_are_deterministic() {
+    let body = "
+\tld.param.u64 %rd1, [out];
+\tmov.u32 %r1, %tid.x;
+\tmov.u32 %r2, %ctaid.x;
+\tshl.b32 %r3, %r2, 8;
+\tor.b32 %r3, %r3, %r1;
+\tatom.global.exch.b32 %r4, [%rd1], %r3;
+\tatom.global.add.u32 %r5, [%rd1+4], 1;
+\tmul.wide.u32 %rd2, %r3, 4;
+\tadd.s64 %rd2, %rd1, %rd2;
+\tst.global.u32 [%rd2+8], %r5;
+\tret;";
+    let m = module(&[("race", "u64:out", body)]);
+    let run = || {
+        let mut mem = Memory::new();
+        let out = mem.alloc(8 + 4 * 4 * 256);
+        let s = launch(&m, "race", cfg(4, 100), &[out], &mut mem).unwrap();
+        (s, mem.read(out, 8 + 4 * 4 * 256).unwrap())
+    };
+    let (s1, m1) = run();
+    let (s2, m2) = run();
+    assert_eq!(s1, s2);
+    assert_eq!(m1, m2);
+    let order: Vec<u32> = m1
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let words = &order;
+    let mut tickets: Vec<u32> = (0..4)
+        .flat_map(|b| (0..100).map(move |t| words[2 + b * 256 + t]))
+        .collect();
+    tickets.sort_unstable();
+    assert_eq!(
+        tickets,
+        (0..400).collect::<Vec<u32>>(),
+        "every thread got a distinct ticket"
+    );
+}

@@ -1571,3 +1571,57 @@ pub(crate) fn run(
         active_lanes: c.active_lanes,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shifts_clamp_and_division_by_zero_is_defined() {
+        assert_eq!(bin(BinOp::Shl, Type::B32, 1, 32), 0);
+        assert_eq!(bin(BinOp::Shr, Type::S32, 0x8000_0000, 100), 0xFFFF_FFFF);
+        assert_eq!(bin(BinOp::Shr, Type::U64, u64::MAX, 64), 0);
+        assert_eq!(bin(BinOp::Shr, Type::S64, 1 << 63, 0xFFFF_FFFF), u64::MAX);
+        assert_eq!(bin(BinOp::Div, Type::U32, 5, 0), 0xFFFF_FFFF);
+        assert_eq!(bin(BinOp::Div, Type::S64, 5, 0), u64::MAX);
+        assert_eq!(bin(BinOp::Rem, Type::S32, 5, 0), 5);
+    }
+
+    #[test]
+    fn conversions_saturate_and_extend() {
+        let f = |v: f32| u64::from(v.to_bits());
+        assert_eq!(
+            cvt(Rounding::Rzi, Type::S32, Type::F32, f(-1e20)),
+            0x8000_0000
+        );
+        assert_eq!(cvt(Rounding::Rzi, Type::U64, Type::F32, f(-3.5)), 0);
+        assert_eq!(cvt(Rounding::Rzi, Type::S64, Type::F32, f(f32::NAN)), 0);
+        assert_eq!(
+            cvt(Rounding::None, Type::S64, Type::S32, 0xFFFF_FFFE),
+            (-2i64) as u64
+        );
+        assert_eq!(
+            cvt(Rounding::None, Type::U64, Type::U32, 0xFFFF_FFFE),
+            0xFFFF_FFFE
+        );
+        assert_eq!(
+            cvt(Rounding::None, Type::U32, Type::U64, 0x1_2345_6789),
+            0x2345_6789
+        );
+        assert_eq!(
+            cvt(Rounding::Rn, Type::F32, Type::U64, u64::MAX),
+            f(1.8446744e19)
+        );
+    }
+
+    #[test]
+    fn float_comparisons_follow_ptx_ordering() {
+        let nan = u64::from(f32::NAN.to_bits());
+        let one = u64::from(1f32.to_bits());
+        assert!(!setp(Cmp::Ne, Type::F32, nan, one));
+        assert!(setp(Cmp::Neu, Type::F32, nan, one));
+        assert!(!setp(Cmp::Ge, Type::F32, nan, nan));
+        assert!(setp(Cmp::Lt, Type::S32, 0xFFFF_FFFF, 0));
+        assert!(!setp(Cmp::Lt, Type::U32, 0xFFFF_FFFF, 0));
+    }
+}
