@@ -8,7 +8,7 @@ out=.gpu
 rm -rf "$out"
 mkdir -p "$out/bin"
 # Test binaries that exercise a device: they take the GPU through Device::default() there.
-gpu_tests=(kernels device)
+gpu_tests=(kernels device gpu)
 cargo build --release --examples
 cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
   | python3 -c '

@@ -24,7 +24,7 @@ step() {
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 for t in "$bin"/test-*; do
-  step "$(basename "$t")" "$t" --test-threads=1
+  step "$(basename "$t")" "$t" --test-threads=1 --include-ignored
 done
 step example-spmv "$bin/example-spmv" "$@"
 step example-spmv-large "$bin/example-spmv" --rows 2000000 --reps 50

@@ -164,7 +164,9 @@ fn module(
                 pub const PTX: &::core::primitive::str = #ptx;
                 /// The generated schedules, in the order of `PLANS`.
                 pub const SCHEDULES: &[::lb::__private::Schedule] = &[#(#schedules),*];
-                /// The plan of each schedule in `SCHEDULES`.
+                /// The plans of the schedules in `SCHEDULES`, in that order; a schedule may have
+                /// several (32-bit index arithmetic, then 64-bit): the first whose `index_limit`
+                /// admits the problem runs.
                 pub const PLANS: &[::lb::__private::Plan] = &[#(#plans),*];
                 /// The schedule `launch` uses.
                 pub const DEFAULT: ::lb::__private::Schedule = #default;
@@ -218,6 +220,13 @@ fn plan_tokens(p: &Plan) -> TokenStream {
                 quote!(::lb::__private::Grid::CoverItems { per_thread: #per_thread })
             }
             Grid::Fixed(n) => quote!(::lb::__private::Grid::Fixed(#n)),
+            Grid::CoverWork {
+                per_thread,
+                count_tiles,
+            } => quote!(::lb::__private::Grid::CoverWork {
+                per_thread: #per_thread,
+                count_tiles: #count_tiles,
+            }),
         };
         quote! {
             ::lb::__private::KernelPlan {
@@ -255,11 +264,16 @@ fn plan_tokens(p: &Plan) -> TokenStream {
             }
         }
     });
+    let index_limit = match p.index_limit {
+        Some(n) => quote!(::core::option::Option::Some(#n)),
+        None => quote!(::core::option::Option::None),
+    };
     quote! {
         ::lb::__private::Plan {
             schedule: ::std::borrow::Cow::Borrowed(#schedule),
             kernels: ::std::borrow::Cow::Borrowed(&[#(#kernels),*]),
             temps: ::std::borrow::Cow::Borrowed(&[#(#temps),*]),
+            index_limit: #index_limit,
         }
     }
 }
@@ -488,6 +502,8 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
         .output
         .as_ref()
         .map(|out| quote!(::lb::__private::KernelArg::push_args(&*#out, &mut __lb_args);));
+    let too_big =
+        format!("`{name}`: {{}} tiles + atoms exceed the index range of every plan of `{{}}`");
     let shape_check = sig.output.as_ref().map(|out| {
         let msg = format!("`{name}`: the output `{out}` has {{}} elements but needs {{}} (rows × lanes)");
         quote! {
@@ -502,19 +518,28 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
 
         /// Runs the kernels of `schedule` on `dev`; it must be one of `SCHEDULES`.
         pub fn launch_with(dev: &::lb::__private::Device, schedule: ::lb::__private::Schedule, #(#params),*) -> ::lb::__private::Result<::lb::__private::Launch> {
-            let __lb_plan = match self::SCHEDULES.iter().position(|__lb_s| *__lb_s == schedule) {
-                ::core::option::Option::Some(__lb_i) => &self::PLANS[__lb_i],
-                ::core::option::Option::None => {
-                    return ::core::result::Result::Err(::lb::__private::Error::ScheduleNotGenerated {
-                        requested: ::std::string::ToString::to_string(schedule.name()),
-                        generated: self::SCHEDULES.iter().map(|__lb_s| __lb_s.name()).collect::<::std::vec::Vec<_>>().join(", "),
-                    });
-                }
-            };
             let __lb_size = ::lb::__private::ProblemSize {
                 tiles: #tiles as ::core::primitive::u64,
                 atoms: #a.nnz() as ::core::primitive::u64,
                 lanes: #lanes as ::core::primitive::u64,
+            };
+            // A schedule may have several plans (32-bit index arithmetic first, then 64-bit):
+            // the first whose limit admits the problem runs.
+            let mut __lb_plans = self::PLANS.iter().filter(|__lb_p| __lb_p.schedule == schedule.name()).peekable();
+            if __lb_plans.peek().is_none() {
+                return ::core::result::Result::Err(::lb::__private::Error::ScheduleNotGenerated {
+                    requested: ::std::string::ToString::to_string(schedule.name()),
+                    generated: self::SCHEDULES.iter().map(|__lb_s| __lb_s.name()).collect::<::std::vec::Vec<_>>().join(", "),
+                });
+            }
+            let __lb_work = __lb_size.tiles.saturating_add(__lb_size.atoms);
+            let __lb_plan = match __lb_plans.find(|__lb_p| __lb_p.index_limit.is_none_or(|__lb_l| __lb_work <= __lb_l)) {
+                ::core::option::Option::Some(__lb_p) => __lb_p,
+                ::core::option::Option::None => {
+                    return ::core::result::Result::Err(::lb::__private::Error::Shape(::std::format!(
+                        #too_big, __lb_work, schedule.name()
+                    )));
+                }
             };
             #shape_check
             let mut __lb_args = ::std::vec::Vec::new();

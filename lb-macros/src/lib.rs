@@ -19,7 +19,38 @@ use proc_macro::TokenStream;
 
 /// Generates a load-balanced GPU kernel family from the function computing one atom.
 ///
-/// See the `lb` crate's documentation for the keys and the body subset.
+/// ```ignore
+/// #[load_balanced(schedule = "thread_mapped", reduce = "sum", output = "y")]
+/// fn spmv(a: &Csr<f32>, x: &[f32], #[tile] row: usize, #[atom] nz: usize) -> f32 {
+///     a.values[nz] * x[a.col_indices[nz] as usize]
+/// }
+/// ```
+///
+/// Keys: `schedule` (a name, `"a, b"`, or `"auto"` for every built-in schedule; the default),
+/// `reduce` (`"sum"`, `"min"`, `"max"`) with `output` (the output slice's name), `tiles` (a
+/// `&[u32]` parameter listing the active tiles), `lanes` (a `usize` parameter; needs a
+/// `#[lane]` parameter), `block` (threads per block, a power of two from 32 to 1024; 256),
+/// `items_per_thread` (1), `target` (`"sm_75"` or newer; `"sm_75"`), `index` (`"u32"`, `"u64"`,
+/// `"auto"`), `checked` (bounds-checked memory accesses that report instead of faulting).
+///
+/// Parameters: exactly one `&Csr<T>` tile set; `#[atom]` (required), `#[tile]`, `#[lane]` and
+/// `#[rank]` indices of type `usize`; `&[T]` inputs, `&mut [T]` read-write slices, scalars by
+/// value (`T` one of `bool i32 u32 i64 u64 f32 f64`, scalars also `usize`). With `reduce` the
+/// function returns the atom's contribution; without it, it returns nothing.
+///
+/// The body: `let` (with or without a type), assignment and compound assignment to locals and
+/// slice elements, arithmetic / comparison / logic / bit operators, `as` casts, `if` / `else`
+/// (statement or value), indexing slices and `a.values`, `a.col_indices`, `a.row_offsets` with
+/// `usize` indices, `a.num_rows`, `a.num_cols`, `s.len()`, `for i in a..b` / `a..=b`, the
+/// methods `min max abs sqrt mul_add`, `T::MIN` / `T::MAX` / `T::INFINITY` / `T::NEG_INFINITY`,
+/// `atomic_add/min/max/exch(&mut s[i], v)` and `atomic_cas(&mut s[i], compare, new)`, `return`.
+/// Anything else is a compile error saying what to write instead.
+///
+/// Generated next to the function: a module of the same name and visibility with `PTX`,
+/// `SCHEDULES`, `PLANS`, `DEFAULT`, `cpu(...)` (the sequential reference, calling the function
+/// for every atom), `launch(dev, ...)` and `launch_with(dev, schedule, ...)`. The function must
+/// be declared at module level (not inside another function's body): the module calls it as
+/// `super::name`.
 #[proc_macro_attribute]
 pub fn load_balanced(attr: TokenStream, item: TokenStream) -> TokenStream {
     let (attr, item) = (

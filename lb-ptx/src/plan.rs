@@ -35,6 +35,12 @@ pub enum Grid {
     CoverItems { per_thread: u32 },
     /// Exactly this many blocks.
     Fixed(u32),
+    /// One thread per even share of the work, for the work-oriented schedules: work is
+    /// `tiles + atoms` (`count_tiles`, merge path) or `atoms` (nonzero split), `per_thread` work
+    /// items per thread, at least one block, times `lanes` (each lane is an independent copy of
+    /// the decomposition). Never capped at the resident blocks: these kernels do not stride, and
+    /// the kernels recompute the same count to find their share.
+    CoverWork { per_thread: u32, count_tiles: bool },
 }
 
 impl Grid {
@@ -49,6 +55,21 @@ impl Grid {
                 wanted.min(resident) as u32
             }
             Grid::Fixed(n) => n.max(1),
+            Grid::CoverWork {
+                per_thread,
+                count_tiles,
+            } => {
+                let work = if count_tiles {
+                    size.tiles.saturating_add(size.atoms)
+                } else {
+                    size.atoms
+                };
+                let per_block = u64::from(block) * u64::from(per_thread.max(1));
+                let per_lane = work.div_ceil(per_block).max(1);
+                per_lane
+                    .saturating_mul(size.lanes.max(1))
+                    .min(u64::from(u32::MAX)) as u32
+            }
         }
     }
 }
@@ -104,4 +125,42 @@ pub struct Plan {
     /// Kernels in launch order.
     pub kernels: Cow<'static, [KernelPlan]>,
     pub temps: Cow<'static, [Temp]>,
+    /// The largest `tiles + atoms` this plan's index arithmetic supports; `None`: unlimited.
+    /// A schedule may emit a 32-bit plan (limited) before a 64-bit one (unlimited) under the same
+    /// `schedule` name; the runtime takes the first plan whose limit admits the problem.
+    pub index_limit: Option<u64>,
+    /// When several plans share one `schedule` name because the schedule picks a variant per
+    /// launch: the rule under which the runtime picks this one. `None`: the plan is not chosen
+    /// by problem shape.
+    pub select: Option<Select>,
+}
+
+/// A launch-time rule for picking one plan among several of the same schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Select {
+    /// Picked when `min <= avg < max`, with `avg` = [`Select::avg_atoms_per_tile`]; `max ==
+    /// u64::MAX` means no upper bound. The variants of one schedule cover `0..` without gaps or
+    /// overlaps, so exactly one matches.
+    AvgAtomsPerTile { min: u64, max: u64 },
+}
+
+impl Select {
+    /// The average atoms per active tile, rounded up; 0 without tiles.
+    pub fn avg_atoms_per_tile(size: &ProblemSize) -> u64 {
+        if size.tiles == 0 {
+            0
+        } else {
+            size.atoms.div_ceil(size.tiles)
+        }
+    }
+
+    /// Whether this rule picks its plan for `size`.
+    pub fn matches(&self, size: &ProblemSize) -> bool {
+        match *self {
+            Select::AvgAtomsPerTile { min, max } => {
+                let avg = Self::avg_atoms_per_tile(size);
+                avg >= min && (avg < max || max == u64::MAX)
+            }
+        }
+    }
 }

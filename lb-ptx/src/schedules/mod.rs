@@ -6,6 +6,8 @@
 //! [`Layout`] (how many work items, which tile an item is, where a tile's atoms begin and end,
 //! where its output goes), so every schedule agrees on those rules by construction.
 
+mod dynamic_virtual_warps;
+mod group_mapped;
 mod thread_mapped;
 
 use std::borrow::Cow;
@@ -17,6 +19,8 @@ use crate::ir::{BinOp, Kernel, Label, Operand, Reg, Rounding, Space, Type};
 use crate::plan::{Plan, Temp, TempCount, TempRole};
 use crate::{GenError, Options};
 
+pub use dynamic_virtual_warps::DynamicVirtualWarps;
+pub use group_mapped::GroupMapped;
 pub use thread_mapped::ThreadMapped;
 
 /// A built-in schedule.
@@ -24,27 +28,80 @@ pub use thread_mapped::ThreadMapped;
 pub enum Schedule {
     /// One tile per thread, grid-stride (thesis §3.3.1).
     ThreadMapped,
+    /// A group of N threads shares a batch of N tiles (thesis §3.3.2, §4.4.2.3); N is a power of
+    /// two from 2 to the block size, listed in [`GROUP_SIZES`]. N < 32 are the virtual warps
+    /// (Busato & Bombieri §2.2.2).
+    GroupMapped(u32),
+    /// `group_mapped` with N = 32 (thesis §4.4.2.2).
+    WarpMapped,
+    /// `group_mapped` with N = the block size (thesis §4.4.2.2).
+    BlockMapped,
+    /// Virtual warps whose size is picked per launch from the average atoms per tile (Busato &
+    /// Bombieri §2.3.1): one plan per size, told apart by `Plan::select`.
+    DynamicVirtualWarps,
 }
+
+/// The group sizes `group_mapped(N)` accepts, with their attribute names (a table, because
+/// [`Schedule::name`] returns `&'static str`).
+pub const GROUP_SIZES: [(u32, &str); 10] = [
+    (2, "group_mapped(2)"),
+    (4, "group_mapped(4)"),
+    (8, "group_mapped(8)"),
+    (16, "group_mapped(16)"),
+    (32, "group_mapped(32)"),
+    (64, "group_mapped(64)"),
+    (128, "group_mapped(128)"),
+    (256, "group_mapped(256)"),
+    (512, "group_mapped(512)"),
+    (1024, "group_mapped(1024)"),
+];
 
 impl Schedule {
     /// Every built-in schedule, in the order `"auto"` expands to.
-    pub const ALL: &'static [Schedule] = &[Schedule::ThreadMapped];
+    pub const ALL: &'static [Schedule] = &[
+        Schedule::ThreadMapped,
+        Schedule::WarpMapped,
+        Schedule::BlockMapped,
+        Schedule::GroupMapped(4),
+        Schedule::GroupMapped(8),
+        Schedule::DynamicVirtualWarps,
+    ];
 
     /// The name written in the attribute and in plans.
     pub fn name(self) -> &'static str {
         match self {
             Schedule::ThreadMapped => "thread_mapped",
+            Schedule::GroupMapped(n) => GROUP_SIZES
+                .iter()
+                .find(|&&(size, _)| size == n)
+                .map_or("group_mapped(?)", |&(_, name)| name),
+            Schedule::WarpMapped => "warp_mapped",
+            Schedule::BlockMapped => "block_mapped",
+            Schedule::DynamicVirtualWarps => "dynamic_virtual_warps",
         }
     }
 
     pub fn from_name(name: &str) -> Option<Schedule> {
-        Self::ALL.iter().copied().find(|s| s.name() == name)
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|s| s.name() == name)
+            .or_else(|| {
+                GROUP_SIZES
+                    .iter()
+                    .find(|&&(_, n)| n == name)
+                    .map(|&(size, _)| Schedule::GroupMapped(size))
+            })
     }
 
     /// The template that plans and builds this schedule.
     pub fn template(self) -> &'static dyn ScheduleTemplate {
         match self {
             Schedule::ThreadMapped => &ThreadMapped,
+            Schedule::GroupMapped(n) => GroupMapped::fixed(n),
+            Schedule::WarpMapped => &GroupMapped::WARP,
+            Schedule::BlockMapped => &GroupMapped::BLOCK,
+            Schedule::DynamicVirtualWarps => &DynamicVirtualWarps,
         }
     }
 }

@@ -33,6 +33,8 @@ impl ScheduleTemplate for ThreadMapped {
                 dynamic_shared: 0,
             }]),
             temps: Cow::Owned(common_temps(opts)),
+            index_limit: None,
+            select: None,
         })
     }
 
