@@ -200,7 +200,13 @@ impl Checker<'_> {
     }
 
     /// An error covering all of `node` (a `Span` alone covers only its first token on stable).
-    fn err_at(&mut self, node: &dyn ToTokens, msg: impl std::fmt::Display) -> Option<Var> {
+    /// Records an error where no value follows.
+    fn report(&mut self, node: &dyn ToTokens, msg: impl std::fmt::Display) {
+        self.errors
+            .push(syn::Error::new_spanned(node, msg.to_string()));
+    }
+
+    fn err_at<T>(&mut self, node: &dyn ToTokens, msg: impl std::fmt::Display) -> Option<T> {
         self.errors
             .push(syn::Error::new_spanned(node, msg.to_string()));
         None
@@ -218,12 +224,10 @@ impl Checker<'_> {
             Kind::Poison => None,
             Kind::Int => {
                 self.err_at(span, format!("cannot call `{method}` on an integer whose type is not known yet: add a suffix (`2i32`) or annotate the `let` (`let x: i32 = ...`)"))
-            }
-            .and(None),
+            },
             Kind::Float => {
                 self.err_at(span, format!("cannot call `{method}` on a float whose type is not known yet: add a suffix (`2.0f32`) or annotate the `let` (`let x: f32 = ...`)"))
-            }
-            .and(None),
+            },
         }
     }
 
@@ -276,22 +280,22 @@ impl Checker<'_> {
         match s {
             Stmt::Local(l) => self.local(l),
             Stmt::Item(item) => {
-                self.err_at(&item, "items (`fn`, `const`, `use`, `struct`, …) cannot be declared inside a kernel body: declare them outside and pass values as parameters");
+                self.report(&item, "items (`fn`, `const`, `use`, `struct`, …) cannot be declared inside a kernel body: declare them outside and pass values as parameters");
             }
             Stmt::Expr(e, _) => self.stmt_expr(e),
             Stmt::Macro(m) => {
-                self.err_at(&m, MACRO_MSG);
+                self.report(&m, MACRO_MSG);
             }
         }
     }
 
     fn local(&mut self, l: &syn::Local) {
         let Some(init) = &l.init else {
-            self.err_at(&l, "a `let` in a kernel body needs a value: `let x = 0.0;`");
+            self.report(&l, "a `let` in a kernel body needs a value: `let x = 0.0;`");
             return;
         };
         if let Some((_, diverge)) = &init.diverge {
-            self.err_at(
+            self.report(
                 &diverge,
                 "`let ... else` is not supported in a kernel body: use `if`",
             );
@@ -328,7 +332,7 @@ impl Checker<'_> {
             }
             Pat::Wild(_) => {}
             other => {
-                self.err_at(&other, "only simple names can be bound in a kernel body (`let x = ...;`): destructuring is not supported");
+                self.report(&other, "only simple names can be bound in a kernel body (`let x = ...;`): destructuring is not supported");
             }
         }
     }
@@ -359,7 +363,7 @@ impl Checker<'_> {
                 Expr::Block(b) => self.block_stmts(&b.block),
                 Expr::If(ei) => self.if_stmt(ei),
                 other => {
-                    self.err_at(&other, "expected a block or `if` after `else`");
+                    self.report(&other, "expected a block or `if` after `else`");
                 }
             }
         }
@@ -374,7 +378,7 @@ impl Checker<'_> {
 
     fn for_loop(&mut self, f: &syn::ExprForLoop) {
         if let Some(l) = &f.label {
-            self.err_at(
+            self.report(
                 &l,
                 "loop labels are not supported in a kernel body (there is no `break`)",
             );
@@ -382,7 +386,7 @@ impl Checker<'_> {
         let range = match strip(&f.expr) {
             Expr::Range(r) if r.start.is_some() && r.end.is_some() => r,
             other => {
-                self.err_at(&other, "a kernel `for` loop must run over a bounded integer range: `for i in a..b` or `for i in a..=b`");
+                self.report(&other, "a kernel `for` loop must run over a bounded integer range: `for i in a..b` or `for i in a..=b`");
                 return;
             }
         };
@@ -411,7 +415,7 @@ impl Checker<'_> {
                 self.bindings.insert(key(&*f.pat), id);
             }
             other => {
-                self.err_at(
+                self.report(
                     &other,
                     "a `for` loop variable must be a simple name: `for i in a..b`",
                 );
@@ -430,10 +434,10 @@ impl Checker<'_> {
             }
             (None, None) => {}
             (Some(e), None) => {
-                self.err_at(&e, "this function has no `reduce`, so it returns nothing: write `return;`, or add `reduce` and a return type");
+                self.report(&e, "this function has no `reduce`, so it returns nothing: write `return;`, or add `reduce` and a return type");
             }
             (None, Some(_)) => {
-                self.err_at(
+                self.report(
                     &r,
                     "`return` needs a value here: the atom's contribution to the reduction",
                 );
@@ -661,24 +665,20 @@ impl Checker<'_> {
                 let ident = path_ident(p)?;
                 let name = ident.to_string();
                 if self.lookup_local(&name).is_some() {
-                    return self.err_at(&base, format!("`{name}` is a local scalar and cannot be indexed: index a slice parameter"))
-                        .and(None);
+                    return self.err_at(&base, format!("`{name}` is a local scalar and cannot be indexed: index a slice parameter"));
                 }
                 let Some(i) = self.lookup_param(&name) else {
-                    return self
-                        .err_at(
-                            &base,
-                            format!("cannot find a slice `{name}` in this kernel"),
-                        )
-                        .and(None);
+                    return self.err_at(
+                        &base,
+                        format!("cannot find a slice `{name}` in this kernel"),
+                    );
                 };
                 self.names.insert(key(strip(base)), Name::Param(i));
                 match &self.sig.params[i].role {
                     Role::Slice { elem, mutable } => Some((Array::Slice { param: i, mutable: *mutable }, *elem)),
                     Role::TileSet { .. } => self
-                        .err_at(&base, format!("index one of the tile set's arrays: `{name}.values[nz]`, `{name}.col_indices[nz]`, `{name}.row_offsets[row]`"))
-                        .and(None),
-                    _ => self.err_at(&base, format!("`{name}` is a scalar and cannot be indexed")).and(None),
+                        .err_at(&base, format!("index one of the tile set's arrays: `{name}.values[nz]`, `{name}.col_indices[nz]`, `{name}.row_offsets[row]`")),
+                    _ => self.err_at(&base, format!("`{name}` is a scalar and cannot be indexed")),
                 }
             }
             Expr::Field(f) => {
@@ -692,17 +692,14 @@ impl Checker<'_> {
                     _ => {
                         return self
                             .err_at(&f.member, format!("`{field}` is not an array of the tile set: the arrays are `values`, `col_indices`, `row_offsets`"))
-                            .and(None)
                     }
                 };
                 Some((Array::Field { param, field }, elem))
             }
-            other => self
-                .err_at(
-                    &other,
-                    "only slice parameters and the tile set's arrays can be indexed",
-                )
-                .and(None),
+            other => self.err_at(
+                &other,
+                "only slice parameters and the tile set's arrays can be indexed",
+            ),
         }
     }
 
@@ -727,9 +724,7 @@ impl Checker<'_> {
                 self.names.insert(key(strip(base)), Name::Param(i));
                 Some((i, v))
             }
-            None => self
-                .err_at(&base, "fields can only be read from the tile-set parameter")
-                .and(None),
+            None => self.err_at(&base, "fields can only be read from the tile-set parameter"),
         }
     }
 
@@ -737,7 +732,7 @@ impl Checker<'_> {
         if let Some(v) = self.value(index) {
             let u = self.known(STy::Usize);
             if let Err((found, _)) = self.unify(v, u) {
-                self.err_at(
+                self.report(
                     &index,
                     format!(
                         "indices must be `usize`, found {}: write `x[i as usize]`",

@@ -4,7 +4,7 @@
 //! mistake shows one error instead of a cascade at every use.
 
 use lb_ptx::body::{IndexRole, Reduce};
-use lb_ptx::plan::{Grid, Plan, TempCount, TempRole};
+use lb_ptx::plan::{Grid, Plan, Select, TempCount, TempRole};
 use lb_ptx::{GenError, Generated, Options, Schedule};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
@@ -264,6 +264,12 @@ fn plan_tokens(p: &Plan) -> TokenStream {
             }
         }
     });
+    let select = match p.select {
+        Some(Select::AvgAtomsPerTile { min, max }) => {
+            quote!(::core::option::Option::Some(::lb::__private::Select::AvgAtomsPerTile { min: #min, max: #max }))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let index_limit = match p.index_limit {
         Some(n) => quote!(::core::option::Option::Some(#n)),
         None => quote!(::core::option::Option::None),
@@ -274,6 +280,7 @@ fn plan_tokens(p: &Plan) -> TokenStream {
             kernels: ::std::borrow::Cow::Borrowed(&[#(#kernels),*]),
             temps: ::std::borrow::Cow::Borrowed(&[#(#temps),*]),
             index_limit: #index_limit,
+            select: #select,
         }
     }
 }
@@ -408,18 +415,22 @@ fn cpu_fn(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
             };
             // Integer sums wrap, as they do on the GPU; float min/max follow `f32::min`.
             let combine = match (op, t.is_float()) {
-                (Reduce::Sum, true) => quote!(__lb_acc + __lb_value),
-                (Reduce::Sum, false) => quote!(#ty::wrapping_add(__lb_acc, __lb_value)),
-                (Reduce::Min, true) => quote!(#ty::min(__lb_acc, __lb_value)),
-                (Reduce::Min, false) => quote!(::core::cmp::Ord::min(__lb_acc, __lb_value)),
-                (Reduce::Max, true) => quote!(#ty::max(__lb_acc, __lb_value)),
-                (Reduce::Max, false) => quote!(::core::cmp::Ord::max(__lb_acc, __lb_value)),
+                (Reduce::Sum, true) => quote!(__lb_acc += __lb_value),
+                (Reduce::Sum, false) => quote!(__lb_acc = #ty::wrapping_add(__lb_acc, __lb_value)),
+                (Reduce::Min, true) => quote!(__lb_acc = #ty::min(__lb_acc, __lb_value)),
+                (Reduce::Min, false) => {
+                    quote!(__lb_acc = ::core::cmp::Ord::min(__lb_acc, __lb_value))
+                }
+                (Reduce::Max, true) => quote!(__lb_acc = #ty::max(__lb_acc, __lb_value)),
+                (Reduce::Max, false) => {
+                    quote!(__lb_acc = ::core::cmp::Ord::max(__lb_acc, __lb_value))
+                }
             };
             quote! {
                 let mut __lb_acc: #ty = #identity;
                 for __lb_atom in __lb_begin..__lb_end {
                     let __lb_value: #ty = #call;
-                    __lb_acc = #combine;
+                    #combine;
                 }
                 #out[__lb_tile * __lb_lanes + __lb_lane] = __lb_acc;
             }
@@ -502,8 +513,9 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
         .output
         .as_ref()
         .map(|out| quote!(::lb::__private::KernelArg::push_args(&*#out, &mut __lb_args);));
-    let too_big =
-        format!("`{name}`: {{}} tiles + atoms exceed the index range of every plan of `{{}}`");
+    let too_big = format!(
+        "`{name}`: {{}} tiles + atoms fit no plan of `{{}}` (index range or variant rules)"
+    );
     let shape_check = sig.output.as_ref().map(|out| {
         let msg = format!("`{name}`: the output `{out}` has {{}} elements but needs {{}} (rows × lanes)");
         quote! {
@@ -523,8 +535,8 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
                 atoms: #a.nnz() as ::core::primitive::u64,
                 lanes: #lanes as ::core::primitive::u64,
             };
-            // A schedule may have several plans (32-bit index arithmetic first, then 64-bit):
-            // the first whose limit admits the problem runs.
+            // A schedule may have several plans (32-bit index arithmetic before 64-bit, variants
+            // for different tile sizes): the first whose limit and rule admit the problem runs.
             let mut __lb_plans = self::PLANS.iter().filter(|__lb_p| __lb_p.schedule == schedule.name()).peekable();
             if __lb_plans.peek().is_none() {
                 return ::core::result::Result::Err(::lb::__private::Error::ScheduleNotGenerated {
@@ -533,7 +545,10 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
                 });
             }
             let __lb_work = __lb_size.tiles.saturating_add(__lb_size.atoms);
-            let __lb_plan = match __lb_plans.find(|__lb_p| __lb_p.index_limit.is_none_or(|__lb_l| __lb_work <= __lb_l)) {
+            let __lb_plan = match __lb_plans.find(|__lb_p| {
+                __lb_p.index_limit.is_none_or(|__lb_l| __lb_work <= __lb_l)
+                    && __lb_p.select.as_ref().is_none_or(|__lb_r| __lb_r.matches(&__lb_size))
+            }) {
                 ::core::option::Option::Some(__lb_p) => __lb_p,
                 ::core::option::Option::None => {
                     return ::core::result::Result::Err(::lb::__private::Error::Shape(::std::format!(

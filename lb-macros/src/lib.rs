@@ -19,7 +19,7 @@ use proc_macro::TokenStream;
 
 /// Generates a load-balanced GPU kernel family from the function computing one atom.
 ///
-/// ```ignore
+/// ```text
 /// #[load_balanced(schedule = "thread_mapped", reduce = "sum", output = "y")]
 /// fn spmv(a: &Csr<f32>, x: &[f32], #[tile] row: usize, #[atom] nz: usize) -> f32 {
 ///     a.values[nz] * x[a.col_indices[nz] as usize]

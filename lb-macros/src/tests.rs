@@ -500,7 +500,13 @@ fn attribute_rules() {
     let msgs: Vec<String> = err.into_iter().map(|e| e.to_string()).collect();
     assert_eq!(msgs.len(), 3, "{msgs:?}");
     assert!(msgs[0].starts_with("unknown schedule `nope`"));
-    let args = attr::parse(quote!(checked, index = "u32", block = 1024, target = "sm_90a")).unwrap();
+    let args = attr::parse(quote!(
+        checked,
+        index = "u32",
+        block = 1024,
+        target = "sm_90a"
+    ))
+    .unwrap();
     assert!(args.checked);
     assert_eq!((args.index, args.block), (lb_ptx::IndexWidth::U32, 1024));
     let err = attr::parse(quote!(reduce = "sum")).unwrap_err();

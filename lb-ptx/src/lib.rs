@@ -88,7 +88,7 @@ fn target_ok(target: &str) -> bool {
 }
 
 /// Builds one PTX module holding the kernels of every schedule in `opts.schedules`, and their
-/// plans in the same order.
+/// plans in the same order (one or more per schedule, see [`ScheduleTemplate::plans`]).
 pub fn generate(body: &body::Body, opts: &Options) -> Result<Generated, GenError> {
     if !target_ok(&opts.target) {
         return Err(GenError::BadTarget(opts.target.clone()));
@@ -108,9 +108,10 @@ pub fn generate(body: &body::Body, opts: &Options) -> Result<Generated, GenError
             });
         }
         let template = schedule.template();
-        let plan = template.plan(body, opts)?;
-        kernels.extend(template.build(body, opts, &plan)?);
-        plans.push(plan);
+        for plan in template.plans(body, opts)? {
+            kernels.extend(template.build(body, opts, &plan)?);
+            plans.push(plan);
+        }
     }
     let module = ir::Module {
         version: (7, 8),

@@ -8,7 +8,10 @@
 
 mod dynamic_virtual_warps;
 mod group_mapped;
+mod merge_path;
+mod nonzero_split;
 mod thread_mapped;
+mod work_oriented;
 
 use std::borrow::Cow;
 
@@ -21,6 +24,8 @@ use crate::{GenError, Options};
 
 pub use dynamic_virtual_warps::DynamicVirtualWarps;
 pub use group_mapped::GroupMapped;
+pub use merge_path::MergePath;
+pub use nonzero_split::NonzeroSplit;
 pub use thread_mapped::ThreadMapped;
 
 /// A built-in schedule.
@@ -39,6 +44,12 @@ pub enum Schedule {
     /// Virtual warps whose size is picked per launch from the average atoms per tile (Busato &
     /// Bombieri §2.3.1): one plan per size, told apart by `Plan::select`.
     DynamicVirtualWarps,
+    /// An even share of `tiles + atoms` per thread by a diagonal search of the merge path, partial
+    /// tiles carried out and fixed up deterministically (thesis §3.3.3, §4.4.2.1).
+    MergePath,
+    /// An even share of atoms per thread by a binary search of the tile offsets, with the same
+    /// carry-out and fix-up (thesis §3.3.3).
+    NonzeroSplit,
 }
 
 /// The group sizes `group_mapped(N)` accepts, with their attribute names (a table, because
@@ -65,6 +76,8 @@ impl Schedule {
         Schedule::GroupMapped(4),
         Schedule::GroupMapped(8),
         Schedule::DynamicVirtualWarps,
+        Schedule::MergePath,
+        Schedule::NonzeroSplit,
     ];
 
     /// The name written in the attribute and in plans.
@@ -78,6 +91,8 @@ impl Schedule {
             Schedule::WarpMapped => "warp_mapped",
             Schedule::BlockMapped => "block_mapped",
             Schedule::DynamicVirtualWarps => "dynamic_virtual_warps",
+            Schedule::MergePath => "merge_path",
+            Schedule::NonzeroSplit => "nonzero_split",
         }
     }
 
@@ -102,6 +117,8 @@ impl Schedule {
             Schedule::WarpMapped => &GroupMapped::WARP,
             Schedule::BlockMapped => &GroupMapped::BLOCK,
             Schedule::DynamicVirtualWarps => &DynamicVirtualWarps,
+            Schedule::MergePath => &MergePath,
+            Schedule::NonzeroSplit => &NonzeroSplit,
         }
     }
 }
@@ -110,6 +127,12 @@ impl Schedule {
 pub trait ScheduleTemplate {
     /// The plan for `body` under `opts`; its temporaries fix the kernels' trailing params.
     fn plan(&self, body: &Body, opts: &Options) -> Result<Plan, GenError>;
+
+    /// Every plan of the schedule, in the order the runtime considers them (a schedule with
+    /// variants, such as a 32-bit and a 64-bit one, returns several); each is built separately.
+    fn plans(&self, body: &Body, opts: &Options) -> Result<Vec<Plan>, GenError> {
+        Ok(vec![self.plan(body, opts)?])
+    }
 
     /// The plan's kernels, in launch order, named as in `plan.kernels`.
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError>;

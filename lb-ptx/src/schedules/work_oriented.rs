@@ -38,9 +38,10 @@ use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, 
 use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
 use crate::{GenError, IndexWidth, Options};
 
-/// The share of a thread when `Options::items_per_thread` is left at 1: seven work items keep the
-/// walk short while amortizing the searches over several items (Merrill & Garland's CUB SpMV
-/// runs a handful of items per thread on every architecture). The same on every target.
+/// The share of a thread when `Options::items_per_thread` is left at 1 (merge path: tiles plus
+/// atoms; nonzero split: atoms), the same on every target for now. Seven keeps the walk and its
+/// registers short while amortizing a thread's two searches over several items; it is a starting
+/// point, not a tuned value.
 pub const DEFAULT_ITEMS_PER_THREAD: u32 = 7;
 
 /// The largest `tiles + atoms` the 32-bit variant handles: every index it keeps in 32 bits
@@ -141,6 +142,7 @@ pub fn plans(
                 kernels: Cow::Owned(kernels),
                 temps: Cow::Owned(temps.clone()),
                 index_limit,
+                select: None,
             }
         })
         .collect())
@@ -357,11 +359,11 @@ pub fn main_kernel(
     b.loop_end(tiles);
 
     // The partial tile: `i` may be `tiles` here, whose begin `row_offsets[tiles]` exists.
-    let partial_from = b.mov(w, j);
+    let partial_from = body.reduce.map(|_| b.mov(w, j));
     let tile = widen(&mut b, w, i);
     atoms_of(&mut b, tile, s.j1)?;
 
-    if let (Some(acc), Some((ty, _))) = (acc, body.reduce) {
+    if let (Some(acc), Some(partial_from), Some((ty, _))) = (acc, partial_from, body.reduce) {
         let keys = f.params.temps[temp_index(plan, CARRY_KEYS)?];
         let values = f.params.temps[temp_index(plan, CARRY_VALUES)?];
         let key = match (f.layout.lanes, f.lane) {
@@ -398,7 +400,9 @@ pub fn fixup_kernel(body: &Body, opts: &Options, plan: &Plan) -> Result<Kernel, 
     let keys = params.temps[temp_index(plan, CARRY_KEYS)?];
     let values = params.temps[temp_index(plan, CARRY_VALUES)?];
     let Some((out, out_len)) = params.output else {
-        return Err(GenError::Unsupported("a reducing body has an output".into()));
+        return Err(GenError::Unsupported(
+            "a reducing body has an output".into(),
+        ));
     };
     let done = b.label();
 

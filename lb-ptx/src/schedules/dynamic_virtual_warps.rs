@@ -1,0 +1,77 @@
+//! `dynamic_virtual_warps`: virtual warps (`group_mapped(N)`, N <= 32) whose size is chosen per
+//! launch from the tile set's average atoms per tile.
+//!
+//! Busato & Bombieri `seeds/000_441aa2418e6e0d1e.txt` §2.3.1 ("Dynamic Virtual Warps"): the
+//! virtual warp size is "calculated and set at run time depending on the workload", chosen among
+//! powers of two up to the warp size, with "too small sizes excluded a priori" (so 1 is not a
+//! candidate); their measurements (§5, web-NotreDame) note that "the optimal virtual warp size is
+//! proportional to the average of work-item sizes". The rule here: N is the smallest power of two
+//! at least the average atoms per tile (rounded up), clamped to 2..=32. The dynamic-parallelism
+//! half of their technique (child kernels for tiles above a threshold) is not part of this
+//! schedule.
+//!
+//! Every candidate N is generated as its own kernel and plan; the plans share the schedule name
+//! and carry [`Select::AvgAtomsPerTile`] ranges that cover `0..` exactly once, so the runtime
+//! picks the one whose range holds [`Select::avg_atoms_per_tile`] of the launch.
+
+use super::group_mapped::{build_group, group_plan};
+use super::{Schedule, ScheduleTemplate};
+use crate::body::Body;
+use crate::ir::Kernel;
+use crate::plan::{Plan, Select};
+use crate::{GenError, Options};
+
+/// The `dynamic_virtual_warps` template.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DynamicVirtualWarps;
+
+/// `(N, min, max)`: N is picked for average atoms per tile in `min..max` (`u64::MAX`: no bound).
+pub const VARIANTS: [(u32, u64, u64); 5] = [
+    (2, 0, 3),
+    (4, 3, 5),
+    (8, 5, 9),
+    (16, 9, 17),
+    (32, 17, u64::MAX),
+];
+
+impl DynamicVirtualWarps {
+    /// The virtual warp size the rule picks for an average of `avg` atoms per tile.
+    pub fn size_for(avg: u64) -> u32 {
+        VARIANTS
+            .iter()
+            .find(|&&(_, min, max)| avg >= min && (avg < max || max == u64::MAX))
+            .map_or(32, |&(n, _, _)| n)
+    }
+
+    fn select(min: u64, max: u64) -> Select {
+        Select::AvgAtomsPerTile { min, max }
+    }
+}
+
+impl ScheduleTemplate for DynamicVirtualWarps {
+    /// The first variant (N = 2); [`ScheduleTemplate::plans`] lists them all.
+    fn plan(&self, body: &Body, opts: &Options) -> Result<Plan, GenError> {
+        let mut plans = self.plans(body, opts)?;
+        Ok(plans.remove(0))
+    }
+
+    fn plans(&self, body: &Body, opts: &Options) -> Result<Vec<Plan>, GenError> {
+        VARIANTS
+            .iter()
+            .map(|&(n, min, max)| {
+                let entry = format!("{}_dynamic_virtual_warps_{n}", body.name);
+                let select = Some(Self::select(min, max));
+                group_plan(opts, Schedule::DynamicVirtualWarps, n, entry, select)
+            })
+            .collect()
+    }
+
+    fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
+        let n = VARIANTS
+            .iter()
+            .find(|&&(_, min, max)| plan.select == Some(Self::select(min, max)))
+            .map(|&(n, _, _)| n)
+            .ok_or_else(|| GenError::Unsupported("not a plan of `dynamic_virtual_warps`".into()))?;
+        Ok(vec![build_group(body, opts, plan, n)?])
+    }
+}

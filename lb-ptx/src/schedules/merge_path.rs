@@ -1,0 +1,177 @@
+//! `merge_path`: an even share of `tiles + atoms` per thread, found by a diagonal search of the
+//! merge path between the tile end offsets (`row_offsets[1..]`) and the atom indices.
+//!
+//! Thesis `seeds/001_ea7a499d193f2b3c.txt` §3.3.3 ("a 2-D split of the grid created using the
+//! row-offsets and the nonzero indices ... the search along the diagonal of the grid allows each
+//! thread to find its starting and ending rows and nonzeros"; first across blocks, "and then to
+//! threads within a block to reduce the search space each thread has to search through") and
+//! §4.4.2.1 (a tile and an atom are the same amount of work; complete tiles, then the partial
+//! tile), after Merrill & Garland's merge-based SpMV [64].
+//!
+//! Two threads of each block search the block's two diagonals in global memory; the block stages
+//! the end offsets of its tiles in shared memory (at most `block × items_per_thread` of them, as
+//! the block's share bounds how many tiles it finishes); each thread then searches its own two
+//! diagonals in shared memory and walks its share ([`super::work_oriented`]). The search at
+//! diagonal `d` finds the split `(i, d - i)` with `i` the first tile such that
+//! `row_offsets[i + 1] > d - i - 1`: a tile whose end is at or before an atom is finished first,
+//! as in the walk.
+
+use super::work_oriented::{self, narrow, select_to, Frame, Share, TileEnds};
+use super::{Schedule, ScheduleTemplate};
+use crate::body::Body;
+use crate::builder::KernelBuilder;
+use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Space, Type};
+use crate::plan::Plan;
+use crate::{GenError, IndexWidth, Options};
+
+/// The `merge_path` template.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MergePath;
+
+const TILE_ENDS: &str = "lb_tile_ends";
+const BOUNDS: &str = "lb_block_bounds";
+/// Static shared memory every target offers a block.
+const SHARED_LIMIT: u32 = 48 * 1024;
+
+impl ScheduleTemplate for MergePath {
+    fn plan(&self, body: &Body, opts: &Options) -> Result<Plan, GenError> {
+        let mut plans = self.plans(body, opts)?;
+        Ok(plans.remove(0))
+    }
+
+    fn plans(&self, body: &Body, opts: &Options) -> Result<Vec<Plan>, GenError> {
+        let width = if opts.index == IndexWidth::U32 { 4 } else { 8 };
+        let bytes =
+            u64::from(opts.block) * u64::from(work_oriented::items_per_thread(opts)) * width + 16;
+        if bytes > u64::from(SHARED_LIMIT) {
+            return Err(GenError::BadBlock {
+                schedule: Schedule::MergePath.name(),
+                block: opts.block,
+                why: format!(
+                    "a block stages `block × items_per_thread` tile offsets in shared memory \
+                     ({bytes} bytes, over {SHARED_LIMIT}): use fewer threads or items per thread"
+                ),
+            });
+        }
+        work_oriented::plans(body, opts, Schedule::MergePath, true)
+    }
+
+    fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
+        work_oriented::build(body, opts, plan, true, share)
+    }
+}
+
+/// The first `i` in `lo..hi` (clamped to the diagonal) with `end(i) > d - i - 1`: the number of
+/// tiles finished before diagonal `d`. Every register has width `w`.
+fn diagonal_search(
+    b: &mut KernelBuilder,
+    w: Type,
+    d: Reg,
+    atoms: Reg,
+    (lo, hi): (Reg, Reg),
+    end: &mut dyn FnMut(&mut KernelBuilder, Reg) -> Reg,
+) -> Reg {
+    let over = b.setp(Cmp::Gt, w, d, atoms);
+    let diff = b.bin(BinOp::Sub, w, d, atoms);
+    let zero = b.mov(w, Operand::Imm(0));
+    let below = b.selp(w, diff, zero, over);
+    let x_min = b.bin(BinOp::Max, w, lo, below);
+    let x_max = b.bin(BinOp::Min, w, d, hi);
+    let search = b.loop_begin();
+    let found = b.setp(Cmp::Ge, w, x_min, x_max);
+    b.break_if(&search, found, false);
+    let span = b.bin(BinOp::Sub, w, x_max, x_min);
+    let half = b.bin(BinOp::Shr, w, span, Operand::Imm(1));
+    let pivot = b.bin(BinOp::Add, w, x_min, half);
+    let e = end(b, pivot);
+    let rest = b.bin(BinOp::Sub, w, d, pivot);
+    let rest = b.bin(BinOp::Sub, w, rest, Operand::Imm(1));
+    let finished = b.setp(Cmp::Le, w, e, rest);
+    let next = b.bin(BinOp::Add, w, pivot, Operand::Imm(1));
+    select_to(b, w, x_min, next, x_min, finished);
+    select_to(b, w, x_max, x_max, pivot, finished);
+    b.loop_end(search);
+    x_min
+}
+
+fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
+    let w = f.w;
+    let row_offsets = f.layout.csr.row_offsets;
+    b.shared(BOUNDS, 8, 16);
+    b.shared(TILE_ENDS, 8, (f.per_block as u32) * w.size());
+
+    let start = b.bin(BinOp::Mul, Type::U64, f.cta, Operand::Imm(f.per_block));
+    let d0 = b.bin(BinOp::Min, Type::U64, start, f.work);
+    let stop = b.bin(BinOp::Add, Type::U64, d0, Operand::Imm(f.per_block));
+    let d1 = b.bin(BinOp::Min, Type::U64, stop, f.work);
+
+    let bounds = b.mov(Type::U64, Operand::Symbol(BOUNDS.into()));
+    let searcher = b.setp(Cmp::Lt, Type::U64, f.tid, Operand::Imm(2));
+    let scope = b.if_begin(searcher, false);
+    let first = b.setp(Cmp::Eq, Type::U64, f.tid, Operand::Imm(0));
+    let d = b.selp(Type::U64, d0, d1, first);
+    let zero = b.mov(Type::U64, Operand::Imm(0));
+    let x = diagonal_search(
+        b,
+        Type::U64,
+        d,
+        f.atoms,
+        (zero, f.layout.tiles),
+        &mut |b, pivot| {
+            let addr = b.elem_addr(row_offsets, pivot, 8);
+            let next = b.bin(BinOp::Add, Type::U64, addr, Operand::Imm(8));
+            b.ld(Space::Global, Type::U64, next)
+        },
+    );
+    let slot = b.elem_addr(bounds, f.tid, 8);
+    b.st(Space::Shared, Type::U64, slot, x);
+    b.if_end(scope);
+    b.emit(Op::BarSync);
+
+    let i_start = b.ld(Space::Shared, Type::U64, bounds);
+    let second = b.bin(BinOp::Add, Type::U64, bounds, Operand::Imm(8));
+    let i_end = b.ld(Space::Shared, Type::U64, second);
+    let base = b.mov(Type::U64, Operand::Symbol(TILE_ENDS.into()));
+    let count = b.bin(BinOp::Sub, Type::U64, i_end, i_start);
+    let k = b.mov(Type::U64, f.tid);
+    let stage = b.loop_begin();
+    let staged = b.setp(Cmp::Ge, Type::U64, k, count);
+    b.break_if(&stage, staged, false);
+    let tile = b.bin(BinOp::Add, Type::U64, i_start, k);
+    let addr = b.elem_addr(row_offsets, tile, 8);
+    let next = b.bin(BinOp::Add, Type::U64, addr, Operand::Imm(8));
+    let end = b.ld(Space::Global, Type::U64, next);
+    let end = narrow(b, w, end);
+    let dst = b.elem_addr(base, k, w.size());
+    b.st(Space::Shared, w, dst, end);
+    b.bin_to(BinOp::Add, Type::U64, k, k, Operand::Imm(f.block));
+    b.loop_end(stage);
+    b.emit(Op::BarSync);
+
+    let mine = b.bin(BinOp::Mul, Type::U64, f.tid, Operand::Imm(f.per_thread));
+    let mine = b.bin(BinOp::Add, Type::U64, d0, mine);
+    let t0 = b.bin(BinOp::Min, Type::U64, mine, f.work);
+    let past = b.bin(BinOp::Add, Type::U64, t0, Operand::Imm(f.per_thread));
+    let t1 = b.bin(BinOp::Min, Type::U64, past, f.work);
+    let (t0, t1) = (narrow(b, w, t0), narrow(b, w, t1));
+    let atoms = narrow(b, w, f.atoms);
+    let first = narrow(b, w, i_start);
+    let last = narrow(b, w, i_end);
+    let mut staged_end = |b: &mut KernelBuilder, pivot: Reg| {
+        let k = b.bin(BinOp::Sub, w, pivot, first);
+        let k = work_oriented::widen(b, w, k);
+        let addr = b.elem_addr(base, k, w.size());
+        b.ld(Space::Shared, w, addr)
+    };
+    let i0 = diagonal_search(b, w, t0, atoms, (first, last), &mut staged_end);
+    let j0 = b.bin(BinOp::Sub, w, t0, i0);
+    let i1 = diagonal_search(b, w, t1, atoms, (first, last), &mut staged_end);
+    let j1 = b.bin(BinOp::Sub, w, t1, i1);
+    Share {
+        i0,
+        j0,
+        i1,
+        j1,
+        ends: TileEnds::Shared { base, first },
+    }
+}

@@ -1,0 +1,778 @@
+//! The group-mapped family (`group_mapped(N)`, `warp_mapped`, `block_mapped`,
+//! `dynamic_virtual_warps`) on the simulator against sequential CPU loops, on adversarial and
+//! random tile sets; plus the PTX shape of virtual warps, ptxas, and snapshots.
+
+mod codegen_common;
+
+use codegen_common::*;
+use lb_ptx::body::*;
+use lb_ptx::plan::{Plan, ProblemSize, Select};
+use lb_ptx::schedules::DynamicVirtualWarps;
+use lb_ptx::sim::{self, LaunchConfig, Memory};
+use lb_ptx::{generate, GenError, Generated, Options, Schedule};
+use proptest::prelude::*;
+
+const BLOCK: u32 = 128;
+
+/// Every group size under test: the shuffle sizes, one shared-memory size below the block, and
+/// the whole block.
+const SCHEDULES: [Schedule; 7] = [
+    Schedule::GroupMapped(2),
+    Schedule::GroupMapped(4),
+    Schedule::GroupMapped(8),
+    Schedule::GroupMapped(16),
+    Schedule::WarpMapped,
+    Schedule::GroupMapped(64),
+    Schedule::BlockMapped,
+];
+
+fn upload(mem: &mut Memory, bytes: &[u8]) -> u64 {
+    let addr = mem.alloc(bytes.len().max(1) as u64);
+    mem.write(addr, bytes).unwrap();
+    addr
+}
+
+fn bytes_of<T: Copy, const W: usize>(v: &[T], f: impl Fn(T) -> [u8; W]) -> Vec<u8> {
+    v.iter().flat_map(|&x| f(x)).collect()
+}
+
+fn read_words<const W: usize>(mem: &Memory, addr: u64, n: usize) -> Vec<[u8; W]> {
+    mem.read(addr, (W * n) as u64)
+        .unwrap()
+        .chunks(W)
+        .map(|c| c.try_into().unwrap())
+        .collect()
+}
+
+/// A CSR tile set with integer-valued floats, so sums are exact in any order.
+#[derive(Clone, Debug)]
+struct Tiles {
+    offsets: Vec<u64>,
+    cols: Vec<u32>,
+    values: Vec<f32>,
+    ncols: usize,
+}
+
+impl Tiles {
+    fn new(sizes: &[usize]) -> Tiles {
+        let ncols = 50;
+        let mut offsets = vec![0u64];
+        let (mut cols, mut values) = (Vec::new(), Vec::new());
+        for (r, &n) in sizes.iter().enumerate() {
+            for j in 0..n {
+                cols.push(((r * 13 + j * 7) % ncols) as u32);
+                values.push(((r * 5 + j * 3) % 17) as f32 - 8.0);
+            }
+            offsets.push(cols.len() as u64);
+        }
+        Tiles {
+            offsets,
+            cols,
+            values,
+            ncols,
+        }
+    }
+
+    fn rows(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    fn atoms(&self, r: usize) -> std::ops::Range<usize> {
+        self.offsets[r] as usize..self.offsets[r + 1] as usize
+    }
+
+    fn upload(&self, mem: &mut Memory) -> Vec<u64> {
+        vec![
+            upload(mem, &bytes_of(&self.offsets, u64::to_le_bytes)),
+            upload(mem, &bytes_of(&self.cols, u32::to_le_bytes)),
+            upload(mem, &bytes_of(&self.values, f32::to_le_bytes)),
+            self.rows() as u64,
+            self.ncols as u64,
+            self.values.len() as u64,
+        ]
+    }
+}
+
+fn opts(schedule: Schedule) -> Options {
+    Options {
+        schedules: vec![schedule],
+        block: BLOCK,
+        ..Options::default()
+    }
+}
+
+/// Runs the kernel of `plan` from `g` over `grid` blocks.
+fn launch(g: &Generated, plan: &Plan, grid: u32, args: &[u64], mem: &mut Memory) {
+    let module = sim::parse(&g.ptx).unwrap();
+    let kp = &plan.kernels[0];
+    let cfg = LaunchConfig {
+        grid,
+        block: kp.block,
+        dynamic_shared: kp.dynamic_shared,
+    };
+    sim::launch(&module, &kp.entry, cfg, args, mem).unwrap_or_else(|e| panic!("{}: {e}", kp.entry));
+}
+
+/// Every plan of `schedule` for `body`, each with the generated module.
+fn plans(body: &Body, o: &Options) -> (Generated, Vec<Plan>) {
+    let g = generate(body, o).unwrap();
+    let plans = g.plans.clone();
+    (g, plans)
+}
+
+/// `fn vfirst(a: &Csr<f32>, #[atom] nz) -> f32 { a.values[nz] }` under `reduce`.
+fn values_body(name: &str, reduce: Reduce) -> Body {
+    let v = load(
+        Ty::F32,
+        ArrayRef::Field(0, CsrField::Values),
+        index(IndexRole::Atom),
+    );
+    Body {
+        name: name.into(),
+        params: vec![csr("a", Ty::F32)],
+        roles: vec![IndexRole::Atom],
+        locals: vec![],
+        block: Block {
+            stmts: vec![],
+            value: Some(Box::new(v)),
+        },
+        reduce: Some((Ty::F32, reduce)),
+    }
+}
+
+/// `fn isum(a: &Csr<f32>, #[atom] nz, #[rank] r) -> i64 { nz as i64 * 7 - r as i64 }`: 64-bit
+/// contributions through the 64-bit shuffles.
+fn isum() -> Body {
+    let v = bin(
+        BinaryOp::Sub,
+        Ty::I64,
+        bin(
+            BinaryOp::Mul,
+            Ty::I64,
+            cast(Ty::I64, index(IndexRole::Atom)),
+            int(Ty::I64, 7),
+        ),
+        cast(Ty::I64, index(IndexRole::Rank)),
+    );
+    Body {
+        name: "isum".into(),
+        params: vec![csr("a", Ty::F32)],
+        roles: vec![IndexRole::Atom, IndexRole::Rank],
+        locals: vec![],
+        block: Block {
+            stmts: vec![],
+            value: Some(Box::new(v)),
+        },
+        reduce: Some((Ty::I64, Reduce::Sum)),
+    }
+}
+
+/// No reduce: `atomic_add(&mut counts[nz], 1); tile_of[nz] = row as u64; rank_of[nz] = r as u64;`
+/// with an optional frontier parameter right after the tile set.
+fn visit(frontier: bool) -> Body {
+    let f = usize::from(frontier);
+    let mut params = vec![csr("a", Ty::F32)];
+    if frontier {
+        params.push(slice("frontier", Ty::U32, false));
+    }
+    params.extend([
+        slice("counts", Ty::U32, true),
+        slice("tile_of", Ty::U64, true),
+        slice("rank_of", Ty::U64, true),
+    ]);
+    let count = atomic(
+        AtomicOp::Add,
+        Ty::U32,
+        ArrayRef::Param(1 + f),
+        index(IndexRole::Atom),
+        vec![int(Ty::U32, 1)],
+    );
+    Body {
+        name: if frontier { "visit_f" } else { "visit" }.into(),
+        params,
+        roles: vec![IndexRole::Tile, IndexRole::Atom, IndexRole::Rank],
+        locals: vec![],
+        block: Block {
+            stmts: vec![
+                Stmt::Expr(count),
+                Stmt::Store {
+                    array: ArrayRef::Param(2 + f),
+                    index: index(IndexRole::Atom),
+                    value: index(IndexRole::Tile),
+                },
+                Stmt::Store {
+                    array: ArrayRef::Param(3 + f),
+                    index: index(IndexRole::Atom),
+                    value: index(IndexRole::Rank),
+                },
+            ],
+            value: None,
+        },
+        reduce: None,
+    }
+}
+
+/// `spmv` over a frontier: `fn spmv_f(a, frontier: &[u32], x: &[f32], #[tile] row, #[atom] nz)`.
+fn spmv_frontier() -> Body {
+    let mut b = spmv();
+    b.name = "spmv_f".into();
+    b.params.insert(1, slice("frontier", Ty::U32, false));
+    let ExprKind::Binary { rhs, .. } = &mut b.block.value.as_mut().unwrap().kind else {
+        unreachable!()
+    };
+    let ExprKind::Load { array, .. } = &mut rhs.kind else {
+        unreachable!()
+    };
+    *array = ArrayRef::Param(2);
+    b
+}
+
+fn nan_f32(n: usize) -> Vec<u8> {
+    bytes_of(&vec![f32::NAN; n], f32::to_le_bytes)
+}
+
+fn xvec(n: usize) -> Vec<f32> {
+    (0..n).map(|i| (i % 9) as f32 - 4.0).collect()
+}
+
+/// SpMV on every plan of `o`; returns the raw output bits of each run.
+fn check_spmv(t: &Tiles, o: &Options, grid: u32) -> Vec<Vec<u32>> {
+    let (g, plans) = plans(&spmv(), o);
+    let x = xvec(t.ncols);
+    let mut outs = Vec::new();
+    for plan in &plans {
+        let mut mem = Memory::new();
+        let mut args = t.upload(&mut mem);
+        args.extend([
+            upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
+            x.len() as u64,
+        ]);
+        let y = upload(&mut mem, &nan_f32(t.rows()));
+        args.extend([y, t.rows() as u64]);
+        launch(&g, plan, grid, &args, &mut mem);
+        let got: Vec<u32> = read_words::<4>(&mem, y, t.rows())
+            .into_iter()
+            .map(u32::from_le_bytes)
+            .collect();
+        for (r, &got) in got.iter().enumerate() {
+            let mut acc = 0f32;
+            for nz in t.atoms(r) {
+                acc += t.values[nz] * x[t.cols[nz] as usize];
+            }
+            assert_eq!(
+                got,
+                acc.to_bits(),
+                "{}: row {r} of {}",
+                plan.kernels[0].entry,
+                t.rows()
+            );
+        }
+        outs.push(got);
+    }
+    outs
+}
+
+fn check_min_max(t: &Tiles, schedule: Schedule, grid: u32) {
+    for (reduce, name) in [(Reduce::Min, "vmin"), (Reduce::Max, "vmax")] {
+        let (g, plans) = plans(&values_body(name, reduce), &opts(schedule));
+        let mut mem = Memory::new();
+        let mut args = t.upload(&mut mem);
+        let y = upload(&mut mem, &nan_f32(t.rows()));
+        args.extend([y, t.rows() as u64]);
+        launch(&g, &plans[0], grid, &args, &mut mem);
+        let got = read_words::<4>(&mem, y, t.rows());
+        for (r, got) in got.into_iter().enumerate() {
+            let want = t.atoms(r).fold(
+                if reduce == Reduce::Min {
+                    f32::INFINITY
+                } else {
+                    f32::NEG_INFINITY
+                },
+                |a, nz| {
+                    if reduce == Reduce::Min {
+                        a.min(t.values[nz])
+                    } else {
+                        a.max(t.values[nz])
+                    }
+                },
+            );
+            assert_eq!(f32::from_le_bytes(got), want, "{name} {schedule:?} row {r}");
+        }
+    }
+}
+
+fn check_isum(t: &Tiles, schedule: Schedule, grid: u32) {
+    let (g, plans) = plans(&isum(), &opts(schedule));
+    let mut mem = Memory::new();
+    let mut args = t.upload(&mut mem);
+    let y = upload(&mut mem, &vec![0xAB; 8 * t.rows()]);
+    args.extend([y, t.rows() as u64]);
+    launch(&g, &plans[0], grid, &args, &mut mem);
+    let got = read_words::<8>(&mem, y, t.rows());
+    for (r, got) in got.into_iter().enumerate() {
+        let begin = t.offsets[r] as i64;
+        let want: i64 = t
+            .atoms(r)
+            .map(|nz| nz as i64 * 7 - (nz as i64 - begin))
+            .sum();
+        assert_eq!(i64::from_le_bytes(got), want, "isum {schedule:?} row {r}");
+    }
+}
+
+/// Runs `visit` (optionally over `frontier`) and checks every atom of the active tiles was
+/// visited once per occurrence of its tile, with the right tile and rank.
+fn check_visit(t: &Tiles, frontier: Option<&[u32]>, schedule: Schedule, grid: u32) {
+    let body = visit(frontier.is_some());
+    let o = Options {
+        tiles: frontier.map(|_| 1),
+        ..opts(schedule)
+    };
+    let (g, plans) = plans(&body, &o);
+    let nnz = t.values.len();
+    let mut mem = Memory::new();
+    let mut args = t.upload(&mut mem);
+    if let Some(f) = frontier {
+        args.extend([
+            upload(&mut mem, &bytes_of(f, u32::to_le_bytes)),
+            f.len() as u64,
+        ]);
+    }
+    let counts = upload(&mut mem, &vec![0; 4 * nnz]);
+    let tile_of = upload(&mut mem, &vec![0xFF; 8 * nnz]);
+    let rank_of = upload(&mut mem, &vec![0xFF; 8 * nnz]);
+    args.extend([counts, nnz as u64, tile_of, nnz as u64, rank_of, nnz as u64]);
+    launch(&g, &plans[0], grid, &args, &mut mem);
+    let mut want = vec![0u32; nnz];
+    let all: Vec<u32> = (0..t.rows() as u32).collect();
+    for &r in frontier.unwrap_or(&all) {
+        for nz in t.atoms(r as usize) {
+            want[nz] += 1;
+        }
+    }
+    let got: Vec<u32> = read_words::<4>(&mem, counts, nnz)
+        .into_iter()
+        .map(u32::from_le_bytes)
+        .collect();
+    assert_eq!(got, want, "visit counts {schedule:?}");
+    let tiles = read_words::<8>(&mem, tile_of, nnz);
+    let ranks = read_words::<8>(&mem, rank_of, nnz);
+    for r in 0..t.rows() {
+        for nz in t.atoms(r) {
+            if want[nz] > 0 {
+                assert_eq!(u64::from_le_bytes(tiles[nz]), r as u64, "tile of {nz}");
+                assert_eq!(
+                    u64::from_le_bytes(ranks[nz]),
+                    nz as u64 - t.offsets[r],
+                    "rank of {nz}"
+                );
+            }
+        }
+    }
+}
+
+fn check_spmm(t: &Tiles, k: usize, schedule: Schedule, grid: u32) {
+    let o = Options {
+        lanes: Some(2),
+        ..opts(schedule)
+    };
+    let (g, plans) = plans(&spmm(), &o);
+    let b: Vec<f32> = (0..t.ncols * k).map(|i| (i % 7) as f32 - 3.0).collect();
+    let mut mem = Memory::new();
+    let mut args = t.upload(&mut mem);
+    args.extend([
+        upload(&mut mem, &bytes_of(&b, f32::to_le_bytes)),
+        b.len() as u64,
+    ]);
+    args.push(k as u64);
+    let c = upload(&mut mem, &nan_f32(t.rows() * k));
+    args.extend([c, (t.rows() * k) as u64]);
+    launch(&g, &plans[0], grid, &args, &mut mem);
+    let got = read_words::<4>(&mem, c, t.rows() * k);
+    for r in 0..t.rows() {
+        for j in 0..k {
+            let mut acc = 0f32;
+            for nz in t.atoms(r) {
+                acc += t.values[nz] * b[t.cols[nz] as usize * k + j];
+            }
+            assert_eq!(
+                f32::from_le_bytes(got[r * k + j]),
+                acc,
+                "{schedule:?} row {r} lane {j}"
+            );
+        }
+    }
+}
+
+fn check_spmv_frontier(t: &Tiles, frontier: &[u32], schedule: Schedule, grid: u32) {
+    let o = Options {
+        tiles: Some(1),
+        ..opts(schedule)
+    };
+    let (g, plans) = plans(&spmv_frontier(), &o);
+    let x = xvec(t.ncols);
+    let mut mem = Memory::new();
+    let mut args = t.upload(&mut mem);
+    args.extend([
+        upload(&mut mem, &bytes_of(frontier, u32::to_le_bytes)),
+        frontier.len() as u64,
+    ]);
+    args.extend([
+        upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
+        x.len() as u64,
+    ]);
+    let y = upload(&mut mem, &nan_f32(t.rows()));
+    args.extend([y, t.rows() as u64]);
+    launch(&g, &plans[0], grid, &args, &mut mem);
+    let got = read_words::<4>(&mem, y, t.rows());
+    for r in 0..t.rows() {
+        let got = f32::from_le_bytes(got[r]);
+        if frontier.contains(&(r as u32)) {
+            let want: f32 = t
+                .atoms(r)
+                .fold(0.0, |a, nz| a + t.values[nz] * x[t.cols[nz] as usize]);
+            assert_eq!(got, want, "{schedule:?} frontier row {r}");
+        } else {
+            assert!(got.is_nan(), "{schedule:?}: row {r} is not in the frontier");
+        }
+    }
+}
+
+/// The adversarial tile sets of DESIGN §5, sized against a block of 128 and groups up to 128.
+fn adversarial() -> Vec<(&'static str, Vec<usize>)> {
+    let mut mixed: Vec<usize> = (0..37).map(|i| [0, 1, 3, 0, 9, 2][i % 6]).collect();
+    mixed[5] = 300;
+    mixed[20] = 70;
+    vec![
+        ("one giant tile", vec![700]),
+        ("all empty", vec![0; 45]),
+        ("zero tiles", vec![]),
+        ("single atom", vec![1]),
+        ("one atom among empties", vec![0, 0, 0, 1, 0]),
+        ("bigger than group and block", mixed),
+        ("uneven", (0..133).map(|i| (i * 7) % 5).collect()),
+    ]
+}
+
+#[test]
+fn every_group_size_matches_the_cpu_on_adversarial_tile_sets() {
+    for (name, sizes) in adversarial() {
+        let t = Tiles::new(&sizes);
+        for (i, &s) in SCHEDULES.iter().enumerate() {
+            let grid = 1 + (i as u32 % 2);
+            eprintln!("{name}: {s:?}");
+            check_spmv(&t, &opts(s), grid);
+            check_isum(&t, s, grid);
+            check_visit(&t, None, s, grid);
+        }
+    }
+}
+
+#[test]
+fn min_max_lanes_and_frontiers_match_the_cpu() {
+    let mut sizes: Vec<usize> = (0..70).map(|i| (i * 11) % 6).collect();
+    sizes[3] = 150;
+    let t = Tiles::new(&sizes);
+    let frontier: Vec<u32> = vec![3, 0, 69, 3, 10, 11, 12, 40, 3, 5, 5, 68];
+    for (i, &s) in SCHEDULES.iter().enumerate() {
+        let grid = 1 + (i as u32 % 3);
+        check_min_max(&t, s, grid);
+        for k in [1, 3, 33] {
+            check_spmm(&Tiles::new(&sizes[..20]), k, s, grid);
+        }
+        check_spmv_frontier(&t, &frontier, s, grid);
+        check_visit(&t, Some(&frontier), s, grid);
+        check_visit(&t, Some(&[]), s, grid);
+    }
+}
+
+#[test]
+fn awkward_floats_agree_within_rounding_and_are_deterministic() {
+    let sizes: Vec<usize> = (0..50).map(|i| (i * 13) % 40).collect();
+    let mut t = Tiles::new(&sizes);
+    for (i, v) in t.values.iter_mut().enumerate() {
+        *v = ((i as f32) * 0.37).sin() * 1e3 + 1e-4;
+    }
+    let x: Vec<f32> = (0..t.ncols)
+        .map(|i| (i as f32 * 0.71).cos() * 3.3)
+        .collect();
+    for &s in &SCHEDULES {
+        let (g, plans) = plans(&spmv(), &opts(s));
+        let run = |grid| {
+            let mut mem = Memory::new();
+            let mut args = t.upload(&mut mem);
+            args.extend([
+                upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
+                x.len() as u64,
+            ]);
+            let y = upload(&mut mem, &nan_f32(t.rows()));
+            args.extend([y, t.rows() as u64]);
+            launch(&g, &plans[0], grid, &args, &mut mem);
+            read_words::<4>(&mem, y, t.rows())
+        };
+        let (a, b, c) = (run(1), run(1), run(3));
+        assert_eq!(a, b, "{s:?}: two launches differ");
+        assert_eq!(a, c, "{s:?}: the grid size changed the result");
+        for (r, got) in a.iter().enumerate() {
+            let (mut want, mut mag) = (0f64, 0f64);
+            for nz in t.atoms(r) {
+                let p = f64::from(t.values[nz]) * f64::from(x[t.cols[nz] as usize]);
+                want += p;
+                mag += p.abs();
+            }
+            let got = f64::from(f32::from_le_bytes(*got));
+            assert!(
+                (got - want).abs() <= mag * 1e-5 + 1e-6,
+                "{s:?} row {r}: {got} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn dynamic_virtual_warps_picks_the_documented_size() {
+    for (avg, n) in [
+        (0, 2),
+        (1, 2),
+        (2, 2),
+        (3, 4),
+        (4, 4),
+        (5, 8),
+        (8, 8),
+        (9, 16),
+        (16, 16),
+        (17, 32),
+        (1000, 32),
+        (u64::MAX, 32),
+    ] {
+        assert_eq!(DynamicVirtualWarps::size_for(avg), n, "average {avg}");
+    }
+    let (_, plans) = plans(&spmv(), &opts(Schedule::DynamicVirtualWarps));
+    assert_eq!(plans.len(), 5);
+    for (tiles, atoms, n) in [(0, 0, 2), (10, 20, 2), (10, 21, 4), (3, 24, 8), (1, 17, 32)] {
+        let size = ProblemSize {
+            tiles,
+            atoms,
+            lanes: 1,
+        };
+        let picked: Vec<&Plan> = plans
+            .iter()
+            .filter(|p| p.select.is_some_and(|s| s.matches(&size)))
+            .collect();
+        assert_eq!(picked.len(), 1, "exactly one plan for {size:?}");
+        assert_eq!(picked[0].schedule, "dynamic_virtual_warps");
+        assert!(
+            picked[0].kernels[0]
+                .entry
+                .ends_with(&format!("_dynamic_virtual_warps_{n}")),
+            "{size:?} picks N = {n}"
+        );
+        assert_eq!(
+            Select::avg_atoms_per_tile(&size),
+            atoms.div_ceil(tiles.max(1))
+        );
+    }
+    // Every variant computes the same thing.
+    let t = Tiles::new(&(0..40).map(|i| (i * 3) % 11).collect::<Vec<_>>());
+    let outs = check_spmv(&t, &opts(Schedule::DynamicVirtualWarps), 2);
+    assert_eq!(outs.len(), 5);
+}
+
+#[test]
+fn names_parse_and_bad_blocks_are_rejected() {
+    for (name, s) in [
+        ("group_mapped(8)", Schedule::GroupMapped(8)),
+        ("group_mapped(1024)", Schedule::GroupMapped(1024)),
+        ("warp_mapped", Schedule::WarpMapped),
+        ("block_mapped", Schedule::BlockMapped),
+        ("dynamic_virtual_warps", Schedule::DynamicVirtualWarps),
+    ] {
+        assert_eq!(Schedule::from_name(name), Some(s));
+        assert_eq!(s.name(), name);
+    }
+    for bad in [
+        "group_mapped(3)",
+        "group_mapped(1)",
+        "group_mapped(2048)",
+        "group_mapped",
+    ] {
+        assert_eq!(Schedule::from_name(bad), None, "{bad}");
+    }
+    let o = Options {
+        block: 64,
+        ..opts(Schedule::GroupMapped(128))
+    };
+    assert!(matches!(
+        generate(&spmv(), &o),
+        Err(GenError::BadBlock { block: 64, .. })
+    ));
+    let o = Options {
+        block: 32,
+        ..opts(Schedule::BlockMapped)
+    };
+    let g = generate(&spmv(), &o).unwrap();
+    assert!(!g.ptx.contains(".shared"), "a 32-thread block shuffles");
+}
+
+#[test]
+fn checked_frontier_entries_out_of_range_are_reported_and_skipped() {
+    let t = Tiles::new(&[3, 0, 5, 2]);
+    let frontier = [2u32, 9, 0, 3];
+    let x = xvec(t.ncols);
+    for &s in &SCHEDULES {
+        let o = Options {
+            tiles: Some(1),
+            checked: true,
+            ..opts(s)
+        };
+        let (g, plans) = plans(&spmv_frontier(), &o);
+        let mut mem = Memory::new();
+        let mut args = t.upload(&mut mem);
+        args.extend([
+            upload(&mut mem, &bytes_of(&frontier, u32::to_le_bytes)),
+            frontier.len() as u64,
+        ]);
+        args.extend([
+            upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
+            x.len() as u64,
+        ]);
+        let y = upload(&mut mem, &nan_f32(t.rows()));
+        args.extend([y, t.rows() as u64]);
+        let flag = upload(&mut mem, &[0; 16]);
+        args.push(flag);
+        launch(&g, &plans[0], 1, &args, &mut mem);
+        let words: Vec<u64> = read_words::<8>(&mem, flag, 2)
+            .into_iter()
+            .map(u64::from_le_bytes)
+            .collect();
+        assert_eq!(
+            words,
+            [1, 9],
+            "{s:?}: the tile set (parameter 0) indexed at 9"
+        );
+        let got = read_words::<4>(&mem, y, t.rows());
+        for r in [0usize, 2, 3] {
+            let want: f32 = t
+                .atoms(r)
+                .fold(0.0, |a, nz| a + t.values[nz] * x[t.cols[nz] as usize]);
+            assert_eq!(f32::from_le_bytes(got[r]), want, "{s:?} row {r}");
+        }
+        assert!(
+            f32::from_le_bytes(got[1]).is_nan(),
+            "{s:?}: row 1 is not active"
+        );
+    }
+}
+
+/// The text of one `.entry` of a module.
+fn kernel_text(ptx: &str, entry: &str) -> String {
+    sim::parse(ptx).unwrap().kernel(entry).unwrap().to_string()
+}
+
+#[test]
+fn virtual_warps_shuffle_with_sub_warp_masks() {
+    for n in [2u32, 4, 8, 16] {
+        let g = generate(&spmv(), &opts(Schedule::GroupMapped(n))).unwrap();
+        let text = kernel_text(&g.ptx, &format!("spmv_group_mapped_{n}"));
+        assert!(!text.contains(".shared"), "N = {n} uses no shared memory");
+        assert!(!text.contains("bar.sync"), "N = {n} needs no block barrier");
+        assert_eq!(g.plans[0].kernels[0].dynamic_shared, 0);
+        let seg = (32 - n) << 8;
+        let shuffles: Vec<&str> = text.lines().filter(|l| l.contains("shfl.sync")).collect();
+        assert!(
+            shuffles.iter().any(|l| l.contains("shfl.sync.up.b32")),
+            "N = {n}: scans shuffle up"
+        );
+        for l in &shuffles {
+            let ops: Vec<&str> = l.trim_end_matches(';').split(", ").collect();
+            let (c, mask) = (ops[ops.len() - 2], ops[ops.len() - 1]);
+            assert!(
+                mask.starts_with("%r"),
+                "N = {n}: member mask is the group's: {l}"
+            );
+            let c: u32 = c.parse().unwrap();
+            assert_eq!(c & !0x1f, seg, "N = {n}: sub-warp segment in `{l}`");
+        }
+    }
+    let g = generate(&spmv(), &opts(Schedule::GroupMapped(64))).unwrap();
+    let text = kernel_text(&g.ptx, "spmv_group_mapped_64");
+    let decl = format!(".shared .align 8 .b8 lb_smem[{}];", 44 * BLOCK);
+    assert!(text.contains("bar.sync") && text.contains(&decl));
+}
+
+#[test]
+fn every_variant_assembles_without_spills() {
+    let all = Options {
+        schedules: vec![
+            Schedule::GroupMapped(2),
+            Schedule::GroupMapped(4),
+            Schedule::GroupMapped(8),
+            Schedule::GroupMapped(16),
+            Schedule::WarpMapped,
+            Schedule::GroupMapped(64),
+            Schedule::BlockMapped,
+            Schedule::DynamicVirtualWarps,
+        ],
+        block: 256,
+        ..Options::default()
+    };
+    for body in [
+        spmv(),
+        isum(),
+        visit(true),
+        values_body("vmax", Reduce::Max),
+    ] {
+        let o = Options {
+            tiles: body.params.iter().position(|p| p.name == "frontier"),
+            ..all.clone()
+        };
+        let g = generate(&body, &o).unwrap();
+        lb_ptx::ptxas::assert_assembles(&body.name, &g.ptx);
+    }
+    let o = Options {
+        lanes: Some(2),
+        checked: true,
+        block: 1024,
+        ..all
+    };
+    let g = generate(&spmm(), &o).unwrap();
+    lb_ptx::ptxas::assert_assembles("spmm", &g.ptx);
+}
+
+#[test]
+fn snapshots() {
+    let g = generate(&spmv(), &opts(Schedule::GroupMapped(8))).unwrap();
+    insta::assert_snapshot!("spmv_group_mapped_8", g.ptx);
+    let g = generate(&spmv(), &opts(Schedule::GroupMapped(64))).unwrap();
+    insta::assert_snapshot!("spmv_group_mapped_64", g.ptx);
+}
+
+fn sizes_strategy() -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(prop_oneof![4 => 0usize..6, 1 => 0usize..200], 0..90)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_tile_sets_match_the_cpu(
+        sizes in sizes_strategy(),
+        which in 0..SCHEDULES.len(),
+        grid in 1u32..4,
+    ) {
+        let t = Tiles::new(&sizes);
+        let s = SCHEDULES[which];
+        check_spmv(&t, &opts(s), grid);
+        check_visit(&t, None, s, grid);
+    }
+
+    #[test]
+    fn random_frontiers_match_the_cpu(
+        sizes in prop::collection::vec(0usize..40, 1..60),
+        picks in prop::collection::vec(any::<u32>(), 0..70),
+        which in 0..SCHEDULES.len(),
+    ) {
+        let t = Tiles::new(&sizes);
+        let frontier: Vec<u32> = picks.iter().map(|p| p % sizes.len() as u32).collect();
+        check_spmv_frontier(&t, &frontier, SCHEDULES[which], 2);
+    }
+}

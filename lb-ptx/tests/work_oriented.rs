@@ -1,0 +1,553 @@
+//! The work-oriented schedules (`merge_path`, `nonzero_split`) on the simulator against CPU loops:
+//! sums within a tolerance (a split tile is summed in pieces), min/max and visits exactly, on
+//! adversarial and random tile sets; determinism, the 64-bit variant, plans, ptxas and snapshots.
+
+mod codegen_common;
+
+use codegen_common::*;
+use lb_ptx::body::*;
+use lb_ptx::plan::{DeviceLimits, Grid, Plan, ProblemSize, TempCount};
+use lb_ptx::sim::{self, LaunchConfig, Memory};
+use lb_ptx::{generate, ptxas, GenError, IndexWidth, Options, Schedule};
+use proptest::prelude::*;
+
+const SCHEDULES: [Schedule; 2] = [Schedule::MergePath, Schedule::NonzeroSplit];
+
+/// A CSR tile set built from row lengths, with awkward float values.
+struct Matrix {
+    cols: usize,
+    offsets: Vec<u64>,
+    indices: Vec<u32>,
+    values: Vec<f32>,
+}
+
+impl Matrix {
+    fn from_lengths(lengths: &[usize]) -> Matrix {
+        let cols = 37;
+        let mut offsets = vec![0u64];
+        let (mut indices, mut values) = (Vec::new(), Vec::new());
+        for (r, &n) in lengths.iter().enumerate() {
+            for j in 0..n {
+                indices.push(((r * 31 + j * 17) % cols) as u32);
+                values.push(((r as f32) * 0.37 - (j as f32) * 1.93).sin() * 1e2 + 1e-3);
+            }
+            offsets.push(indices.len() as u64);
+        }
+        Matrix {
+            cols,
+            offsets,
+            indices,
+            values,
+        }
+    }
+
+    fn rows(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    fn nnz(&self) -> usize {
+        self.values.len()
+    }
+
+    fn atoms(&self, r: usize) -> std::ops::Range<usize> {
+        self.offsets[r] as usize..self.offsets[r + 1] as usize
+    }
+}
+
+fn upload(mem: &mut Memory, bytes: &[u8]) -> u64 {
+    let addr = mem.alloc(bytes.len().max(1) as u64);
+    mem.write(addr, bytes).unwrap();
+    addr
+}
+
+fn bytes_of<T: Copy, const N: usize>(v: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    v.iter().flat_map(|&x| f(x)).collect()
+}
+
+fn read_words<const N: usize>(mem: &Memory, addr: u64, n: usize) -> Vec<[u8; N]> {
+    mem.read(addr, (N * n) as u64)
+        .unwrap()
+        .chunks(N)
+        .map(|c| c.try_into().unwrap())
+        .collect()
+}
+
+fn csr_args(mem: &mut Memory, m: &Matrix) -> Vec<u64> {
+    vec![
+        upload(mem, &bytes_of(&m.offsets, u64::to_le_bytes)),
+        upload(mem, &bytes_of(&m.indices, u32::to_le_bytes)),
+        upload(mem, &bytes_of(&m.values, f32::to_le_bytes)),
+        m.rows() as u64,
+        m.cols as u64,
+        m.nnz() as u64,
+    ]
+}
+
+/// Runs every kernel of `plan` the way the runtime does: grids from the plan, temporaries sized
+/// by `TempCount` and filled with garbage (none of them asks to be zeroed).
+fn run_plan(
+    g: &lb_ptx::Generated,
+    plan: &Plan,
+    mut args: Vec<u64>,
+    size: ProblemSize,
+    mem: &mut Memory,
+) {
+    let module = sim::parse(&g.ptx).unwrap();
+    let limits = DeviceLimits {
+        sm_count: 1,
+        blocks_per_sm: 1,
+    };
+    let first = plan.kernels[0]
+        .grid
+        .blocks(&size, plan.kernels[0].block, &limits);
+    for t in plan.temps.iter() {
+        let count = match t.count {
+            TempCount::PerBlock { extra } => u64::from(first) + extra,
+            TempCount::Fixed(n) => n,
+            TempCount::PerTile { per_tile, extra } => size.tiles * per_tile + extra,
+        };
+        let fill = if t.zero { 0 } else { 0xCD };
+        args.push(upload(
+            mem,
+            &vec![fill; (count * u64::from(t.elem_bytes)) as usize],
+        ));
+    }
+    for k in plan.kernels.iter() {
+        let cfg = LaunchConfig {
+            grid: k.grid.blocks(&size, k.block, &limits),
+            block: k.block,
+            dynamic_shared: k.dynamic_shared,
+        };
+        sim::launch(&module, &k.entry, cfg, &args, mem)
+            .unwrap_or_else(|e| panic!("{}: {e}", k.entry));
+    }
+}
+
+fn opts(schedule: Schedule, block: u32, items: u32, index: IndexWidth) -> Options {
+    Options {
+        schedules: vec![schedule],
+        block,
+        items_per_thread: items,
+        index,
+        ..Options::default()
+    }
+}
+
+/// `spmv` with another reduction.
+fn spmv_reduce(reduce: Reduce) -> Body {
+    let mut b = spmv();
+    b.name = format!("spmv_{reduce:?}").to_lowercase();
+    b.reduce = Some((Ty::F32, reduce));
+    b
+}
+
+/// No reduce: `fn visit(a: &Csr<f32>, visits: &mut [u32], seen: &mut [u64], ranks: &mut [u64],
+/// #[tile] row, #[atom] nz, #[rank] r) { atomic_add(&mut visits[nz], 1); seen[nz] = row as u64;
+/// ranks[nz] = r as u64; }`
+fn visit() -> Body {
+    let nz = || index(IndexRole::Atom);
+    Body {
+        name: "visit".into(),
+        params: vec![
+            csr("a", Ty::F32),
+            slice("visits", Ty::U32, true),
+            slice("seen", Ty::U64, true),
+            slice("ranks", Ty::U64, true),
+        ],
+        roles: vec![IndexRole::Tile, IndexRole::Atom, IndexRole::Rank],
+        locals: vec![],
+        block: Block {
+            stmts: vec![
+                Stmt::Expr(atomic(
+                    AtomicOp::Add,
+                    Ty::U32,
+                    ArrayRef::Param(1),
+                    nz(),
+                    vec![int(Ty::U32, 1)],
+                )),
+                Stmt::Store {
+                    array: ArrayRef::Param(2),
+                    index: nz(),
+                    value: index(IndexRole::Tile),
+                },
+                Stmt::Store {
+                    array: ArrayRef::Param(3),
+                    index: nz(),
+                    value: index(IndexRole::Rank),
+                },
+            ],
+            value: None,
+        },
+        reduce: None,
+    }
+}
+
+fn size(m: &Matrix, lanes: usize) -> ProblemSize {
+    ProblemSize {
+        tiles: m.rows() as u64,
+        atoms: m.nnz() as u64,
+        lanes: lanes as u64,
+    }
+}
+
+fn x_of(n: usize) -> Vec<f32> {
+    (0..n).map(|i| (i as f32 * 0.71).cos() * 3.3).collect()
+}
+
+/// Runs a reducing `spmv`-like body (or `spmm` with `k` lanes) and returns the output bits.
+fn run_reduce(
+    body: &Body,
+    o: &Options,
+    plan_index: usize,
+    m: &Matrix,
+    k: Option<usize>,
+) -> Vec<u32> {
+    let g = generate(body, o).unwrap();
+    let lanes = k.unwrap_or(1);
+    let x = x_of(m.cols * lanes);
+    let mut mem = Memory::new();
+    let mut args = csr_args(&mut mem, m);
+    args.extend([
+        upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
+        x.len() as u64,
+    ]);
+    if let Some(k) = k {
+        args.push(k as u64);
+    }
+    let n = m.rows() * lanes;
+    let nan = bytes_of(&vec![f32::from_bits(0x7FC0_1234); n], f32::to_le_bytes);
+    let y = upload(&mut mem, &nan);
+    args.extend([y, n as u64]);
+    run_plan(&g, &g.plans[plan_index], args, size(m, lanes), &mut mem);
+    read_words::<4>(&mem, y, n)
+        .into_iter()
+        .map(u32::from_le_bytes)
+        .collect()
+}
+
+/// Checks `spmv` sums (or `spmm` with `k` lanes) against an f64 loop.
+fn check_sum(got: &[u32], m: &Matrix, k: Option<usize>, what: &str) {
+    let lanes = k.unwrap_or(1);
+    let x = x_of(m.cols * lanes);
+    for r in 0..m.rows() {
+        for l in 0..lanes {
+            let (mut want, mut scale) = (0f64, 0f64);
+            for nz in m.atoms(r) {
+                let xi = match k {
+                    Some(k) => m.indices[nz] as usize * k + l,
+                    None => m.indices[nz] as usize,
+                };
+                let t = f64::from(m.values[nz] * x[xi]);
+                want += t;
+                scale += t.abs();
+            }
+            let got = f32::from_bits(got[r * lanes + l]);
+            assert!(
+                (f64::from(got) - want).abs() <= 1e-5 * scale + 1e-30,
+                "{what}: row {r} lane {l}: got {got}, want {want}"
+            );
+        }
+    }
+}
+
+fn check_min_max(got: &[u32], m: &Matrix, reduce: Reduce, what: &str) {
+    let x = x_of(m.cols);
+    assert_eq!(got.len(), m.rows());
+    for (r, &got) in got.iter().enumerate() {
+        let terms = m
+            .atoms(r)
+            .map(|nz| m.values[nz] * x[m.indices[nz] as usize]);
+        let want = match reduce {
+            Reduce::Min => terms.fold(f32::INFINITY, f32::min),
+            _ => terms.fold(f32::NEG_INFINITY, f32::max),
+        };
+        assert_eq!(got, want.to_bits(), "{what}: row {r}");
+    }
+}
+
+fn check_visits(o: &Options, plan_index: usize, m: &Matrix, what: &str) {
+    let g = generate(&visit(), o).unwrap();
+    let mut mem = Memory::new();
+    let mut args = csr_args(&mut mem, m);
+    let n = m.nnz();
+    let visits = upload(&mut mem, &vec![0u8; 4 * n]);
+    let seen = upload(&mut mem, &vec![0xEE; 8 * n]);
+    let ranks = upload(&mut mem, &vec![0xEE; 8 * n]);
+    args.extend([visits, n as u64, seen, n as u64, ranks, n as u64]);
+    run_plan(&g, &g.plans[plan_index], args, size(m, 1), &mut mem);
+    let visits: Vec<u32> = read_words::<4>(&mem, visits, n)
+        .into_iter()
+        .map(u32::from_le_bytes)
+        .collect();
+    let seen: Vec<u64> = read_words::<8>(&mem, seen, n)
+        .into_iter()
+        .map(u64::from_le_bytes)
+        .collect();
+    let ranks: Vec<u64> = read_words::<8>(&mem, ranks, n)
+        .into_iter()
+        .map(u64::from_le_bytes)
+        .collect();
+    for r in 0..m.rows() {
+        for nz in m.atoms(r) {
+            assert_eq!(visits[nz], 1, "{what}: atom {nz} visits");
+            assert_eq!(seen[nz], r as u64, "{what}: atom {nz} tile");
+            assert_eq!(
+                ranks[nz],
+                nz as u64 - m.offsets[r],
+                "{what}: atom {nz} rank"
+            );
+        }
+    }
+}
+
+/// Every body on `m` under both schedules, with block size `block` and `items` per thread.
+fn check_all(m: &Matrix, block: u32, items: u32, what: &str) {
+    for s in SCHEDULES {
+        let o = opts(s, block, items, IndexWidth::U32);
+        let what = format!("{what} / {} block {block} items {items}", s.name());
+        let sum = run_reduce(&spmv(), &o, 0, m, None);
+        check_sum(&sum, m, None, &what);
+        for r in [Reduce::Min, Reduce::Max] {
+            let got = run_reduce(&spmv_reduce(r), &o, 0, m, None);
+            check_min_max(&got, m, r, &what);
+        }
+        check_visits(&o, 0, m, &what);
+    }
+}
+
+fn giant_rows() -> Vec<(&'static str, Vec<usize>)> {
+    vec![
+        ("one tile holds every atom", vec![700]),
+        ("all tiles empty", vec![0; 300]),
+        ("zero tiles", vec![]),
+        (
+            "alternating empty and giant",
+            vec![0, 900, 0, 0, 1200, 0, 3, 0, 0],
+        ),
+        (
+            "longer than a thread's and a block's share",
+            vec![2, 9, 15, 300, 1, 0, 500, 4],
+        ),
+        ("a single atom", vec![1]),
+        ("a single atom among empty tiles", vec![0, 0, 0, 1, 0, 0]),
+        (
+            "more tiles than threads",
+            (0..3000).map(|r| (r * 7919) % 4).collect(),
+        ),
+    ]
+}
+
+#[test]
+fn adversarial_tile_sets() {
+    for (what, rows) in giant_rows() {
+        let m = Matrix::from_lengths(&rows);
+        check_all(&m, 32, 1, what);
+    }
+}
+
+#[test]
+fn default_block_and_other_shares() {
+    let rows: Vec<usize> = (0..400)
+        .map(|r| if r % 50 == 7 { 600 } else { r % 5 })
+        .collect();
+    let m = Matrix::from_lengths(&rows);
+    check_all(&m, 256, 1, "default block");
+    check_all(&m, 64, 3, "3 per thread");
+    check_all(&m, 32, 2, "2 per thread");
+}
+
+#[test]
+fn lanes_including_counts_that_are_not_multiples_of_32() {
+    for k in [1, 3, 33] {
+        let m = Matrix::from_lengths(&[0, 5, 40, 0, 0, 120, 1, 2, 0]);
+        for s in SCHEDULES {
+            let o = Options {
+                lanes: Some(2),
+                ..opts(s, 32, 1, IndexWidth::U32)
+            };
+            let got = run_reduce(&spmm(), &o, 0, &m, Some(k));
+            check_sum(&got, &m, Some(k), &format!("{} k = {k}", s.name()));
+        }
+    }
+}
+
+#[test]
+fn deterministic_and_the_64_bit_variant_agrees() {
+    let rows: Vec<usize> = (0..200).map(|r| [0, 1, 90, 3, 0, 17][r % 6]).collect();
+    let m = Matrix::from_lengths(&rows);
+    for s in SCHEDULES {
+        let auto = opts(s, 32, 1, IndexWidth::Auto);
+        let g = generate(&spmv(), &auto).unwrap();
+        assert_eq!(g.plans.len(), 2);
+        let first = run_reduce(&spmv(), &auto, 0, &m, None);
+        let again = run_reduce(&spmv(), &auto, 0, &m, None);
+        assert_eq!(first, again, "{}: two launches differ", s.name());
+        let wide = run_reduce(&spmv(), &auto, 1, &m, None);
+        assert_eq!(first, wide, "{}: u64 variant differs", s.name());
+        let forced = run_reduce(&spmv(), &opts(s, 32, 1, IndexWidth::U64), 0, &m, None);
+        assert_eq!(first, forced, "{}: IndexWidth::U64 differs", s.name());
+        check_visits(&opts(s, 32, 1, IndexWidth::U64), 0, &m, "u64 visits");
+    }
+}
+
+#[test]
+fn plans_have_one_variant_per_index_width() {
+    for s in SCHEDULES {
+        let g = generate(&spmv(), &opts(s, 128, 1, IndexWidth::Auto)).unwrap();
+        let name = s.name();
+        assert_eq!(g.plans.len(), 2);
+        for (plan, (suffix, limit)) in g
+            .plans
+            .iter()
+            .zip([("u32", Some(u64::from(u32::MAX))), ("u64", None)])
+        {
+            assert_eq!(plan.schedule, name);
+            assert_eq!(plan.index_limit, limit);
+            let entries: Vec<&str> = plan.kernels.iter().map(|k| k.entry.as_ref()).collect();
+            let main = format!("spmv_{name}_{suffix}");
+            assert_eq!(entries, [main.clone(), format!("{main}_fixup")]);
+            let grid = Grid::CoverWork {
+                per_thread: 7,
+                count_tiles: s == Schedule::MergePath,
+            };
+            assert!(plan
+                .kernels
+                .iter()
+                .all(|k| k.grid == grid && k.block == 128));
+            assert!(plan
+                .temps
+                .iter()
+                .all(|t| t.count == TempCount::PerBlock { extra: 0 } && !t.zero));
+        }
+        let g = generate(&visit(), &opts(s, 128, 4, IndexWidth::U64)).unwrap();
+        assert_eq!(g.plans.len(), 1);
+        assert_eq!(g.plans[0].kernels.len(), 1, "no fix-up without reduce");
+        assert!(g.plans[0].temps.is_empty());
+        assert_eq!(g.plans[0].index_limit, None);
+    }
+}
+
+#[test]
+fn cover_work_grid() {
+    let limits = DeviceLimits {
+        sm_count: 1,
+        blocks_per_sm: 1,
+    };
+    let size = ProblemSize {
+        tiles: 100,
+        atoms: 1000,
+        lanes: 3,
+    };
+    let merge = Grid::CoverWork {
+        per_thread: 7,
+        count_tiles: true,
+    };
+    let split = Grid::CoverWork {
+        per_thread: 7,
+        count_tiles: false,
+    };
+    assert_eq!(merge.blocks(&size, 32, &limits), 5 * 3);
+    assert_eq!(split.blocks(&size, 32, &limits), 5 * 3);
+    assert_eq!(merge.blocks(&size, 64, &limits), 3 * 3);
+    assert_eq!(split.blocks(&size, 64, &limits), 3 * 3);
+    let empty = ProblemSize {
+        tiles: 0,
+        atoms: 0,
+        lanes: 1,
+    };
+    assert_eq!(merge.blocks(&empty, 256, &limits), 1);
+}
+
+#[test]
+fn frontier_is_rejected_with_the_issue_number() {
+    for s in SCHEDULES {
+        let o = Options {
+            tiles: Some(1),
+            ..opts(s, 256, 1, IndexWidth::Auto)
+        };
+        match generate(&relax(), &o) {
+            Err(GenError::Unsupported(why)) => assert!(why.contains("#5"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn merge_path_rejects_a_block_whose_tile_offsets_overflow_shared_memory() {
+    let o = opts(Schedule::MergePath, 1024, 7, IndexWidth::Auto);
+    assert!(matches!(
+        generate(&spmv(), &o),
+        Err(GenError::BadBlock { .. })
+    ));
+    let o = opts(Schedule::MergePath, 1024, 7, IndexWidth::U32);
+    assert!(generate(&spmv(), &o).is_ok());
+}
+
+#[test]
+fn modules_assemble_without_spills() {
+    let checked = |o: Options| Options { checked: true, ..o };
+    for s in SCHEDULES {
+        let auto = opts(s, 256, 1, IndexWidth::Auto);
+        let lanes = Options {
+            lanes: Some(2),
+            ..auto.clone()
+        };
+        let cases = [
+            ("spmv", spmv(), auto.clone()),
+            ("spmv checked", spmv(), checked(auto.clone())),
+            ("spmv min", spmv_reduce(Reduce::Min), auto.clone()),
+            ("spmm", spmm(), lanes.clone()),
+            ("spmm checked", spmm(), checked(lanes)),
+            ("visit", visit(), auto.clone()),
+            ("mix", mix(), auto.clone()),
+        ];
+        for (what, body, o) in cases {
+            let g = generate(&body, &o).unwrap();
+            assert_eq!(sim::parse(&g.ptx).unwrap().to_string(), g.ptx);
+            ptxas::assert_assembles(&format!("{what} / {}", s.name()), &g.ptx);
+        }
+    }
+}
+
+#[test]
+fn snapshot_merge_path_spmv_u32() {
+    let g = generate(&spmv(), &opts(Schedule::MergePath, 256, 1, IndexWidth::U32)).unwrap();
+    insta::assert_snapshot!(g.ptx);
+}
+
+#[test]
+fn snapshot_nonzero_split_spmv_u64() {
+    let g = generate(
+        &spmv(),
+        &opts(Schedule::NonzeroSplit, 256, 1, IndexWidth::U64),
+    )
+    .unwrap();
+    insta::assert_snapshot!(g.ptx);
+}
+
+#[test]
+fn snapshot_merge_path_visit_u32() {
+    let g = generate(
+        &visit(),
+        &opts(Schedule::MergePath, 256, 1, IndexWidth::U32),
+    )
+    .unwrap();
+    insta::assert_snapshot!(g.ptx);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_tile_sets(
+        rows in prop::collection::vec(
+            prop_oneof![4 => 0usize..4, 2 => 0usize..40, 1 => Just(0usize), 1 => 100usize..400],
+            0..120,
+        ),
+        block in prop_oneof![Just(32u32), Just(64u32)],
+        items in prop_oneof![Just(1u32), Just(2u32), Just(5u32)],
+    ) {
+        let m = Matrix::from_lengths(&rows);
+        check_all(&m, block, items, "random");
+    }
+}
