@@ -83,9 +83,12 @@ fn run(args: &Args) -> lb::Result<bool> {
 
     let mut all_ok = true;
     if dev.is_gpu() {
-        println!("{:<16} {:>10} {:>10} {:>12} {:>8}", "schedule", "time (us)", "GB/s", "max rel err", "check");
+        println!("{:<22} {:<34} {:>10} {:>8} {:>12} {:>7}", "schedule", "kernels", "time (us)", "GB/s", "max rel err", "check");
     } else {
-        println!("{:<16} {:>14} {:>10} {:>12} {:>12} {:>8}", "schedule", "instructions", "instr/nz", "warp eff", "max rel err", "check");
+        println!(
+            "{:<22} {:<34} {:>13} {:>9} {:>9} {:>9} {:>12} {:>7}",
+            "schedule", "kernels", "instructions", "instr/nz", "max/mean", "warp eff", "max rel err", "check"
+        );
     }
     for &schedule in spmv::SCHEDULES {
         let launch = spmv::launch_with(&dev, schedule, &da, &dx, &mut dy)?;
@@ -94,6 +97,8 @@ fn run(args: &Args) -> lb::Result<bool> {
         let ok = err <= 1e-5;
         all_ok &= ok;
         let verdict = if ok { "ok" } else { "FAILED" };
+        // The entries that ran: shows which variant a dynamic schedule or index width picked.
+        let kernels = launch.kernels.iter().map(|k| k.entry.trim_start_matches("spmv_")).collect::<Vec<_>>().join("+");
         if dev.is_gpu() {
             let mut times = Vec::with_capacity(args.reps);
             for _ in 0..args.reps {
@@ -103,15 +108,28 @@ fn run(args: &Args) -> lb::Result<bool> {
             times.sort_by(f32::total_cmp);
             let median_ms = f64::from(times[times.len() / 2]);
             let gbs = bytes as f64 / (median_ms * 1e-3) / 1e9;
-            println!("{:<16} {:>10.1} {:>10.1} {:>12.2e} {:>8}", schedule.name(), median_ms * 1e3, gbs, err, verdict);
+            println!(
+                "{:<22} {:<34} {:>10.1} {:>8.1} {:>12.2e} {:>7}",
+                schedule.name(),
+                kernels,
+                median_ms * 1e3,
+                gbs,
+                err,
+                verdict
+            );
         } else {
             let stats = launch.sim.unwrap_or_default();
             let per_nz = stats.instructions as f64 / a.nnz().max(1) as f64;
+            // Load balance: the busiest thread's instructions over the mean thread's.
+            let busiest = stats.per_thread_instructions.iter().copied().max().unwrap_or(0) as f64;
+            let mean = stats.instructions as f64 / stats.per_thread_instructions.len().max(1) as f64;
             println!(
-                "{:<16} {:>14} {:>10.1} {:>11.1}% {:>12.2e} {:>8}",
+                "{:<22} {:<34} {:>13} {:>9.1} {:>9.1} {:>8.1}% {:>12.2e} {:>7}",
                 schedule.name(),
+                kernels,
                 stats.instructions,
                 per_nz,
+                busiest / mean.max(1.0),
                 100.0 * stats.warp_efficiency(),
                 err,
                 verdict

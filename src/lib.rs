@@ -47,7 +47,7 @@ pub mod prelude {
 /// macro (docs/runtime-contract.md).
 #[doc(hidden)]
 pub mod __private {
-    pub use lb_ptx::plan::{Grid, KernelPlan, Plan, ProblemSize, Temp, TempCount, TempRole};
+    pub use lb_ptx::plan::{Grid, KernelPlan, Plan, ProblemSize, Select, Temp, TempCount, TempRole};
     pub use lb_ptx::Schedule;
     pub use lb_runtime::*;
     pub use std::borrow::Cow;

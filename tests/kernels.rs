@@ -1,6 +1,9 @@
 //! Every generated schedule × every example body against the CPU reference, on random and
 //! adversarial tile sets. Runs on `Device::default()`: the simulator here, the GPU on a GPU machine.
 
+// Rows index the matrix, the reference and the output together; a range reads best.
+#![allow(clippy::needless_range_loop)]
+
 mod common;
 
 use common::*;
@@ -244,14 +247,18 @@ fn repeated_launches_are_bitwise_identical() {
     }
 }
 
-/// `"auto"` expands to every built-in schedule, so the loops above test each of them.
+/// `"auto"` expands to every built-in schedule, so the loops above test each of them; every
+/// schedule has a plan (several when it has index-width or group-size variants) whose kernels are
+/// in the module.
 #[test]
 fn auto_generates_every_schedule() {
     assert!(!Schedule::ALL.is_empty());
     assert_eq!(spmv::SCHEDULES, Schedule::ALL);
-    assert_eq!(spmv::PLANS.len(), spmv::SCHEDULES.len());
-    for (plan, schedule) in spmv::PLANS.iter().zip(spmv::SCHEDULES) {
-        assert_eq!(plan.schedule, schedule.name());
+    for schedule in spmv::SCHEDULES {
+        assert!(spmv::PLANS.iter().any(|p| p.schedule == schedule.name()), "no plan for {}", schedule.name());
+    }
+    for plan in spmv::PLANS {
+        assert!(spmv::SCHEDULES.iter().any(|s| s.name() == plan.schedule), "stray plan {}", plan.schedule);
         for k in plan.kernels.iter() {
             assert!(spmv::PTX.contains(&format!(".entry {}(", k.entry)), "{} missing from PTX", k.entry);
         }

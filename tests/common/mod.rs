@@ -51,7 +51,7 @@ pub fn mixed(a: &Csr<f64>, x: &[f64], shift: i32, #[tile] row: usize, #[atom] nz
     } else if wide < -2 {
         (v * v).sqrt() - (wide as f64)
     } else {
-        v.abs().min(2.0).max(-1.0) + (row as f32 * 0.25) as f64
+        v.abs().min(2.0) - v.max(-1.0) * 0.5 + (row as f32 * 0.25) as f64
     };
     w + (wide as u32) as f64
 }

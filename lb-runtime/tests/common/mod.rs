@@ -74,6 +74,8 @@ pub const DOUBLE_PLAN: Plan = Plan {
     schedule: Cow::Borrowed("thread_mapped"),
     kernels: Cow::Borrowed(DOUBLE_KERNELS),
     temps: Cow::Borrowed(&[]),
+    index_limit: None,
+    select: None,
 };
 
 const RAISE_KERNELS: &[KernelPlan] = &[KernelPlan {
@@ -95,6 +97,8 @@ pub const RAISE_PLAN: Plan = Plan {
     schedule: Cow::Borrowed("raise"),
     kernels: Cow::Borrowed(RAISE_KERNELS),
     temps: Cow::Borrowed(RAISE_TEMPS),
+    index_limit: None,
+    select: None,
 };
 
 pub fn size(tiles: u64) -> ProblemSize {
@@ -116,4 +120,6 @@ pub const MISSING_PLAN: Plan = Plan {
     schedule: Cow::Borrowed("missing"),
     kernels: Cow::Borrowed(MISSING_KERNELS),
     temps: Cow::Borrowed(&[]),
+    index_limit: None,
+    select: None,
 };
