@@ -2,7 +2,8 @@
 //!
 //! `cargo run --release --example spmv` builds the embedded default (a seeded power-law matrix);
 //! `cargo run --release --example spmv -- path/to/matrix.mtx` reads a Matrix Market file.
-//! `--rows N` scales the default matrix, `--reps N` sets the timed repetitions on a GPU.
+//! `--rows N` scales the default matrix, `--regular K` makes every row hold K nonzeros instead of
+//! a power law, `--reps N` sets the timed repetitions on a GPU.
 //! On a GPU the table shows time and GB/s; on the simulator, instructions and warp efficiency.
 
 use lb::prelude::*;
@@ -17,11 +18,12 @@ fn spmv(a: &Csr<f32>, x: &[f32], #[tile] row: usize, #[atom] nz: usize) -> f32 {
 struct Args {
     path: Option<String>,
     rows: usize,
+    regular: Option<usize>,
     reps: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args { path: None, rows: 20_000, reps: 20 };
+    let mut args = Args { path: None, rows: 20_000, regular: None, reps: 20 };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut number = |name: &str| -> Result<usize, String> {
@@ -30,9 +32,10 @@ fn parse_args() -> Result<Args, String> {
         };
         match arg.as_str() {
             "--rows" => args.rows = number("--rows")?,
+            "--regular" => args.regular = Some(number("--regular")?),
             "--reps" => args.reps = number("--reps")?.max(1),
             "-h" | "--help" => {
-                return Err("usage: spmv [matrix.mtx] [--rows N] [--reps N]".to_string());
+                return Err("usage: spmv [matrix.mtx] [--rows N] [--regular K] [--reps N]".to_string());
             }
             _ if arg.starts_with('-') => return Err(format!("unknown option `{arg}`")),
             _ => args.path = Some(arg),
@@ -56,18 +59,18 @@ fn max_relative_error(a: &Csr<f32>, x: &[f32], got: &[f32], want: &[f32]) -> f64
 }
 
 fn run(args: &Args) -> lb::Result<bool> {
-    let a = match &args.path {
-        Some(path) => lb::mtx::read_mtx::<f32>(path)?,
-        None => lb::generate::power_law(args.rows, args.rows, 8.0, 42),
+    let (a, origin) = match (&args.path, args.regular) {
+        (Some(path), _) => (lb::mtx::read_mtx::<f32>(path)?, format!("from {path}")),
+        (None, Some(k)) => (lb::generate::uniform(args.rows, args.rows, k, 42), format!("({k} per row, uniform columns)")),
+        (None, None) => (lb::generate::power_law(args.rows, args.rows, 8.0, 42), "(seeded power law)".to_string()),
     };
     let x = lb::generate::random_vector(a.num_cols, 7);
     let longest = (0..a.num_rows).map(|r| a.row(r).len()).max().unwrap_or(0);
     println!(
-        "matrix: {} rows, {} columns, {} nonzeros (longest row {longest}){}",
+        "matrix: {} rows, {} columns, {} nonzeros (longest row {longest}) {origin}",
         a.num_rows,
         a.num_cols,
         a.nnz(),
-        args.path.as_deref().map(|p| format!(" from {p}")).unwrap_or_else(|| " (seeded power law)".into()),
     );
 
     let mut want = vec![0.0f32; a.num_rows];

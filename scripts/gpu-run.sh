@@ -27,10 +27,17 @@ for t in "$bin"/test-*; do
   step "$(basename "$t")" "$t" --test-threads=1 --include-ignored
 done
 step example-spmv "$bin/example-spmv" "$@"
-step example-spmv-large "$bin/example-spmv" --rows 2000000 --reps 50
+# Over 50 million nonzeros: a power-law and a regular (8 per row) matrix, every schedule.
+step example-spmv-powerlaw "$bin/example-spmv" --rows 6500000 --reps 20
+step example-spmv-regular "$bin/example-spmv" --rows 6500000 --regular 8 --reps 20
+# More than 2^32 nonzeros: the 64-bit index path (about 37 GB on the device).
+if [ "${LB_SKIP_HUGE:-0}" != 1 ]; then
+  step example-spmv-huge "$bin/example-spmv_huge"
+fi
 if command -v compute-sanitizer >/dev/null; then
-  step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/example-spmv" --reps 1
-  step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/example-spmv" --reps 1
-  step synccheck compute-sanitizer --tool synccheck --error-exitcode 9 "$bin/example-spmv" --reps 1
+  for tool in memcheck racecheck synccheck; do
+    step "$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/example-spmv" --reps 1
+    step "$tool-regular" compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/example-spmv" --rows 3000 --regular 40 --reps 1
+  done
 fi
 exit $status

@@ -212,7 +212,7 @@ fn parse_schedules(lit: &LitStr) -> syn::Result<Vec<Schedule>> {
             errors.push(syn::Error::new(
                 lit.span(),
                 format!(
-                    "unknown schedule `{name}`{hint}; the schedules are: {}, or \"auto\" for all of them",
+                    "unknown schedule `{name}`{hint}; the schedules are: {}, group_mapped(N) for N a power of two from 2 to 1024, or \"auto\" for all of them",
                     known.join(", ")
                 ),
             ));
