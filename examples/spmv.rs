@@ -23,19 +23,27 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args { path: None, rows: 20_000, regular: None, reps: 20 };
+    let mut args = Args {
+        path: None,
+        rows: 20_000,
+        regular: None,
+        reps: 20,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut number = |name: &str| -> Result<usize, String> {
             let v = it.next().ok_or_else(|| format!("{name} needs a value"))?;
-            v.parse().map_err(|_| format!("{name} needs a whole number, got `{v}`"))
+            v.parse()
+                .map_err(|_| format!("{name} needs a whole number, got `{v}`"))
         };
         match arg.as_str() {
             "--rows" => args.rows = number("--rows")?,
             "--regular" => args.regular = Some(number("--regular")?),
             "--reps" => args.reps = number("--reps")?.max(1),
             "-h" | "--help" => {
-                return Err("usage: spmv [matrix.mtx] [--rows N] [--regular K] [--reps N]".to_string());
+                return Err(
+                    "usage: spmv [matrix.mtx] [--rows N] [--regular K] [--reps N]".to_string(),
+                );
             }
             _ if arg.starts_with('-') => return Err(format!("unknown option `{arg}`")),
             _ => args.path = Some(arg),
@@ -51,7 +59,9 @@ fn max_relative_error(a: &Csr<f32>, x: &[f32], got: &[f32], want: &[f32]) -> f64
         .map(|row| {
             let magnitude: f64 = a
                 .row(row)
-                .map(|nz| (f64::from(a.values[nz]) * f64::from(x[a.col_indices[nz] as usize])).abs())
+                .map(|nz| {
+                    (f64::from(a.values[nz]) * f64::from(x[a.col_indices[nz] as usize])).abs()
+                })
                 .sum();
             (f64::from(got[row]) - f64::from(want[row])).abs() / magnitude.max(f64::MIN_POSITIVE)
         })
@@ -61,8 +71,14 @@ fn max_relative_error(a: &Csr<f32>, x: &[f32], got: &[f32], want: &[f32]) -> f64
 fn run(args: &Args) -> lb::Result<bool> {
     let (a, origin) = match (&args.path, args.regular) {
         (Some(path), _) => (lb::mtx::read_mtx::<f32>(path)?, format!("from {path}")),
-        (None, Some(k)) => (lb::generate::uniform(args.rows, args.rows, k, 42), format!("({k} per row, uniform columns)")),
-        (None, None) => (lb::generate::power_law(args.rows, args.rows, 8.0, 42), "(seeded power law)".to_string()),
+        (None, Some(k)) => (
+            lb::generate::uniform(args.rows, args.rows, k, 42),
+            format!("({k} per row, uniform columns)"),
+        ),
+        (None, None) => (
+            lb::generate::power_law(args.rows, args.rows, 8.0, 42),
+            "(seeded power law)".to_string(),
+        ),
     };
     let x = lb::generate::random_vector(a.num_cols, 7);
     let longest = (0..a.num_rows).map(|r| a.row(r).len()).max().unwrap_or(0);
@@ -86,11 +102,21 @@ fn run(args: &Args) -> lb::Result<bool> {
 
     let mut all_ok = true;
     if dev.is_gpu() {
-        println!("{:<22} {:<34} {:>10} {:>8} {:>12} {:>7}", "schedule", "kernels", "time (us)", "GB/s", "max rel err", "check");
+        println!(
+            "{:<22} {:<34} {:>10} {:>8} {:>12} {:>7}",
+            "schedule", "kernels", "time (us)", "GB/s", "max rel err", "check"
+        );
     } else {
         println!(
             "{:<22} {:<34} {:>13} {:>9} {:>9} {:>9} {:>12} {:>7}",
-            "schedule", "kernels", "instructions", "instr/nz", "max/mean", "warp eff", "max rel err", "check"
+            "schedule",
+            "kernels",
+            "instructions",
+            "instr/nz",
+            "max/mean",
+            "warp eff",
+            "max rel err",
+            "check"
         );
     }
     for &schedule in spmv::SCHEDULES {
@@ -101,7 +127,12 @@ fn run(args: &Args) -> lb::Result<bool> {
         all_ok &= ok;
         let verdict = if ok { "ok" } else { "FAILED" };
         // The entries that ran: shows which variant a dynamic schedule or index width picked.
-        let kernels = launch.kernels.iter().map(|k| k.entry.trim_start_matches("spmv_")).collect::<Vec<_>>().join("+");
+        let kernels = launch
+            .kernels
+            .iter()
+            .map(|k| k.entry.trim_start_matches("spmv_"))
+            .collect::<Vec<_>>()
+            .join("+");
         if dev.is_gpu() {
             let mut times = Vec::with_capacity(args.reps);
             for _ in 0..args.reps {
@@ -124,8 +155,14 @@ fn run(args: &Args) -> lb::Result<bool> {
             let stats = launch.sim.unwrap_or_default();
             let per_nz = stats.instructions as f64 / a.nnz().max(1) as f64;
             // Load balance: the busiest thread's instructions over the mean thread's.
-            let busiest = stats.per_thread_instructions.iter().copied().max().unwrap_or(0) as f64;
-            let mean = stats.instructions as f64 / stats.per_thread_instructions.len().max(1) as f64;
+            let busiest = stats
+                .per_thread_instructions
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(0) as f64;
+            let mean =
+                stats.instructions as f64 / stats.per_thread_instructions.len().max(1) as f64;
             println!(
                 "{:<22} {:<34} {:>13} {:>9.1} {:>9.1} {:>8.1}% {:>12.2e} {:>7}",
                 schedule.name(),

@@ -9,7 +9,11 @@
 use lb::prelude::*;
 use std::process::ExitCode;
 
-#[load_balanced(schedule = "thread_mapped, merge_path, nonzero_split", reduce = "sum", output = "y")]
+#[load_balanced(
+    schedule = "thread_mapped, merge_path, nonzero_split",
+    reduce = "sum",
+    output = "y"
+)]
 fn spmv(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
@@ -44,7 +48,10 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     let per_row = parse(&args, "--per-row", 33)?;
     let reps = parse(&args, "--reps", 3)?.max(1);
     let nnz = rows * per_row;
-    println!("matrix: {rows} rows × {per_row} = {nnz} nonzeros ({:.2} × 2^32), {COLS} columns", nnz as f64 / 2f64.powi(32));
+    println!(
+        "matrix: {rows} rows × {per_row} = {nnz} nonzeros ({:.2} × 2^32), {COLS} columns",
+        nnz as f64 / 2f64.powi(32)
+    );
 
     let row_offsets: Vec<usize> = (0..=rows).map(|r| r * per_row).collect();
     let mut col_indices = Vec::with_capacity(nnz);
@@ -67,19 +74,29 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     let bytes = (rows + 1) * 8 + nnz * 8 + COLS * 4 + rows * 4;
 
     let mut all_ok = true;
-    println!("{:<16} {:<52} {:>10} {:>8} {:>8}", "schedule", "kernels", "time (ms)", "GB/s", "check");
+    println!(
+        "{:<16} {:<52} {:>10} {:>8} {:>8}",
+        "schedule", "kernels", "time (ms)", "GB/s", "check"
+    );
     for &schedule in spmv::SCHEDULES {
         let mut times = Vec::new();
         let mut kernels = String::new();
         for _ in 0..reps {
             let launch = spmv::launch_with(&dev, schedule, &da, &dx, &mut dy)?;
-            kernels = launch.kernels.iter().map(|k| k.entry.as_str()).collect::<Vec<_>>().join("+");
+            kernels = launch
+                .kernels
+                .iter()
+                .map(|k| k.entry.as_str())
+                .collect::<Vec<_>>()
+                .join("+");
             times.extend(launch.elapsed_ms);
         }
         let y = dev.download(&dy)?;
         let wrong = (0..rows)
             .filter(|&row| {
-                let want: f32 = (0..per_row).map(|k| value(k) * x_at(column(row, k) as usize)).sum();
+                let want: f32 = (0..per_row)
+                    .map(|k| value(k) * x_at(column(row, k) as usize))
+                    .sum();
                 y[row] != want
             })
             .count();
@@ -89,12 +106,26 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         let (ms, gbs) = match times.get(times.len() / 2) {
             Some(&t) => {
                 let ms = f64::from(t);
-                (format!("{ms:.2}"), format!("{:.1}", bytes as f64 / (ms * 1e-3) / 1e9))
+                (
+                    format!("{ms:.2}"),
+                    format!("{:.1}", bytes as f64 / (ms * 1e-3) / 1e9),
+                )
             }
             None => ("-".to_string(), "-".to_string()),
         };
-        let verdict = if wrong == 0 { "ok".to_string() } else { format!("{wrong} rows wrong") };
-        println!("{:<16} {:<52} {:>10} {:>8} {:>8}", schedule.name(), kernels, ms, gbs, verdict);
+        let verdict = if wrong == 0 {
+            "ok".to_string()
+        } else {
+            format!("{wrong} rows wrong")
+        };
+        println!(
+            "{:<16} {:<52} {:>10} {:>8} {:>8}",
+            schedule.name(),
+            kernels,
+            ms,
+            gbs,
+            verdict
+        );
     }
     Ok(all_ok)
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the release test and example binaries here (no CUDA needed: cudarc loads the driver at
+# Builds the release test and example binaries and lb-bench here (no CUDA needed: cudarc loads the driver at
 # run time), strips them and copies them with scripts/gpu-run.sh into .gpu/, the ignored folder
 # that travels to the GPU machine (64 MiB at most).
 set -euo pipefail
@@ -10,6 +10,9 @@ mkdir -p "$out/bin"
 # Test binaries that exercise a device: they take the GPU through Device::default() there.
 gpu_tests=(kernels device gpu)
 cargo build --release --examples
+# The benchmark tool (docs/benchmarks.md).
+cargo build --release -p lb-bench
+cp target/release/lb-bench "$out/bin/lb-bench"
 cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
   | python3 -c '
 import json, sys

@@ -168,7 +168,10 @@ fn atomic_min_relaxation_handles_negative_floats() {
         offsets.extend(std::iter::repeat_n(base.nnz(), half));
         let cols: Vec<u32> = base.col_indices.iter().map(|&c| c + half as u32).collect();
         let g = Csr::new(2 * half, 2 * half, offsets, cols, base.values.clone()).unwrap();
-        let dist0: Vec<f32> = random_vec(2 * half, seed ^ 9).iter().map(|v| v * 3.0).collect();
+        let dist0: Vec<f32> = random_vec(2 * half, seed ^ 9)
+            .iter()
+            .map(|v| v * 3.0)
+            .collect();
 
         let mut want = dist0.clone();
         let mut want_improved = vec![0u32; 2 * half];
@@ -193,8 +196,18 @@ fn atomic_min_relaxation_handles_negative_floats() {
             let mut dist = dev.upload(&dist0).unwrap();
             let mut improved = dev.zeros::<u32>(2 * half).unwrap();
             relax::launch_with(&dev, s, &dg, &mut dist, &mut improved).unwrap();
-            assert_eq!(dev.download(&dist).unwrap(), want, "{} seed {seed}", s.name());
-            assert_eq!(dev.download(&improved).unwrap(), want_improved, "{} seed {seed}", s.name());
+            assert_eq!(
+                dev.download(&dist).unwrap(),
+                want,
+                "{} seed {seed}",
+                s.name()
+            );
+            assert_eq!(
+                dev.download(&improved).unwrap(),
+                want_improved,
+                "{} seed {seed}",
+                s.name()
+            );
         }
     }
 }
@@ -204,7 +217,10 @@ fn checked_launch_reports_out_of_range_index() {
     let dev = device();
     // Column 5 is valid for the matrix but x has only 3 entries.
     let a = Csr::new(2, 6, vec![0, 1, 2], vec![1, 5], vec![1.0f32, 2.0]).unwrap();
-    let (da, dx) = (DeviceCsr::upload(&dev, &a).unwrap(), dev.upload(&[1.0f32, 2.0, 3.0]).unwrap());
+    let (da, dx) = (
+        DeviceCsr::upload(&dev, &a).unwrap(),
+        dev.upload(&[1.0f32, 2.0, 3.0]).unwrap(),
+    );
     for &s in spmv_checked::SCHEDULES {
         let mut dy = dev.zeros::<f32>(2).unwrap();
         match spmv_checked::launch_with(&dev, s, &da, &dx, &mut dy) {
@@ -212,7 +228,10 @@ fn checked_launch_reports_out_of_range_index() {
                 assert_eq!(param, "x", "{}", s.name());
                 assert_eq!(index, 5, "{}", s.name());
             }
-            other => panic!("{}: expected an out-of-bounds error, got {other:?}", s.name()),
+            other => panic!(
+                "{}: expected an out-of-bounds error, got {other:?}",
+                s.name()
+            ),
         }
     }
     let good = dev.upload(&[1.0f32; 6]).unwrap();
@@ -225,9 +244,15 @@ fn checked_launch_reports_out_of_range_index() {
 fn short_output_is_an_error_not_a_fault() {
     let dev = device();
     let a = random_csr(Shape::Random, 10, 10, 1);
-    let (da, dx) = (DeviceCsr::upload(&dev, &a).unwrap(), dev.upload(&random_vec(10, 2)).unwrap());
+    let (da, dx) = (
+        DeviceCsr::upload(&dev, &a).unwrap(),
+        dev.upload(&random_vec(10, 2)).unwrap(),
+    );
     let mut dy = dev.zeros::<f32>(9).unwrap();
-    assert!(matches!(spmv::launch(&dev, &da, &dx, &mut dy), Err(lb::Error::Shape(_))));
+    assert!(matches!(
+        spmv::launch(&dev, &da, &dx, &mut dy),
+        Err(lb::Error::Shape(_))
+    ));
 }
 
 #[test]
@@ -235,15 +260,28 @@ fn repeated_launches_are_bitwise_identical() {
     let dev = device();
     let a = random_csr(Shape::Alternating, 700, 500, 11);
     let x = random_vec(500, 12);
-    let (da, dx) = (DeviceCsr::upload(&dev, &a).unwrap(), dev.upload(&x).unwrap());
+    let (da, dx) = (
+        DeviceCsr::upload(&dev, &a).unwrap(),
+        dev.upload(&x).unwrap(),
+    );
     for &s in spmv::SCHEDULES {
         let mut runs = Vec::new();
         for _ in 0..3 {
             let mut dy = dev.upload(&vec![f32::NAN; a.num_rows]).unwrap();
             spmv::launch_with(&dev, s, &da, &dx, &mut dy).unwrap();
-            runs.push(dev.download(&dy).unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+            runs.push(
+                dev.download(&dy)
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect::<Vec<_>>(),
+            );
         }
-        assert!(runs.windows(2).all(|w| w[0] == w[1]), "{} is not deterministic", s.name());
+        assert!(
+            runs.windows(2).all(|w| w[0] == w[1]),
+            "{} is not deterministic",
+            s.name()
+        );
     }
 }
 
@@ -255,12 +293,24 @@ fn auto_generates_every_schedule() {
     assert!(!Schedule::ALL.is_empty());
     assert_eq!(spmv::SCHEDULES, Schedule::ALL);
     for schedule in spmv::SCHEDULES {
-        assert!(spmv::PLANS.iter().any(|p| p.schedule == schedule.name()), "no plan for {}", schedule.name());
+        assert!(
+            spmv::PLANS.iter().any(|p| p.schedule == schedule.name()),
+            "no plan for {}",
+            schedule.name()
+        );
     }
     for plan in spmv::PLANS {
-        assert!(spmv::SCHEDULES.iter().any(|s| s.name() == plan.schedule), "stray plan {}", plan.schedule);
+        assert!(
+            spmv::SCHEDULES.iter().any(|s| s.name() == plan.schedule),
+            "stray plan {}",
+            plan.schedule
+        );
         for k in plan.kernels.iter() {
-            assert!(spmv::PTX.contains(&format!(".entry {}(", k.entry)), "{} missing from PTX", k.entry);
+            assert!(
+                spmv::PTX.contains(&format!(".entry {}(", k.entry)),
+                "{} missing from PTX",
+                k.entry
+            );
         }
     }
 }

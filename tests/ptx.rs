@@ -11,8 +11,14 @@ use common::*;
 /// The module header (everything before the first kernel) and the kernel named `entry`.
 fn header_and_entry(ptx: &str, entry: &str) -> String {
     let first = ptx.find(".visible .entry").expect("the module has kernels");
-    let start = ptx.find(&format!(".visible .entry {entry}(")).expect("the entry is in the module");
-    let end = start + ptx[start..].find("\n}\n").expect("kernels end with a brace") + 3;
+    let start = ptx
+        .find(&format!(".visible .entry {entry}("))
+        .expect("the entry is in the module");
+    let end = start
+        + ptx[start..]
+            .find("\n}\n")
+            .expect("kernels end with a brace")
+        + 3;
     format!("{}{}", &ptx[..first], &ptx[start..end])
 }
 
@@ -23,7 +29,10 @@ fn spmv_ptx_snapshot() {
 
 #[test]
 fn atomics_without_reduce_ptx_snapshot() {
-    insta::assert_snapshot!("scatter", header_and_entry(scatter::PTX, "scatter_thread_mapped"));
+    insta::assert_snapshot!(
+        "scatter",
+        header_and_entry(scatter::PTX, "scatter_thread_mapped")
+    );
 }
 
 #[test]
@@ -42,6 +51,17 @@ fn every_module_assembles_without_spills() {
         ("relax", relax::PTX),
         ("spmv_checked", spmv_checked::PTX),
         ("spmm", spmm::PTX),
+        ("gather", gather::PTX),
+        ("frontier_spmv", frontier_spmv::PTX),
+        ("positives", positives::PTX),
+        ("coo_spmv", coo_spmv::PTX),
+        ("csc_spmv_t", csc_spmv_t::PTX),
+        ("coo_spmm", coo_spmm::PTX),
+        ("repeat_push", repeat_push::PTX),
+        ("coo_frontier_rows", coo_frontier_rows::PTX),
+        ("csc_frontier_rows", csc_frontier_rows::PTX),
+        ("sssp_relax", lb::algorithms::sssp_relax::PTX),
+        ("bfs_visit", lb::algorithms::bfs_visit::PTX),
     ];
     for (name, ptx) in modules {
         lb_ptx::ptxas::assert_assembles(name, ptx);

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use lb_ptx::body::{Lit, LocalId};
+use lb_ptx::body::{CsrField, Lit, LocalId, TileSetKind};
 use proc_macro2::TokenStream;
 use quote::ToTokens;
 use syn::{BinOp, Expr, Pat, Stmt, UnOp};
@@ -43,8 +43,40 @@ pub fn key<T>(node: &T) -> usize {
     node as *const T as usize
 }
 
-/// Which fields a `Csr` tile set has, with the element type of the array ones.
-pub const CSR_FIELDS: &str = "`values`, `col_indices`, `row_offsets`, `num_rows`, `num_cols`";
+/// The fields of a tile set of `kind`, for messages.
+pub fn fields_of(kind: TileSetKind) -> &'static str {
+    match kind {
+        TileSetKind::Csr => "`values`, `col_indices`, `row_offsets`, `num_rows`, `num_cols`",
+        TileSetKind::Csc => "`values`, `row_indices`, `col_offsets`, `num_rows`, `num_cols`",
+        TileSetKind::Coo => "`values`, `row_indices`, `col_indices`, `num_rows`, `num_cols`",
+    }
+}
+
+/// The array fields of a tile set of `kind`: name, field, and whether its elements are the
+/// values (`None`) or an index type.
+fn arrays_of(kind: TileSetKind) -> [(&'static str, CsrField, Option<STy>); 3] {
+    let values = ("values", CsrField::Values, None);
+    match kind {
+        TileSetKind::Csr => [
+            values,
+            ("col_indices", CsrField::ColIndices, Some(STy::U32)),
+            ("row_offsets", CsrField::RowOffsets, Some(STy::Usize)),
+        ],
+        TileSetKind::Csc => [
+            values,
+            ("row_indices", CsrField::RowIndices, Some(STy::U32)),
+            ("col_offsets", CsrField::ColOffsets, Some(STy::Usize)),
+        ],
+        TileSetKind::Coo => [
+            values,
+            ("row_indices", CsrField::RowIndices, Some(STy::U32)),
+            ("col_indices", CsrField::ColIndices, Some(STy::U32)),
+        ],
+    }
+}
+
+/// The message for `push` on anything but a queue parameter.
+pub const PUSH_ONLY_ON_QUEUE: &str = "`push` is only defined on a `&mut Queue` parameter";
 
 /// The intrinsics a body may call.
 pub const ATOMICS: [&str; 5] = [
@@ -61,10 +93,7 @@ pub enum Array {
     /// A slice parameter (index into `Sig::params`).
     Slice { param: usize, mutable: bool },
     /// `values`, `col_indices` or `row_offsets` of the tile set.
-    Field {
-        param: usize,
-        field: lb_ptx::body::CsrField,
-    },
+    Field { param: usize, field: CsrField },
 }
 
 type Var = usize;
@@ -347,6 +376,7 @@ impl Checker<'_> {
             Expr::ForLoop(f) => self.for_loop(f),
             Expr::Block(b) if b.label.is_none() => self.block_stmts(&b.block),
             Expr::Return(r) => self.ret(r),
+            Expr::MethodCall(m) if m.method == "push" => self.push(m),
             // Anything else is evaluated for its side effects (an atomic whose old value is not
             // needed); pure expressions are harmless.
             _ => {
@@ -596,7 +626,8 @@ impl Checker<'_> {
                 Role::Index(_) => Some(self.known(STy::Usize)),
                 Role::Scalar(t) => Some(self.known(*t)),
                 Role::Slice { .. } => self.err_at(&ident, format!("`{name}` is a slice: index it (`{name}[i]`) or take its length (`{name}.len()`)")),
-                Role::TileSet { .. } => self.err_at(&ident, format!("`{name}` is the tile set: read one of its fields ({CSR_FIELDS})")),
+                Role::TileSet { kind, .. } => { let fields = fields_of(*kind); self.err_at(&ident, format!("`{name}` is the tile set: read one of its fields ({fields})")) }
+                Role::Queue => self.err_at(&ident, format!("`{name}` is a queue: the only thing a kernel does with it is `{name}.push(v)`")),
             };
         }
         // `f32::INFINITY`, `u32::MAX`, …
@@ -676,25 +707,27 @@ impl Checker<'_> {
                 self.names.insert(key(strip(base)), Name::Param(i));
                 match &self.sig.params[i].role {
                     Role::Slice { elem, mutable } => Some((Array::Slice { param: i, mutable: *mutable }, *elem)),
-                    Role::TileSet { .. } => self
-                        .err_at(&base, format!("index one of the tile set's arrays: `{name}.values[nz]`, `{name}.col_indices[nz]`, `{name}.row_offsets[row]`")),
+                    Role::TileSet { kind, .. } => {
+                        let arrays = arrays_of(*kind).map(|(f, _, _)| format!("`{name}.{f}[i]`")).join(", ");
+                        self.err_at(&base, format!("index one of the tile set's arrays: {arrays}"))
+                    }
+                    Role::Queue => self.err_at(&base, format!("`{name}` is a queue and cannot be indexed: push to it (`{name}.push(v)`)")),
                     _ => self.err_at(&base, format!("`{name}` is a scalar and cannot be indexed")),
                 }
             }
             Expr::Field(f) => {
-                let (param, value) = self.tile_set_of(&f.base)?;
-                let field = member_name(&f.member);
-                use lb_ptx::body::CsrField;
-                let (field, elem) = match field.as_str() {
-                    "values" => (CsrField::Values, value),
-                    "col_indices" => (CsrField::ColIndices, STy::U32),
-                    "row_offsets" => (CsrField::RowOffsets, STy::Usize),
-                    _ => {
-                        return self
-                            .err_at(&f.member, format!("`{field}` is not an array of the tile set: the arrays are `values`, `col_indices`, `row_offsets`"))
+                let (param, kind, value) = self.tile_set_of(&f.base)?;
+                let name = member_name(&f.member);
+                let arrays = arrays_of(kind);
+                match arrays.iter().find(|(n, _, _)| *n == name) {
+                    Some(&(_, field, elem)) => {
+                        Some((Array::Field { param, field }, elem.unwrap_or(value)))
                     }
-                };
-                Some((Array::Field { param, field }, elem))
+                    None => {
+                        let list = arrays.map(|(n, _, _)| format!("`{n}`")).join(", ");
+                        self.err_at(&f.member, format!("`{name}` is not an array of a `{}` tile set: the arrays are {list}", kind.name()))
+                    }
+                }
             }
             other => self.err_at(
                 &other,
@@ -704,7 +737,7 @@ impl Checker<'_> {
     }
 
     /// The tile-set parameter a field access starts from.
-    fn tile_set_of(&mut self, base: &Expr) -> Option<(usize, STy)> {
+    fn tile_set_of(&mut self, base: &Expr) -> Option<(usize, TileSetKind, STy)> {
         let found = match strip(base) {
             Expr::Path(p) => path_ident(p).and_then(|ident| {
                 let name = ident.to_string();
@@ -713,16 +746,16 @@ impl Checker<'_> {
                 }
                 let i = self.lookup_param(&name)?;
                 match self.sig.params[i].role {
-                    Role::TileSet { value } => Some((i, value)),
+                    Role::TileSet { kind, value } => Some((i, kind, value)),
                     _ => None,
                 }
             }),
             _ => None,
         };
         match found {
-            Some((i, v)) => {
+            Some((i, kind, v)) => {
                 self.names.insert(key(strip(base)), Name::Param(i));
-                Some((i, v))
+                Some((i, kind, v))
             }
             None => self.err_at(&base, "fields can only be read from the tile-set parameter"),
         }
@@ -744,22 +777,66 @@ impl Checker<'_> {
     }
 
     fn field_value(&mut self, f: &syn::ExprField) -> Option<Var> {
-        let (_, _) = self.tile_set_of(&f.base)?;
-        match member_name(&f.member).as_str() {
+        let (_, kind, _) = self.tile_set_of(&f.base)?;
+        let name = member_name(&f.member);
+        match name.as_str() {
             "num_rows" | "num_cols" => Some(self.known(STy::Usize)),
-            "values" | "col_indices" | "row_offsets" => self.err_at(
+            other if arrays_of(kind).iter().any(|(n, _, _)| *n == other) => self.err_at(
                 &f,
                 "index the tile set's arrays (`a.values[nz]`): they cannot be used whole",
             ),
             other => self.err_at(
                 &f.member,
-                format!("the tile set has no field `{other}`: its fields are {CSR_FIELDS}"),
+                format!(
+                    "a `{}` tile set has no field `{other}`: its fields are {}",
+                    kind.name(),
+                    fields_of(kind)
+                ),
             ),
+        }
+    }
+
+    /// The queue parameter a `push` is called on (index into `Sig::params`), if it is one.
+    fn queue_of(&self, receiver: &Expr) -> Option<usize> {
+        let Expr::Path(p) = strip(receiver) else {
+            return None;
+        };
+        let name = path_ident(p)?.to_string();
+        if self.lookup_local(&name).is_some() {
+            return None;
+        }
+        let i = self.lookup_param(&name)?;
+        (self.sig.params[i].role == Role::Queue).then_some(i)
+    }
+
+    /// `queue.push(v);` as a statement, with `v: u32`.
+    fn push(&mut self, m: &syn::ExprMethodCall) {
+        let Some(q) = self.queue_of(&m.receiver) else {
+            self.report(&m, PUSH_ONLY_ON_QUEUE);
+            return;
+        };
+        self.names.insert(key(strip(&m.receiver)), Name::Param(q));
+        if m.args.len() != 1 {
+            self.report(&m, "`push` takes 1 argument: `queue.push(v)` with `v: u32`");
+            return;
+        }
+        if let Some(v) = self.value(&m.args[0]) {
+            let u = self.known(STy::U32);
+            self.expect(v, u, &m.args[0], "the queue's item type `u32`");
         }
     }
 
     fn method(&mut self, m: &syn::ExprMethodCall) -> Option<Var> {
         let name = m.method.to_string();
+        if name == "push" {
+            return match self.queue_of(&m.receiver) {
+                Some(_) => self.err_at(
+                    &m,
+                    "`push` returns nothing: call it as a statement, `queue.push(v);`",
+                ),
+                None => self.err_at(&m, PUSH_ONLY_ON_QUEUE),
+            };
+        }
         if let Some(t) = &m.turbofish {
             return self.err_at(
                 &t,

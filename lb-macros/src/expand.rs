@@ -168,7 +168,7 @@ fn module(
                 /// several (32-bit index arithmetic, then 64-bit): the first whose `index_limit`
                 /// admits the problem runs.
                 pub const PLANS: &[::lb::__private::Plan] = &[#(#plans),*];
-                /// The schedule `launch` uses.
+                /// The first generated schedule (`launch` asks the heuristic among all of them).
                 pub const DEFAULT: ::lb::__private::Schedule = #default;
                 /// The kernel parameters' names, for error messages (index roles excluded).
                 const PARAM_NAMES: &[&::core::primitive::str] = &[#(#names),*];
@@ -303,14 +303,14 @@ fn params(sig: &Sig, device: bool) -> Vec<TokenStream> {
         .map(|p| {
             let id = &p.ident;
             match (&p.role, device) {
-                (Role::TileSet { value }, false) => {
+                (Role::TileSet { kind, value }, device) => {
                     let t = prim(*value);
-                    quote!(#id: &::lb::__private::Csr<#t>)
+                    let prefix = if device { "Device" } else { "" };
+                    let ty = format_ident!("{prefix}{}", kind.name());
+                    quote!(#id: &::lb::__private::#ty<#t>)
                 }
-                (Role::TileSet { value }, true) => {
-                    let t = prim(*value);
-                    quote!(#id: &::lb::__private::DeviceCsr<#t>)
-                }
+                (Role::Queue, false) => quote!(#id: &mut ::lb::__private::Queue),
+                (Role::Queue, true) => quote!(#id: &mut ::lb::__private::DeviceQueue),
                 (
                     Role::Slice {
                         elem,
@@ -376,7 +376,7 @@ fn cpu_fn(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
         Role::Index(IndexRole::Atom) => quote!(__lb_atom),
         Role::Index(IndexRole::Lane) => quote!(__lb_lane),
         Role::Index(IndexRole::Rank) => quote!(__lb_atom - __lb_begin),
-        Role::Slice { mutable: true, .. } => {
+        Role::Slice { mutable: true, .. } | Role::Queue => {
             let id = &p.ident;
             quote!(&mut *#id)
         }
@@ -401,7 +401,7 @@ fn cpu_fn(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
                 quote!(#f[__lb_position] as ::core::primitive::usize),
             )
         }
-        None => (quote!(#a.num_rows), quote!(__lb_position)),
+        None => (quote!(__lb_tiles), quote!(__lb_position)),
     };
     let per_lane = match (sig.reduce, &sig.output) {
         (Some((t, op)), Some(out)) => {
@@ -442,9 +442,9 @@ fn cpu_fn(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
         },
     };
     let shape_check = sig.output.as_ref().map(|out| {
-        let msg = format!("`{name}::cpu`: the output `{out}` has {{}} elements but needs {{}} (rows × lanes)");
+        let msg = format!("`{name}::cpu`: the output `{out}` has {{}} elements but needs {{}} (tiles × lanes)");
         quote! {
-            ::core::assert!(#out.len() >= #a.num_rows * __lb_lanes, #msg, #out.len(), #a.num_rows * __lb_lanes);
+            ::core::assert!(#out.len() >= __lb_tiles * __lb_lanes, #msg, #out.len(), __lb_tiles * __lb_lanes);
         }
     });
     quote! {
@@ -452,11 +452,14 @@ fn cpu_fn(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
         /// order, reduced as the attribute says.
         pub fn cpu(#(#params),*) {
             let __lb_lanes: ::core::primitive::usize = #lanes;
+            // Tile offsets of any format: a CSR's rows, a CSC's columns, a COO's rows.
+            let __lb_tiles = ::lb::__private::TileSet::num_tiles(#a);
+            let __lb_offsets = ::lb::__private::TileSet::tile_offsets(#a);
             #shape_check
             for __lb_position in 0..#count {
                 let __lb_tile: ::core::primitive::usize = #tile_of;
-                let __lb_begin = #a.row_offsets[__lb_tile];
-                let __lb_end = #a.row_offsets[__lb_tile + 1];
+                let __lb_begin = __lb_offsets[__lb_tile];
+                let __lb_end = __lb_offsets[__lb_tile + 1];
                 for __lb_lane in 0..__lb_lanes {
                     #per_lane
                 }
@@ -482,6 +485,20 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
             self::launch_with(dev, self::DEFAULT, #(#names),*)
         }
     };
+    // With several schedules (`"auto"`), `launch` lets lb-runtime's heuristic pick one from the
+    // tile set's statistics (lb_runtime::heuristic).
+    let tile_set = &sig.tile_set().ident;
+    let launch = if real {
+        quote! {
+            /// Runs the kernels of the schedule among `SCHEDULES` that `lb::heuristic` picks for the tile set.
+            pub fn launch(dev: &::lb::__private::Device, #(#params),*) -> ::lb::__private::Result<::lb::__private::Launch> {
+                let __lb_schedule = ::lb::__private::choose_schedule(self::SCHEDULES, #tile_set.stats());
+                self::launch_with(dev, __lb_schedule, #(#names),*)
+            }
+        }
+    } else {
+        launch
+    };
     if !real {
         return quote! {
             #launch
@@ -496,7 +513,7 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
             let f = &sig.params[i].ident;
             quote!(#f.len())
         }
-        None => quote!(#a.num_rows()),
+        None => quote!(::lb::__private::DeviceTileSet::num_tiles(#a)),
     };
     let lanes = match sig.lanes {
         Some(i) => {
@@ -513,13 +530,22 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
         .output
         .as_ref()
         .map(|out| quote!(::lb::__private::KernelArg::push_args(&*#out, &mut __lb_args);));
+    // A push past a queue's capacity is counted but not stored: report it instead of losing it.
+    let overflow_checks = sig
+        .body_params()
+        .filter(|p| p.role == Role::Queue)
+        .map(|p| {
+            let id = &p.ident;
+            let name = id.to_string();
+            quote!(::lb::__private::DeviceQueue::check_overflow(#id, #name)?;)
+        });
     let too_big = format!(
         "`{name}`: {{}} tiles + atoms fit no plan of `{{}}` (index range or variant rules)"
     );
     let shape_check = sig.output.as_ref().map(|out| {
-        let msg = format!("`{name}`: the output `{out}` has {{}} elements but needs {{}} (rows × lanes)");
+        let msg = format!("`{name}`: the output `{out}` has {{}} elements but needs {{}} (tiles × lanes)");
         quote! {
-            let __lb_needed = #a.num_rows() as ::core::primitive::u64 * __lb_size.lanes;
+            let __lb_needed = ::lb::__private::DeviceTileSet::num_tiles(#a) as ::core::primitive::u64 * __lb_size.lanes;
             if (#out.len() as ::core::primitive::u64) < __lb_needed {
                 return ::core::result::Result::Err(::lb::__private::Error::Shape(::std::format!(#msg, #out.len(), __lb_needed)));
             }
@@ -532,7 +558,7 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
         pub fn launch_with(dev: &::lb::__private::Device, schedule: ::lb::__private::Schedule, #(#params),*) -> ::lb::__private::Result<::lb::__private::Launch> {
             let __lb_size = ::lb::__private::ProblemSize {
                 tiles: #tiles as ::core::primitive::u64,
-                atoms: #a.nnz() as ::core::primitive::u64,
+                atoms: ::lb::__private::DeviceTileSet::num_atoms(#a) as ::core::primitive::u64,
                 lanes: #lanes as ::core::primitive::u64,
             };
             // A schedule may have several plans (32-bit index arithmetic before 64-bit, variants
@@ -560,7 +586,9 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
             let mut __lb_args = ::std::vec::Vec::new();
             #(#pushes)*
             #out_push
-            ::lb::__private::execute(dev, self::PTX, __lb_plan, self::PARAM_NAMES, __lb_args, __lb_size)
+            let __lb_launch = ::lb::__private::execute(dev, self::PTX, __lb_plan, self::PARAM_NAMES, __lb_args, __lb_size)?;
+            #(#overflow_checks)*
+            ::core::result::Result::Ok(__lb_launch)
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use lb_ptx::body::{
     ArrayRef, AtomicOp, BinaryOp, Block, Body, CsrField, Expr as IrExpr, ExprKind, Lit, LocalId,
-    Method, Param, ParamKind, Stmt as IrStmt, TileSetKind, Ty, UnaryOp,
+    Method, Param, ParamKind, Stmt as IrStmt, Ty, UnaryOp,
 };
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr, Pat, Stmt, UnOp};
@@ -36,10 +36,11 @@ pub fn lower(name: &str, sig: &Sig, block: &syn::Block, typed: &Typed) -> syn::R
         .map(|p| Param {
             name: p.ident.to_string(),
             kind: match p.role {
-                Role::TileSet { value } => ParamKind::TileSet {
-                    kind: TileSetKind::Csr,
+                Role::TileSet { kind, value } => ParamKind::TileSet {
+                    kind,
                     value: value.lower(),
                 },
+                Role::Queue => ParamKind::Queue,
                 Role::Slice { elem, mutable } => ParamKind::Slice {
                     elem: elem.lower(),
                     mutable,
@@ -195,6 +196,18 @@ impl Lowerer<'_> {
                 }
                 Ok(())
             }
+            Expr::MethodCall(m) if m.method == "push" => {
+                let Name::Param(i) = self.name(strip(&m.receiver))? else {
+                    return Err(internal(m.span(), "queue"));
+                };
+                let arg = m.args.first().ok_or_else(|| internal(m.span(), "push"))?;
+                let value = self.value(arg)?;
+                out.push(IrStmt::Push {
+                    queue: self.sig.body_index(i),
+                    value,
+                });
+                Ok(())
+            }
             Expr::Return(r) => {
                 let v = match &r.expr {
                     Some(e) => Some(self.value(e)?),
@@ -317,6 +330,8 @@ impl Lowerer<'_> {
                     "row_offsets" => CsrField::RowOffsets,
                     "num_rows" => CsrField::NumRows,
                     "num_cols" => CsrField::NumCols,
+                    "row_indices" => CsrField::RowIndices,
+                    "col_offsets" => CsrField::ColOffsets,
                     _ => return Err(internal(f.span(), "field")),
                 };
                 Ok(ArrayRef::Field(self.sig.body_index(i), field))

@@ -1,7 +1,7 @@
 //! The function signature: which parameter plays which role (tile set, index roles, slices,
 //! scalars), checked against the attribute's `reduce`, `output`, `lanes` and `tiles`.
 
-use lb_ptx::body::{IndexRole, Reduce};
+use lb_ptx::body::{IndexRole, Reduce, TileSetKind};
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Type};
 
@@ -13,12 +13,14 @@ use crate::types::{did_you_mean, Errors, STy};
 pub enum Role {
     /// `#[tile]`, `#[atom]`, `#[lane]`, `#[rank]`: an index the schedule computes.
     Index(IndexRole),
-    /// `&Csr<T>`.
-    TileSet { value: STy },
+    /// `&Csr<T>`, `&Csc<T>` or `&Coo<T>`.
+    TileSet { kind: TileSetKind, value: STy },
     /// `&[T]` or `&mut [T]`.
     Slice { elem: STy, mutable: bool },
     /// `T` by value.
     Scalar(STy),
+    /// `&mut Queue`.
+    Queue,
 }
 
 #[derive(Clone, Debug)]
@@ -411,7 +413,8 @@ fn find_named(
 fn describe(role: &Role) -> String {
     match role {
         Role::Index(_) => "an index role".to_string(),
-        Role::TileSet { value } => format!("a `&Csr<{}>`", value.name()),
+        Role::TileSet { kind, value } => format!("a `&{}<{}>`", kind.name(), value.name()),
+        Role::Queue => "a `&mut Queue`".to_string(),
         Role::Slice {
             elem,
             mutable: false,
@@ -449,7 +452,7 @@ fn param_role(ty: &Type) -> syn::Result<Role> {
     let unsupported = || {
         syn::Error::new_spanned(
             ty,
-            format!("unsupported parameter type: write the tile set as `&Csr<T>`, inputs as `&[T]`, outputs as `&mut [T]` (T one of {ELEMENTS}), or a scalar by value ({SCALARS})"),
+            format!("unsupported parameter type: write the tile set as `&Csr<T>`, `&Csc<T>` or `&Coo<T>`, inputs as `&[T]`, outputs as `&mut [T]` (T one of {ELEMENTS}), a queue as `&mut Queue`, or a scalar by value ({SCALARS})"),
         )
     };
     match ty {
@@ -473,23 +476,47 @@ fn param_role(ty: &Type) -> syn::Result<Role> {
                     };
                     let name = last.ident.to_string();
                     match name.as_str() {
-                        "Csr" => {
+                        "Csr" | "Csc" | "Coo" => {
+                            let kind = match name.as_str() {
+                                "Csr" => TileSetKind::Csr,
+                                "Csc" => TileSetKind::Csc,
+                                _ => TileSetKind::Coo,
+                            };
                             if let Some(m) = &r.mutability {
-                                return Err(syn::Error::new_spanned(m, "the tile set is read-only: take it as `&Csr<T>`"));
+                                return Err(syn::Error::new_spanned(
+                                    m,
+                                    format!("the tile set is read-only: take it as `&{name}<T>`"),
+                                ));
                             }
-                            let value = single_type_arg(&last.arguments)
-                                .ok_or_else(|| syn::Error::new_spanned(&last.arguments, format!("write the value type: `&Csr<f32>` (one of {ELEMENTS})")))?;
-                            Ok(Role::TileSet { value: element(value)? })
+                            let value = single_type_arg(&last.arguments).ok_or_else(|| {
+                                syn::Error::new_spanned(
+                                    &last.arguments,
+                                    format!(
+                                        "write the value type: `&{name}<f32>` (one of {ELEMENTS})"
+                                    ),
+                                )
+                            })?;
+                            Ok(Role::TileSet {
+                                kind,
+                                value: element(value)?,
+                            })
                         }
-                        "Csc" | "Coo" => Err(syn::Error::new_spanned(
+                        "Queue" => {
+                            if r.mutability.is_none() {
+                                return Err(syn::Error::new_spanned(
+                                    ty,
+                                    "a queue is written to: take it as `&mut Queue`",
+                                ));
+                            }
+                            if !last.arguments.is_empty() {
+                                return Err(syn::Error::new_spanned(&last.arguments, "`Queue` holds `u32` values and takes no type argument: write `&mut Queue`"));
+                            }
+                            Ok(Role::Queue)
+                        }
+                        "Vec" => Err(syn::Error::new_spanned(
                             ty,
-                            format!("`{name}` tile sets are not supported yet (issue #5): convert to `Csr`"),
+                            "take a slice instead of a `Vec`: `&[T]` or `&mut [T]`",
                         )),
-                        "Queue" => Err(syn::Error::new_spanned(
-                            ty,
-                            "`Queue` parameters are not supported yet: queues arrive with issue #5; store into a `&mut [T]` instead",
-                        )),
-                        "Vec" => Err(syn::Error::new_spanned(ty, "take a slice instead of a `Vec`: `&[T]` or `&mut [T]`")),
                         _ => Err(unsupported()),
                     }
                 }

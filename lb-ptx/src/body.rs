@@ -61,15 +61,37 @@ pub enum Reduce {
     Max,
 }
 
-/// Which tile-set format a tile-set parameter has.
+/// Which tile-set format a tile-set parameter has, and so what its tiles are.
+///
+/// Kernel ABI (`.param` slots, in order; pointers are u64, sizes u64):
+/// - `Csr` (tiles are rows): `row_offsets` (→ u64), `col_indices` (→ u32), `values` (→ T),
+///   `num_rows`, `num_cols`, `nnz`.
+/// - `Csc` (tiles are columns): `col_offsets` (→ u64, `num_cols + 1`), `row_indices` (→ u32),
+///   `values`, `num_rows`, `num_cols`, `nnz`.
+/// - `Coo` (atoms sorted by row, tiles are rows): `row_offsets` (→ u64, `num_rows + 1`, computed
+///   from the sorted row indices when the matrix is uploaded: the tile offsets every schedule
+///   needs), `row_indices` (→ u32), `col_indices` (→ u32), `values`, `num_rows`, `num_cols`, `nnz`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TileSetKind {
     Csr,
+    Csc,
+    Coo,
 }
 
-/// Fields of a CSR tile set that a body may read. The kernel ABI of a `Csr` parameter is six
-/// slots, in this order: `row_offsets` (u64 pointer to u64), `col_indices` (u64 pointer to u32),
-/// `values` (u64 pointer to the value type), `num_rows` (u64), `num_cols` (u64), `nnz` (u64).
+impl TileSetKind {
+    /// The Rust type name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            TileSetKind::Csr => "Csr",
+            TileSetKind::Csc => "Csc",
+            TileSetKind::Coo => "Coo",
+        }
+    }
+}
+
+/// Fields of a tile set that a body may read; which exist depends on the [`TileSetKind`]
+/// (`Csr`: `row_offsets`, `col_indices`; `Csc`: `col_offsets`, `row_indices`; `Coo`:
+/// `row_indices`, `col_indices`; all: `values`, `num_rows`, `num_cols`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CsrField {
     /// `row_offsets: [usize]` — `num_rows + 1` entries.
@@ -82,13 +104,20 @@ pub enum CsrField {
     NumRows,
     /// `num_cols: usize`
     NumCols,
+    /// `row_indices: [u32]` (`Csc`, `Coo`) — `nnz` entries.
+    RowIndices,
+    /// `col_offsets: [usize]` (`Csc`) — `num_cols + 1` entries.
+    ColOffsets,
 }
 
 /// A kernel parameter of the body, in the order of the user's function (index roles excluded).
 ///
 /// ABI (kernel `.param` slots, in order), shared by `codegen`, the macro and the runtime:
-/// - `TileSet(Csr)`: six slots, see [`CsrField`].
+/// - `TileSet`: six slots (`Csr`, `Csc`) or seven (`Coo`), see [`TileSetKind`].
 /// - `Slice`: two slots, pointer (u64) then length in elements (u64).
+/// - `Queue`: three slots, `items` (u64 pointer to u32), `count` (u64 pointer to one u64
+///   counter) and `capacity` (u64, in items). A push claims slot `count` by an atomic add; a slot
+///   at or past `capacity` is not written but still counted, so the host sees an overflow.
 /// - `Scalar(ty)`: one slot; `bool` is passed as `.u32` (0 or 1), `usize` as `.u64`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Param {
@@ -99,9 +128,17 @@ pub struct Param {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum ParamKind {
-    TileSet { kind: TileSetKind, value: Ty },
-    Slice { elem: Ty, mutable: bool },
+    TileSet {
+        kind: TileSetKind,
+        value: Ty,
+    },
+    Slice {
+        elem: Ty,
+        mutable: bool,
+    },
     Scalar(Ty),
+    /// `&mut Queue`: an append-only list of `u32`.
+    Queue,
 }
 
 /// The index values a schedule hands to the body (all `usize`, i.e. `U64`).
@@ -203,22 +240,46 @@ pub enum ExprKind {
     /// A scalar parameter (index into `Body::params`).
     Scalar(usize),
     /// `array[index]`; `index` has type `U64`.
-    Load { array: ArrayRef, index: Box<Expr> },
+    Load {
+        array: ArrayRef,
+        index: Box<Expr>,
+    },
     /// `slice.len()`, or a CSR scalar field (`NumRows`, `NumCols`) through `Field`.
     Len(ArrayRef),
     /// `a.num_rows` / `a.num_cols`: `array` is `Field(p, NumRows|NumCols)`.
     TileSetScalar(ArrayRef),
-    Unary { op: UnaryOp, arg: Box<Expr> },
+    Unary {
+        op: UnaryOp,
+        arg: Box<Expr>,
+    },
     /// Both operands have the same type, except shifts, whose right side may be any integer type.
     /// Comparison results have type `Bool`.
-    Binary { op: BinaryOp, lhs: Box<Expr>, rhs: Box<Expr> },
+    Binary {
+        op: BinaryOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
     /// `arg as ty`, with Rust's semantics (wrapping int casts, saturating float -> int).
-    Cast { arg: Box<Expr> },
-    Method { method: Method, args: Vec<Expr> },
+    Cast {
+        arg: Box<Expr>,
+    },
+    Method {
+        method: Method,
+        args: Vec<Expr>,
+    },
     /// `atomic_op(&mut array[index], value [, new])`: returns the old value.
-    Atomic { op: AtomicOp, array: ArrayRef, index: Box<Expr>, args: Vec<Expr> },
+    Atomic {
+        op: AtomicOp,
+        array: ArrayRef,
+        index: Box<Expr>,
+        args: Vec<Expr>,
+    },
     /// `if cond { then } else { els }` used as a value.
-    If { cond: Box<Expr>, then: Block, els: Block },
+    If {
+        cond: Box<Expr>,
+        then: Block,
+        els: Block,
+    },
 }
 
 /// A block whose last expression (if any) is its value.
@@ -231,16 +292,37 @@ pub struct Block {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stmt {
     /// `let x = e;`, `x = e;` and compound assignment (lowered to `x = x op e`).
-    Assign { local: LocalId, value: Expr },
+    Assign {
+        local: LocalId,
+        value: Expr,
+    },
     /// `array[index] = value;` (and compound, lowered to load-op-store).
-    Store { array: ArrayRef, index: Expr, value: Expr },
+    Store {
+        array: ArrayRef,
+        index: Expr,
+        value: Expr,
+    },
     /// An expression evaluated for its side effects (an atomic whose result is unused).
     Expr(Expr),
-    If { cond: Expr, then: Block, els: Block },
+    If {
+        cond: Expr,
+        then: Block,
+        els: Block,
+    },
     /// `for var in start..end { body }` over integers of `var`'s type.
-    For { var: LocalId, start: Expr, end: Expr, body: Block },
+    For {
+        var: LocalId,
+        start: Expr,
+        end: Expr,
+        body: Block,
+    },
     /// `return value;` (or the body's tail expression): the atom's contribution.
     Return(Option<Expr>),
+    /// `queue.push(value);`: `queue` indexes `Body::params` (a `Queue`), `value` is a `U32`.
+    Push {
+        queue: usize,
+        value: Expr,
+    },
 }
 
 /// The whole atom function.

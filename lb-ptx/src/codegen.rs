@@ -21,11 +21,12 @@
 
 use crate::body::{
     ArrayRef, AtomicOp, BinaryOp, Block, Body, CsrField, Expr, ExprKind, IndexRole, Lit, Method,
-    ParamKind, Reduce, Stmt, Ty, UnaryOp,
+    ParamKind, Reduce, Stmt, TileSetKind, Ty, UnaryOp,
 };
 use crate::builder::KernelBuilder;
 use crate::ir::{
-    Address, AtomOp, BinOp, Cmp, Label, Op, Operand, Reg, RegClass, Rounding, Space, Type, UnOp,
+    Address, AtomOp, BinOp, Cmp, Label, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space,
+    Special, Type, UnOp,
 };
 use crate::plan::{Temp, TempRole};
 use crate::GenError;
@@ -61,7 +62,12 @@ fn mem_type(ty: Ty) -> Type {
     }
 }
 
-/// The registers of a `Csr` tile-set parameter (its six ABI slots).
+/// The registers of a tile-set parameter, named as for a CSR (see [`TileSetKind`] for the ABI).
+///
+/// As loaded, `row_offsets` is the tile-offset array of every kind (CSC: `col_offsets`, COO: the
+/// row offsets derived at upload) and `col_indices` the other index array (CSC: `row_indices`).
+/// [`KernelParams::csr`] returns the *tile view*, where `num_rows` is also the tile count (a
+/// CSC's `num_cols`, with `num_cols` its `num_rows`): what schedules use through `Layout`.
 #[derive(Clone, Copy, Debug)]
 pub struct CsrRegs {
     pub row_offsets: Reg,
@@ -75,7 +81,18 @@ pub struct CsrRegs {
 /// The registers a body parameter was loaded into.
 #[derive(Clone, Copy, Debug)]
 pub enum ParamRegs {
-    Csr(CsrRegs),
+    /// `regs` as loaded (not the tile view); `row_indices` is the COO's extra array.
+    TileSet {
+        kind: TileSetKind,
+        regs: CsrRegs,
+        row_indices: Option<Reg>,
+    },
+    /// A `&mut Queue`: items pointer, counter pointer, capacity (u64 each).
+    Queue {
+        items: Reg,
+        count: Reg,
+        capacity: Reg,
+    },
     Slice {
         ptr: Reg,
         len: Reg,
@@ -124,14 +141,33 @@ impl KernelParams {
             }
             let n = &p.name;
             regs.push(match p.kind {
-                ParamKind::TileSet { .. } => ParamRegs::Csr(CsrRegs {
-                    row_offsets: b.load_param(format!("{n}_row_offsets"), Type::U64),
-                    col_indices: b.load_param(format!("{n}_col_indices"), Type::U64),
-                    values: b.load_param(format!("{n}_values"), Type::U64),
-                    num_rows: b.load_param(format!("{n}_num_rows"), Type::U64),
-                    num_cols: b.load_param(format!("{n}_num_cols"), Type::U64),
-                    nnz: b.load_param(format!("{n}_nnz"), Type::U64),
-                }),
+                ParamKind::TileSet { kind, .. } => {
+                    // Slot order is the ABI of `TileSetKind`.
+                    let (offsets, first, second) = match kind {
+                        TileSetKind::Csr => ("row_offsets", None, "col_indices"),
+                        TileSetKind::Csc => ("col_offsets", None, "row_indices"),
+                        TileSetKind::Coo => ("row_offsets", Some("row_indices"), "col_indices"),
+                    };
+                    let row_offsets = b.load_param(format!("{n}_{offsets}"), Type::U64);
+                    let row_indices = first.map(|f| b.load_param(format!("{n}_{f}"), Type::U64));
+                    ParamRegs::TileSet {
+                        kind,
+                        regs: CsrRegs {
+                            row_offsets,
+                            col_indices: b.load_param(format!("{n}_{second}"), Type::U64),
+                            values: b.load_param(format!("{n}_values"), Type::U64),
+                            num_rows: b.load_param(format!("{n}_num_rows"), Type::U64),
+                            num_cols: b.load_param(format!("{n}_num_cols"), Type::U64),
+                            nnz: b.load_param(format!("{n}_nnz"), Type::U64),
+                        },
+                        row_indices,
+                    }
+                }
+                ParamKind::Queue => ParamRegs::Queue {
+                    items: b.load_param(format!("{n}_items"), Type::U64),
+                    count: b.load_param(format!("{n}_count"), Type::U64),
+                    capacity: b.load_param(format!("{n}_capacity"), Type::U64),
+                },
                 ParamKind::Slice { .. } => ParamRegs::Slice {
                     ptr: b.load_param(format!("{n}_ptr"), Type::U64),
                     len: b.load_param(format!("{n}_len"), Type::U64),
@@ -179,12 +215,44 @@ impl KernelParams {
         })
     }
 
-    /// The registers of tile-set parameter `p`.
+    /// The tile view of tile-set parameter `p` (see [`CsrRegs`]): `row_offsets[t]..row_offsets[t +
+    /// 1]` are tile `t`'s atoms and `num_rows` is the number of tiles, whatever the format.
     pub fn csr(&self, p: usize) -> Result<CsrRegs, GenError> {
+        let (kind, regs, _) = self.tile_set(p)?;
+        Ok(match kind {
+            TileSetKind::Csr | TileSetKind::Coo => regs,
+            TileSetKind::Csc => CsrRegs {
+                num_rows: regs.num_cols,
+                num_cols: regs.num_rows,
+                ..regs
+            },
+        })
+    }
+
+    /// Tile-set parameter `p` as loaded: its kind, registers and the COO's `row_indices`.
+    pub fn tile_set(&self, p: usize) -> Result<(TileSetKind, CsrRegs, Option<Reg>), GenError> {
         match self.body.get(p) {
-            Some(ParamRegs::Csr(c)) => Ok(*c),
+            Some(ParamRegs::TileSet {
+                kind,
+                regs,
+                row_indices,
+            }) => Ok((*kind, *regs, *row_indices)),
             _ => Err(GenError::Unsupported(format!(
                 "parameter {p} is not a tile set"
+            ))),
+        }
+    }
+
+    /// Items pointer, counter pointer and capacity of queue parameter `p`.
+    pub fn queue(&self, p: usize) -> Result<(Reg, Reg, Reg), GenError> {
+        match self.body.get(p) {
+            Some(ParamRegs::Queue {
+                items,
+                count,
+                capacity,
+            }) => Ok((*items, *count, *capacity)),
+            _ => Err(GenError::Unsupported(format!(
+                "parameter {p} is not a queue"
             ))),
         }
     }
@@ -476,7 +544,94 @@ impl Lower<'_> {
                 }
                 self.b.bra(self.end);
             }
+            Stmt::Push { queue, value } => {
+                if value.ty != Ty::U32 {
+                    return unsupported("a queue holds `u32` values");
+                }
+                let v = self.expr(value)?;
+                self.push(*queue, v)?;
+            }
         }
+        Ok(())
+    }
+
+    /// A warp-aggregated push: the lanes pushing together (`activemask`, so a push inside an `if`
+    /// or a loop is fine) claim their slots with one `atom.add` by the highest lane, which
+    /// shuffles the base to the others; each lane writes `base + rank`, its rank being the number
+    /// of pushing lanes below it. A slot at or past the capacity is not written, but the counter
+    /// still counts it, so the host can report the overflow with the number of slots needed.
+    fn push(&mut self, queue: usize, v: Reg) -> Result<(), GenError> {
+        let (items, count, capacity) = self.params.queue(queue)?;
+        let b = &mut *self.b;
+        let mask = b.reg(RegClass::B32);
+        b.emit(Op::ActiveMask { dst: mask });
+        let lane = b.special(Special::LaneId);
+        let n = b.un(UnOp::Popc, Type::B32, mask);
+        let high = b.un(UnOp::Clz, Type::B32, mask);
+        let leader = b.bin(BinOp::Sub, Type::U32, Operand::Imm(31), high);
+        let one = b.mov(Type::B32, Operand::Imm(1));
+        let below = b.bin(BinOp::Shl, Type::B32, one, lane);
+        let below = b.bin(BinOp::Sub, Type::U32, below, Operand::Imm(1));
+        let under = b.bin(BinOp::And, Type::B32, mask, below);
+        let rank = b.un(UnOp::Popc, Type::B32, under);
+        let base = b.mov(Type::U64, Operand::Imm(0));
+        let is_leader = b.setp(Cmp::Eq, Type::U32, lane, leader);
+        let n64 = b.cvt(Rounding::None, Type::U64, Type::U32, n);
+        b.emit_guarded(
+            is_leader,
+            false,
+            Op::Atom {
+                space: Space::Global,
+                op: AtomOp::Add,
+                ty: Type::U64,
+                dst: base,
+                addr: Address::Reg {
+                    base: count,
+                    offset: 0,
+                },
+                b: n64.into(),
+                c: None,
+            },
+        );
+        // `shfl` moves 32 bits: the base travels as two halves.
+        let lo = b.cvt(Rounding::None, Type::U32, Type::U64, base);
+        let hi64 = b.bin(BinOp::Shr, Type::U64, base, Operand::Imm(32));
+        let hi = b.cvt(Rounding::None, Type::U32, Type::U64, hi64);
+        let mut halves = [lo, hi];
+        for half in &mut halves {
+            let dst = b.reg(RegClass::B32);
+            b.emit(Op::Shfl {
+                mode: ShflMode::Idx,
+                dst,
+                dst_pred: None,
+                a: (*half).into(),
+                b: leader.into(),
+                c: Operand::Imm(0x1f),
+                mask: mask.into(),
+            });
+            *half = dst;
+        }
+        let lo = b.cvt(Rounding::None, Type::U64, Type::U32, halves[0]);
+        let hi = b.cvt(Rounding::None, Type::U64, Type::U32, halves[1]);
+        let hi = b.bin(BinOp::Shl, Type::B64, hi, Operand::Imm(32));
+        let base = b.bin(BinOp::Or, Type::B64, hi, lo);
+        let rank64 = b.cvt(Rounding::None, Type::U64, Type::U32, rank);
+        let slot = b.bin(BinOp::Add, Type::U64, base, rank64);
+        let fits = b.setp(Cmp::Lt, Type::U64, slot, capacity);
+        let addr = b.elem_addr(items, slot, 4);
+        b.emit_guarded(
+            fits,
+            false,
+            Op::St {
+                space: Space::Global,
+                ty: Type::U32,
+                addr: Address::Reg {
+                    base: addr,
+                    offset: 0,
+                },
+                src: v.into(),
+            },
+        );
         Ok(())
     }
 
@@ -582,13 +737,25 @@ impl Lower<'_> {
                     Some(ParamKind::TileSet { value, .. }) => *value,
                     _ => return unsupported(format!("parameter {p} is not a tile set")),
                 };
-                let csr = self.params.csr(p)?;
-                let (base, elem) = match field {
-                    CsrField::RowOffsets => (csr.row_offsets, Ty::U64),
-                    CsrField::ColIndices => (csr.col_indices, Ty::U32),
-                    CsrField::Values => (csr.values, value),
-                    CsrField::NumRows | CsrField::NumCols => {
+                let (kind, regs, row_indices) = self.params.tile_set(p)?;
+                let (base, elem) = match (kind, field) {
+                    (TileSetKind::Csr, CsrField::RowOffsets)
+                    | (TileSetKind::Csc, CsrField::ColOffsets) => (regs.row_offsets, Ty::U64),
+                    (TileSetKind::Csr | TileSetKind::Coo, CsrField::ColIndices)
+                    | (TileSetKind::Csc, CsrField::RowIndices) => (regs.col_indices, Ty::U32),
+                    (TileSetKind::Coo, CsrField::RowIndices) => match row_indices {
+                        Some(r) => (r, Ty::U32),
+                        None => return unsupported("a `Coo` parameter without `row_indices`"),
+                    },
+                    (_, CsrField::Values) => (regs.values, value),
+                    (_, CsrField::NumRows | CsrField::NumCols) => {
                         return unsupported(format!("`{field:?}` is a scalar field, not an array"))
+                    }
+                    _ => {
+                        return unsupported(format!(
+                            "a `{}` tile set has no field `{field:?}`",
+                            kind.name()
+                        ))
                     }
                 };
                 Ok(ArrayInfo {
@@ -605,15 +772,19 @@ impl Lower<'_> {
         match array {
             ArrayRef::Param(p) => Ok(self.params.slice(p)?.1),
             ArrayRef::Field(p, field) => {
-                let csr = self.params.csr(p)?;
+                let (_, regs, _) = self.params.tile_set(p)?;
                 Ok(match field {
                     CsrField::RowOffsets => {
                         self.b
-                            .bin(BinOp::Add, Type::U64, csr.num_rows, Operand::Imm(1))
+                            .bin(BinOp::Add, Type::U64, regs.num_rows, Operand::Imm(1))
                     }
-                    CsrField::ColIndices | CsrField::Values => csr.nnz,
-                    CsrField::NumRows => csr.num_rows,
-                    CsrField::NumCols => csr.num_cols,
+                    CsrField::ColOffsets => {
+                        self.b
+                            .bin(BinOp::Add, Type::U64, regs.num_cols, Operand::Imm(1))
+                    }
+                    CsrField::ColIndices | CsrField::RowIndices | CsrField::Values => regs.nnz,
+                    CsrField::NumRows => regs.num_rows,
+                    CsrField::NumCols => regs.num_cols,
                 })
             }
         }

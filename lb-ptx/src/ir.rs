@@ -223,9 +223,15 @@ impl Space {
 /// A memory address: `[base+offset]`, or `[param_name]` for kernel parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Address {
-    Reg { base: Reg, offset: i64 },
+    Reg {
+        base: Reg,
+        offset: i64,
+    },
     /// A named symbol (kernel parameter or shared variable) plus offset.
-    Symbol { name: String, offset: i64 },
+    Symbol {
+        name: String,
+        offset: i64,
+    },
 }
 
 impl fmt::Display for Address {
@@ -465,6 +471,7 @@ impl fmt::Display for Label {
 /// | `MemBar` | `membar.gl;` |
 /// | `Shfl` | `shfl.sync.MODE.b32 d, a, b, c, mask;` (optionally `d|p`) |
 /// | `Vote` | `vote.sync.MODE.pred d, a, mask;` / `vote.sync.ballot.b32 d, a, mask;` |
+/// | `ActiveMask` | `activemask.b32 d;` |
 /// | `Ret` | `ret;` |
 ///
 /// Any instruction may carry a guard, written before it: `@%p1 st.global.f32 [%rd4], %f2;`.
@@ -560,6 +567,11 @@ pub enum Op {
         a: Operand,
         mask: Operand,
     },
+    /// The lanes of the warp executing this instruction together (a `B32` destination): the
+    /// member mask for collectives in divergent code, such as a queue push inside an `if`.
+    ActiveMask {
+        dst: Reg,
+    },
     Ret,
 }
 
@@ -644,22 +656,60 @@ impl fmt::Display for Op {
                 let rn = if *op == UnOp::Sqrt { ".rn" } else { "" };
                 write!(f, "{}{rn}{} {dst}, {a};", op.name(), ty.suffix())
             }
-            Op::Fma { ty, dst, a, b, c } => write!(f, "fma.rn{} {dst}, {a}, {b}, {c};", ty.suffix()),
+            Op::Fma { ty, dst, a, b, c } => {
+                write!(f, "fma.rn{} {dst}, {a}, {b}, {c};", ty.suffix())
+            }
             Op::Setp { cmp, ty, dst, a, b } => {
                 write!(f, "setp.{}{} {dst}, {a}, {b};", cmp.name(), ty.suffix())
             }
-            Op::Selp { ty, dst, a, b, pred } => write!(f, "selp{} {dst}, {a}, {b}, {pred};", ty.suffix()),
-            Op::Cvt { rounding, dst_ty, src_ty, dst, src } => write!(
+            Op::Selp {
+                ty,
+                dst,
+                a,
+                b,
+                pred,
+            } => write!(f, "selp{} {dst}, {a}, {b}, {pred};", ty.suffix()),
+            Op::Cvt {
+                rounding,
+                dst_ty,
+                src_ty,
+                dst,
+                src,
+            } => write!(
                 f,
                 "cvt{}{}{} {dst}, {src};",
                 rounding.name(),
                 dst_ty.suffix(),
                 src_ty.suffix()
             ),
-            Op::Ld { space, ty, dst, addr } => write!(f, "ld{}{} {dst}, {addr};", space.name(), ty.suffix()),
-            Op::St { space, ty, addr, src } => write!(f, "st{}{} {addr}, {src};", space.name(), ty.suffix()),
-            Op::Atom { space, op, ty, dst, addr, b, c } => {
-                write!(f, "atom{}.{}{} {dst}, {addr}, {b}", space.name(), op.name(), ty.suffix())?;
+            Op::Ld {
+                space,
+                ty,
+                dst,
+                addr,
+            } => write!(f, "ld{}{} {dst}, {addr};", space.name(), ty.suffix()),
+            Op::St {
+                space,
+                ty,
+                addr,
+                src,
+            } => write!(f, "st{}{} {addr}, {src};", space.name(), ty.suffix()),
+            Op::Atom {
+                space,
+                op,
+                ty,
+                dst,
+                addr,
+                b,
+                c,
+            } => {
+                write!(
+                    f,
+                    "atom{}.{}{} {dst}, {addr}, {b}",
+                    space.name(),
+                    op.name(),
+                    ty.suffix()
+                )?;
                 if let Some(c) = c {
                     write!(f, ", {c}")?;
                 }
@@ -669,7 +719,15 @@ impl fmt::Display for Op {
             Op::Label(l) => write!(f, "{l}:"),
             Op::BarSync => f.write_str("bar.sync 0;"),
             Op::MemBar => f.write_str("membar.gl;"),
-            Op::Shfl { mode, dst, dst_pred, a, b, c, mask } => {
+            Op::Shfl {
+                mode,
+                dst,
+                dst_pred,
+                a,
+                b,
+                c,
+                mask,
+            } => {
                 write!(f, "shfl.sync.{}.b32 {dst}", mode.name())?;
                 if let Some(p) = dst_pred {
                     write!(f, "|{p}")?;
@@ -677,9 +735,14 @@ impl fmt::Display for Op {
                 write!(f, ", {a}, {b}, {c}, {mask};")
             }
             Op::Vote { mode, dst, a, mask } => {
-                let ty = if *mode == VoteMode::Ballot { ".b32" } else { ".pred" };
+                let ty = if *mode == VoteMode::Ballot {
+                    ".b32"
+                } else {
+                    ".pred"
+                };
                 write!(f, "vote.sync.{}{ty} {dst}, {a}, {mask};", mode.name())
             }
+            Op::ActiveMask { dst } => write!(f, "activemask.b32 {dst};"),
             Op::Ret => f.write_str("ret;"),
         }
     }
@@ -716,7 +779,11 @@ impl fmt::Display for Kernel {
             if s.bytes == 0 {
                 writeln!(f, "\t.extern .shared .align {} .b8 {}[];", s.align, s.name)?;
             } else {
-                writeln!(f, "\t.shared .align {} .b8 {}[{}];", s.align, s.name, s.bytes)?;
+                writeln!(
+                    f,
+                    "\t.shared .align {} .b8 {}[{}];",
+                    s.align, s.name, s.bytes
+                )?;
             }
         }
         for i in &self.body {

@@ -70,8 +70,14 @@ pub struct Generated {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GenError {
     #[error("block size {block} is not supported by `{schedule}`: {why}")]
-    BadBlock { schedule: &'static str, block: u32, why: String },
-    #[error("target `{0}` is not supported: use sm_75 or newer (sm_75, sm_80, sm_86, sm_89, sm_90)")]
+    BadBlock {
+        schedule: &'static str,
+        block: u32,
+        why: String,
+    },
+    #[error(
+        "target `{0}` is not supported: use sm_75 or newer (sm_75, sm_80, sm_86, sm_89, sm_90)"
+    )]
     BadTarget(String),
     #[error("{0}")]
     Unsupported(String),
@@ -98,7 +104,9 @@ pub fn generate(body: &body::Body, opts: &Options) -> Result<Generated, GenError
     for (i, &schedule) in opts.schedules.iter().enumerate() {
         if opts.schedules[..i].contains(&schedule) {
             let name = schedule.name();
-            return Err(GenError::Unsupported(format!("schedule `{name}` is listed twice")));
+            return Err(GenError::Unsupported(format!(
+                "schedule `{name}` is listed twice"
+            )));
         }
         if !(32..=1024).contains(&opts.block) || !opts.block.is_power_of_two() {
             return Err(GenError::BadBlock {

@@ -51,7 +51,8 @@ impl Grid {
                 let items = size.tiles.saturating_mul(size.lanes.max(1));
                 let per_block = u64::from(block) * u64::from(per_thread.max(1));
                 let wanted = items.div_ceil(per_block).max(1);
-                let resident = u64::from(limits.sm_count.max(1)) * u64::from(limits.blocks_per_sm.max(1));
+                let resident =
+                    u64::from(limits.sm_count.max(1)) * u64::from(limits.blocks_per_sm.max(1));
                 wanted.min(resident) as u32
             }
             Grid::Fixed(n) => n.max(1),
@@ -91,9 +92,14 @@ pub struct KernelPlan {
 pub enum TempCount {
     Fixed(u64),
     /// `per_tile` elements for every active tile (plus `extra`).
-    PerTile { per_tile: u64, extra: u64 },
+    PerTile {
+        per_tile: u64,
+        extra: u64,
+    },
     /// One element per launched block (of the plan's first kernel), plus `extra`.
-    PerBlock { extra: u64 },
+    PerBlock {
+        extra: u64,
+    },
 }
 
 /// What a temporary is for; the runtime reads some of them back.

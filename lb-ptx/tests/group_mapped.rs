@@ -487,7 +487,11 @@ fn min_max_lanes_and_frontiers_match_the_cpu() {
 
 #[test]
 fn awkward_floats_agree_within_rounding_and_are_deterministic() {
-    let sizes: Vec<usize> = (0..50).map(|i| (i * 13) % 40).collect();
+    // Small tiles (scanned rounds), tiles of at least a warp (walked by a shuffle group) and
+    // tiles of at least 128 atoms (walked by a whole group wider than a warp).
+    let mut sizes: Vec<usize> = (0..50).map(|i| (i * 13) % 40).collect();
+    sizes[7] = 300;
+    sizes[30] = 150;
     let mut t = Tiles::new(&sizes);
     for (i, v) in t.values.iter_mut().enumerate() {
         *v = ((i as f32) * 0.37).sin() * 1e3 + 1e-4;
@@ -695,7 +699,11 @@ fn virtual_warps_shuffle_with_sub_warp_masks() {
     }
     let g = generate(&spmv(), &opts(Schedule::GroupMapped(64))).unwrap();
     let text = kernel_text(&g.ptx, "spmv_group_mapped_64");
-    let decl = format!(".shared .align 8 .b8 lb_smem[{}];", 44 * BLOCK);
+    // Per thread a slot's first atom, end and tile; per warp a partial and a ballot.
+    let decl = format!(
+        ".shared .align 8 .b8 lb_smem[{}];",
+        24 * BLOCK + 12 * (BLOCK / 32)
+    );
     assert!(text.contains("bar.sync") && text.contains(&decl));
 }
 

@@ -390,6 +390,23 @@ fn deterministic_and_the_64_bit_variant_agrees() {
     }
 }
 
+/// A tile far longer than a block's share: with block 32 and 2 items per thread, the tile of
+/// 50 000 atoms spans about 780 blocks, so its carries cross hundreds of block boundaries.
+#[test]
+fn long_tiles_spanning_many_blocks() {
+    let rows = [3, 50_000, 0, 7, 0, 20_000, 1, 0];
+    let m = Matrix::from_lengths(&rows);
+    check_all(&m, 32, 2, "long tiles");
+    for s in SCHEDULES {
+        let auto = opts(s, 32, 2, IndexWidth::Auto);
+        let first = run_reduce(&spmv(), &auto, 0, &m, None);
+        let again = run_reduce(&spmv(), &auto, 0, &m, None);
+        assert_eq!(first, again, "{}: two launches differ", s.name());
+        let wide = run_reduce(&spmv(), &auto, 1, &m, None);
+        assert_eq!(first, wide, "{}: u64 variant differs", s.name());
+    }
+}
+
 #[test]
 fn plans_have_one_variant_per_index_width() {
     for s in SCHEDULES {
@@ -405,15 +422,29 @@ fn plans_have_one_variant_per_index_width() {
             assert_eq!(plan.index_limit, limit);
             let entries: Vec<&str> = plan.kernels.iter().map(|k| k.entry.as_ref()).collect();
             let main = format!("spmv_{name}_{suffix}");
-            assert_eq!(entries, [main.clone(), format!("{main}_fixup")]);
-            let grid = Grid::CoverWork {
-                per_thread: 7,
-                count_tiles: s == Schedule::MergePath,
-            };
-            assert!(plan
-                .kernels
-                .iter()
-                .all(|k| k.grid == grid && k.block == 128));
+            let fixups = [format!("{main}_fixup"), format!("{main}_fixup_spans")];
+            assert_eq!(entries, [main.clone(), fixups[0].clone(), fixups[1].clone()]);
+            let count_tiles = s == Schedule::MergePath;
+            let grids = [
+                Grid::CoverWork {
+                    per_thread: 7,
+                    count_tiles,
+                },
+                // The fix-ups: one thread per block of the main kernel.
+                Grid::CoverWork {
+                    per_thread: 7 * 128,
+                    count_tiles,
+                },
+                Grid::CoverWork {
+                    per_thread: 7 * 128,
+                    count_tiles,
+                },
+            ];
+            for (k, grid) in plan.kernels.iter().zip(grids) {
+                assert_eq!((k.grid, k.block), (grid, 128));
+            }
+            let per_block: Vec<u32> = plan.temps.iter().map(|t| t.elem_bytes).collect();
+            assert_eq!(per_block, [8, 4, 4], "a key, a carry and a head per block");
             assert!(plan
                 .temps
                 .iter()
@@ -458,17 +489,239 @@ fn cover_work_grid() {
     assert_eq!(merge.blocks(&empty, 256, &limits), 1);
 }
 
-#[test]
-fn frontier_is_rejected_with_the_issue_number() {
-    for s in SCHEDULES {
-        let o = Options {
-            tiles: Some(1),
-            ..opts(s, 256, 1, IndexWidth::Auto)
-        };
-        match generate(&relax(), &o) {
-            Err(GenError::Unsupported(why)) => assert!(why.contains("#5"), "{why}"),
-            other => panic!("{other:?}"),
+/// `body` with a `frontier: &[u32]` parameter appended, taken as the tile set.
+fn with_frontier(mut body: Body) -> (Body, usize) {
+    body.name = format!("{}_frontier", body.name);
+    body.params.push(slice("frontier", Ty::U32, false));
+    let p = body.params.len() - 1;
+    (body, p)
+}
+
+fn frontier_opts(s: Schedule, block: u32, items: u32, index: IndexWidth, p: usize) -> Options {
+    Options {
+        tiles: Some(p),
+        ..opts(s, block, items, index)
+    }
+}
+
+/// Runs a reducing `spmv`-like body over `frontier`; returns the output bits (one per row, rows
+/// outside the frontier keep their NaN filling).
+fn run_frontier_reduce(
+    body: &Body,
+    m: &Matrix,
+    frontier: &[u32],
+    (s, block, items, index): (Schedule, u32, u32, IndexWidth),
+    plan_index: usize,
+) -> Vec<u32> {
+    let (body, p) = with_frontier(body.clone());
+    let o = frontier_opts(s, block, items, index, p);
+    let g = generate(&body, &o).unwrap();
+    let x = x_of(m.cols);
+    let mut mem = Memory::new();
+    let mut args = csr_args(&mut mem, m);
+    args.extend([
+        upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
+        x.len() as u64,
+        upload(&mut mem, &bytes_of(frontier, u32::to_le_bytes)),
+        frontier.len() as u64,
+    ]);
+    let n = m.rows();
+    let nan = bytes_of(&vec![f32::from_bits(NAN_FILL); n], f32::to_le_bytes);
+    let y = upload(&mut mem, &nan);
+    args.extend([y, n as u64]);
+    let size = ProblemSize {
+        tiles: frontier.len() as u64,
+        atoms: m.nnz() as u64,
+        lanes: 1,
+    };
+    run_plan(&g, &g.plans[plan_index], args, size, &mut mem);
+    read_words::<4>(&mem, y, n)
+        .into_iter()
+        .map(u32::from_le_bytes)
+        .collect()
+}
+
+const NAN_FILL: u32 = 0x7FC0_1234;
+
+/// Checks sums (within the tolerance) or min/max (exactly) of the frontier's rows, and that rows
+/// outside it were not written.
+fn check_frontier(got: &[u32], m: &Matrix, frontier: &[u32], reduce: Reduce, what: &str) {
+    let x = x_of(m.cols);
+    for r in 0..m.rows() {
+        let got = got[r];
+        if !frontier.contains(&(r as u32)) {
+            assert_eq!(got, NAN_FILL, "{what}: row {r} is not in the frontier");
+            continue;
         }
+        let terms: Vec<f32> = m
+            .atoms(r)
+            .map(|nz| m.values[nz] * x[m.indices[nz] as usize])
+            .collect();
+        match reduce {
+            Reduce::Sum => {
+                let want: f64 = terms.iter().map(|&t| f64::from(t)).sum();
+                let scale: f64 = terms.iter().map(|&t| f64::from(t).abs()).sum();
+                let got = f64::from(f32::from_bits(got));
+                assert!(
+                    (got - want).abs() <= 1e-5 * scale + 1e-30,
+                    "{what}: row {r}: got {got}, want {want}"
+                );
+            }
+            Reduce::Min => {
+                let want = terms.into_iter().fold(f32::INFINITY, f32::min);
+                assert_eq!(got, want.to_bits(), "{what}: row {r}");
+            }
+            Reduce::Max => {
+                let want = terms.into_iter().fold(f32::NEG_INFINITY, f32::max);
+                assert_eq!(got, want.to_bits(), "{what}: row {r}");
+            }
+        }
+    }
+}
+
+/// `visit` over `frontier`: every atom of every entry is visited once per entry, with its tile
+/// and rank.
+fn check_frontier_visits(m: &Matrix, frontier: &[u32], cfg: (Schedule, u32, u32), what: &str) {
+    let (body, p) = with_frontier(visit());
+    let o = frontier_opts(cfg.0, cfg.1, cfg.2, IndexWidth::U32, p);
+    let g = generate(&body, &o).unwrap();
+    let mut mem = Memory::new();
+    let mut args = csr_args(&mut mem, m);
+    let n = m.nnz();
+    let visits = upload(&mut mem, &vec![0u8; 4 * n]);
+    let seen = upload(&mut mem, &vec![0xEE; 8 * n]);
+    let ranks = upload(&mut mem, &vec![0xEE; 8 * n]);
+    args.extend([visits, n as u64, seen, n as u64, ranks, n as u64]);
+    args.extend([
+        upload(&mut mem, &bytes_of(frontier, u32::to_le_bytes)),
+        frontier.len() as u64,
+    ]);
+    let size = ProblemSize {
+        tiles: frontier.len() as u64,
+        atoms: n as u64,
+        lanes: 1,
+    };
+    run_plan(&g, &g.plans[0], args, size, &mut mem);
+    let visits: Vec<u32> = read_words::<4>(&mem, visits, n)
+        .into_iter()
+        .map(u32::from_le_bytes)
+        .collect();
+    let seen: Vec<u64> = read_words::<8>(&mem, seen, n)
+        .into_iter()
+        .map(u64::from_le_bytes)
+        .collect();
+    let ranks: Vec<u64> = read_words::<8>(&mem, ranks, n)
+        .into_iter()
+        .map(u64::from_le_bytes)
+        .collect();
+    for r in 0..m.rows() {
+        let times = frontier.iter().filter(|&&t| t as usize == r).count() as u32;
+        for nz in m.atoms(r) {
+            assert_eq!(visits[nz], times, "{what}: atom {nz} visits");
+            if times > 0 {
+                assert_eq!(seen[nz], r as u64, "{what}: atom {nz} tile");
+                assert_eq!(
+                    ranks[nz],
+                    nz as u64 - m.offsets[r],
+                    "{what}: atom {nz} rank"
+                );
+            }
+        }
+    }
+}
+
+fn check_frontier_all(m: &Matrix, frontier: &[u32], block: u32, items: u32, what: &str) {
+    for s in SCHEDULES {
+        let what = format!("{what} / {} block {block} items {items}", s.name());
+        for r in [Reduce::Sum, Reduce::Min, Reduce::Max] {
+            let body = spmv_reduce(r);
+            let got =
+                run_frontier_reduce(&body, m, frontier, (s, block, items, IndexWidth::U32), 0);
+            check_frontier(&got, m, frontier, r, &what);
+        }
+        check_frontier_visits(m, frontier, (s, block, items), &what);
+    }
+}
+
+#[test]
+fn frontier_tile_sets() {
+    let rows: Vec<usize> = (0..300)
+        .map(|r| match r {
+            7 => 5_000,
+            100 => 900,
+            _ => r % 4,
+        })
+        .collect();
+    let m = Matrix::from_lengths(&rows);
+    let cases: Vec<(&str, Vec<u32>)> = vec![
+        ("empty frontier", vec![]),
+        ("one empty tile", vec![3 * 4]),
+        (
+            "out of order with giant tiles",
+            vec![250, 7, 3, 100, 0, 299, 12],
+        ),
+        ("repeated tiles", vec![5, 7, 5, 5, 100, 7, 1, 1]),
+        // More entries than a block scans at once (block 32), and more atoms than the whole
+        // matrix: the grid is sized from `nnz`, so each thread's share has to grow.
+        (
+            "long frontier, repeats over nnz",
+            (0..900)
+                .map(|k| [7, 100, (k * 13) % 300][k as usize % 3])
+                .collect(),
+        ),
+    ];
+    for (what, frontier) in &cases {
+        check_frontier_all(&m, frontier, 32, 2, what);
+    }
+    let (_, frontier) = &cases[2];
+    check_frontier_all(&m, frontier, 256, 1, "default block");
+}
+
+#[test]
+fn frontier_is_deterministic_and_the_64_bit_variant_agrees() {
+    let rows: Vec<usize> = (0..120).map(|r| [0, 1, 3000, 3, 0, 17][r % 6]).collect();
+    let m = Matrix::from_lengths(&rows);
+    let frontier: Vec<u32> = (0..120).rev().filter(|r| r % 5 != 0).collect();
+    for s in SCHEDULES {
+        let cfg = (s, 32, 2, IndexWidth::Auto);
+        let first = run_frontier_reduce(&spmv(), &m, &frontier, cfg, 0);
+        let again = run_frontier_reduce(&spmv(), &m, &frontier, cfg, 0);
+        assert_eq!(first, again, "{}: two launches differ", s.name());
+        let wide = run_frontier_reduce(&spmv(), &m, &frontier, cfg, 1);
+        assert_eq!(first, wide, "{}: u64 variant differs", s.name());
+        check_frontier(&first, &m, &frontier, Reduce::Sum, s.name());
+    }
+}
+
+#[test]
+fn frontier_plans_scan_first() {
+    for s in SCHEDULES {
+        let (body, p) = with_frontier(spmv());
+        let g = generate(&body, &frontier_opts(s, 128, 1, IndexWidth::U32, p)).unwrap();
+        let entries: Vec<&str> = g.plans[0]
+            .kernels
+            .iter()
+            .map(|k| k.entry.as_ref())
+            .collect();
+        let main = format!("spmv_frontier_{}_u32", s.name());
+        let want: Vec<String> = [
+            "_tile_sums",
+            "_chunk_scan",
+            "_tile_offsets",
+            "",
+            "_fixup",
+            "_fixup_spans",
+        ]
+            .iter()
+            .map(|suffix| format!("{main}{suffix}"))
+            .collect();
+        assert_eq!(entries, want);
+        let kernels = &g.plans[0].kernels;
+        assert_eq!(
+            kernels[0].grid, kernels[3].grid,
+            "per-block temps follow the main grid"
+        );
+        assert_eq!(kernels[1].grid, Grid::Fixed(1));
     }
 }
 
@@ -501,6 +754,17 @@ fn modules_assemble_without_spills() {
             ("visit", visit(), auto.clone()),
             ("mix", mix(), auto.clone()),
         ];
+        let (spmv_frontier, p) = with_frontier(spmv());
+        let (visit_frontier, q) = with_frontier(visit());
+        let frontier = |p| Options {
+            tiles: Some(p),
+            ..auto.clone()
+        };
+        let cases = cases.into_iter().chain([
+            ("spmv frontier", spmv_frontier.clone(), frontier(p)),
+            ("spmv frontier checked", spmv_frontier, checked(frontier(p))),
+            ("visit frontier", visit_frontier, frontier(q)),
+        ]);
         for (what, body, o) in cases {
             let g = generate(&body, &o).unwrap();
             assert_eq!(sim::parse(&g.ptx).unwrap().to_string(), g.ptx);

@@ -221,6 +221,39 @@ impl Device {
         Ok(from_bytes(&self.read_raw(&buf.raw)?))
     }
 
+    /// Copies `src` into `dst` on the device (same length), ordered after earlier work: e.g. a
+    /// snapshot of distances before a launch that may have to be undone.
+    pub fn copy<T: Element>(&self, src: &DeviceBuffer<T>, dst: &mut DeviceBuffer<T>) -> Result<()> {
+        if !self.same(src.device()) || !self.same(dst.device()) {
+            return Err(Error::DeviceMismatch);
+        }
+        if src.len() != dst.len() {
+            return Err(Error::Shape(format!(
+                "copying {} elements into a buffer of {}",
+                src.len(),
+                dst.len()
+            )));
+        }
+        let bytes = src.raw.bytes;
+        if bytes == 0 {
+            return Ok(());
+        }
+        match (&src.raw.storage, &mut dst.raw.storage) {
+            (Storage::Gpu { slice: s, stream }, Storage::Gpu { slice: d, .. }) => stream
+                .memcpy_dtod(&s.slice(0..bytes), &mut d.slice_mut(0..bytes))
+                .map_err(|e| Error::cuda("copying on the GPU", e)),
+            (Storage::Sim(s), Storage::Sim(d)) => {
+                let Backend::Sim(sim) = &self.inner.backend else {
+                    return Err(Error::DeviceMismatch);
+                };
+                let mut mem = sim.memory();
+                let data = mem.read(*s, bytes as u64)?;
+                Ok(mem.write(*d, &data)?)
+            }
+            _ => Err(Error::DeviceMismatch),
+        }
+    }
+
     /// Waits until all work submitted to the device has finished; reports faults of kernels.
     pub fn synchronize(&self) -> Result<()> {
         match &self.inner.backend {
@@ -231,6 +264,63 @@ impl Device {
             // The simulator runs every launch to completion before returning.
             Backend::Sim(_) => Ok(()),
         }
+    }
+
+    /// Device-to-device copy bandwidth in bytes per second, counting each copied byte twice (read
+    /// and written), so it compares directly with the bytes a kernel must read plus write. The
+    /// median of 10 timed copies of `bytes` bytes (CUDA events), after one untimed warm-up copy.
+    /// An error on the simulator, which has no bandwidth.
+    pub fn measure_copy_bandwidth(&self, bytes: usize) -> Result<f64> {
+        const REPS: usize = 10;
+        let Backend::Gpu(gpu) = &self.inner.backend else {
+            return Err(Error::Cuda {
+                context: "measuring the copy bandwidth".into(),
+                message: "the simulator has no memory bandwidth".into(),
+            });
+        };
+        let n = bytes.max(1);
+        let cuda = |context: &str, e| Error::cuda(context.to_string(), e);
+        let src = gpu
+            .stream
+            .alloc_zeros::<u8>(n)
+            .map_err(|e| cuda("allocating the copy source", e))?;
+        let mut dst = gpu
+            .stream
+            .alloc_zeros::<u8>(n)
+            .map_err(|e| cuda("allocating the copy destination", e))?;
+        let event = || {
+            gpu.stream
+                .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| cuda("recording a timing event", e))
+        };
+        gpu.stream
+            .memcpy_dtod(&src, &mut dst)
+            .map_err(|e| cuda("copying on the GPU", e))?;
+        let mut times = Vec::with_capacity(REPS);
+        for _ in 0..REPS {
+            let start = event()?;
+            gpu.stream
+                .memcpy_dtod(&src, &mut dst)
+                .map_err(|e| cuda("copying on the GPU", e))?;
+            let stop = event()?;
+            gpu.stream
+                .synchronize()
+                .map_err(|e| cuda("copying on the GPU", e))?;
+            times.push(
+                start
+                    .elapsed_ms(&stop)
+                    .map_err(|e| cuda("reading the timing events", e))?,
+            );
+        }
+        times.sort_by(f32::total_cmp);
+        let seconds = f64::from(times[REPS / 2]) * 1e-3;
+        if seconds <= 0.0 {
+            return Err(Error::Cuda {
+                context: "measuring the copy bandwidth".into(),
+                message: format!("a copy of {n} bytes took no measurable time"),
+            });
+        }
+        Ok(2.0 * n as f64 / seconds)
     }
 
     /// An allocation of at least one byte (so even an empty buffer has a valid address).

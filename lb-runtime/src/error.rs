@@ -35,6 +35,14 @@ pub enum Error {
     /// A buffer was used with a device other than the one that allocated it.
     #[error("a buffer was used with a device other than the one that allocated it")]
     DeviceMismatch,
+    /// A kernel pushed more items into the queue `param` than it holds. The items that fit are
+    /// kept; grow the queue to `needed` (after undoing the launch's other effects) and rerun.
+    #[error("queue `{param}` overflowed: needed {needed} slots, the queue holds {capacity}")]
+    QueueOverflow {
+        param: String,
+        needed: u64,
+        capacity: u64,
+    },
     /// Host data that does not form a valid sparse matrix.
     #[error("invalid matrix: {0}")]
     InvalidMatrix(String),

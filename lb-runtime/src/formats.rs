@@ -1,13 +1,18 @@
-//! Sparse formats on the host ([`Csr`]) and on the device ([`DeviceCsr`]), validated on creation.
+//! Sparse formats on the host ([`Csr`]) and on the device ([`DeviceCsr`]), validated on creation;
+//! the tile-set traits every format implements, and conversions between CSR, CSC and COO.
 //!
 //! Validation happens on the host, so bad data is an [`Error::InvalidMatrix`] naming the row or
 //! entry at fault, never an illegal address on the GPU.
 
+use std::borrow::Cow;
 use std::ops::{AddAssign, Range};
 
 use crate::buffer::{DeviceBuffer, Element};
+use crate::coo::{Coo, DeviceCoo};
+use crate::csc::{Csc, DeviceCsc};
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::stats::TileStats;
 
 /// Compressed sparse rows. Fields are public: kernel bodies read them as plain Rust.
 ///
@@ -192,6 +197,8 @@ pub struct DeviceCsr<T: Element> {
     pub(crate) values: DeviceBuffer<T>,
     num_rows: usize,
     num_cols: usize,
+    /// Computed once at upload for the `auto` heuristic.
+    stats: TileStats,
 }
 
 impl<T: Element> DeviceCsr<T> {
@@ -205,7 +212,13 @@ impl<T: Element> DeviceCsr<T> {
             values: dev.upload(&csr.values)?,
             num_rows: csr.num_rows,
             num_cols: csr.num_cols,
+            stats: TileStats::of_csr(csr),
         })
+    }
+
+    /// Rows, columns, nonzeros, mean and longest row, as measured at upload.
+    pub fn stats(&self) -> &TileStats {
+        &self.stats
     }
 
     pub fn num_rows(&self) -> usize {
@@ -242,5 +255,169 @@ impl<T: Element> DeviceCsr<T> {
             self.col_indices.download()?,
             self.values.download()?,
         )
+    }
+}
+
+/// A host tile set as the CPU reference walks it: its tiles and where each tile's atoms begin.
+pub trait TileSet {
+    /// Number of tiles: rows of a CSR or COO, columns of a CSC.
+    fn num_tiles(&self) -> usize;
+    /// `num_tiles + 1` offsets: tile `t`'s atoms are `offsets[t]..offsets[t + 1]`.
+    fn tile_offsets(&self) -> Cow<'_, [usize]>;
+}
+
+/// A device tile set as a launcher sizes it.
+pub trait DeviceTileSet {
+    fn num_tiles(&self) -> usize;
+    fn num_atoms(&self) -> usize;
+}
+
+impl<T> TileSet for Csr<T> {
+    fn num_tiles(&self) -> usize {
+        self.num_rows
+    }
+    fn tile_offsets(&self) -> Cow<'_, [usize]> {
+        Cow::Borrowed(&self.row_offsets)
+    }
+}
+
+impl<T> TileSet for Csc<T> {
+    fn num_tiles(&self) -> usize {
+        self.num_cols
+    }
+    fn tile_offsets(&self) -> Cow<'_, [usize]> {
+        Cow::Borrowed(&self.col_offsets)
+    }
+}
+
+impl<T> TileSet for Coo<T> {
+    fn num_tiles(&self) -> usize {
+        self.num_rows
+    }
+    fn tile_offsets(&self) -> Cow<'_, [usize]> {
+        Cow::Owned(self.row_offsets())
+    }
+}
+
+impl<T: Element> DeviceTileSet for DeviceCsr<T> {
+    fn num_tiles(&self) -> usize {
+        self.num_rows()
+    }
+    fn num_atoms(&self) -> usize {
+        self.nnz()
+    }
+}
+
+impl<T: Element> DeviceTileSet for DeviceCsc<T> {
+    fn num_tiles(&self) -> usize {
+        self.num_cols()
+    }
+    fn num_atoms(&self) -> usize {
+        self.nnz()
+    }
+}
+
+impl<T: Element> DeviceTileSet for DeviceCoo<T> {
+    fn num_tiles(&self) -> usize {
+        self.num_rows()
+    }
+    fn num_atoms(&self) -> usize {
+        self.nnz()
+    }
+}
+
+/// Transposes a compressed structure (`major` offsets over `indices` < `minor`): the offsets of
+/// the other dimension, its indices, and for each new position the old one it comes from. Stable,
+/// so each new tile lists its entries in the old major order (CSR → CSC keeps rows sorted).
+fn transpose(
+    minor: usize,
+    offsets: &[usize],
+    indices: &[u32],
+) -> (Vec<usize>, Vec<u32>, Vec<usize>) {
+    let mut new_offsets = vec![0usize; minor + 1];
+    for &i in indices {
+        new_offsets[i as usize + 1] += 1;
+    }
+    for j in 0..minor {
+        new_offsets[j + 1] += new_offsets[j];
+    }
+    let mut next = new_offsets.clone();
+    let mut new_indices = vec![0u32; indices.len()];
+    let mut from = vec![0usize; indices.len()];
+    for major in 0..offsets.len().saturating_sub(1) {
+        for e in offsets[major]..offsets[major + 1] {
+            let slot = &mut next[indices[e] as usize];
+            new_indices[*slot] = major as u32;
+            from[*slot] = e;
+            *slot += 1;
+        }
+    }
+    (new_offsets, new_indices, from)
+}
+
+impl<T: Clone> Csr<T> {
+    /// The same matrix by columns (rows sorted within each column).
+    pub fn to_csc(&self) -> Csc<T> {
+        let (col_offsets, row_indices, from) =
+            transpose(self.num_cols, &self.row_offsets, &self.col_indices);
+        Csc {
+            num_rows: self.num_rows,
+            num_cols: self.num_cols,
+            col_offsets,
+            row_indices,
+            values: from.iter().map(|&e| self.values[e].clone()).collect(),
+        }
+    }
+
+    /// The same entries as coordinates, in the same (row) order.
+    pub fn to_coo(&self) -> Coo<T> {
+        let row_indices = (0..self.num_rows)
+            .flat_map(|r| std::iter::repeat_n(r as u32, self.row(r).len()))
+            .collect();
+        Coo {
+            num_rows: self.num_rows,
+            num_cols: self.num_cols,
+            row_indices,
+            col_indices: self.col_indices.clone(),
+            values: self.values.clone(),
+        }
+    }
+}
+
+impl<T: Clone> Csc<T> {
+    /// The same matrix by rows (columns sorted within each row).
+    pub fn to_csr(&self) -> Csr<T> {
+        let (row_offsets, col_indices, from) =
+            transpose(self.num_rows, &self.col_offsets, &self.row_indices);
+        Csr {
+            num_rows: self.num_rows,
+            num_cols: self.num_cols,
+            row_offsets,
+            col_indices,
+            values: from.iter().map(|&e| self.values[e].clone()).collect(),
+        }
+    }
+
+    /// The same entries as coordinates, sorted by row.
+    pub fn to_coo(&self) -> Coo<T> {
+        self.to_csr().to_coo()
+    }
+}
+
+impl<T: Clone> Coo<T> {
+    /// The same entries by rows, in the same order.
+    pub fn to_csr(&self) -> Csr<T> {
+        Csr {
+            num_rows: self.num_rows,
+            num_cols: self.num_cols,
+            row_offsets: self.row_offsets(),
+            col_indices: self.col_indices.clone(),
+            values: self.values.clone(),
+        }
+    }
+
+    /// The same matrix by columns.
+    pub fn to_csc(&self) -> Csc<T> {
+        self.to_csr().to_csc()
     }
 }

@@ -5,9 +5,12 @@ use lb_ptx::plan::{DeviceLimits, Plan, ProblemSize, TempCount, TempRole};
 use lb_ptx::sim::{LaunchConfig, Stats};
 
 use crate::buffer::{DeviceBuffer, Element, RawBuffer};
+use crate::coo::DeviceCoo;
+use crate::csc::DeviceCsc;
 use crate::device::{Backend, Device, SIM_LIMITS};
 use crate::error::{Error, Result};
 use crate::formats::DeviceCsr;
+use crate::queue::DeviceQueue;
 
 /// One kernel parameter's value, in the type of its `.param`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -68,6 +71,41 @@ impl<T: Element> KernelArg for DeviceCsr<T> {
         out.push(ArgValue::U64(self.num_rows() as u64));
         out.push(ArgValue::U64(self.num_cols() as u64));
         out.push(ArgValue::U64(self.nnz() as u64));
+    }
+}
+
+/// Column offsets, row indices and values (addresses), then rows, columns and nonzeros.
+impl<T: Element> KernelArg for DeviceCsc<T> {
+    fn push_args(&self, out: &mut Vec<ArgValue>) {
+        out.push(ArgValue::U64(self.col_offsets.device_addr()));
+        out.push(ArgValue::U64(self.row_indices.device_addr()));
+        out.push(ArgValue::U64(self.values.device_addr()));
+        out.push(ArgValue::U64(self.num_rows() as u64));
+        out.push(ArgValue::U64(self.num_cols() as u64));
+        out.push(ArgValue::U64(self.nnz() as u64));
+    }
+}
+
+/// The row offsets computed at upload, row indices, column indices and values (addresses),
+/// then rows, columns and nonzeros.
+impl<T: Element> KernelArg for DeviceCoo<T> {
+    fn push_args(&self, out: &mut Vec<ArgValue>) {
+        out.push(ArgValue::U64(self.row_offsets.device_addr()));
+        out.push(ArgValue::U64(self.row_indices.device_addr()));
+        out.push(ArgValue::U64(self.col_indices.device_addr()));
+        out.push(ArgValue::U64(self.values.device_addr()));
+        out.push(ArgValue::U64(self.num_rows() as u64));
+        out.push(ArgValue::U64(self.num_cols() as u64));
+        out.push(ArgValue::U64(self.nnz() as u64));
+    }
+}
+
+/// Items address, counter address, capacity.
+impl KernelArg for DeviceQueue {
+    fn push_args(&self, out: &mut Vec<ArgValue>) {
+        out.push(ArgValue::U64(self.items.device_addr()));
+        out.push(ArgValue::U64(self.count.device_addr()));
+        out.push(ArgValue::U64(self.capacity() as u64));
     }
 }
 

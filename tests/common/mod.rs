@@ -27,7 +27,13 @@ pub fn row_max_col(a: &Csr<f32>, #[atom] nz: usize, #[rank] k: usize) -> u32 {
 /// Side effects only: a column histogram and a scatter of weighted values through atomics, with
 /// an `if` that skips negative entries.
 #[load_balanced(schedule = "auto")]
-pub fn scatter(a: &Csr<f32>, counts: &mut [u32], sums: &mut [f32], #[tile] row: usize, #[atom] nz: usize) {
+pub fn scatter(
+    a: &Csr<f32>,
+    counts: &mut [u32],
+    sums: &mut [f32],
+    #[tile] row: usize,
+    #[atom] nz: usize,
+) {
     let c = a.col_indices[nz] as usize;
     atomic_add(&mut counts[c], 1);
     if a.values[nz] >= 0.0 {
@@ -58,7 +64,13 @@ pub fn mixed(a: &Csr<f64>, x: &[f64], shift: i32, #[tile] row: usize, #[atom] nz
 
 /// Relaxes a frontier's edges: `atomic_min` on f32 distances, including negative ones.
 #[load_balanced(schedule = "auto")]
-pub fn relax(g: &Csr<f32>, dist: &mut [f32], improved: &mut [u32], #[tile] u: usize, #[atom] e: usize) {
+pub fn relax(
+    g: &Csr<f32>,
+    dist: &mut [f32],
+    improved: &mut [u32],
+    #[tile] u: usize,
+    #[atom] e: usize,
+) {
     let v = g.col_indices[e] as usize;
     let d = dist[u] + g.values[e];
     if d < atomic_min(&mut dist[v], d) {
@@ -107,7 +119,11 @@ pub const SHAPES: [Shape; 6] = [
 /// A random CSR matrix of the given shape, `rows` rows (ignored for `Empty`), values in [-2, 2).
 pub fn random_csr(shape: Shape, rows: usize, cols: usize, seed: u64) -> Csr<f32> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let rows = if matches!(shape, Shape::Empty) { 0 } else { rows.max(1) };
+    let rows = if matches!(shape, Shape::Empty) {
+        0
+    } else {
+        rows.max(1)
+    };
     let cols = cols.max(1);
     let lengths: Vec<usize> = (0..rows)
         .map(|r| match shape {
@@ -166,4 +182,88 @@ pub fn to_f64(a: &Csr<f32>) -> Csr<f64> {
         a.values.iter().map(|&v| f64::from(v)).collect(),
     )
     .expect("same structure")
+}
+
+/// The schedules that take a frontier (`tiles`) today; merge_path and nonzero_split follow.
+/// A frontier body names them explicitly rather than `"auto"`.
+pub const FRONTIER_SCHEDULES: &str =
+    "thread_mapped, warp_mapped, block_mapped, group_mapped(4), group_mapped(8), dynamic_virtual_warps";
+
+/// Every edge of a frontier's vertices pushes its destination: a BFS expansion without the
+/// visited check, so repeated frontier entries and shared neighbours push repeatedly.
+#[load_balanced(
+    schedule = "thread_mapped, warp_mapped, block_mapped, group_mapped(4), group_mapped(8), dynamic_virtual_warps",
+    tiles = "frontier"
+)]
+pub fn gather(g: &Csr<f32>, frontier: &[u32], out: &mut Queue, #[atom] e: usize) {
+    out.push(g.col_indices[e]);
+}
+
+/// SpMV restricted to a frontier's rows: `y[row]` for each listed row, other rows untouched.
+#[load_balanced(
+    schedule = "thread_mapped, warp_mapped, block_mapped, group_mapped(4), group_mapped(8), dynamic_virtual_warps",
+    reduce = "sum",
+    output = "y",
+    tiles = "frontier"
+)]
+pub fn frontier_spmv(a: &Csr<f32>, frontier: &[u32], x: &[f32], #[atom] nz: usize) -> f32 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
+
+/// A push inside an `if`, under every schedule: the positions of the positive entries (so the
+/// pushing lanes of a warp are a scattered subset).
+#[load_balanced(schedule = "auto")]
+pub fn positives(a: &Csr<f32>, out: &mut Queue, #[atom] nz: usize) {
+    if a.values[nz] > 0.0 {
+        out.push(nz as u32);
+    }
+}
+
+/// SpMV over a COO; the body checks that its atom's stored row is the tile it was given (a
+/// wrong tile mapping shows up as 1000 in the output).
+#[load_balanced(schedule = "auto", reduce = "sum", output = "y")]
+pub fn coo_spmv(a: &Coo<f32>, x: &[f32], #[tile] row: usize, #[atom] nz: usize) -> f32 {
+    if a.row_indices[nz] as usize == row {
+        a.values[nz] * x[a.col_indices[nz] as usize]
+    } else {
+        1000.0
+    }
+}
+
+/// y = Aᵀ·x over a CSC (tiles are columns), plus each atom's rank so `#[rank]` is checked too.
+#[load_balanced(schedule = "auto", reduce = "sum", output = "y")]
+pub fn csc_spmv_t(a: &Csc<f32>, x: &[f32], #[atom] nz: usize, #[rank] k: usize) -> f32 {
+    a.values[nz] * x[a.row_indices[nz] as usize] + k as f32 * 0.25
+}
+
+/// SpMM over a COO with lanes.
+#[load_balanced(schedule = "auto", reduce = "sum", output = "c", lanes = "k")]
+pub fn coo_spmm(a: &Coo<f32>, b: &[f32], k: usize, #[atom] nz: usize, #[lane] j: usize) -> f32 {
+    a.values[nz] * b[a.col_indices[nz] as usize * k + j]
+}
+
+/// Pushes inside a loop whose trip count differs per lane: `col % 3` copies of each atom.
+#[load_balanced(schedule = "auto")]
+pub fn repeat_push(a: &Csr<f32>, out: &mut Queue, #[atom] nz: usize) {
+    for _ in 0..a.col_indices[nz] % 3 {
+        out.push(nz as u32);
+    }
+}
+
+/// A frontier over a COO: each atom pushes its stored row, which must be its tile.
+#[load_balanced(
+    schedule = "thread_mapped, warp_mapped, block_mapped, group_mapped(4), group_mapped(8), dynamic_virtual_warps",
+    tiles = "frontier"
+)]
+pub fn coo_frontier_rows(a: &Coo<f32>, frontier: &[u32], out: &mut Queue, #[atom] nz: usize) {
+    out.push(a.row_indices[nz]);
+}
+
+/// A frontier of columns over a CSC: each atom pushes its row index.
+#[load_balanced(
+    schedule = "thread_mapped, warp_mapped, block_mapped, group_mapped(4), group_mapped(8), dynamic_virtual_warps",
+    tiles = "frontier"
+)]
+pub fn csc_frontier_rows(a: &Csc<f32>, frontier: &[u32], out: &mut Queue, #[atom] nz: usize) {
+    out.push(a.row_indices[nz]);
 }

@@ -16,7 +16,7 @@
 //! `row_offsets[i + 1] > d - i - 1`: a tile whose end is at or before an atom is finished first,
 //! as in the walk.
 
-use super::work_oriented::{self, narrow, select_to, Frame, Share, TileEnds};
+use super::work_oriented::{self, global_end, narrow, select_to, Frame, Share, TileEnds};
 use super::{Schedule, ScheduleTemplate};
 use crate::body::Body;
 use crate::builder::KernelBuilder;
@@ -41,15 +41,19 @@ impl ScheduleTemplate for MergePath {
 
     fn plans(&self, body: &Body, opts: &Options) -> Result<Vec<Plan>, GenError> {
         let width = if opts.index == IndexWidth::U32 { 4 } else { 8 };
-        let bytes =
-            u64::from(opts.block) * u64::from(work_oriented::items_per_thread(opts)) * width + 16;
+        // Tile ends, the two block bounds, and the carry scan's values and flags.
+        let scan = body.reduce.map_or(0, |(ty, _)| u64::from(ty.size()) + 4);
+        let bytes = u64::from(opts.block)
+            * (u64::from(work_oriented::items_per_thread(opts)) * width + scan)
+            + 16;
         if bytes > u64::from(SHARED_LIMIT) {
             return Err(GenError::BadBlock {
                 schedule: Schedule::MergePath.name(),
                 block: opts.block,
                 why: format!(
-                    "a block stages `block × items_per_thread` tile offsets in shared memory \
-                     ({bytes} bytes, over {SHARED_LIMIT}): use fewer threads or items per thread"
+                    "a block stages `block × items_per_thread` tile offsets and scans its carries \
+                     in shared memory ({bytes} bytes, over {SHARED_LIMIT}): use fewer threads or \
+                     items per thread"
                 ),
             });
         }
@@ -95,14 +99,17 @@ fn diagonal_search(
 }
 
 fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
+    if f.frontier {
+        return frontier_share(b, f);
+    }
     let w = f.w;
-    let row_offsets = f.layout.csr.row_offsets;
+    let row_offsets = f.offsets;
     b.shared(BOUNDS, 8, 16);
-    b.shared(TILE_ENDS, 8, (f.per_block as u32) * w.size());
+    b.shared(TILE_ENDS, 8, (f.capacity as u32) * w.size());
 
-    let start = b.bin(BinOp::Mul, Type::U64, f.cta, Operand::Imm(f.per_block));
+    let start = b.bin(BinOp::Mul, Type::U64, f.cta, Operand::Imm(f.capacity));
     let d0 = b.bin(BinOp::Min, Type::U64, start, f.work);
-    let stop = b.bin(BinOp::Add, Type::U64, d0, Operand::Imm(f.per_block));
+    let stop = b.bin(BinOp::Add, Type::U64, d0, Operand::Imm(f.capacity));
     let d1 = b.bin(BinOp::Min, Type::U64, stop, f.work);
 
     let bounds = b.mov(Type::U64, Operand::Symbol(BOUNDS.into()));
@@ -148,10 +155,10 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
     b.loop_end(stage);
     b.emit(Op::BarSync);
 
-    let mine = b.bin(BinOp::Mul, Type::U64, f.tid, Operand::Imm(f.per_thread));
+    let mine = b.bin(BinOp::Mul, Type::U64, f.tid, f.per_thread.clone());
     let mine = b.bin(BinOp::Add, Type::U64, d0, mine);
     let t0 = b.bin(BinOp::Min, Type::U64, mine, f.work);
-    let past = b.bin(BinOp::Add, Type::U64, t0, Operand::Imm(f.per_thread));
+    let past = b.bin(BinOp::Add, Type::U64, t0, f.per_thread.clone());
     let t1 = b.bin(BinOp::Min, Type::U64, past, f.work);
     let (t0, t1) = (narrow(b, w, t0), narrow(b, w, t1));
     let atoms = narrow(b, w, f.atoms);
@@ -173,5 +180,34 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
         i1,
         j1,
         ends: TileEnds::Shared { base, first },
+    }
+}
+
+/// With a frontier a thread's share grows with the frontier's atoms (see `work_oriented`'s
+/// frame), so a block's tiles need not fit the shared staging array: each thread searches its
+/// two diagonals over every tile, reading the scanned offsets from global memory.
+fn frontier_share(b: &mut KernelBuilder, f: &Frame) -> Share {
+    let w = f.w;
+    let first = b.bin(BinOp::Mul, Type::U64, f.cta, Operand::Imm(f.block));
+    let thread = b.bin(BinOp::Add, Type::U64, first, f.tid);
+    let start = b.bin(BinOp::Mul, Type::U64, thread, f.per_thread.clone());
+    let t0 = b.bin(BinOp::Min, Type::U64, start, f.work);
+    let past = b.bin(BinOp::Add, Type::U64, t0, f.per_thread.clone());
+    let t1 = b.bin(BinOp::Min, Type::U64, past, f.work);
+    let (t0, t1) = (narrow(b, w, t0), narrow(b, w, t1));
+    let atoms = narrow(b, w, f.atoms);
+    let lo = b.mov(w, Operand::Imm(0));
+    let hi = narrow(b, w, f.layout.tiles);
+    let mut end = |b: &mut KernelBuilder, pivot: Reg| global_end(b, f, pivot);
+    let i0 = diagonal_search(b, w, t0, atoms, (lo, hi), &mut end);
+    let j0 = b.bin(BinOp::Sub, w, t0, i0);
+    let i1 = diagonal_search(b, w, t1, atoms, (lo, hi), &mut end);
+    let j1 = b.bin(BinOp::Sub, w, t1, i1);
+    Share {
+        i0,
+        j0,
+        i1,
+        j1,
+        ends: TileEnds::Global,
     }
 }

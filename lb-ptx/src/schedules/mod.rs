@@ -168,14 +168,21 @@ pub struct WorkItem {
 
 /// The tile-set layout contract, computed once at kernel entry.
 ///
-/// - Tiles: every row `0..num_rows`, or with `Options::tiles = Some(p)` the entries of the `&[u32]`
-///   parameter `p` (`tile = frontier[position] as u64`).
+/// - The tile set is seen through its *tile view* ([`KernelParams::csr`]): `csr.row_offsets` is
+///   the tile-offset array and `csr.num_rows` the number of tiles, for every format: a CSR's rows
+///   (`row_offsets`), a CSC's columns (`col_offsets`, `num_cols` tiles) and a COO's rows (the
+///   row offsets its device type computes at upload from the sorted row indices). So a template
+///   that reads tiles only through this struct supports every format.
+/// - Tiles: every tile `0..csr.num_rows`, or with `Options::tiles = Some(p)` the entries of the
+///   `&[u32]` parameter `p` (`tile = frontier[position] as u64`).
 /// - Work items: `tiles × lanes`, item `i` is position `i / lanes`, lane `i % lanes` (so adjacent
 ///   threads take adjacent lanes of one tile); `lanes = 1` without `Options::lanes`.
-/// - Atoms of a tile: `row_offsets[tile] .. row_offsets[tile + 1]`; the rank is `atom - begin`.
+/// - Atoms of a tile: `csr.row_offsets[tile] .. csr.row_offsets[tile + 1]`; the rank is
+///   `atom - begin`.
 /// - Output of a reducing body: `output[tile * lanes + lane]`.
 #[derive(Clone, Copy, Debug)]
 pub struct Layout {
+    /// The tile view of the tile-set parameter (see above).
     pub csr: CsrRegs,
     csr_param: usize,
     /// Frontier pointer and length.

@@ -64,9 +64,9 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
     let w = f.w;
     let first = b.bin(BinOp::Mul, Type::U64, f.cta, Operand::Imm(f.block));
     let thread = b.bin(BinOp::Add, Type::U64, first, f.tid);
-    let start = b.bin(BinOp::Mul, Type::U64, thread, Operand::Imm(f.per_thread));
+    let start = b.bin(BinOp::Mul, Type::U64, thread, f.per_thread.clone());
     let a0 = b.bin(BinOp::Min, Type::U64, start, f.atoms);
-    let stop = b.bin(BinOp::Add, Type::U64, a0, Operand::Imm(f.per_thread));
+    let stop = b.bin(BinOp::Add, Type::U64, a0, f.per_thread.clone());
     let a1 = b.bin(BinOp::Min, Type::U64, stop, f.atoms);
     let (a0, a1) = (narrow(b, w, a0), narrow(b, w, a1));
     let tiles = narrow(b, w, f.layout.tiles);

@@ -1,57 +1,77 @@
 //! What `merge_path` and `nonzero_split` share: their plans (one per index width), the kernel
-//! frame, the per-thread walk over an even share of the work, the carry-out of a partial tile and
-//! the deterministic fix-up kernel.
+//! frame, the per-thread walk over an even share of the work, the block-wide reduction of the
+//! threads' carry-outs and the deterministic fix-up kernel; with a frontier, the scan of its tile
+//! sizes ([`frontier_scan`]).
 //!
 //! Thesis `seeds/001_ea7a499d193f2b3c.txt` §3.3.3 (work-oriented scheduling: "each thread is
 //! assigned a contiguous range of work items to process in a sequential loop", static and exact)
 //! and Algorithm 3 (complete tiles reduced in registers and stored, the partial tile at the end of
-//! a range written to `row_carry_out` / `value_carry_out`, then a fix-up step). The schedules
-//! differ only in how a thread finds the two ends of its range; both describe a range by merge-path
+//! a range carried out, then a fix-up step), after Merrill & Garland's merge-based SpMV, whose
+//! blocks reduce their threads' carries before anything leaves the block. The schedules differ
+//! only in how a thread finds the two ends of its range; both describe a range by merge-path
 //! coordinates `(i, j)`: `i` tiles finished before it, `j` atoms consumed before it.
 //!
 //! The walk from `(i0, j0)` to `(i1, j1)` consumes atom `j` while `j < end(i)`, otherwise finishes
 //! tile `i` (§4.4.2.1: "complete" tiles, then the "partial" tile). Every tile is finished by
-//! exactly one thread, empty tiles included, and that thread stores its own partial value with a
-//! plain store, so the output need not be zeroed and every element is written once.
+//! exactly one thread, empty tiles included. Shares are contiguous, so a thread's partial tile
+//! is the next thread's first tile.
 //!
-//! Determinism: Algorithm 3's fix-up adds carry-outs with `+=` in thread order. Here each thread
-//! writes one carry slot (output index and value, or an invalid key) with plain stores, and the
-//! carry-outs of one output element sit in consecutive slots (threads follow the path in order).
-//! The fix-up kernel gives each run of equal keys to its first slot, which combines the run left
-//! to right and then the finishing thread's value: a fixed order and no atomics, so equal inputs
-//! give bitwise equal outputs. A run is walked by one thread, so a tile spanning `s` shares costs
-//! `s` serial steps in the fix-up.
+//! Reduction, in three fixed-order levels and without atomics, so equal inputs give bitwise
+//! equal outputs:
+//! 1. Thread: atoms left to right in registers. Every tile but the thread's first finished one
+//!    is complete and stored with a plain store; the first waits for its carry-in.
+//! 2. Block ([`block_carry`]): a segmented inclusive scan of the threads' partial values in
+//!    shared memory (a new segment at each thread that finished a tile). A thread completes its
+//!    first tile with the scan of the thread before it. The block's last scan value is its one
+//!    carry-out (key: the partial tile's position × lanes + lane); the first tile finished in
+//!    the block, which lacks the carries of earlier blocks, goes to the block's `head` slot
+//!    instead of the output (except in a lane's first block, which has no earlier blocks).
+//! 3. Grid (the fix-up kernel): one thread per block slot; the first slot of each run of equal
+//!    keys combines the run in slot order, then the head of the block after the run (the one
+//!    that finished the tile), and stores the output. A tile spanning `n` blocks costs `n - 1`
+//!    serial steps here: `atoms / (block × items_per_thread)`.
+//!
+//! The output need not be zeroed, and every element is stored exactly once (twice for a tile
+//! repeated in a frontier, see [`frontier_scan`]).
 //!
 //! Lanes: each lane is an independent copy of the decomposition, `blocks_per_lane` consecutive
-//! blocks each (the grid is `blocks_per_lane × lanes`, see [`Grid::CoverWork`]). Carry keys are
-//! output indices `tile × lanes + lane`, so runs never join across lanes.
+//! blocks each (the grid is `blocks_per_lane × lanes`, see [`Grid::CoverWork`]), so a block never
+//! mixes lanes and runs of keys never join across lanes.
+
+pub mod frontier_scan;
 
 use std::borrow::Cow;
 
 use super::{common_temps, Layout, Schedule};
-use crate::body::{Body, IndexRole};
+use crate::body::{Body, IndexRole, Reduce, Ty};
 use crate::builder::KernelBuilder;
 use crate::codegen::{
-    check_index, emit_body, ptx_type, reduce_combine, reduce_identity, AtomContext, KernelParams,
+    emit_body, ptx_type, reduce_combine, reduce_identity, AtomContext, KernelParams,
 };
 use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type};
 use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
 use crate::{GenError, IndexWidth, Options};
 
 /// The share of a thread when `Options::items_per_thread` is left at 1 (merge path: tiles plus
-/// atoms; nonzero split: atoms), the same on every target for now. Seven keeps the walk and its
-/// registers short while amortizing a thread's two searches over several items; it is a starting
-/// point, not a tuned value.
+/// atoms; nonzero split: atoms), the same on every target for now. Seven is what Merrill &
+/// Garland's CUB policy uses for 4-byte values: it amortizes a thread's two searches and the
+/// block's carry scan over several items while the walk and its registers stay short.
 pub const DEFAULT_ITEMS_PER_THREAD: u32 = 7;
 
 /// The largest `tiles + atoms` the 32-bit variant handles: every index it keeps in 32 bits
 /// (diagonals, tiles, atoms, tile offsets) is at most that sum.
 pub const U32_INDEX_LIMIT: u64 = u32::MAX as u64;
 
+/// Per block of the main kernel: the key of its carry-out (or [`NO_CARRY`]), the carry-out, and
+/// the partial value of the first tile it finished ("head").
 const CARRY_KEYS: &str = "carry_keys";
 const CARRY_VALUES: &str = "carry_values";
+const CARRY_HEADS: &str = "carry_heads";
 /// The key of a carry slot that carries nothing.
 const NO_CARRY: i64 = -1;
+/// The block's segmented scan of its threads' partial values, and its segment flags.
+const SCAN_VALUES: &str = "lb_scan_values";
+const SCAN_FLAGS: &str = "lb_scan_flags";
 
 /// `Options::items_per_thread`, or [`DEFAULT_ITEMS_PER_THREAD`] when it is 1 (unspecified).
 pub fn items_per_thread(opts: &Options) -> u32 {
@@ -71,6 +91,16 @@ pub fn plan_width(plan: &Plan) -> Type {
     }
 }
 
+/// The fix-up's grid: one thread per block of the main kernel, whose grid is
+/// `CoverWork { per_thread, count_tiles }`. Counting `per_thread × block` work items per thread
+/// gives `⌈work / (per_thread × block²)⌉ ≥ ⌈blocks / block⌉` blocks per lane.
+pub fn fixup_grid(per_thread: u32, block: u32, count_tiles: bool) -> Grid {
+    Grid::CoverWork {
+        per_thread: per_thread.saturating_mul(block),
+        count_tiles,
+    }
+}
+
 /// One plan per index width `opts.index` asks for, 32-bit first. `count_tiles`: whether a tile
 /// counts as a work item (merge path) or only atoms do (nonzero split).
 pub fn plans(
@@ -79,13 +109,6 @@ pub fn plans(
     schedule: Schedule,
     count_tiles: bool,
 ) -> Result<Vec<Plan>, GenError> {
-    if opts.tiles.is_some() {
-        return Err(GenError::Unsupported(format!(
-            "`{}` does not take `tiles` yet: a frontier makes its search space non-contiguous \
-             (issue #5); use `thread_mapped` or a group-mapped schedule",
-            schedule.name()
-        )));
-    }
     let per_thread = items_per_thread(opts);
     let widths: &[IndexWidth] = match opts.index {
         IndexWidth::U32 => &[IndexWidth::U32],
@@ -98,22 +121,24 @@ pub fn plans(
     };
     let mut temps = common_temps(opts);
     if let Some((ty, _)) = body.reduce {
-        // One slot per thread, as one element per block: `PerBlock` follows the first kernel's
-        // grid, so the temporaries always match the launch.
-        temps.push(Temp {
-            name: Cow::Borrowed(CARRY_KEYS),
-            elem_bytes: 8 * opts.block,
-            count: TempCount::PerBlock { extra: 0 },
-            zero: false,
-            role: TempRole::Scratch,
-        });
-        temps.push(Temp {
-            name: Cow::Borrowed(CARRY_VALUES),
-            elem_bytes: ty.size() * opts.block,
-            count: TempCount::PerBlock { extra: 0 },
-            zero: false,
-            role: TempRole::Scratch,
-        });
+        // One slot per block of the main kernel: `PerBlock` follows the plan's first kernel,
+        // which always has the main kernel's grid.
+        for (name, elem_bytes) in [
+            (CARRY_KEYS, 8),
+            (CARRY_VALUES, ty.size()),
+            (CARRY_HEADS, ty.size()),
+        ] {
+            temps.push(Temp {
+                name: Cow::Borrowed(name),
+                elem_bytes,
+                count: TempCount::PerBlock { extra: 0 },
+                zero: false,
+                role: TempRole::Scratch,
+            });
+        }
+    }
+    if opts.tiles.is_some() {
+        temps.extend(frontier_scan::temps());
     }
     Ok(widths
         .iter()
@@ -123,19 +148,25 @@ pub fn plans(
                 _ => ("u64", None),
             };
             let main = format!("{}_{}_{suffix}", body.name, schedule.name());
-            let mut kernels = vec![KernelPlan {
+            let mut kernels = Vec::new();
+            if opts.tiles.is_some() {
+                kernels.extend(frontier_scan::kernel_plans(&main, opts.block, grid));
+            }
+            kernels.push(KernelPlan {
                 entry: Cow::Owned(main.clone()),
                 block: opts.block,
                 grid,
                 dynamic_shared: 0,
-            }];
+            });
             if body.reduce.is_some() {
-                kernels.push(KernelPlan {
-                    entry: Cow::Owned(format!("{main}_fixup")),
-                    block: opts.block,
-                    grid,
-                    dynamic_shared: 0,
-                });
+                for suffix in ["fixup", "fixup_spans"] {
+                    kernels.push(KernelPlan {
+                        entry: Cow::Owned(format!("{main}_{suffix}")),
+                        block: opts.block,
+                        grid: fixup_grid(per_thread, opts.block, count_tiles),
+                        dynamic_shared: 0,
+                    });
+                }
             }
             Plan {
                 schedule: Cow::Borrowed(schedule.name()),
@@ -153,14 +184,22 @@ pub struct Frame {
     pub w: Type,
     pub layout: Layout,
     pub params: KernelParams,
-    /// `row_offsets[tiles]`.
+    /// The tile offsets the decomposition runs over: `row_offsets`, or with a frontier the scan
+    /// of the frontier's tile sizes (`tiles + 1` entries either way).
+    pub offsets: Reg,
+    /// Whether the tile set is a frontier.
+    pub frontier: bool,
+    /// `offsets[tiles]`.
     pub atoms: Reg,
     /// `tiles + atoms` or `atoms`.
     pub work: Reg,
-    /// Work items per block (an immediate's value).
-    pub per_block: i64,
-    pub per_thread: i64,
+    /// Work items per thread: an immediate, or with a frontier a register (see [`frame`]).
+    pub per_thread: Operand,
+    /// `items_per_thread × block`: the most work items a block takes without a frontier.
+    pub capacity: i64,
     pub block: i64,
+    /// Blocks per lane of the main kernel's grid, when a lane or a frontier needs it.
+    pub blocks: Option<Reg>,
     /// The block's index inside its lane's copy of the decomposition.
     pub cta: Reg,
     pub tid: Reg,
@@ -178,7 +217,7 @@ pub struct Share {
     pub ends: TileEnds,
 }
 
-/// Where `end(i) = row_offsets[i + 1]` is read during the walk.
+/// Where `end(i) = offsets[i + 1]` is read during the walk.
 pub enum TileEnds {
     /// From global memory.
     Global,
@@ -204,12 +243,17 @@ pub fn widen(b: &mut KernelBuilder, w: Type, r: Reg) -> Reg {
     }
 }
 
-/// `row_offsets[i + 1]` in width `w`, for `i` of width `w`.
+/// `offsets[i + 1]` (u64) for u64 `i`.
+pub fn global_end_u64(b: &mut KernelBuilder, frame: &Frame, i: Reg) -> Reg {
+    let addr = b.elem_addr(frame.offsets, i, 8);
+    let next = b.bin(BinOp::Add, Type::U64, addr, Operand::Imm(8));
+    b.ld(Space::Global, Type::U64, next)
+}
+
+/// `offsets[i + 1]` in width `w`, for `i` of width `w`.
 pub fn global_end(b: &mut KernelBuilder, frame: &Frame, i: Reg) -> Reg {
     let i64_ = widen(b, frame.w, i);
-    let addr = b.elem_addr(frame.layout.csr.row_offsets, i64_, 8);
-    let next = b.bin(BinOp::Add, Type::U64, addr, Operand::Imm(8));
-    let end = b.ld(Space::Global, Type::U64, next);
+    let end = global_end_u64(b, frame, i64_);
     narrow(b, frame.w, end)
 }
 
@@ -225,6 +269,12 @@ pub fn select_to(b: &mut KernelBuilder, ty: Type, dst: Reg, a: Reg, c: Reg, pred
 }
 
 /// Declares the params and computes the [`Frame`] at kernel entry.
+///
+/// With a frontier the host sizes the grid before the frontier's atoms are known: from
+/// `ProblemSize { tiles: frontier length, atoms: nnz }`, which the kernels recompute from the
+/// `Csr`'s `nnz`. A frontier may hold more atoms than that (repeated tiles), so each thread
+/// takes `max(items_per_thread, ⌈work / (blocks × block)⌉)` items: the grid always covers the
+/// work, and surplus threads get empty shares.
 fn frame(
     b: &mut KernelBuilder,
     body: &Body,
@@ -234,45 +284,78 @@ fn frame(
 ) -> Result<Frame, GenError> {
     let params = KernelParams::declare(b, body, &plan.temps)?;
     let layout = Layout::new(b, body, opts, &params)?;
-    let last = b.elem_addr(layout.csr.row_offsets, layout.tiles, 8);
-    let atoms = b.ld(Space::Global, Type::U64, last);
-    let work = if count_tiles {
-        b.bin(BinOp::Add, Type::U64, layout.tiles, atoms)
+    let frontier = opts.tiles.is_some();
+    let offsets = if frontier {
+        params.temps[temp_index(plan, frontier_scan::TILE_OFFSETS)?]
     } else {
-        atoms
+        layout.csr.row_offsets
     };
-    let per_thread = i64::from(items_per_thread(opts));
+    let last = b.elem_addr(offsets, layout.tiles, 8);
+    let atoms = b.ld(Space::Global, Type::U64, last);
+    let with_tiles = |b: &mut KernelBuilder, atoms: Reg| {
+        if count_tiles {
+            b.bin(BinOp::Add, Type::U64, layout.tiles, atoms)
+        } else {
+            atoms
+        }
+    };
+    let work = with_tiles(b, atoms);
+    let items = i64::from(items_per_thread(opts));
     let block = i64::from(opts.block);
-    let per_block = per_thread * block;
+    let capacity = items * block;
+    let sized = if frontier {
+        with_tiles(b, layout.csr.nnz)
+    } else {
+        work
+    };
+    let blocks = (frontier || layout.lanes.is_some()).then(|| blocks_per_lane(b, sized, capacity));
+    let per_thread = if let Some(blocks) = blocks.filter(|_| frontier) {
+        let threads = b.bin(BinOp::Mul, Type::U64, blocks, Operand::Imm(block));
+        let up = b.bin(BinOp::Add, Type::U64, work, threads);
+        let up = b.bin(BinOp::Sub, Type::U64, up, Operand::Imm(1));
+        let share = b.bin(BinOp::Div, Type::U64, up, threads);
+        let share = b.bin(BinOp::Max, Type::U64, share, Operand::Imm(items));
+        Operand::Reg(share)
+    } else {
+        Operand::Imm(items)
+    };
     let ctaid = b.special(Special::CtaidX);
     let ctaid = b.cvt(Rounding::None, Type::U64, Type::U32, ctaid);
     let tid = b.special(Special::TidX);
     let tid = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
-    let (cta, lane) = match layout.lanes {
-        Some(_) => {
-            let up = b.bin(BinOp::Add, Type::U64, work, Operand::Imm(per_block - 1));
-            let blocks = b.bin(BinOp::Div, Type::U64, up, Operand::Imm(per_block));
-            let per_lane = b.bin(BinOp::Max, Type::U64, blocks, Operand::Imm(1));
-            let lane = b.bin(BinOp::Div, Type::U64, ctaid, per_lane);
-            let first = b.bin(BinOp::Mul, Type::U64, lane, per_lane);
+    let (cta, lane) = match (layout.lanes, blocks) {
+        (Some(_), Some(blocks)) => {
+            let lane = b.bin(BinOp::Div, Type::U64, ctaid, blocks);
+            let first = b.bin(BinOp::Mul, Type::U64, lane, blocks);
             let cta = b.bin(BinOp::Sub, Type::U64, ctaid, first);
             (cta, Some(lane))
         }
-        None => (ctaid, None),
+        _ => (ctaid, None),
     };
     Ok(Frame {
         w: plan_width(plan),
         layout,
         params,
+        offsets,
+        frontier,
         atoms,
         work,
-        per_block,
         per_thread,
+        capacity,
         block,
+        blocks,
         cta,
         tid,
         lane,
     })
+}
+
+/// The main kernel's blocks per lane, `max(1, ⌈work / per_block⌉)` (u64), as
+/// [`Grid::CoverWork`] counts them.
+fn blocks_per_lane(b: &mut KernelBuilder, work: Reg, per_block: i64) -> Reg {
+    let up = b.bin(BinOp::Add, Type::U64, work, Operand::Imm(per_block - 1));
+    let blocks = b.bin(BinOp::Div, Type::U64, up, Operand::Imm(per_block));
+    b.bin(BinOp::Max, Type::U64, blocks, Operand::Imm(1))
 }
 
 fn temp_index(plan: &Plan, name: &str) -> Result<usize, GenError> {
@@ -282,7 +365,57 @@ fn temp_index(plan: &Plan, name: &str) -> Result<usize, GenError> {
         .ok_or_else(|| GenError::Unsupported(format!("the plan lacks the `{name}` temporary")))
 }
 
-/// Builds the main kernel: the frame, the schedule's `share` search, the walk, the carry-out.
+/// The entry at `back` places from the end of the plan's kernels (the fix-up is last).
+fn entry_from_back(plan: &Plan, back: usize) -> &str {
+    plan.kernels[plan.kernels.len() - 1 - back].entry.as_ref()
+}
+
+/// Where a tile position's atoms are: the tile (u64), the first virtual atom `offsets[i]`, and
+/// with a frontier `row_offsets[tile] - offsets[i]`, what turns a virtual atom into a real one.
+struct TileAt {
+    tile: Reg,
+    begin: Option<Reg>,
+    shift: Option<Reg>,
+}
+
+/// The [`TileAt`] of position `i` (u64, `< tiles`). `begin` is loaded when the rank is wanted or
+/// with a frontier. Under `checked`, a frontier entry that is not a row is recorded by
+/// [`Layout::tile`] and has no atoms (the scan gave it none); `row_offsets` is then read at
+/// `num_rows` so that the read stays in bounds.
+fn tile_at(b: &mut KernelBuilder, f: &Frame, i: Reg, wants_begin: bool, checked: bool) -> TileAt {
+    if !f.frontier {
+        let begin = wants_begin.then(|| {
+            let addr = b.elem_addr(f.offsets, i, 8);
+            b.ld(Space::Global, Type::U64, addr)
+        });
+        return TileAt {
+            tile: i,
+            begin,
+            shift: None,
+        };
+    }
+    let skip = b.label();
+    let tile = f.layout.tile(b, &f.params, i, checked, skip);
+    b.place(skip);
+    let row = if checked {
+        b.bin(BinOp::Min, Type::U64, tile, f.layout.csr.num_rows)
+    } else {
+        tile
+    };
+    let addr = b.elem_addr(f.layout.csr.row_offsets, row, 8);
+    let real = b.ld(Space::Global, Type::U64, addr);
+    let addr = b.elem_addr(f.offsets, i, 8);
+    let begin = b.ld(Space::Global, Type::U64, addr);
+    let shift = b.bin(BinOp::Sub, Type::U64, real, begin);
+    TileAt {
+        tile,
+        begin: Some(begin),
+        shift: Some(shift),
+    }
+}
+
+/// Builds the main kernel: the frame, the schedule's `share` search, the walk and, for a
+/// reducing body, the block's carry reduction.
 pub fn main_kernel(
     body: &Body,
     opts: &Options,
@@ -290,7 +423,8 @@ pub fn main_kernel(
     count_tiles: bool,
     share: fn(&mut KernelBuilder, &Frame) -> Share,
 ) -> Result<Kernel, GenError> {
-    let mut b = KernelBuilder::new(plan.kernels[0].entry.as_ref());
+    let back = if body.reduce.is_some() { 2 } else { 0 };
+    let mut b = KernelBuilder::new(entry_from_back(plan, back));
     let f = frame(&mut b, body, opts, plan, count_tiles)?;
     let s = share(&mut b, &f);
     let w = f.w;
@@ -302,26 +436,34 @@ pub fn main_kernel(
         None => None,
     };
     let wants_rank = body.roles.contains(&IndexRole::Rank);
-    let acc = body
-        .reduce
-        .map(|(ty, r)| reduce_identity(&mut b, ty, r))
-        .transpose()?;
+    let identity = |b: &mut KernelBuilder| {
+        body.reduce
+            .map(|(ty, r)| reduce_identity(b, ty, r))
+            .transpose()
+    };
+    let acc = identity(&mut b)?;
+    // The thread's first finished tile waits for the block's carry-in, so it is kept here.
+    let head = identity(&mut b)?;
+    let head_tile = head.map(|_| b.mov(Type::U64, Operand::Imm(0)));
     let i = b.mov(w, s.i0);
     let j = b.mov(w, s.j0);
 
-    // Consumes atoms `j..limit` of tile `i` (u64 `tile`), combining into `acc`.
-    let atoms_of = |b: &mut KernelBuilder, tile: Reg, limit: Reg| -> Result<(), GenError> {
-        let begin = wants_rank.then(|| {
-            let addr = b.elem_addr(f.layout.csr.row_offsets, tile, 8);
-            b.ld(Space::Global, Type::U64, addr)
-        });
+    // Consumes atoms `j..limit` of the tile at `at`, combining into `acc`.
+    let atoms_of = |b: &mut KernelBuilder, at: &TileAt, limit: Reg| -> Result<(), GenError> {
         let atoms = b.loop_begin();
         let done = b.setp(Cmp::Ge, w, j, limit);
         b.break_if(&atoms, done, false);
-        let atom = widen(b, w, j);
-        let rank = begin.map(|begin| b.bin(BinOp::Sub, Type::U64, atom, begin));
+        let virtual_atom = widen(b, w, j);
+        let atom = match at.shift {
+            Some(shift) => b.bin(BinOp::Add, Type::U64, virtual_atom, shift),
+            None => virtual_atom,
+        };
+        let rank = wants_rank
+            .then_some(at.begin)
+            .flatten()
+            .map(|begin| b.bin(BinOp::Sub, Type::U64, virtual_atom, begin));
         let ctx = AtomContext {
-            tile: Some(tile),
+            tile: Some(at.tile),
             atom: Some(atom),
             lane,
             rank,
@@ -347,114 +489,357 @@ pub fn main_kernel(
             b.ld(Space::Shared, w, addr)
         }
     };
-    let tile = widen(&mut b, w, i);
-    atoms_of(&mut b, tile, end)?;
-    if let (Some(acc), Some((ty, r))) = (acc, body.reduce) {
+    let position = widen(&mut b, w, i);
+    let at = tile_at(&mut b, &f, position, wants_rank, checked);
+    atoms_of(&mut b, &at, end)?;
+    if let (Some(acc), Some(head), Some(head_tile), Some((ty, r))) =
+        (acc, head, head_tile, body.reduce)
+    {
+        let first = b.setp(Cmp::Eq, w, i, s.i0);
+        let mut scope = b.if_begin(first, false);
+        b.mov_to(ptx_type(ty), head, acc);
+        b.mov_to(Type::U64, head_tile, at.tile);
+        b.if_else(&mut scope);
         f.layout
-            .store_output(&mut b, body, &f.params, (tile, lane), (acc, ty), checked)?;
+            .store_output(&mut b, body, &f.params, (at.tile, lane), (acc, ty), checked)?;
+        b.if_end(scope);
         let identity = reduce_identity(&mut b, ty, r)?;
         b.mov_to(ptx_type(ty), acc, identity);
     }
     b.bin_to(BinOp::Add, w, i, i, Operand::Imm(1));
     b.loop_end(tiles);
 
-    // The partial tile: `i` may be `tiles` here, whose begin `row_offsets[tiles]` exists.
-    let partial_from = body.reduce.map(|_| b.mov(w, j));
-    let tile = widen(&mut b, w, i);
-    atoms_of(&mut b, tile, s.j1)?;
+    // The partial tile, when it has atoms here (then `i < tiles`, so its position is valid).
+    let position = widen(&mut b, w, i);
+    let some = b.setp(Cmp::Lt, w, j, s.j1);
+    let scope = b.if_begin(some, false);
+    let at = tile_at(&mut b, &f, position, wants_rank, checked);
+    atoms_of(&mut b, &at, s.j1)?;
+    b.if_end(scope);
 
-    if let (Some(acc), Some(partial_from), Some((ty, _))) = (acc, partial_from, body.reduce) {
-        let keys = f.params.temps[temp_index(plan, CARRY_KEYS)?];
-        let values = f.params.temps[temp_index(plan, CARRY_VALUES)?];
-        let key = match (f.layout.lanes, f.lane) {
-            (Some(lanes), Some(l)) => {
-                let row = b.bin(BinOp::Mul, Type::U64, tile, lanes);
-                b.bin(BinOp::Add, Type::U64, row, l)
-            }
-            _ => tile,
+    if let (Some(acc), Some(head), Some(head_tile), Some(reduce)) =
+        (acc, head, head_tile, body.reduce)
+    {
+        let values = BlockValues {
+            acc,
+            head,
+            head_tile,
+            position,
         };
-        let carried = b.setp(Cmp::Lt, w, partial_from, s.j1);
-        let key = b.selp(Type::U64, key, Operand::Imm(NO_CARRY), carried);
-        let ctaid = b.special(Special::CtaidX);
-        let first = b.bin(BinOp::MulWide, Type::U32, ctaid, Operand::Imm(f.block));
-        let slot = b.bin(BinOp::Add, Type::U64, first, f.tid);
-        let addr = b.elem_addr(keys, slot, 8);
-        b.st(Space::Global, Type::U64, addr, key);
-        let addr = b.elem_addr(values, slot, ty.size());
-        b.st(Space::Global, ptx_type(ty), addr, acc);
+        block_carry(&mut b, &f, plan, body, &s, values, reduce, lane, checked)?;
     }
     Ok(b.finish())
 }
 
-/// The fix-up kernel: one thread per carry slot; the first slot of each run of equal keys combines
-/// the run in slot order, then the value the finishing thread stored, and stores the result.
-pub fn fixup_kernel(body: &Body, opts: &Options, plan: &Plan) -> Result<Kernel, GenError> {
+/// A thread's values at the end of its walk.
+struct BlockValues {
+    /// The partial value of its last (unfinished) tile.
+    acc: Reg,
+    /// The partial value of its first finished tile, and that tile.
+    head: Reg,
+    head_tile: Reg,
+    /// The position of its last tile (u64; `tiles` past the end).
+    position: Reg,
+}
+
+/// An inclusive segmented scan of `acc` over the block's threads, in place: `flag` (u32) is 1
+/// where a segment starts and becomes 1 wherever a segment start lies between the block's start
+/// and the thread. Hillis–Steele over `log2(block)` fixed steps (thread `t` combines `t - d`
+/// into itself until its segment's start is reached), so the combination tree depends only on
+/// the flags and the block size: bitwise reproducible. Ends with a barrier; returns the
+/// shared-memory addresses of the thread's value and flag, so that `addr - size` is the
+/// previous thread's.
+fn segmented_scan(
+    b: &mut KernelBuilder,
+    block: i64,
+    tid: Reg,
+    (ty, r): (Ty, Reduce),
+    acc: Reg,
+    flag: Reg,
+) -> Result<(Reg, Reg), GenError> {
+    let (t, size) = (ptx_type(ty), ty.size());
+    b.shared(SCAN_VALUES, 8, block as u32 * size);
+    b.shared(SCAN_FLAGS, 4, block as u32 * 4);
+    let values = b.mov(Type::U64, Operand::Symbol(SCAN_VALUES.into()));
+    let flags = b.mov(Type::U64, Operand::Symbol(SCAN_FLAGS.into()));
+    let my_value = b.elem_addr(values, tid, size);
+    let my_flag = b.elem_addr(flags, tid, 4);
+    b.st(Space::Shared, t, my_value, acc);
+    b.st(Space::Shared, Type::U32, my_flag, flag);
+    b.emit(Op::BarSync);
+    let other_value = b.reg_for(t);
+    let other_flag = b.reg_for(Type::U32);
+    let mut d = 1;
+    while d < block {
+        // Read in one phase, write in the next, so every read sees the previous step.
+        let reads = b.setp(Cmp::Ge, Type::U64, tid, Operand::Imm(d));
+        let open = b.setp(Cmp::Eq, Type::U32, flag, Operand::Imm(0));
+        let outer = b.if_begin(reads, false);
+        let inner = b.if_begin(open, false);
+        let addr = b.bin(
+            BinOp::Sub,
+            Type::U64,
+            my_value,
+            Operand::Imm(d * i64::from(size)),
+        );
+        b.ld_to(Space::Shared, t, other_value, addr);
+        let addr = b.bin(BinOp::Sub, Type::U64, my_flag, Operand::Imm(4 * d));
+        b.ld_to(Space::Shared, Type::U32, other_flag, addr);
+        b.if_end(inner);
+        b.if_end(outer);
+        b.emit(Op::BarSync);
+        let outer = b.if_begin(reads, false);
+        let inner = b.if_begin(open, false);
+        reduce_combine(b, ty, r, acc, other_value)?;
+        b.mov_to(Type::U32, flag, other_flag);
+        b.st(Space::Shared, t, my_value, acc);
+        b.st(Space::Shared, Type::U32, my_flag, flag);
+        b.if_end(inner);
+        b.if_end(outer);
+        b.emit(Op::BarSync);
+        d *= 2;
+    }
+    Ok((my_value, my_flag))
+}
+
+/// The end of a reducing main kernel, after every thread's walk (level 2 in the module docs):
+/// a segmented inclusive scan of the threads' partial values, a new segment at each thread that
+/// finished a tile. A thread that finished a tile completes its first one with the scan of the
+/// thread before it and stores it, or, when no thread before it in the block finished a tile and
+/// the block is not its lane's first, leaves it in the block's head slot for the fix-up. The last
+/// thread writes the block's carry slot: the key of its partial tile (or [`NO_CARRY`] past the
+/// last tile) and its scan, the block's whole contribution to that tile.
+///
+/// The scan is Hillis–Steele over `log2(block)` fixed steps (thread `t` combines `t - d` into
+/// itself until its segment starts), so the combination tree depends only on the tile set and
+/// the block size: bitwise reproducible.
+#[allow(clippy::too_many_arguments)]
+fn block_carry(
+    b: &mut KernelBuilder,
+    f: &Frame,
+    plan: &Plan,
+    body: &Body,
+    s: &Share,
+    v: BlockValues,
+    (ty, r): (Ty, Reduce),
+    lane: Option<Reg>,
+    checked: bool,
+) -> Result<(), GenError> {
+    let (w, t) = (f.w, ptx_type(ty));
+    let size = ty.size();
+    let slot_of = |name: &str| temp_index(plan, name).map(|k| f.params.temps[k]);
+    let finishes = b.setp(Cmp::Lt, w, s.i0, s.i1);
+    let flag = b.selp(Type::U32, Operand::Imm(1), Operand::Imm(0), finishes);
+    let (my_value, my_flag) = segmented_scan(b, f.block, f.tid, (ty, r), v.acc, flag)?;
+    let other_value = b.reg_for(t);
+
+    // The head: is a thread before this one in the block finishing a tile (`closed`)?
+    let outer = b.if_begin(finishes, false);
+    let closed = b.reg_for(Type::U32);
+    b.mov_to(Type::U32, closed, Operand::Imm(0));
+    let later = b.setp(Cmp::Ne, Type::U64, f.tid, Operand::Imm(0));
+    let inner = b.if_begin(later, false);
+    let addr = b.bin(BinOp::Sub, Type::U64, my_value, Operand::Imm(size.into()));
+    b.ld_to(Space::Shared, t, other_value, addr);
+    reduce_combine(b, ty, r, v.head, other_value)?;
+    let addr = b.bin(BinOp::Sub, Type::U64, my_flag, Operand::Imm(4));
+    b.ld_to(Space::Shared, Type::U32, closed, addr);
+    b.if_end(inner);
+    let open = b.setp(Cmp::Eq, Type::U32, closed, Operand::Imm(0));
+    let not_first = b.setp(Cmp::Ne, Type::U64, f.cta, Operand::Imm(0));
+    let pending = b.bin(BinOp::And, Type::Pred, open, not_first);
+    let mut choice = b.if_begin(pending, false);
+    let ctaid = b.special(Special::CtaidX);
+    let slot = b.cvt(Rounding::None, Type::U64, Type::U32, ctaid);
+    let addr = b.elem_addr(slot_of(CARRY_HEADS)?, slot, size);
+    b.st(Space::Global, t, addr, v.head);
+    b.if_else(&mut choice);
+    f.layout.store_output(
+        b,
+        body,
+        &f.params,
+        (v.head_tile, lane),
+        (v.head, ty),
+        checked,
+    )?;
+    b.if_end(choice);
+    b.if_end(outer);
+
+    let last = b.setp(Cmp::Eq, Type::U64, f.tid, Operand::Imm(f.block - 1));
+    let scope = b.if_begin(last, false);
+    let key = match (f.layout.lanes, lane) {
+        (Some(lanes), Some(l)) => {
+            let row = b.bin(BinOp::Mul, Type::U64, v.position, lanes);
+            b.bin(BinOp::Add, Type::U64, row, l)
+        }
+        _ => v.position,
+    };
+    let inside = b.setp(Cmp::Lt, Type::U64, v.position, f.layout.tiles);
+    let key = b.selp(Type::U64, key, Operand::Imm(NO_CARRY), inside);
+    let ctaid = b.special(Special::CtaidX);
+    let slot = b.cvt(Rounding::None, Type::U64, Type::U32, ctaid);
+    let addr = b.elem_addr(slot_of(CARRY_KEYS)?, slot, 8);
+    b.st(Space::Global, Type::U64, addr, key);
+    let addr = b.elem_addr(slot_of(CARRY_VALUES)?, slot, size);
+    b.st(Space::Global, t, addr, v.acc);
+    b.if_end(scope);
+    Ok(())
+}
+
+/// The fix-up (level 3 in the module docs), two kernels of one thread per block slot of the main
+/// kernel, in fix-up blocks of `block` slots:
+///
+/// - `…_fixup`: a segmented scan of the carries of each fix-up block, a new segment at each
+///   key change ([`segmented_scan`]); the scans replace the carries. The last slot of a run that
+///   starts inside the fix-up block combines its scan with the head of the block after the run
+///   (the one that finished the tile) and stores the output.
+/// - `…_fixup_spans`: the last slot of a run that started in an earlier fix-up block combines
+///   its scan with the scans at the end of the earlier fix-up blocks the run covers, walking
+///   back one fix-up block per step, then the head, and stores the output.
+///
+/// So a tile spanning `n` main blocks costs `log2(block)` scan steps plus `⌈n / block⌉` serial
+/// steps, always in the same order.
+fn fixup_kernel(
+    body: &Body,
+    opts: &Options,
+    plan: &Plan,
+    count_tiles: bool,
+    spans: bool,
+) -> Result<Kernel, GenError> {
     let Some((ty, r)) = body.reduce else {
         return Err(GenError::Unsupported(
             "only a reducing body has a fix-up".into(),
         ));
     };
-    let t = ptx_type(ty);
-    let mut b = KernelBuilder::new(plan.kernels[1].entry.as_ref());
-    let params = KernelParams::declare(&mut b, body, &plan.temps)?;
-    let keys = params.temps[temp_index(plan, CARRY_KEYS)?];
-    let values = params.temps[temp_index(plan, CARRY_VALUES)?];
-    let Some((out, out_len)) = params.output else {
-        return Err(GenError::Unsupported(
-            "a reducing body has an output".into(),
-        ));
-    };
+    let (t, size) = (ptx_type(ty), ty.size());
+    let mut b = KernelBuilder::new(entry_from_back(plan, usize::from(!spans)));
+    let f = frame(&mut b, body, opts, plan, count_tiles)?;
+    let slot_of = |name: &str| temp_index(plan, name).map(|k| f.params.temps[k]);
+    let (keys, values, heads) = (
+        slot_of(CARRY_KEYS)?,
+        slot_of(CARRY_VALUES)?,
+        slot_of(CARRY_HEADS)?,
+    );
     let done = b.label();
 
-    let tid = b.special(Special::TidX);
-    let ntid = b.special(Special::NtidX);
     let ctaid = b.special(Special::CtaidX);
-    let nctaid = b.special(Special::NctaidX);
-    let first = b.bin(BinOp::MulWide, Type::U32, ctaid, ntid);
-    let tid = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
-    let slot = b.bin(BinOp::Add, Type::U64, first, tid);
-    let slots = b.bin(BinOp::MulWide, Type::U32, nctaid, ntid);
+    let start = b.bin(BinOp::MulWide, Type::U32, ctaid, Operand::Imm(f.block));
+    let slot = b.bin(BinOp::Add, Type::U64, start, f.tid);
+    let blocks = match f.blocks {
+        Some(blocks) => blocks,
+        None => blocks_per_lane(&mut b, f.work, f.capacity),
+    };
+    let slots = match f.layout.lanes {
+        Some(lanes) => b.bin(BinOp::Mul, Type::U64, blocks, lanes),
+        None => blocks,
+    };
+    let valid = b.setp(Cmp::Lt, Type::U64, slot, slots);
+    let key = b.mov(Type::U64, Operand::Imm(NO_CARRY));
+    let acc = reduce_identity(&mut b, ty, r)?;
+    let key_addr = b.elem_addr(keys, slot, 8);
+    let value_addr = b.elem_addr(values, slot, size);
+    let scope = b.if_begin(valid, false);
+    b.ld_to(Space::Global, Type::U64, key, key_addr);
+    b.ld_to(Space::Global, t, acc, value_addr);
+    b.if_end(scope);
+    // A run's key, when valid, is finished by a later block of its lane: `slot + 1 < slots`.
+    let carries = b.setp(Cmp::Ne, Type::U64, key, Operand::Imm(NO_CARRY));
+    let prev = b.bin(BinOp::Sub, Type::U64, key_addr, Operand::Imm(8));
+    let next = b.bin(BinOp::Add, Type::U64, key_addr, Operand::Imm(8));
+    let ends = b.reg_for(Type::Pred);
+    b.emit(Op::Mov {
+        ty: Type::Pred,
+        dst: ends,
+        src: Operand::Imm(0),
+    });
+    let scope = b.if_begin(carries, false);
+    let following = b.ld(Space::Global, Type::U64, next);
+    b.emit(Op::Setp {
+        cmp: Cmp::Ne,
+        ty: Type::U64,
+        dst: ends,
+        a: following.into(),
+        b: key.into(),
+    });
+    b.if_end(scope);
 
-    let addr = b.elem_addr(keys, slot, 8);
-    let key = b.ld(Space::Global, Type::U64, addr);
-    let none = b.setp(Cmp::Eq, Type::U64, key, Operand::Imm(NO_CARRY));
-    b.bra_if(none, false, done);
-    let at_start = b.setp(Cmp::Eq, Type::U64, slot, Operand::Imm(0));
-    let head = b.if_begin(at_start, true);
-    let prev_addr = b.bin(BinOp::Sub, Type::U64, addr, Operand::Imm(8));
-    let prev = b.ld(Space::Global, Type::U64, prev_addr);
-    let same = b.setp(Cmp::Eq, Type::U64, prev, key);
-    b.bra_if(same, false, done);
-    b.if_end(head);
+    let (position, lane) = match f.layout.lanes {
+        Some(lanes) => {
+            let position = b.bin(BinOp::Div, Type::U64, key, lanes);
+            let whole = b.bin(BinOp::Mul, Type::U64, position, lanes);
+            let lane = b.bin(BinOp::Sub, Type::U64, key, whole);
+            (position, Some(lane))
+        }
+        None => (key, None),
+    };
+    let finish = |b: &mut KernelBuilder, acc: Reg| -> Result<(), GenError> {
+        let haddr = b.elem_addr(heads, slot, size);
+        let haddr = b.bin(BinOp::Add, Type::U64, haddr, Operand::Imm(size.into()));
+        let own = b.ld(Space::Global, t, haddr);
+        reduce_combine(b, ty, r, acc, own)?;
+        let tile = f.layout.tile(b, &f.params, position, opts.checked, done);
+        f.layout
+            .store_output(b, body, &f.params, (tile, lane), (acc, ty), opts.checked)
+    };
 
-    let vaddr = b.elem_addr(values, slot, ty.size());
-    let acc = b.ld(Space::Global, t, vaddr);
-    let k = b.bin(BinOp::Add, Type::U64, slot, Operand::Imm(1));
-    let run = b.loop_begin();
-    let past = b.setp(Cmp::Ge, Type::U64, k, slots);
-    b.break_if(&run, past, false);
-    let kaddr = b.elem_addr(keys, k, 8);
-    let next = b.ld(Space::Global, Type::U64, kaddr);
-    let other = b.setp(Cmp::Ne, Type::U64, next, key);
-    b.break_if(&run, other, false);
-    let vaddr = b.elem_addr(values, k, ty.size());
-    let x = b.ld(Space::Global, t, vaddr);
-    reduce_combine(&mut b, ty, r, acc, x)?;
-    b.bin_to(BinOp::Add, Type::U64, k, k, Operand::Imm(1));
-    b.loop_end(run);
-
-    if let Some(flag) = params.error_flag.filter(|_| opts.checked) {
-        check_index(&mut b, flag, key, out_len, body.params.len(), done);
+    if !spans {
+        // A segment starts at slot 0 and at each key change.
+        let flag = b.mov(Type::U32, Operand::Imm(1));
+        let at_start = b.setp(Cmp::Eq, Type::U64, slot, Operand::Imm(0));
+        let outer = b.if_begin(valid, false);
+        let scope = b.if_begin(at_start, true);
+        let before = b.ld(Space::Global, Type::U64, prev);
+        let same = b.setp(Cmp::Eq, Type::U64, before, key);
+        b.emit(Op::Selp {
+            ty: Type::U32,
+            dst: flag,
+            a: Operand::Imm(0),
+            b: Operand::Imm(1),
+            pred: same,
+        });
+        b.if_end(scope);
+        b.if_end(outer);
+        segmented_scan(&mut b, f.block, f.tid, (ty, r), acc, flag)?;
+        b.bra_if(valid, true, done);
+        b.st(Space::Global, t, value_addr, acc);
+        b.bra_if(ends, true, done);
+        let inside = b.setp(Cmp::Ne, Type::U32, flag, Operand::Imm(0));
+        b.bra_if(inside, true, done);
+        finish(&mut b, acc)?;
+    } else {
+        b.bra_if(ends, true, done);
+        // The run started in an earlier fix-up block when the slot before this one's first
+        // carries the same key (equal keys are consecutive).
+        let at_start = b.setp(Cmp::Eq, Type::U64, start, Operand::Imm(0));
+        b.bra_if(at_start, false, done);
+        let first_addr = b.elem_addr(keys, start, 8);
+        let before_addr = b.bin(BinOp::Sub, Type::U64, first_addr, Operand::Imm(8));
+        let before = b.ld(Space::Global, Type::U64, before_addr);
+        let other = b.setp(Cmp::Ne, Type::U64, before, key);
+        b.bra_if(other, false, done);
+        let p_last = b.bin(BinOp::Sub, Type::U64, start, Operand::Imm(1));
+        let walk = b.loop_begin();
+        let addr = b.elem_addr(values, p_last, size);
+        let x = b.ld(Space::Global, t, addr);
+        reduce_combine(&mut b, ty, r, acc, x)?;
+        let p_start = b.bin(BinOp::Sub, Type::U64, p_last, Operand::Imm(f.block - 1));
+        let at_start = b.setp(Cmp::Eq, Type::U64, p_start, Operand::Imm(0));
+        b.break_if(&walk, at_start, false);
+        let addr = b.elem_addr(keys, p_start, 8);
+        let addr = b.bin(BinOp::Sub, Type::U64, addr, Operand::Imm(8));
+        let before = b.ld(Space::Global, Type::U64, addr);
+        let other = b.setp(Cmp::Ne, Type::U64, before, key);
+        b.break_if(&walk, other, false);
+        b.bin_to(BinOp::Sub, Type::U64, p_last, p_start, Operand::Imm(1));
+        b.loop_end(walk);
+        finish(&mut b, acc)?;
     }
-    let oaddr = b.elem_addr(out, key, ty.size());
-    let own = b.ld(Space::Global, t, oaddr);
-    reduce_combine(&mut b, ty, r, acc, own)?;
-    b.st(Space::Global, t, oaddr, acc);
     b.place(done);
     Ok(b.finish())
 }
 
-/// The kernels of a work-oriented plan: the main kernel, and the fix-up when the body reduces.
+/// The kernels of a work-oriented plan: with a frontier the scan of its tile sizes, then the
+/// main kernel, and the two fix-up kernels when the body reduces.
 pub fn build(
     body: &Body,
     opts: &Options,
@@ -462,9 +847,14 @@ pub fn build(
     count_tiles: bool,
     share: fn(&mut KernelBuilder, &Frame) -> Share,
 ) -> Result<Vec<Kernel>, GenError> {
-    let mut kernels = vec![main_kernel(body, opts, plan, count_tiles, share)?];
+    let mut kernels = Vec::new();
+    if opts.tiles.is_some() {
+        kernels.extend(frontier_scan::kernels(body, opts, plan)?);
+    }
+    kernels.push(main_kernel(body, opts, plan, count_tiles, share)?);
     if body.reduce.is_some() {
-        kernels.push(fixup_kernel(body, opts, plan)?);
+        kernels.push(fixup_kernel(body, opts, plan, count_tiles, false)?);
+        kernels.push(fixup_kernel(body, opts, plan, count_tiles, true)?);
     }
     Ok(kernels)
 }

@@ -133,6 +133,9 @@ enum POp {
         a: Src,
         mask: Src,
     },
+    ActiveMask {
+        dst: u32,
+    },
     Ret,
 }
 
@@ -624,6 +627,9 @@ impl Resolver<'_> {
                     mask: self.src(mask, Type::B32)?,
                 }
             }
+            Op::ActiveMask { dst } => POp::ActiveMask {
+                dst: self.reg_of(*dst, RegClass::B32)?,
+            },
             Op::Ret => POp::Ret,
         };
         Ok(PInstr { guard, op })
@@ -1347,6 +1353,12 @@ impl Warp {
                 return Ok(true);
             }
             POp::Nop => {}
+            // The lanes stepped together at this pc are the ones a GPU runs converged here.
+            POp::ActiveMask { dst } => {
+                for l in lanes(exec) {
+                    regs[dst as usize * 32 + l] = u64::from(exec);
+                }
+            }
             POp::Ret => {
                 for l in lanes(exec) {
                     self.exit(l, ctx);

@@ -732,6 +732,7 @@ impl Parser {
             }
             "membar" if n == 2 && parts[1] == "gl" => Ok(Op::MemBar),
             "ret" if n == 1 => Ok(Op::Ret),
+            "activemask" if n == 2 && parts[1] == "b32" => Ok(Op::ActiveMask { dst: self.reg()? }),
             "shfl" if n == 4 && parts[1] == "sync" && parts[3] == "b32" => {
                 let mode = match parts[2] {
                     "up" => ShflMode::Up,

@@ -21,7 +21,14 @@ fn column_histogram(a: &Csr<f64>, counts: &mut [u32], #[atom] nz: usize) {
 }
 
 fn main() -> lb::Result<()> {
-    let triplets = vec![(0, 0, -3.0), (0, 2, 1.5), (2, 1, 4.0), (3, 0, 2.0), (3, 1, -0.5), (3, 2, 8.0)];
+    let triplets = vec![
+        (0, 0, -3.0),
+        (0, 2, 1.5),
+        (2, 1, 4.0),
+        (3, 0, 2.0),
+        (3, 1, -0.5),
+        (3, 2, 8.0),
+    ];
     let a = Csr::<f64>::from_triplets(5, 3, triplets)?;
     let w = [0.5, -2.0, 1.0];
     let scale = 3.0;
@@ -59,6 +66,9 @@ fn main() -> lb::Result<()> {
         eprintln!("external crate: mismatch on {}\n peak   {peak:?}\n wanted {expected_peak:?}\n counts {counts:?}\n wanted {expected_counts:?}", dev.name());
         std::process::exit(1);
     }
-    println!("external crate: row_peak and column_histogram match plain Rust on {}", dev.name());
+    println!(
+        "external crate: row_peak and column_histogram match plain Rust on {}",
+        dev.name()
+    );
     Ok(())
 }

@@ -1,0 +1,387 @@
+//! The baselines measured in the same process: cuSPARSE's SpMV and SpMM (through cudarc's raw
+//! bindings, loaded at run time) and the GPU's energy counter through NVML.
+//!
+//! cuSPARSE gets its favourable index format: i32 row offsets and columns when the matrix has
+//! fewer than 2^31 nonzeros (i64 for both otherwise, as its CSR needs one type for both), while
+//! lb's kernels read u64 offsets and u32 columns. Every failure here is a `String` that the
+//! report shows; nothing panics when libcusparse or libnvidia-ml is missing.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::cusparse::sys as cs;
+use cudarc::driver::sys as cu;
+use cudarc::driver::{CudaContext, CudaStream};
+use lb::{Csr, Device, DeviceBuffer};
+
+/// cuSPARSE's algorithms tried for one operation; the report keeps the faster.
+pub const SPMV_ALGS: [(cs::cusparseSpMVAlg_t, &str); 2] = [
+    (cs::cusparseSpMVAlg_t::CUSPARSE_SPMV_CSR_ALG1, "CSR_ALG1"),
+    (cs::cusparseSpMVAlg_t::CUSPARSE_SPMV_CSR_ALG2, "CSR_ALG2"),
+];
+pub const SPMM_ALGS: [(cs::cusparseSpMMAlg_t, &str); 2] = [
+    (cs::cusparseSpMMAlg_t::CUSPARSE_SPMM_CSR_ALG2, "CSR_ALG2"),
+    (cs::cusparseSpMMAlg_t::CUSPARSE_SPMM_CSR_ALG3, "CSR_ALG3"),
+];
+
+fn check(what: &str, status: cs::cusparseStatus_t) -> Result<(), String> {
+    status.result().map_err(|e| format!("{what}: {:?}", e.0))
+}
+
+fn driver(what: &str, e: cudarc::driver::DriverError) -> String {
+    format!("{what}: {e:?}")
+}
+
+/// A cuSPARSE handle bound to the default stream of GPU 0's primary context, which is the
+/// context and stream lb's `Device::cuda(0)` uses: buffers are shared and work is ordered.
+pub struct Cusparse {
+    handle: cs::cusparseHandle_t,
+    stream: Arc<CudaStream>,
+}
+
+impl Cusparse {
+    pub fn new() -> Result<Cusparse, String> {
+        // cudarc panics at the first call into a missing library, so look for it first.
+        if !unsafe { cs::is_culib_present() } {
+            return Err(
+                "libcusparse was not found (on the GPU machine: LD_LIBRARY_PATH=/usr/local/cuda/lib64)"
+                    .into(),
+            );
+        }
+        let ctx = CudaContext::new(0).map_err(|e| driver("opening GPU 0", e))?;
+        let stream = ctx.default_stream();
+        let handle =
+            cudarc::cusparse::result::create().map_err(|e| format!("cusparseCreate: {:?}", e.0))?;
+        let cusparse = Cusparse { handle, stream };
+        check("cusparseSetStream", unsafe {
+            cs::cusparseSetStream(
+                cusparse.handle,
+                cusparse.stream.cu_stream() as cs::cudaStream_t,
+            )
+        })?;
+        Ok(cusparse)
+    }
+
+    /// Median time in ms of `reps` calls of `call` (CUDA events around each), after one call.
+    fn time(
+        &self,
+        reps: usize,
+        mut call: impl FnMut() -> Result<(), String>,
+    ) -> Result<f64, String> {
+        call()?;
+        self.stream
+            .synchronize()
+            .map_err(|e| driver("cuSPARSE warm-up", e))?;
+        let event = || {
+            self.stream
+                .record_event(Some(cu::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| driver("recording an event", e))
+        };
+        let mut times = Vec::with_capacity(reps.max(1));
+        for _ in 0..reps.max(1) {
+            let start = event()?;
+            call()?;
+            let stop = event()?;
+            self.stream
+                .synchronize()
+                .map_err(|e| driver("running cuSPARSE", e))?;
+            times.push(
+                start
+                    .elapsed_ms(&stop)
+                    .map_err(|e| driver("reading events", e))?,
+            );
+        }
+        times.sort_by(f32::total_cmp);
+        Ok(f64::from(times[times.len() / 2]))
+    }
+
+    /// y = A·x with `alg`: the median time in ms. `y` holds the result afterwards.
+    pub fn spmv(
+        &self,
+        a: &CuCsr,
+        x: &DeviceBuffer<f32>,
+        y: &mut DeviceBuffer<f32>,
+        alg: cs::cusparseSpMVAlg_t,
+        reps: usize,
+    ) -> Result<f64, String> {
+        let mat = a.descriptor()?;
+        let vx = DnVec::new(x)?;
+        let vy = DnVec::new(y)?;
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let op = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
+        let f32t = cs::cudaDataType::CUDA_R_32F;
+        let mut size = 0usize;
+        check("cusparseSpMV_bufferSize", unsafe {
+            cs::cusparseSpMV_bufferSize(
+                self.handle,
+                op,
+                ptr(&alpha),
+                mat.0,
+                vx.0,
+                ptr(&beta),
+                vy.0,
+                f32t,
+                alg,
+                &mut size,
+            )
+        })?;
+        let buffer = a.dev.zeros::<u8>(size).map_err(|e| e.to_string())?;
+        let buf = buffer.device_addr() as *mut c_void;
+        self.time(reps, || {
+            check("cusparseSpMV", unsafe {
+                cs::cusparseSpMV(
+                    self.handle,
+                    op,
+                    ptr(&alpha),
+                    mat.0,
+                    vx.0,
+                    ptr(&beta),
+                    vy.0,
+                    f32t,
+                    alg,
+                    buf,
+                )
+            })
+        })
+    }
+
+    /// C = A·B with B (`cols × k`) and C (`rows × k`) dense and row-major, as lb's SpMM reads
+    /// them: the median time in ms. `c` holds the result afterwards.
+    pub fn spmm(
+        &self,
+        a: &CuCsr,
+        b: &DeviceBuffer<f32>,
+        k: usize,
+        c: &mut DeviceBuffer<f32>,
+        alg: cs::cusparseSpMMAlg_t,
+        reps: usize,
+    ) -> Result<f64, String> {
+        let mat = a.descriptor()?;
+        let mb = DnMat::new(b, a.cols, k)?;
+        let mc = DnMat::new(c, a.rows, k)?;
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let op = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
+        let f32t = cs::cudaDataType::CUDA_R_32F;
+        let mut size = 0usize;
+        check("cusparseSpMM_bufferSize", unsafe {
+            cs::cusparseSpMM_bufferSize(
+                self.handle,
+                op,
+                op,
+                ptr(&alpha),
+                mat.0,
+                mb.0,
+                ptr(&beta),
+                mc.0,
+                f32t,
+                alg,
+                &mut size,
+            )
+        })?;
+        let buffer = a.dev.zeros::<u8>(size).map_err(|e| e.to_string())?;
+        let buf = buffer.device_addr() as *mut c_void;
+        self.time(reps, || {
+            check("cusparseSpMM", unsafe {
+                cs::cusparseSpMM(
+                    self.handle,
+                    op,
+                    op,
+                    ptr(&alpha),
+                    mat.0,
+                    mb.0,
+                    ptr(&beta),
+                    mc.0,
+                    f32t,
+                    alg,
+                    buf,
+                )
+            })
+        })
+    }
+}
+
+impl Drop for Cusparse {
+    fn drop(&mut self) {
+        // Nothing to do about a failure while tearing down.
+        let _ = unsafe { cudarc::cusparse::result::destroy(self.handle) };
+    }
+}
+
+fn ptr(v: &f32) -> *const c_void {
+    (v as *const f32).cast()
+}
+
+/// A CSR matrix in cuSPARSE's favourable format.
+pub struct CuCsr {
+    dev: Device,
+    offsets: Index,
+    cols_idx: Index,
+    values: DeviceBuffer<f32>,
+    rows: usize,
+    cols: usize,
+    nnz: usize,
+}
+
+enum Index {
+    I32(DeviceBuffer<i32>),
+    I64(DeviceBuffer<i64>),
+}
+
+impl Index {
+    fn addr(&self) -> *mut c_void {
+        match self {
+            Index::I32(b) => b.device_addr() as *mut c_void,
+            Index::I64(b) => b.device_addr() as *mut c_void,
+        }
+    }
+}
+
+impl CuCsr {
+    pub fn upload(dev: &Device, a: &Csr<f32>) -> Result<CuCsr, String> {
+        let small = a.nnz() < (1 << 31) && a.num_cols < (1 << 31);
+        let e = |e: lb::Error| e.to_string();
+        let (offsets, cols_idx) = if small {
+            let o: Vec<i32> = a.row_offsets.iter().map(|&v| v as i32).collect();
+            let c: Vec<i32> = a.col_indices.iter().map(|&v| v as i32).collect();
+            (
+                Index::I32(dev.upload(&o).map_err(e)?),
+                Index::I32(dev.upload(&c).map_err(e)?),
+            )
+        } else {
+            let o: Vec<i64> = a.row_offsets.iter().map(|&v| v as i64).collect();
+            let c: Vec<i64> = a.col_indices.iter().map(|&v| i64::from(v)).collect();
+            (
+                Index::I64(dev.upload(&o).map_err(e)?),
+                Index::I64(dev.upload(&c).map_err(e)?),
+            )
+        };
+        Ok(CuCsr {
+            dev: dev.clone(),
+            offsets,
+            cols_idx,
+            values: dev.upload(&a.values).map_err(e)?,
+            rows: a.num_rows,
+            cols: a.num_cols,
+            nnz: a.nnz(),
+        })
+    }
+
+    /// "i32" or "i64": the index type cuSPARSE was given.
+    pub fn index_type(&self) -> &'static str {
+        match self.offsets {
+            Index::I32(_) => "i32",
+            Index::I64(_) => "i64",
+        }
+    }
+
+    fn descriptor(&self) -> Result<SpMat, String> {
+        let it = match self.offsets {
+            Index::I32(_) => cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+            Index::I64(_) => cs::cusparseIndexType_t::CUSPARSE_INDEX_64I,
+        };
+        let mut d: cs::cusparseSpMatDescr_t = std::ptr::null_mut();
+        check("cusparseCreateCsr", unsafe {
+            cs::cusparseCreateCsr(
+                &mut d,
+                self.rows as i64,
+                self.cols as i64,
+                self.nnz as i64,
+                self.offsets.addr(),
+                self.cols_idx.addr(),
+                self.values.device_addr() as *mut c_void,
+                it,
+                it,
+                cs::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+                cs::cudaDataType::CUDA_R_32F,
+            )
+        })?;
+        Ok(SpMat(d))
+    }
+}
+
+/// Descriptors destroyed on drop, so every error path releases them.
+struct SpMat(cs::cusparseSpMatDescr_t);
+struct DnVec(cs::cusparseDnVecDescr_t);
+struct DnMat(cs::cusparseDnMatDescr_t);
+
+impl DnVec {
+    fn new(v: &DeviceBuffer<f32>) -> Result<DnVec, String> {
+        let mut d: cs::cusparseDnVecDescr_t = std::ptr::null_mut();
+        check("cusparseCreateDnVec", unsafe {
+            cs::cusparseCreateDnVec(
+                &mut d,
+                v.len() as i64,
+                v.device_addr() as *mut c_void,
+                cs::cudaDataType::CUDA_R_32F,
+            )
+        })?;
+        Ok(DnVec(d))
+    }
+}
+
+impl DnMat {
+    fn new(m: &DeviceBuffer<f32>, rows: usize, k: usize) -> Result<DnMat, String> {
+        if m.len() < rows * k {
+            return Err(format!(
+                "dense matrix of {} elements is smaller than {rows} × {k}",
+                m.len()
+            ));
+        }
+        let mut d: cs::cusparseDnMatDescr_t = std::ptr::null_mut();
+        check("cusparseCreateDnMat", unsafe {
+            cs::cusparseCreateDnMat(
+                &mut d,
+                rows as i64,
+                k as i64,
+                k as i64,
+                m.device_addr() as *mut c_void,
+                cs::cudaDataType::CUDA_R_32F,
+                cs::cusparseOrder_t::CUSPARSE_ORDER_ROW,
+            )
+        })?;
+        Ok(DnMat(d))
+    }
+}
+
+impl Drop for SpMat {
+    fn drop(&mut self) {
+        let _ = unsafe { cs::cusparseDestroySpMat(self.0) };
+    }
+}
+impl Drop for DnVec {
+    fn drop(&mut self) {
+        let _ = unsafe { cs::cusparseDestroyDnVec(self.0) };
+    }
+}
+impl Drop for DnMat {
+    fn drop(&mut self) {
+        let _ = unsafe { cs::cusparseDestroyDnMat(self.0) };
+    }
+}
+
+/// GPU 0's energy counter and identity through NVML.
+pub struct Power {
+    nvml: nvml_wrapper::Nvml,
+}
+
+impl Power {
+    /// An error (never a panic) when libnvidia-ml is missing.
+    pub fn new() -> Result<Power, String> {
+        let nvml = nvml_wrapper::Nvml::init().map_err(|e| format!("NVML: {e}"))?;
+        nvml.device_by_index(0)
+            .map_err(|e| format!("NVML device 0: {e}"))?;
+        Ok(Power { nvml })
+    }
+
+    pub fn driver_version(&self) -> Option<String> {
+        self.nvml.sys_driver_version().ok()
+    }
+
+    /// Millijoules since the driver loaded.
+    pub fn energy_mj(&self) -> Result<u64, String> {
+        self.nvml
+            .device_by_index(0)
+            .and_then(|d| d.total_energy_consumption())
+            .map_err(|e| format!("NVML energy: {e}"))
+    }
+}

@@ -1,0 +1,295 @@
+//! The built-in corpus: seeded generators for the families of matrices the seeds' datasets span
+//! (docs/benchmarks.md lists every family's parameters per scale).
+
+use std::collections::HashSet;
+
+use clap::ValueEnum;
+use lb::Csr;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Scale {
+    /// A few thousand nonzeros per matrix: the simulator finishes in seconds.
+    Small,
+    /// About 1–5 million nonzeros per matrix.
+    Medium,
+    /// 50–120 million nonzeros per matrix (for an H100/H200).
+    Large,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Family {
+    /// k nonzeros in every row, uniform columns.
+    Regular,
+    /// Road-network-like: average degree about 2, columns near the diagonal.
+    Road,
+    /// Row lengths log-normal with a given mean and standard deviation, capped at a maximum.
+    PowerLaw,
+    /// R-MAT / Kronecker graph (a, b, c, d = 0.57, 0.19, 0.19, 0.05), duplicates merged.
+    Rmat,
+    /// 7-point stencil on an n × n × n grid.
+    Stencil,
+    /// Rows of 1–3 nonzeros with a few very long rows.
+    DenseRows,
+    /// Tiny matrices where launch overhead dominates.
+    Tiny,
+}
+
+/// One corpus member.
+pub struct Matrix {
+    pub name: String,
+    pub family: String,
+    pub csr: Csr<f32>,
+}
+
+/// Every matrix of `families` at `scale`, each from its own seed derived from `seed`.
+pub fn build(families: &[Family], scale: Scale, seed: u64) -> Vec<Matrix> {
+    let mut out = Vec::new();
+    for (fi, &f) in families.iter().enumerate() {
+        let s = seed.wrapping_mul(1_000_003).wrapping_add(fi as u64);
+        let family = format!("{f:?}")
+            .to_lowercase()
+            .replace("powerlaw", "power_law")
+            .replace("denserows", "dense_rows");
+        let mut push = |name: String, csr: Csr<f32>| {
+            out.push(Matrix {
+                name,
+                family: family.clone(),
+                csr,
+            })
+        };
+        let pick = |small: usize, medium: usize, large: usize| match scale {
+            Scale::Small => small,
+            Scale::Medium => medium,
+            Scale::Large => large,
+        };
+        match f {
+            Family::Regular => {
+                let rows = pick(256, 250_000, 8_000_000);
+                for k in [4, 16] {
+                    push(
+                        format!("regular-{rows}x{k}"),
+                        regular(rows, k, s + k as u64),
+                    );
+                }
+            }
+            Family::Road => {
+                let rows = pick(1_000, 1_000_000, 30_000_000);
+                push(format!("road-{rows}"), road(rows, s));
+            }
+            Family::PowerLaw => {
+                let rows = pick(500, 500_000, 6_500_000);
+                let (mean, std, max) = (
+                    8.0,
+                    pick(16, 100, 400) as f64,
+                    pick(250, 100_000, 1_000_000),
+                );
+                push(
+                    format!("power_law-{rows}-m{mean}-s{std}-max{max}"),
+                    power_law(rows, mean, std, max, s),
+                );
+            }
+            Family::Rmat => {
+                let (scale_log2, edge_factor) = (pick(8, 18, 23), pick(8, 8, 16));
+                push(
+                    format!("rmat-{scale_log2}-ef{edge_factor}"),
+                    rmat(scale_log2 as u32, edge_factor, s),
+                );
+            }
+            Family::Stencil => {
+                let n = pick(8, 80, 200);
+                push(format!("stencil7-{n}^3"), stencil7(n, s));
+            }
+            Family::DenseRows => {
+                let (rows, dense, len) = (
+                    pick(1_000, 500_000, 20_000_000),
+                    pick(2, 4, 8),
+                    pick(1_000, 200_000, 4_000_000),
+                );
+                push(
+                    format!("dense_rows-{rows}-d{dense}x{len}"),
+                    dense_rows(rows, dense, len, s),
+                );
+            }
+            Family::Tiny => {
+                push("tiny-8x8".into(), regular(8, 3, s));
+                push("tiny-1x1000".into(), with_lengths(1000, &[1000], s));
+                push("tiny-100x100".into(), power_law(100, 4.0, 8.0, 100, s));
+            }
+        }
+    }
+    out
+}
+
+/// Values in [-1, 1) for `n` entries.
+fn values(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+}
+
+/// A matrix from sorted, distinct columns per row.
+fn from_rows(cols: usize, rows: Vec<Vec<u32>>, rng: &mut ChaCha8Rng) -> Csr<f32> {
+    let mut row_offsets = Vec::with_capacity(rows.len() + 1);
+    row_offsets.push(0);
+    let mut col_indices = Vec::with_capacity(rows.iter().map(Vec::len).sum());
+    for r in &rows {
+        col_indices.extend_from_slice(r);
+        row_offsets.push(col_indices.len());
+    }
+    let vals = values(rng, col_indices.len());
+    Csr {
+        num_rows: rows.len(),
+        num_cols: cols,
+        row_offsets,
+        col_indices,
+        values: vals,
+    }
+}
+
+/// `n` distinct sorted columns below `cols` (Floyd's sampling).
+fn distinct(rng: &mut ChaCha8Rng, n: usize, cols: usize) -> Vec<u32> {
+    let n = n.min(cols);
+    if n == cols {
+        return (0..cols as u32).collect();
+    }
+    let mut chosen = HashSet::with_capacity(n);
+    for j in (cols - n)..cols {
+        let t = rng.random_range(0..=j);
+        if !chosen.insert(t) {
+            chosen.insert(j);
+        }
+    }
+    let mut v: Vec<u32> = chosen.into_iter().map(|c| c as u32).collect();
+    v.sort_unstable();
+    v
+}
+
+fn with_lengths(cols: usize, lengths: &[usize], seed: u64) -> Csr<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let rows = lengths
+        .iter()
+        .map(|&l| distinct(&mut rng, l, cols))
+        .collect();
+    from_rows(cols, rows, &mut rng)
+}
+
+pub fn regular(rows: usize, k: usize, seed: u64) -> Csr<f32> {
+    with_lengths(rows, &vec![k; rows], seed)
+}
+
+/// Degree 1, 2 or 3 (mean 2), neighbours within ±16 of the diagonal, like a road network
+/// numbered along its geography.
+pub fn road(rows: usize, seed: u64) -> Csr<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let rows_v = (0..rows)
+        .map(|i| {
+            let deg = rng.random_range(1..=3usize);
+            let lo = i.saturating_sub(16);
+            let hi = (i + 17).min(rows);
+            let mut cols: Vec<u32> = (0..deg).map(|_| rng.random_range(lo..hi) as u32).collect();
+            cols.sort_unstable();
+            cols.dedup();
+            cols
+        })
+        .collect();
+    from_rows(rows, rows_v, &mut rng)
+}
+
+/// Log-normal row lengths with this mean and standard deviation, capped at `max` (the cap
+/// pulls the realized mean slightly down; the report prints the realized statistics).
+pub fn power_law(rows: usize, mean: f64, std: f64, max: usize, seed: u64) -> Csr<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9);
+    let sigma2 = (1.0 + (std / mean).powi(2)).ln();
+    let mu = mean.ln() - sigma2 / 2.0;
+    let max = max.min(rows);
+    let lengths: Vec<usize> = (0..rows)
+        .map(|_| {
+            // Box–Muller: one standard normal from two uniforms; 1 - u is in (0, 1].
+            let (u1, u2): (f64, f64) = (1.0 - rng.random::<f64>(), rng.random());
+            let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+            ((mu + sigma2.sqrt() * z).exp().round() as usize).min(max)
+        })
+        .collect();
+    with_lengths(rows, &lengths, seed)
+}
+
+/// R-MAT with 2^scale vertices and `edge_factor` × 2^scale edges before merging duplicates.
+pub fn rmat(scale: u32, edge_factor: usize, seed: u64) -> Csr<f32> {
+    let n = 1usize << scale;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut rows: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for _ in 0..n * edge_factor {
+        let (mut r, mut c) = (0usize, 0usize);
+        for _ in 0..scale {
+            let p: f64 = rng.random();
+            let (dr, dc) = if p < 0.57 {
+                (0, 0)
+            } else if p < 0.76 {
+                (0, 1)
+            } else if p < 0.95 {
+                (1, 0)
+            } else {
+                (1, 1)
+            };
+            r = r * 2 + dr;
+            c = c * 2 + dc;
+        }
+        rows[r].push(c as u32);
+    }
+    for r in &mut rows {
+        r.sort_unstable();
+        r.dedup();
+    }
+    from_rows(n, rows, &mut rng)
+}
+
+/// The 7-point Laplacian stencil on an n³ grid (values random, structure exact).
+pub fn stencil7(n: usize, seed: u64) -> Csr<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let id = |x: usize, y: usize, z: usize| ((z * n + y) * n + x) as u32;
+    let mut rows = Vec::with_capacity(n * n * n);
+    for z in 0..n {
+        for y in 0..n {
+            for x in 0..n {
+                let mut r = Vec::with_capacity(7);
+                if z > 0 {
+                    r.push(id(x, y, z - 1));
+                }
+                if y > 0 {
+                    r.push(id(x, y - 1, z));
+                }
+                if x > 0 {
+                    r.push(id(x - 1, y, z));
+                }
+                r.push(id(x, y, z));
+                if x + 1 < n {
+                    r.push(id(x + 1, y, z));
+                }
+                if y + 1 < n {
+                    r.push(id(x, y + 1, z));
+                }
+                if z + 1 < n {
+                    r.push(id(x, y, z + 1));
+                }
+                rows.push(r);
+            }
+        }
+    }
+    from_rows(n * n * n, rows, &mut rng)
+}
+
+/// `rows` rows of 1–3 uniform nonzeros, of which `dense` evenly spaced rows hold `len`.
+pub fn dense_rows(rows: usize, dense: usize, len: usize, seed: u64) -> Csr<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let every = (rows / dense.max(1)).max(1);
+    let lengths: Vec<usize> = (0..rows)
+        .map(|i| {
+            if i % every == 0 && i / every < dense {
+                len
+            } else {
+                rng.random_range(1..=3)
+            }
+        })
+        .collect();
+    with_lengths(rows, &lengths, seed)
+}

@@ -1,0 +1,135 @@
+//! lb-bench: every schedule × op × matrix, against cuSPARSE in the same process on a GPU, or
+//! the simulator's load-balance figures without one. docs/benchmarks.md explains every option.
+
+mod baseline;
+mod corpus;
+mod report;
+mod run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, ValueEnum};
+
+use corpus::{Family, Scale};
+
+/// The operations measured. New ones (SSSP and BFS from `lb::algorithms`, once they land) are
+/// added here and in `run::Problem::new` / `run::Problem::launch`: an op needs a device problem,
+/// a launch per schedule and a CPU reference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Op {
+    /// y = A·x.
+    Spmv,
+    /// C = A·B, B dense with 8 columns.
+    Spmm8,
+    /// C = A·B with 32 columns.
+    Spmm32,
+    /// C = A·B with 128 columns.
+    Spmm128,
+}
+
+impl Op {
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Spmv => "spmv",
+            Op::Spmm8 => "spmm8",
+            Op::Spmm32 => "spmm32",
+            Op::Spmm128 => "spmm128",
+        }
+    }
+
+    /// Dense columns: `None` for SpMV.
+    pub fn k(self) -> Option<usize> {
+        match self {
+            Op::Spmv => None,
+            Op::Spmm8 => Some(8),
+            Op::Spmm32 => Some(32),
+            Op::Spmm128 => Some(128),
+        }
+    }
+}
+
+/// Benchmarks every lb schedule against cuSPARSE (GPU) or reports the simulator's load balance.
+///
+/// On a GPU each run reports the median time over warm repetitions (CUDA events, allocations and
+/// uploads outside), GB/s, the fraction of the bandwidth floor, the speedup over the better of
+/// two cuSPARSE algorithms, and energy per call from NVML. Without a GPU it runs the simulator
+/// and reports load balance per schedule. A run that fails verification is never timed.
+#[derive(Debug, Parser)]
+#[command(name = "lb-bench", version)]
+pub struct Cli {
+    /// Operations, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Op::Spmv, Op::Spmm8, Op::Spmm32, Op::Spmm128])]
+    pub ops: Vec<Op>,
+    /// Schedules to run, comma-separated, as written in `schedule = "…"` (default: every
+    /// generated one). `auto` rows are always reported as well.
+    #[arg(long, value_delimiter = ',')]
+    pub schedules: Vec<String>,
+    /// Size of the built-in corpus: small (simulator), medium, large (≥ 50 M nonzeros).
+    #[arg(long, value_enum, default_value_t = Scale::Small)]
+    pub scale: Scale,
+    /// Built-in corpus families, comma-separated (default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub families: Vec<Family>,
+    /// Leave out the built-in corpus (use with --mtx).
+    #[arg(long)]
+    pub no_corpus: bool,
+    /// Matrix Market files to add (repeatable).
+    #[arg(long = "mtx", value_name = "FILE")]
+    pub mtx: Vec<PathBuf>,
+    /// Seed of the built-in corpus and of the dense inputs.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Timed repetitions per run on a GPU (the median is reported).
+    #[arg(long, default_value_t = 20)]
+    pub reps: usize,
+    /// Untimed warm-up launches before timing.
+    #[arg(long, default_value_t = 3)]
+    pub warmup: usize,
+    /// GPU time budget per run in ms: fewer repetitions (at least 3) when one call is slow.
+    #[arg(long, default_value_t = 2000.0)]
+    pub budget_ms: f64,
+    /// Calls in the batch measured for energy (NVML's counter has coarse steps; at least one
+    /// call, and no longer than the time budget).
+    #[arg(long, default_value_t = 200)]
+    pub energy_calls: usize,
+    /// Bytes per device-to-device copy when measuring the copy bandwidth.
+    #[arg(long, default_value_t = 1 << 30)]
+    pub copy_bytes: usize,
+    /// Largest relative error (to the sum of the magnitudes of a row's terms) that passes.
+    #[arg(long, default_value_t = 1e-4)]
+    pub tolerance: f64,
+    /// Skip cuSPARSE.
+    #[arg(long)]
+    pub no_cusparse: bool,
+    /// Force the simulator even when a GPU is present.
+    #[arg(long)]
+    pub sim: bool,
+    /// Write one JSON object per run to this file (JSON lines).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the PNG plots into this folder (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<PathBuf>,
+    /// No progress bar (it is also hidden when stderr is not a terminal).
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run::run(&cli) {
+        Ok(summary) if summary.failed == 0 => ExitCode::SUCCESS,
+        Ok(summary) => {
+            eprintln!(
+                "lb-bench: {} run(s) failed verification or errored",
+                summary.failed
+            );
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("lb-bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

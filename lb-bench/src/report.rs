@@ -1,0 +1,464 @@
+//! Output: the table on stdout, the JSON-lines records, the `auto` summary and the PNG plots.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use plotters::prelude::*;
+use serde::Serialize;
+
+use crate::corpus::Matrix;
+use crate::Op;
+
+/// The font of the plots, carried in the binary so plots render on a machine without fonts
+/// (DejaVu Sans from Debian's fonts-dejavu-core; its licence is in lb-bench/assets/).
+const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+
+/// What every record repeats about the run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Context {
+    pub gpu: String,
+    pub driver: Option<String>,
+    /// UTC, `YYYY-MM-DDTHH:MM:SSZ`.
+    pub date: String,
+    pub command: String,
+}
+
+impl Context {
+    pub fn new(dev: &lb::Device, driver: Option<String>) -> Context {
+        Context {
+            gpu: dev.name().to_string(),
+            driver,
+            date: utc_now(),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+        }
+    }
+}
+
+/// Civil UTC date from the Unix clock (Howard Hinnant's days-to-civil), to avoid a date crate.
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// One run: one op × matrix × schedule (or `auto`, or `cusparse`). Fields that do not apply
+/// (GPU figures on the simulator and the reverse) are left out of the JSON.
+#[derive(Clone, Debug, Serialize)]
+pub struct Record {
+    /// "run".
+    pub record: &'static str,
+    #[serde(flatten)]
+    pub context: Context,
+    pub op: &'static str,
+    /// Dense columns for SpMM.
+    pub k: Option<usize>,
+    pub matrix: String,
+    pub family: String,
+    pub rows: usize,
+    pub cols: usize,
+    pub nnz: usize,
+    pub max_row: usize,
+    /// A schedule's name, "auto" or "cusparse".
+    pub schedule: String,
+    /// For "auto": the schedule the heuristic picked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub picked: Option<String>,
+    /// "ok" or "failed" (an error, or a result off the CPU reference); failed runs are not timed.
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub kernels: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_rel_err: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub median_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reps: Option<usize>,
+    /// Bytes that must move over the median time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gbps: Option<f64>,
+    /// The time the bytes would take at the copy bandwidth, over the median time (1 = at the floor).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_fraction: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copy_gbps: Option<f64>,
+    /// cuSPARSE's best time over this run's; above 1 means faster than cuSPARSE.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speedup_vs_cusparse: Option<f64>,
+    /// For "cusparse": the faster algorithm.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cusparse_alg: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub energy_mj_per_call: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub avg_power_w: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sim_instructions: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sim_instr_per_atom: Option<f64>,
+    /// The busiest thread's instructions over the mean thread's: the proxy for max / mean atoms
+    /// per thread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sim_busiest_over_mean: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sim_busiest_instructions: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sim_warp_efficiency: Option<f64>,
+}
+
+impl Record {
+    pub fn base(ctx: &Context, op: Op, m: &Matrix) -> Record {
+        let a = &m.csr;
+        Record {
+            record: "run",
+            context: ctx.clone(),
+            op: op.name(),
+            k: op.k(),
+            matrix: m.name.clone(),
+            family: m.family.clone(),
+            rows: a.num_rows,
+            cols: a.num_cols,
+            nnz: a.nnz(),
+            max_row: a
+                .row_offsets
+                .windows(2)
+                .map(|w| w[1] - w[0])
+                .max()
+                .unwrap_or(0),
+            schedule: String::new(),
+            picked: None,
+            status: "ok",
+            error: None,
+            kernels: Vec::new(),
+            max_rel_err: None,
+            median_ms: None,
+            reps: None,
+            gbps: None,
+            floor_fraction: None,
+            copy_gbps: None,
+            speedup_vs_cusparse: None,
+            cusparse_alg: None,
+            energy_mj_per_call: None,
+            avg_power_w: None,
+            sim_instructions: None,
+            sim_instr_per_atom: None,
+            sim_busiest_over_mean: None,
+            sim_busiest_instructions: None,
+            sim_warp_efficiency: None,
+        }
+    }
+
+    pub fn failed(mut self, message: impl Into<String>) -> Record {
+        self.status = "failed";
+        self.error = Some(message.into());
+        self
+    }
+
+    pub fn set_time(&mut self, ms: f64, reps: usize, bytes: u64, copy_bytes_per_s: Option<f64>) {
+        self.median_ms = Some(ms);
+        self.reps = Some(reps);
+        let seconds = ms * 1e-3;
+        self.gbps = Some(bytes as f64 / seconds / 1e9);
+        if let Some(bw) = copy_bytes_per_s {
+            self.copy_gbps = Some(bw / 1e9);
+            self.floor_fraction = Some(bytes as f64 / bw / seconds);
+        }
+    }
+
+    /// Energy figures, or the reason they are missing in `error` (the run itself stays ok).
+    pub fn set_energy(&mut self, e: Result<(f64, f64), String>) {
+        match e {
+            Ok((mj, w)) => {
+                self.energy_mj_per_call = Some(mj);
+                self.avg_power_w = Some(w);
+            }
+            Err(msg) => self.error = Some(msg),
+        }
+    }
+}
+
+fn opt(v: Option<f64>, prec: usize) -> String {
+    v.map_or_else(|| "n/a".into(), |v| format!("{v:.prec$}"))
+}
+
+pub fn print_header(gpu: bool) {
+    if gpu {
+        println!(
+            "{:<8} {:<34} {:<22} {:>10} {:>8} {:>7} {:>8} {:>9} {:>7}  status",
+            "op", "matrix", "schedule", "time(us)", "GB/s", "floor", "vs cuSP", "mJ/call", "W"
+        );
+    } else {
+        println!(
+            "{:<8} {:<34} {:<22} {:>11} {:>9} {:>9} {:>9}  status",
+            "op", "matrix", "schedule", "instr", "instr/at", "max/mean", "warp eff"
+        );
+    }
+}
+
+pub fn print_row(r: &Record) {
+    let schedule = match &r.picked {
+        Some(p) => format!("auto→{p}"),
+        None => r.schedule.clone(),
+    };
+    let status = match (&r.status, &r.error) {
+        (&"ok", _) => "ok".to_string(),
+        (_, Some(e)) => format!("FAILED: {e}"),
+        _ => "FAILED".to_string(),
+    };
+    if r.sim_instructions.is_some() || (r.median_ms.is_none() && r.context.gpu == "simulator") {
+        println!(
+            "{:<8} {:<34} {:<22} {:>11} {:>9} {:>9} {:>8}%  {status}",
+            r.op,
+            r.matrix,
+            schedule,
+            r.sim_instructions
+                .map_or_else(|| "n/a".into(), |v| v.to_string()),
+            opt(r.sim_instr_per_atom, 1),
+            opt(r.sim_busiest_over_mean, 1),
+            opt(r.sim_warp_efficiency.map(|w| 100.0 * w), 1),
+        );
+    } else {
+        println!(
+            "{:<8} {:<34} {:<22} {:>10} {:>8} {:>7} {:>8} {:>9} {:>7}  {status}",
+            r.op,
+            r.matrix,
+            schedule,
+            opt(r.median_ms.map(|ms| ms * 1e3), 1),
+            opt(r.gbps, 1),
+            opt(r.floor_fraction, 2),
+            opt(r.speedup_vs_cusparse, 2),
+            opt(r.energy_mj_per_call, 3),
+            opt(r.avg_power_w, 0),
+        );
+    }
+}
+
+/// How well `auto` did for one op, against the oracle (the best measured schedule every time).
+#[derive(Debug, Serialize)]
+pub struct AutoSummary {
+    /// "auto_summary".
+    pub record: &'static str,
+    #[serde(flatten)]
+    pub context: Context,
+    pub op: &'static str,
+    /// What "best" means: "median_ms" on a GPU, "sim_busiest_instructions" on the simulator.
+    pub metric: &'static str,
+    pub matrices: usize,
+    /// Matrices where `auto` picked a best schedule (ties count).
+    pub auto_picked_best: usize,
+    /// Geometric mean over matrices of auto's cost / the oracle's (1 = always the best).
+    pub geomean_loss: f64,
+    pub worst_loss: f64,
+}
+
+/// The cost a schedule is ranked by: GPU time, or on the simulator the busiest thread's
+/// instructions (the critical path of a perfectly parallel machine).
+fn cost(r: &Record) -> Option<f64> {
+    r.median_ms.or(r.sim_busiest_instructions.map(|v| v as f64))
+}
+
+pub fn auto_summary(records: &[Record], ctx: &Context) -> Vec<AutoSummary> {
+    let mut by_op: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut groups: BTreeMap<(&str, &str), Vec<&Record>> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.status == "ok") {
+        groups.entry((r.op, r.matrix.as_str())).or_default().push(r);
+    }
+    let mut metric = "sim_busiest_instructions";
+    for ((op, _), rs) in groups {
+        let best = rs
+            .iter()
+            .filter(|r| r.schedule != "auto" && r.schedule != "cusparse")
+            .filter_map(|r| cost(r))
+            .fold(f64::INFINITY, f64::min);
+        let auto = rs
+            .iter()
+            .find(|r| r.schedule == "auto")
+            .and_then(|r| cost(r));
+        if rs.iter().any(|r| r.median_ms.is_some()) {
+            metric = "median_ms";
+        }
+        if let Some(a) = auto.filter(|_| best.is_finite() && best > 0.0) {
+            by_op.entry(op).or_default().push((a, best));
+        }
+    }
+    by_op
+        .into_iter()
+        .map(|(op, pairs)| {
+            let losses: Vec<f64> = pairs.iter().map(|&(a, b)| a / b).collect();
+            AutoSummary {
+                record: "auto_summary",
+                context: ctx.clone(),
+                op,
+                metric,
+                matrices: losses.len(),
+                auto_picked_best: losses.iter().filter(|&&l| l <= 1.0 + 1e-9).count(),
+                geomean_loss: (losses.iter().map(|l| l.ln()).sum::<f64>()
+                    / losses.len().max(1) as f64)
+                    .exp(),
+                worst_loss: losses.iter().copied().fold(1.0, f64::max),
+            }
+        })
+        .collect()
+}
+
+pub fn print_summary(s: &[AutoSummary]) {
+    for a in s {
+        println!(
+            "auto, {}: picked the best schedule on {}/{} matrices; geomean loss against the oracle {:.3}× (worst {:.2}×; by {})",
+            a.op, a.auto_picked_best, a.matrices, a.geomean_loss, a.worst_loss, a.metric
+        );
+    }
+}
+
+type Series = BTreeMap<String, Vec<(f64, f64)>>;
+
+/// The landscape per op (GB/s against nonzeros, one series per schedule; on the simulator,
+/// instructions per atom) and, on a GPU, the speedup over cuSPARSE per matrix.
+pub fn plots(dir: &Path, records: &[Record]) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
+        .map_err(|_| "the embedded font is invalid".to_string())?;
+    let ops: Vec<&str> = {
+        let mut v: Vec<&str> = records.iter().map(|r| r.op).collect();
+        v.dedup();
+        v
+    };
+    for op in ops {
+        let mine = || {
+            records
+                .iter()
+                .filter(move |r| r.op == op && r.status == "ok")
+        };
+        let gpu = mine().any(|r| r.gbps.is_some());
+        let mut landscape = Series::new();
+        for r in mine().filter(|r| r.schedule != "auto") {
+            let y = if gpu { r.gbps } else { r.sim_instr_per_atom };
+            if let Some(y) = y {
+                landscape
+                    .entry(r.schedule.clone())
+                    .or_default()
+                    .push((r.nnz.max(1) as f64, y));
+            }
+        }
+        let (file, y_label) = if gpu {
+            (format!("landscape-{op}.png"), "GB/s")
+        } else {
+            (
+                format!("landscape-{op}-sim.png"),
+                "simulated instructions per atom",
+            )
+        };
+        scatter(
+            &dir.join(file),
+            &format!("{op}: performance landscape"),
+            y_label,
+            &landscape,
+        )?;
+        if gpu {
+            let mut speedup = Series::new();
+            let mut names: Vec<String> = mine().map(|r| r.matrix.clone()).collect();
+            names.dedup();
+            for r in mine() {
+                let best_ours = mine()
+                    .filter(|o| {
+                        o.matrix == r.matrix && o.schedule != "cusparse" && o.schedule != "auto"
+                    })
+                    .filter_map(|o| o.speedup_vs_cusparse)
+                    .fold(f64::NAN, f64::max);
+                let x = names.iter().position(|n| *n == r.matrix).unwrap_or(0) as f64 + 1.0;
+                if r.schedule == "auto" {
+                    if let Some(s) = r.speedup_vs_cusparse {
+                        speedup.entry("auto".into()).or_default().push((x, s));
+                    }
+                    if best_ours.is_finite() {
+                        speedup
+                            .entry("oracle (best schedule)".into())
+                            .or_default()
+                            .push((x, best_ours));
+                    }
+                }
+            }
+            scatter(
+                &dir.join(format!("speedup-{op}.png")),
+                &format!("{op}: speedup over cuSPARSE (x: matrix #, see JSON)"),
+                "speedup",
+                &speedup,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// A log-log scatter plot with one coloured series per key.
+fn scatter(path: &Path, title: &str, y_label: &str, series: &Series) -> Result<(), String> {
+    let pts = series
+        .values()
+        .flatten()
+        .filter(|(x, y)| *x > 0.0 && *y > 0.0);
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::INFINITY, 0.0f64, f64::INFINITY, 0.0f64);
+    for &(x, y) in pts {
+        (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
+    }
+    if !x0.is_finite() || !y0.is_finite() {
+        return Ok(());
+    }
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let root = BitMapBackend::new(path, (1200, 800)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 24))
+        .margin(15)
+        .x_label_area_size(50)
+        .y_label_area_size(70)
+        .build_cartesian_2d(
+            (x0 / 1.5..x1 * 1.5).log_scale(),
+            (y0 / 1.5..y1 * 1.5).log_scale(),
+        )
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .x_desc(if title.contains("speedup") {
+            "matrix"
+        } else {
+            "nonzeros"
+        })
+        .y_desc(y_label)
+        .draw()
+        .map_err(|x| e(&x))?;
+    for (i, (name, points)) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(
+                points
+                    .iter()
+                    .filter(|(x, y)| *x > 0.0 && *y > 0.0)
+                    .map(|&(x, y)| Circle::new((x, y), 4, color.filled())),
+            )
+            .map_err(|x| e(&x))?
+            .label(name.as_str())
+            .legend(move |(x, y)| Circle::new((x, y), 4, color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))
+}

@@ -1,0 +1,449 @@
+//! The measurement loop: for each op × matrix, verify and time every schedule, `auto` and
+//! cuSPARSE, and hand one record per run to the report.
+
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal, Write};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use lb::prelude::*;
+
+use crate::baseline::{CuCsr, Cusparse, Power, SPMM_ALGS, SPMV_ALGS};
+use crate::corpus::{self, Family, Matrix};
+use crate::report::{self, Context, Record};
+use crate::{Cli, Op};
+
+/// y = A·x. The body is the work of one nonzero.
+#[load_balanced(schedule = "auto", reduce = "sum", output = "y")]
+fn spmv(a: &Csr<f32>, x: &[f32], #[tile] row: usize, #[atom] nz: usize) -> f32 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
+
+/// C = A·B, B dense and row-major with k columns; one lane per column of B.
+#[load_balanced(schedule = "auto", reduce = "sum", output = "c", lanes = "k")]
+fn spmm(a: &Csr<f32>, b: &[f32], k: usize, #[atom] nz: usize, #[lane] j: usize) -> f32 {
+    a.values[nz] * b[a.col_indices[nz] as usize * k + j]
+}
+
+/// What the caller needs for the exit code.
+pub struct Summary {
+    pub failed: usize,
+}
+
+/// One op on one matrix, on the device.
+struct Problem {
+    op: Op,
+    dev: Device,
+    da: DeviceCsr<f32>,
+    dx: DeviceBuffer<f32>,
+    dy: DeviceBuffer<f32>,
+    want: Vec<f32>,
+    /// Per output: the sum of the magnitudes of its terms, the scale of rounding differences.
+    magnitude: Vec<f32>,
+    /// Bytes that must move: offsets, indices, values, the dense input, the output.
+    bytes: u64,
+}
+
+impl Problem {
+    fn new(op: Op, dev: &Device, a: &Csr<f32>, seed: u64) -> lb::Result<Problem> {
+        let k = op.k().unwrap_or(1);
+        let x = lb::generate::random_vector(a.num_cols * k, seed);
+        let out_len = a.num_rows * k;
+        let mut want = vec![0.0f32; out_len];
+        let mut magnitude = vec![0.0f32; out_len];
+        let mut abs_a = a.clone();
+        abs_a.values.iter_mut().for_each(|v| *v = v.abs());
+        let abs_x: Vec<f32> = x.iter().map(|v| v.abs()).collect();
+        match op.k() {
+            None => {
+                spmv::cpu(a, &x, &mut want);
+                spmv::cpu(&abs_a, &abs_x, &mut magnitude);
+            }
+            Some(k) => {
+                spmm::cpu(a, &x, k, &mut want);
+                spmm::cpu(&abs_a, &abs_x, k, &mut magnitude);
+            }
+        }
+        let bytes =
+            (a.num_rows as u64 + 1) * 8 + a.nnz() as u64 * 8 + (x.len() + out_len) as u64 * 4;
+        Ok(Problem {
+            op,
+            dev: dev.clone(),
+            da: DeviceCsr::upload(dev, a)?,
+            dx: dev.upload(&x)?,
+            dy: dev.zeros::<f32>(out_len)?,
+            want,
+            magnitude,
+            bytes,
+        })
+    }
+
+    fn schedules(&self) -> &'static [Schedule] {
+        match self.op.k() {
+            None => spmv::SCHEDULES,
+            Some(_) => spmm::SCHEDULES,
+        }
+    }
+
+    fn launch(&mut self, s: Schedule) -> lb::Result<Launch> {
+        match self.op.k() {
+            None => spmv::launch_with(&self.dev, s, &self.da, &self.dx, &mut self.dy),
+            Some(k) => spmm::launch_with(&self.dev, s, &self.da, &self.dx, k, &mut self.dy),
+        }
+    }
+
+    /// Zeroes the output (so a schedule cannot pass on its predecessor's result).
+    fn clear(&mut self) -> lb::Result<()> {
+        self.dy = self.dev.zeros::<f32>(self.want.len())?;
+        Ok(())
+    }
+
+    /// The largest relative error of the output against the CPU reference.
+    fn error(&self) -> lb::Result<f64> {
+        let got = self.dev.download(&self.dy)?;
+        Ok(got
+            .iter()
+            .zip(&self.want)
+            .zip(&self.magnitude)
+            .map(|((&g, &w), &m)| {
+                let d = (f64::from(g) - f64::from(w)).abs();
+                if d.is_nan() {
+                    f64::INFINITY
+                } else {
+                    d / f64::from(m).max(f64::from(f32::MIN_POSITIVE))
+                }
+            })
+            .fold(0.0, f64::max))
+    }
+}
+
+/// The GPU-only parts, each optional: a missing library is reported once and its columns are n/a.
+struct Gpu {
+    copy_bytes_per_s: Option<f64>,
+    cusparse: Option<Cusparse>,
+    power: Option<Power>,
+}
+
+pub fn run(cli: &Cli) -> Result<Summary, String> {
+    let dev = if cli.sim {
+        Device::simulator()
+    } else {
+        Device::default()
+    };
+    let families: Vec<Family> = if cli.families.is_empty() {
+        <Family as clap::ValueEnum>::value_variants().to_vec()
+    } else {
+        cli.families.clone()
+    };
+    let mut matrices: Vec<Matrix> = Vec::new();
+    for path in &cli.mtx {
+        let csr = lb::read_mtx::<f32>(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let name = path.file_stem().map_or_else(
+            || path.display().to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        );
+        matrices.push(Matrix {
+            name,
+            family: "mtx".into(),
+            csr,
+        });
+    }
+    if !cli.no_corpus {
+        matrices.extend(corpus::build(&families, cli.scale, cli.seed));
+    }
+    if matrices.is_empty() {
+        return Err("no matrices: give --mtx FILE or drop --no-corpus".into());
+    }
+    let wanted: Vec<Schedule> = cli
+        .schedules
+        .iter()
+        .map(|n| {
+            Schedule::from_name(n)
+                .ok_or_else(|| format!("unknown schedule `{n}`; known: {}", names(spmv::SCHEDULES)))
+        })
+        .collect::<Result<_, _>>()?;
+
+    let gpu = dev.is_gpu().then(|| {
+        let copy = dev.measure_copy_bandwidth(cli.copy_bytes);
+        let cusparse = if cli.no_cusparse {
+            Err("skipped (--no-cusparse)".to_string())
+        } else {
+            Cusparse::new()
+        };
+        let power = Power::new();
+        for (what, err) in [
+            (
+                "copy bandwidth",
+                copy.as_ref().err().map(ToString::to_string),
+            ),
+            ("cuSPARSE", cusparse.as_ref().err().cloned()),
+            ("NVML", power.as_ref().err().cloned()),
+        ] {
+            if let Some(e) = err {
+                eprintln!("lb-bench: {what}: {e}; its columns are n/a");
+            }
+        }
+        Gpu {
+            copy_bytes_per_s: copy.ok(),
+            cusparse: cusparse.ok(),
+            power: power.ok(),
+        }
+    });
+    let ctx = Context::new(
+        &dev,
+        gpu.as_ref()
+            .and_then(|g| g.power.as_ref())
+            .and_then(Power::driver_version),
+    );
+    eprintln!(
+        "lb-bench: {} ({}), {} matrices × {} ops",
+        ctx.gpu,
+        ctx.driver.as_deref().unwrap_or("driver n/a"),
+        matrices.len(),
+        cli.ops.len()
+    );
+    if let Some(bw) = gpu.as_ref().and_then(|g| g.copy_bytes_per_s) {
+        eprintln!(
+            "lb-bench: device-to-device copy bandwidth {:.1} GB/s (read + write)",
+            bw / 1e9
+        );
+    }
+
+    let mut json = match &cli.json {
+        Some(path) => Some(BufWriter::new(
+            File::create(path).map_err(|e| format!("{}: {e}", path.display()))?,
+        )),
+        None => None,
+    };
+    let bar = if cli.quiet || !std::io::stderr().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new((matrices.len() * cli.ops.len()) as u64)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut records: Vec<Record> = Vec::new();
+    bar.suspend(|| report::print_header(dev.is_gpu()));
+    for &op in &cli.ops {
+        for m in &matrices {
+            bar.set_message(format!("{} {}", op.name(), m.name));
+            let new = run_one(cli, op, m, &dev, gpu.as_ref(), &wanted, &ctx);
+            for r in &new {
+                bar.suspend(|| report::print_row(r));
+                if let Some(out) = json.as_mut() {
+                    let line = serde_json::to_string(r).map_err(|e| e.to_string())?;
+                    writeln!(out, "{line}").map_err(|e| format!("writing JSON: {e}"))?;
+                }
+            }
+            records.extend(new);
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    let summary = report::auto_summary(&records, &ctx);
+    report::print_summary(&summary);
+    if let Some(out) = json.as_mut() {
+        for s in &summary {
+            let line = serde_json::to_string(s).map_err(|e| e.to_string())?;
+            writeln!(out, "{line}").map_err(|e| format!("writing JSON: {e}"))?;
+        }
+        out.flush().map_err(|e| format!("writing JSON: {e}"))?;
+    }
+    if let Some(dir) = &cli.plots {
+        report::plots(dir, &records).map_err(|e| format!("plots in {}: {e}", dir.display()))?;
+    }
+    Ok(Summary {
+        failed: records.iter().filter(|r| r.status != "ok").count(),
+    })
+}
+
+fn names(s: &[Schedule]) -> String {
+    s.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// Every record of one op on one matrix.
+fn run_one(
+    cli: &Cli,
+    op: Op,
+    m: &Matrix,
+    dev: &Device,
+    gpu: Option<&Gpu>,
+    wanted: &[Schedule],
+    ctx: &Context,
+) -> Vec<Record> {
+    let base = Record::base(ctx, op, m);
+    let mut p = match Problem::new(op, dev, &m.csr, cli.seed ^ 0x5eed) {
+        Ok(p) => p,
+        Err(e) => return vec![base.failed(format!("setting up: {e}"))],
+    };
+    let schedules: Vec<Schedule> = p
+        .schedules()
+        .iter()
+        .copied()
+        .filter(|s| wanted.is_empty() || wanted.contains(s))
+        .collect();
+    let mut out = Vec::new();
+    for &s in &schedules {
+        out.push(measure(cli, &mut p, s, &base, gpu));
+    }
+    // `auto`: what the generated `launch` would pick among every generated schedule.
+    let picked = lb::choose_schedule(p.schedules(), p.da.stats());
+    let mut auto = match out.iter().find(|r| r.schedule == picked.name()) {
+        Some(r) => r.clone(),
+        None => measure(cli, &mut p, picked, &base, gpu),
+    };
+    auto.schedule = "auto".into();
+    auto.picked = Some(picked.name().into());
+    out.push(auto);
+    if let (Some(g), Some(cs)) = (gpu, gpu.and_then(|g| g.cusparse.as_ref())) {
+        out.push(cusparse_run(cli, &mut p, &m.csr, cs, &base, g));
+        let best_cusparse = out.last().and_then(|r| r.median_ms);
+        for r in &mut out {
+            if let (Some(ours), Some(theirs)) = (r.median_ms, best_cusparse) {
+                if r.schedule != "cusparse" {
+                    r.speedup_vs_cusparse = Some(theirs / ours);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Verifies schedule `s` once, then times it (GPU) or reads the simulator's statistics.
+fn measure(cli: &Cli, p: &mut Problem, s: Schedule, base: &Record, gpu: Option<&Gpu>) -> Record {
+    let mut r = base.clone();
+    r.schedule = s.name().into();
+    let first = p.clear().and_then(|()| p.launch(s));
+    let launch = match first {
+        Ok(l) => l,
+        Err(e) => return r.failed(e.to_string()),
+    };
+    r.kernels = launch.kernels.iter().map(|k| k.entry.clone()).collect();
+    match p.error() {
+        Ok(err) => {
+            r.max_rel_err = Some(err);
+            if err > cli.tolerance {
+                return r.failed(format!(
+                    "wrong result: max relative error {err:.2e} > {:.0e}",
+                    cli.tolerance
+                ));
+            }
+        }
+        Err(e) => return r.failed(e.to_string()),
+    }
+    if let Some(stats) = launch.sim {
+        let threads = stats.per_thread_instructions.len().max(1) as f64;
+        let busiest = stats
+            .per_thread_instructions
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0) as f64;
+        let mean = stats.instructions as f64 / threads;
+        r.sim_instructions = Some(stats.instructions);
+        r.sim_instr_per_atom =
+            Some(stats.instructions as f64 / (p.da.nnz().max(1) * p.op.k().unwrap_or(1)) as f64);
+        r.sim_busiest_over_mean = Some(busiest / mean.max(1.0));
+        r.sim_busiest_instructions = Some(busiest as u64);
+        r.sim_warp_efficiency = Some(stats.warp_efficiency());
+    }
+    let Some(g) = gpu else {
+        return r;
+    };
+    let first_ms = f64::from(launch.elapsed_ms.unwrap_or(0.0)).max(1e-3);
+    let reps = ((cli.budget_ms / first_ms) as usize).clamp(3, cli.reps.max(3));
+    let mut times = Vec::with_capacity(reps);
+    for i in 0..cli.warmup + reps {
+        match p.launch(s) {
+            Ok(l) if i >= cli.warmup => times.push(f64::from(l.elapsed_ms.unwrap_or(f32::NAN))),
+            Ok(_) => {}
+            Err(e) => return r.failed(format!("while timing: {e}")),
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let ms = times[times.len() / 2];
+    r.set_time(ms, reps, p.bytes, g.copy_bytes_per_s);
+    if let Some(power) = &g.power {
+        let calls = ((cli.budget_ms / ms) as usize).clamp(1, cli.energy_calls.max(1));
+        r.set_energy(energy(power, calls, || {
+            p.launch(s).map(drop).map_err(|e| e.to_string())
+        }));
+    }
+    r
+}
+
+/// Energy per call (mJ) and average power (W) over `calls` calls, from NVML's counter.
+fn energy(
+    power: &Power,
+    calls: usize,
+    mut call: impl FnMut() -> Result<(), String>,
+) -> Result<(f64, f64), String> {
+    let before = power.energy_mj()?;
+    let start = std::time::Instant::now();
+    for _ in 0..calls {
+        call()?;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let mj = power.energy_mj()?.saturating_sub(before) as f64;
+    Ok((mj / calls as f64, mj * 1e-3 / seconds.max(1e-9)))
+}
+
+/// The better of cuSPARSE's two algorithms for this op, verified like our schedules.
+fn cusparse_run(
+    cli: &Cli,
+    p: &mut Problem,
+    a: &Csr<f32>,
+    cs: &Cusparse,
+    base: &Record,
+    g: &Gpu,
+) -> Record {
+    let mut r = base.clone();
+    r.schedule = "cusparse".into();
+    let ca = match CuCsr::upload(&p.dev, a) {
+        Ok(ca) => ca,
+        Err(e) => return r.failed(e),
+    };
+    r.kernels = vec![format!(
+        "cuSPARSE CSR, {} offsets and columns",
+        ca.index_type()
+    )];
+    let mut best: Option<(f64, &str)> = None;
+    let mut errors = Vec::new();
+    let algs: Vec<&str> = match p.op.k() {
+        None => SPMV_ALGS.iter().map(|a| a.1).collect(),
+        Some(_) => SPMM_ALGS.iter().map(|a| a.1).collect(),
+    };
+    for (i, name) in algs.into_iter().enumerate() {
+        if let Err(e) = p.clear() {
+            errors.push(format!("{name}: {e}"));
+            continue;
+        }
+        let reps = cli.reps.max(3);
+        let timed = match p.op.k() {
+            None => cs.spmv(&ca, &p.dx, &mut p.dy, SPMV_ALGS[i].0, reps),
+            Some(k) => cs.spmm(&ca, &p.dx, k, &mut p.dy, SPMM_ALGS[i].0, reps),
+        };
+        let checked = timed.and_then(|ms| match p.error() {
+            Ok(err) if err <= cli.tolerance => Ok(ms),
+            Ok(err) => Err(format!("wrong result: max relative error {err:.2e}")),
+            Err(e) => Err(e.to_string()),
+        });
+        match checked {
+            Ok(ms) if best.is_none_or(|(b, _)| ms < b) => best = Some((ms, name)),
+            Ok(_) => {}
+            Err(e) => errors.push(format!("{name}: {e}")),
+        }
+    }
+    match best {
+        Some((ms, name)) => {
+            r.cusparse_alg = Some(name.into());
+            r.set_time(ms, cli.reps.max(3), p.bytes, g.copy_bytes_per_s);
+            if !errors.is_empty() {
+                r.error = Some(errors.join("; "));
+            }
+            r
+        }
+        None => r.failed(errors.join("; ")),
+    }
+}

@@ -1,0 +1,144 @@
+//! The lb-bench binary on the simulator: a tiny corpus, every schedule reported, JSON lines that
+//! parse, plots written, and `--help` naming every option.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+fn bench() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lb-bench"));
+    // Never touch a GPU from the test suite, even on the GPU machine.
+    c.env("LB_DEVICE", "sim");
+    c
+}
+
+#[test]
+fn simulator_run_reports_every_schedule_as_json_lines() {
+    let dir = std::env::temp_dir().join(format!("lb-bench-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("runs.jsonl");
+    let plots = dir.join("plots");
+    let out = bench()
+        .args([
+            "--sim",
+            "--quiet",
+            "--families",
+            "tiny,road",
+            "--ops",
+            "spmv,spmm8",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .arg("--plots")
+        .arg(&plots)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("auto, spmv: picked the best schedule"),
+        "{stdout}"
+    );
+
+    let text = std::fs::read_to_string(&json).unwrap();
+    let mut schedules: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    let mut summaries = 0;
+    for line in text.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        for key in ["gpu", "date", "command", "op"] {
+            assert!(v.get(key).is_some(), "`{key}` missing in {line}");
+        }
+        match v["record"].as_str() {
+            Some("run") => {
+                assert_eq!(v["status"], "ok", "{line}");
+                assert!(v["sim_warp_efficiency"].as_f64().is_some(), "{line}");
+                assert!(v["sim_busiest_over_mean"].as_f64().is_some(), "{line}");
+                let key = (
+                    v["op"].as_str().unwrap().to_string(),
+                    v["matrix"].as_str().unwrap().to_string(),
+                );
+                schedules
+                    .entry(key)
+                    .or_default()
+                    .insert(v["schedule"].as_str().unwrap().to_string());
+            }
+            Some("auto_summary") => summaries += 1,
+            other => panic!("unknown record kind {other:?}"),
+        }
+    }
+    assert_eq!(summaries, 2, "one auto summary per op");
+    // tiny has 3 members, road 1; two ops.
+    assert_eq!(schedules.len(), 8, "{schedules:?}");
+    let mut want: BTreeSet<String> = lb::Schedule::ALL
+        .iter()
+        .map(|s| s.name().to_string())
+        .collect();
+    want.insert("auto".into());
+    for (key, got) in &schedules {
+        assert_eq!(got, &want, "{key:?}");
+    }
+    for op in ["spmv", "spmm8"] {
+        let png = plots.join(format!("landscape-{op}-sim.png"));
+        let bytes = std::fs::read(&png).unwrap_or_else(|e| panic!("{}: {e}", png.display()));
+        assert!(
+            bytes.starts_with(b"\x89PNG"),
+            "{} is not a PNG",
+            png.display()
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn help_documents_every_option() {
+    let out = bench().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--ops",
+        "--schedules",
+        "--scale",
+        "--families",
+        "--no-corpus",
+        "--mtx",
+        "--seed",
+        "--reps",
+        "--warmup",
+        "--budget-ms",
+        "--energy-calls",
+        "--copy-bytes",
+        "--tolerance",
+        "--no-cusparse",
+        "--sim",
+        "--json",
+        "--plots",
+        "--quiet",
+    ] {
+        assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
+    }
+}
+
+#[test]
+fn bad_input_is_an_error_not_a_panic() {
+    let out = bench()
+        .args(["--sim", "--no-corpus", "--mtx", "/nonexistent/m.mtx"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/nonexistent/m.mtx") && !err.contains("panicked"),
+        "{err}"
+    );
+
+    let out = bench()
+        .args(["--sim", "--schedules", "no_such"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown schedule `no_such`"));
+}

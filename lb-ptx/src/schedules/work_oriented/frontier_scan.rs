@@ -1,0 +1,222 @@
+//! With a frontier (`Options::tiles`), `merge_path` and `nonzero_split` decompose the atoms of the
+//! frontier's tiles: three kernels first scan the tile sizes into `tile_offsets`
+//! (`tile_offsets[i]` = atoms of frontier entries `0..i`, `frontier.len() + 1` entries), which
+//! the work-oriented kernels then use in place of `row_offsets`.
+//!
+//! 1. `…_tile_sums`: block `c` of the chunks of `block` entries sums its entries' sizes into
+//!    `chunk_sums[c]` (blocks stride over the chunks, so any grid works).
+//! 2. `…_chunk_scan` (one block): scans `chunk_sums` in place, exclusive, `block` chunks at a
+//!    time with a running total, and writes the total to `tile_offsets[len]`.
+//! 3. `…_tile_offsets`: each chunk scans its sizes again and adds its chunk's prefix.
+//!
+//! All sums are integer additions, so the result is exact and the same on every run. Kernels 1
+//! and 3 take the main kernel's grid: the plan's first kernel fixes the size of the per-block
+//! temporaries, which must be the main kernel's. A tile repeated in the frontier is reduced
+//! once per entry, each entry storing the whole result to the same output element; for `sum`,
+//! copies split differently across threads may round differently, and which copy lands last is
+//! not specified (min and max are exact, so their copies agree).
+
+use std::borrow::Cow;
+
+use super::temp_index;
+use crate::body::Body;
+use crate::builder::KernelBuilder;
+use crate::codegen::KernelParams;
+use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type};
+use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::schedules::Layout;
+use crate::{GenError, Options};
+
+/// `tile_offsets`: u64, `len + 1` entries.
+pub const TILE_OFFSETS: &str = "tile_offsets";
+/// `chunk_sums`: u64, one per chunk of `block` entries (at most `len + 1`).
+const CHUNK_SUMS: &str = "chunk_sums";
+const SCAN: &str = "lb_offsets_scan";
+
+/// The two temporaries the scan needs.
+pub fn temps() -> [Temp; 2] {
+    [TILE_OFFSETS, CHUNK_SUMS].map(|name| Temp {
+        name: Cow::Borrowed(name),
+        elem_bytes: 8,
+        count: TempCount::PerTile {
+            per_tile: 1,
+            extra: 1,
+        },
+        zero: false,
+        role: TempRole::Scratch,
+    })
+}
+
+/// The scan's three kernels for the main kernel `main` and its grid.
+pub fn kernel_plans(main: &str, block: u32, grid: Grid) -> [KernelPlan; 3] {
+    [
+        ("tile_sums", grid),
+        ("chunk_scan", Grid::Fixed(1)),
+        ("tile_offsets", grid),
+    ]
+    .map(|(suffix, grid)| KernelPlan {
+        entry: Cow::Owned(format!("{main}_{suffix}")),
+        block,
+        grid,
+        dynamic_shared: 0,
+    })
+}
+
+/// The scan's three kernels, named as in the plan's first three kernels.
+pub fn kernels(body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
+    Ok(vec![
+        chunks_kernel(body, opts, plan, 0, false)?,
+        chunk_scan_kernel(body, opts, plan)?,
+        chunks_kernel(body, opts, plan, 2, true)?,
+    ])
+}
+
+/// Inclusive sum of the block's u64 `value`s, Hillis–Steele in shared memory; the block's total
+/// is then at `scan[block - 1]`. Ends with a barrier, so the caller may read any entry; the
+/// caller must pass another barrier before the next call writes the array again.
+fn block_scan(b: &mut KernelBuilder, block: i64, tid: Reg, value: Reg) -> (Reg, Reg) {
+    let base = b.mov(Type::U64, Operand::Symbol(SCAN.into()));
+    let mine = b.elem_addr(base, tid, 8);
+    let sum = b.mov(Type::U64, value);
+    b.st(Space::Shared, Type::U64, mine, sum);
+    b.emit(Op::BarSync);
+    let other = b.reg_for(Type::U64);
+    let mut d = 1;
+    while d < block {
+        let reads = b.setp(Cmp::Ge, Type::U64, tid, Operand::Imm(d));
+        let scope = b.if_begin(reads, false);
+        let addr = b.bin(BinOp::Sub, Type::U64, mine, Operand::Imm(8 * d));
+        b.ld_to(Space::Shared, Type::U64, other, addr);
+        b.if_end(scope);
+        b.emit(Op::BarSync);
+        let scope = b.if_begin(reads, false);
+        b.bin_to(BinOp::Add, Type::U64, sum, sum, other);
+        b.st(Space::Shared, Type::U64, mine, sum);
+        b.if_end(scope);
+        b.emit(Op::BarSync);
+        d *= 2;
+    }
+    (sum, base)
+}
+
+/// The atoms of frontier entry `i` (u64), 0 when `i >= len` or (under `checked`) when the entry
+/// is not a row, which [`Layout::tile`] records.
+fn tile_size(
+    b: &mut KernelBuilder,
+    layout: &Layout,
+    params: &KernelParams,
+    i: Reg,
+    checked: bool,
+) -> Reg {
+    let size = b.mov(Type::U64, Operand::Imm(0));
+    let skip = b.label();
+    let past = b.setp(Cmp::Ge, Type::U64, i, layout.tiles);
+    b.bra_if(past, false, skip);
+    let tile = layout.tile(b, params, i, checked, skip);
+    let (begin, end) = layout.atoms(b, tile);
+    b.bin_to(BinOp::Sub, Type::U64, size, end, begin);
+    b.place(skip);
+    size
+}
+
+/// Kernel 1 (`offsets == false`): chunk sums; kernel 3 (`offsets == true`): tile offsets.
+fn chunks_kernel(
+    body: &Body,
+    opts: &Options,
+    plan: &Plan,
+    index: usize,
+    offsets: bool,
+) -> Result<Kernel, GenError> {
+    let mut b = KernelBuilder::new(plan.kernels[index].entry.as_ref());
+    let params = KernelParams::declare(&mut b, body, &plan.temps)?;
+    let layout = Layout::new(&mut b, body, opts, &params)?;
+    let sums = params.temps[temp_index(plan, CHUNK_SUMS)?];
+    let out = params.temps[temp_index(plan, TILE_OFFSETS)?];
+    let block = i64::from(opts.block);
+    b.shared(SCAN, 8, opts.block * 8);
+    let tid = b.special(Special::TidX);
+    let tid = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
+    let ctaid = b.special(Special::CtaidX);
+    let c = b.cvt(Rounding::None, Type::U64, Type::U32, ctaid);
+    let nctaid = b.special(Special::NctaidX);
+    let stride = b.cvt(Rounding::None, Type::U64, Type::U32, nctaid);
+    let up = b.bin(BinOp::Add, Type::U64, layout.tiles, Operand::Imm(block - 1));
+    let chunks = b.bin(BinOp::Div, Type::U64, up, Operand::Imm(block));
+
+    let each = b.loop_begin();
+    let done = b.setp(Cmp::Ge, Type::U64, c, chunks);
+    b.break_if(&each, done, false);
+    let first = b.bin(BinOp::Mul, Type::U64, c, Operand::Imm(block));
+    let i = b.bin(BinOp::Add, Type::U64, first, tid);
+    let size = tile_size(&mut b, &layout, &params, i, opts.checked);
+    let (sum, _) = block_scan(&mut b, block, tid, size);
+    if offsets {
+        let inside = b.setp(Cmp::Lt, Type::U64, i, layout.tiles);
+        let scope = b.if_begin(inside, false);
+        let addr = b.elem_addr(sums, c, 8);
+        let prefix = b.ld(Space::Global, Type::U64, addr);
+        let before = b.bin(BinOp::Sub, Type::U64, sum, size);
+        let offset = b.bin(BinOp::Add, Type::U64, prefix, before);
+        let addr = b.elem_addr(out, i, 8);
+        b.st(Space::Global, Type::U64, addr, offset);
+        b.if_end(scope);
+    } else {
+        let last = b.setp(Cmp::Eq, Type::U64, tid, Operand::Imm(block - 1));
+        let scope = b.if_begin(last, false);
+        let addr = b.elem_addr(sums, c, 8);
+        b.st(Space::Global, Type::U64, addr, sum);
+        b.if_end(scope);
+    }
+    b.emit(Op::BarSync);
+    b.bin_to(BinOp::Add, Type::U64, c, c, stride);
+    b.loop_end(each);
+    Ok(b.finish())
+}
+
+/// Kernel 2: one block scans the chunk sums in place (exclusive), `block` at a time, and writes
+/// the frontier's total atoms to `tile_offsets[len]`.
+fn chunk_scan_kernel(body: &Body, opts: &Options, plan: &Plan) -> Result<Kernel, GenError> {
+    let mut b = KernelBuilder::new(plan.kernels[1].entry.as_ref());
+    let params = KernelParams::declare(&mut b, body, &plan.temps)?;
+    let layout = Layout::new(&mut b, body, opts, &params)?;
+    let sums = params.temps[temp_index(plan, CHUNK_SUMS)?];
+    let out = params.temps[temp_index(plan, TILE_OFFSETS)?];
+    let block = i64::from(opts.block);
+    b.shared(SCAN, 8, opts.block * 8);
+    let tid = b.special(Special::TidX);
+    let tid = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
+    let up = b.bin(BinOp::Add, Type::U64, layout.tiles, Operand::Imm(block - 1));
+    let chunks = b.bin(BinOp::Div, Type::U64, up, Operand::Imm(block));
+    let total = b.mov(Type::U64, Operand::Imm(0));
+    let base = b.mov(Type::U64, Operand::Imm(0));
+
+    let each = b.loop_begin();
+    let done = b.setp(Cmp::Ge, Type::U64, base, chunks);
+    b.break_if(&each, done, false);
+    let k = b.bin(BinOp::Add, Type::U64, base, tid);
+    let inside = b.setp(Cmp::Lt, Type::U64, k, chunks);
+    let addr = b.elem_addr(sums, k, 8);
+    let value = b.mov(Type::U64, Operand::Imm(0));
+    let scope = b.if_begin(inside, false);
+    b.ld_to(Space::Global, Type::U64, value, addr);
+    b.if_end(scope);
+    let (sum, scan) = block_scan(&mut b, block, tid, value);
+    let scope = b.if_begin(inside, false);
+    let before = b.bin(BinOp::Sub, Type::U64, sum, value);
+    let prefix = b.bin(BinOp::Add, Type::U64, total, before);
+    b.st(Space::Global, Type::U64, addr, prefix);
+    b.if_end(scope);
+    let last = b.bin(BinOp::Add, Type::U64, scan, Operand::Imm(8 * (block - 1)));
+    let chunk_total = b.ld(Space::Shared, Type::U64, last);
+    b.bin_to(BinOp::Add, Type::U64, total, total, chunk_total);
+    b.emit(Op::BarSync);
+    b.bin_to(BinOp::Add, Type::U64, base, base, Operand::Imm(block));
+    b.loop_end(each);
+
+    let first = b.setp(Cmp::Eq, Type::U64, tid, Operand::Imm(0));
+    let scope = b.if_begin(first, false);
+    let addr = b.elem_addr(out, layout.tiles, 8);
+    b.st(Space::Global, Type::U64, addr, total);
+    b.if_end(scope);
+    Ok(b.finish())
+}

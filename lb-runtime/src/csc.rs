@@ -1,0 +1,192 @@
+//! Compressed sparse columns on the host ([`Csc`]) and the device ([`DeviceCsc`]): a tile set
+//! whose tiles are the columns, validated on creation like [`crate::Csr`].
+
+use std::ops::Range;
+
+use crate::buffer::{DeviceBuffer, Element};
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::stats::TileStats;
+
+/// Compressed sparse columns. Fields are public: kernel bodies read them as plain Rust.
+///
+/// Invariants (checked by [`Csc::new`] and [`Csc::validate`]): `col_offsets` has
+/// `num_cols + 1` entries, starts at 0, never decreases and ends at `nnz`; `row_indices` and
+/// `values` have `nnz` entries; every row index is below `num_rows`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Csc<T> {
+    pub num_rows: usize,
+    pub num_cols: usize,
+    pub col_offsets: Vec<usize>,
+    pub row_indices: Vec<u32>,
+    pub values: Vec<T>,
+}
+
+fn invalid(msg: String) -> Error {
+    Error::InvalidMatrix(msg)
+}
+
+impl<T> Csc<T> {
+    /// A matrix from its arrays, after checking every invariant.
+    pub fn new(
+        num_rows: usize,
+        num_cols: usize,
+        col_offsets: Vec<usize>,
+        row_indices: Vec<u32>,
+        values: Vec<T>,
+    ) -> Result<Csc<T>> {
+        let csc = Csc {
+            num_rows,
+            num_cols,
+            col_offsets,
+            row_indices,
+            values,
+        };
+        csc.validate()?;
+        Ok(csc)
+    }
+
+    /// Checks the invariants listed on [`Csc`]; the error names the first column or entry at
+    /// fault.
+    pub fn validate(&self) -> Result<()> {
+        if self.num_rows as u64 > u64::from(u32::MAX) + 1 {
+            return Err(invalid(format!(
+                "{} rows exceed the u32 index range",
+                self.num_rows
+            )));
+        }
+        if self.col_offsets.len() != self.num_cols.saturating_add(1) {
+            return Err(invalid(format!(
+                "col_offsets has {} entries; {} columns need {}",
+                self.col_offsets.len(),
+                self.num_cols,
+                self.num_cols.saturating_add(1)
+            )));
+        }
+        if self.col_offsets[0] != 0 {
+            return Err(invalid(format!(
+                "col_offsets[0] is {}, not 0",
+                self.col_offsets[0]
+            )));
+        }
+        if let Some(c) = (0..self.num_cols).find(|&c| self.col_offsets[c + 1] < self.col_offsets[c])
+        {
+            return Err(invalid(format!(
+                "column {c} ends before it starts (col_offsets[{c}] = {}, col_offsets[{}] = {})",
+                self.col_offsets[c],
+                c + 1,
+                self.col_offsets[c + 1]
+            )));
+        }
+        let last = self.col_offsets[self.num_cols];
+        if self.row_indices.len() != last || self.values.len() != last {
+            return Err(invalid(format!(
+                "col_offsets ends at {last} but there are {} row indices and {} values",
+                self.row_indices.len(),
+                self.values.len()
+            )));
+        }
+        if let Some(e) = self
+            .row_indices
+            .iter()
+            .position(|&r| r as usize >= self.num_rows)
+        {
+            let col = self.col_offsets.partition_point(|&o| o <= e) - 1;
+            return Err(invalid(format!(
+                "entry {e} (column {col}) has row {} but there are {} rows",
+                self.row_indices[e], self.num_rows
+            )));
+        }
+        Ok(())
+    }
+
+    /// Number of stored entries.
+    pub fn nnz(&self) -> usize {
+        self.row_indices.len()
+    }
+
+    /// The positions of column `j`'s entries. Panics if `j` is not below `num_cols`.
+    pub fn col(&self, j: usize) -> Range<usize> {
+        self.col_offsets[j]..self.col_offsets[j + 1]
+    }
+}
+
+/// A [`Csc`] in device memory (ABI in `lb_ptx::body::TileSetKind`).
+#[derive(Debug)]
+pub struct DeviceCsc<T: Element> {
+    pub(crate) col_offsets: DeviceBuffer<u64>,
+    pub(crate) row_indices: DeviceBuffer<u32>,
+    pub(crate) values: DeviceBuffer<T>,
+    num_rows: usize,
+    num_cols: usize,
+    stats: TileStats,
+}
+
+impl<T: Element> DeviceCsc<T> {
+    /// Validates `csc`, then copies it to `dev`.
+    pub fn upload(dev: &Device, csc: &Csc<T>) -> Result<Self> {
+        csc.validate()?;
+        let offsets: Vec<u64> = csc.col_offsets.iter().map(|&o| o as u64).collect();
+        let longest = csc
+            .col_offsets
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or(0);
+        Ok(DeviceCsc {
+            stats: TileStats::new(
+                csc.num_cols as u64,
+                csc.num_rows as u64,
+                csc.nnz() as u64,
+                longest as u64,
+            ),
+            col_offsets: dev.upload(&offsets)?,
+            row_indices: dev.upload(&csc.row_indices)?,
+            values: dev.upload(&csc.values)?,
+            num_rows: csc.num_rows,
+            num_cols: csc.num_cols,
+        })
+    }
+
+    /// Tiles, the other dimension, atoms, mean and longest tile, as measured at upload (what
+    /// `schedule = "auto"` picks a schedule from).
+    pub fn stats(&self) -> &TileStats {
+        &self.stats
+    }
+
+    pub fn num_rows(&self) -> usize {
+        self.num_rows
+    }
+
+    pub fn num_cols(&self) -> usize {
+        self.num_cols
+    }
+
+    pub fn nnz(&self) -> usize {
+        self.row_indices.len()
+    }
+
+    pub fn device(&self) -> &Device {
+        self.values.device()
+    }
+
+    /// Copies the matrix back to the host (validated).
+    pub fn download(&self) -> Result<Csc<T>> {
+        let col_offsets = self
+            .col_offsets
+            .download()?
+            .into_iter()
+            .map(|o| {
+                usize::try_from(o)
+                    .map_err(|_| invalid(format!("column offset {o} does not fit in usize")))
+            })
+            .collect::<Result<Vec<usize>>>()?;
+        Csc::new(
+            self.num_rows,
+            self.num_cols,
+            col_offsets,
+            self.row_indices.download()?,
+            self.values.download()?,
+        )
+    }
+}

@@ -1,0 +1,134 @@
+//! Queues: append-only lists of `u32` that kernels push to (`&mut Queue` parameters), such as the
+//! next frontier of a graph traversal. [`Queue`] is the host type the CPU reference pushes to;
+//! [`DeviceQueue`] is its device counterpart, with a fixed capacity and overflow detection.
+
+use crate::buffer::DeviceBuffer;
+use crate::device::Device;
+use crate::error::{Error, Result};
+
+/// A growable list of `u32` on the host: what a body's `queue.push(v)` appends to in `cpu()`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Queue {
+    items: Vec<u32>,
+}
+
+impl Queue {
+    pub fn new() -> Queue {
+        Queue::default()
+    }
+
+    /// Appends `v`.
+    pub fn push(&mut self, v: u32) {
+        self.items.push(v);
+    }
+
+    /// The items in push order.
+    pub fn as_slice(&self) -> &[u32] {
+        &self.items
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.items.clear();
+    }
+}
+
+/// A queue in device memory: `capacity` item slots and a 64-bit push counter.
+///
+/// Kernel ABI: items pointer (u64, to u32), counter pointer (u64, to one u64), capacity (u64).
+/// Kernels push with warp-aggregated atomics on the counter; a push whose slot is at or past the
+/// capacity is not stored but still counted, so after a launch the generated `launch_with`
+/// compares the counter with the capacity and returns [`Error::QueueOverflow`] rather than losing
+/// items silently. Items are stored in no particular order (the order of the atomics).
+#[derive(Debug)]
+pub struct DeviceQueue {
+    pub(crate) items: DeviceBuffer<u32>,
+    pub(crate) count: DeviceBuffer<u64>,
+}
+
+impl DeviceQueue {
+    /// An empty queue with room for `capacity` items.
+    pub fn new(dev: &Device, capacity: usize) -> Result<DeviceQueue> {
+        Ok(DeviceQueue {
+            items: dev.zeros(capacity)?,
+            count: dev.zeros(1)?,
+        })
+    }
+
+    /// Item slots.
+    pub fn capacity(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Pushes counted since the last [`clear`](Self::clear), including those that did not fit.
+    pub fn pushed(&self) -> Result<u64> {
+        Ok(self.count.download()?.first().copied().unwrap_or(0))
+    }
+
+    /// Items stored: `min(pushed, capacity)`.
+    pub fn len(&self) -> Result<usize> {
+        let pushed = self.pushed()?;
+        Ok(usize::try_from(pushed).map_or(self.capacity(), |n| n.min(self.capacity())))
+    }
+
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// The stored items (in the order their slots were claimed).
+    pub fn download(&self) -> Result<Vec<u32>> {
+        let n = self.len()?;
+        let mut all = self.items.download()?;
+        all.truncate(n);
+        Ok(all)
+    }
+
+    /// Empties the queue (resets the counter; the slots are overwritten by later pushes).
+    pub fn clear(&mut self) -> Result<()> {
+        let dev = self.count.device().clone();
+        dev.write_raw(&mut self.count.raw, &0u64.to_le_bytes())
+    }
+
+    /// Raises the capacity to `capacity` (no change if it is not larger), keeping the stored
+    /// items and the counter. Items an overflow already dropped are not recovered: clear the
+    /// queue and run the launch again.
+    pub fn grow(&mut self, capacity: usize) -> Result<()> {
+        if capacity <= self.capacity() {
+            return Ok(());
+        }
+        let dev = self.items.device().clone();
+        let kept = self.download()?;
+        let mut items = dev.zeros::<u32>(capacity)?;
+        let bytes = crate::buffer::to_bytes(&kept);
+        dev.write_raw(&mut items.raw, &bytes)?;
+        self.items = items;
+        Ok(())
+    }
+
+    /// The device holding the queue.
+    pub fn device(&self) -> &Device {
+        self.items.device()
+    }
+
+    /// `Err(QueueOverflow)` when more items were pushed than fit; called by the generated
+    /// launchers after every launch, with the parameter's name.
+    pub fn check_overflow(&self, param: &str) -> Result<()> {
+        let needed = self.pushed()?;
+        let capacity = self.capacity() as u64;
+        if needed > capacity {
+            return Err(Error::QueueOverflow {
+                param: param.to_string(),
+                needed,
+                capacity,
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,140 @@
+//! The SSSP and BFS drivers (`lb::algorithms`) against Dijkstra and queue BFS, on random graphs
+//! with disconnected parts and zero-weight edges, under every frontier schedule; and their
+//! recovery from queue overflows, with a queue of one slot.
+
+mod common;
+
+use lb::algorithms::{
+    bfs, bfs_levels, bfs_with_capacity, dijkstra, schedules, sssp, sssp_with_capacity,
+};
+use lb::prelude::*;
+use lb::Error;
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+fn device() -> Device {
+    Device::default()
+}
+
+/// A directed graph of `n` vertices in `parts` disconnected blocks, about `degree` edges per
+/// vertex, integer weights 0..=5 (so f32 sums are exact and zero weights occur).
+fn random_graph(n: usize, parts: usize, degree: usize, seed: u64) -> Csr<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let parts = parts.clamp(1, n.max(1));
+    let block = n.div_ceil(parts).max(1);
+    let mut triplets = Vec::new();
+    for u in 0..n {
+        let (lo, hi) = ((u / block) * block, ((u / block + 1) * block).min(n));
+        for _ in 0..rng.random_range(0..=2 * degree) {
+            let v = rng.random_range(lo..hi);
+            triplets.push((u, v, rng.random_range(0..=5u32) as f32));
+        }
+    }
+    Csr::from_triplets(n, n, triplets).expect("valid graph")
+}
+
+fn check(g: &Csr<f32>, source: usize, capacity: Option<usize>) {
+    let dev = device();
+    let dg = DeviceCsr::upload(&dev, g).unwrap();
+    let (dist, depth) = (dijkstra(g, source), bfs_levels(g, source));
+    for &s in schedules() {
+        let (sp, bf) = match capacity {
+            Some(c) => (
+                sssp_with_capacity(&dev, &dg, source, s, c).unwrap(),
+                bfs_with_capacity(&dev, &dg, source, s, c).unwrap(),
+            ),
+            None => (
+                sssp(&dev, &dg, source, s).unwrap(),
+                bfs(&dev, &dg, source, s).unwrap(),
+            ),
+        };
+        assert_eq!(sp.dist, dist, "sssp {}", s.name());
+        assert_eq!(bf.depth, depth, "bfs {}", s.name());
+        let levels = depth
+            .iter()
+            .filter(|&&d| d != u32::MAX)
+            .max()
+            .map_or(0, |&d| d as usize + 1);
+        assert_eq!(bf.iterations, levels, "bfs {} iterations", s.name());
+        let reached: u64 = (0..g.num_rows)
+            .filter(|&u| depth[u] != u32::MAX)
+            .map(|u| g.row(u).len() as u64)
+            .sum();
+        assert_eq!(bf.edges, reached, "bfs {} traversed edges", s.name());
+        assert!(
+            sp.edges >= reached,
+            "sssp {} relaxes every reachable edge at least once",
+            s.name()
+        );
+        if capacity == Some(1) && reached > 1 {
+            assert!(
+                sp.retries > 0 || bf.retries > 0,
+                "{}: a one-slot queue must overflow",
+                s.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn tiny_queue_recovers_from_overflow() {
+    // A star: the source's 40 neighbours all improve in the first iteration.
+    let triplets: Vec<(usize, usize, f32)> = (1..41)
+        .map(|v| (0, v, 1.0))
+        .chain((1..40).map(|v| (v, v + 1, 0.0)))
+        .collect();
+    let g = Csr::from_triplets(41, 41, triplets).unwrap();
+    check(&g, 0, Some(1));
+    check(&random_graph(300, 3, 4, 11), 5, Some(1));
+}
+
+#[test]
+fn bad_source_is_an_error() {
+    let dev = device();
+    let g = random_graph(10, 1, 2, 1);
+    let dg = DeviceCsr::upload(&dev, &g).unwrap();
+    assert!(matches!(
+        sssp(&dev, &dg, 10, Schedule::ThreadMapped),
+        Err(Error::Shape(_))
+    ));
+    assert!(matches!(
+        bfs(&dev, &dg, 99, Schedule::ThreadMapped),
+        Err(Error::Shape(_))
+    ));
+    let rect = DeviceCsr::upload(&dev, &Csr::<f32>::empty(3, 4)).unwrap();
+    assert!(matches!(
+        sssp(&dev, &rect, 0, Schedule::ThreadMapped),
+        Err(Error::Shape(_))
+    ));
+}
+
+#[test]
+fn isolated_source_finishes_in_one_iteration() {
+    let dev = device();
+    let g = Csr::<f32>::empty(5, 5);
+    let dg = DeviceCsr::upload(&dev, &g).unwrap();
+    let r = sssp(&dev, &dg, 2, Schedule::WarpMapped).unwrap();
+    assert_eq!((r.iterations, r.edges), (1, 0));
+    assert_eq!(
+        r.dist,
+        vec![
+            f32::INFINITY,
+            f32::INFINITY,
+            0.0,
+            f32::INFINITY,
+            f32::INFINITY
+        ]
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+    #[test]
+    fn drivers_match_references(n in 1usize..400, parts in 1usize..4, degree in 0usize..6, seed in any::<u64>()) {
+        let g = random_graph(n, parts, degree, seed);
+        let source = (seed as usize) % n;
+        check(&g, source, None);
+    }
+}

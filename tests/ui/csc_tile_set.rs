@@ -1,8 +1,0 @@
-use lb::prelude::*;
-
-#[load_balanced(schedule = "thread_mapped", reduce = "sum", output = "y")]
-fn spmv(a: &lb::Csc<f32>, #[atom] nz: usize) -> f32 {
-    a.values[nz]
-}
-
-fn main() {}
