@@ -16,10 +16,7 @@ use crate::prelude::*;
 use crate::{Element, Error, Result};
 
 /// Relaxes the edges of the frontier's vertices; pushes every vertex whose distance dropped.
-#[load_balanced(
-    schedule = "thread_mapped, warp_mapped, block_mapped, group_mapped(4), group_mapped(8), dynamic_virtual_warps",
-    tiles = "frontier"
-)]
+#[load_balanced(schedule = "auto", tiles = "frontier")]
 pub fn sssp_relax(
     g: &Csr<f32>,
     frontier: &[u32],
@@ -36,10 +33,7 @@ pub fn sssp_relax(
 }
 
 /// Visits the unvisited neighbours of the frontier: the `cas` lets exactly one edge claim each.
-#[load_balanced(
-    schedule = "thread_mapped, warp_mapped, block_mapped, group_mapped(4), group_mapped(8), dynamic_virtual_warps",
-    tiles = "frontier"
-)]
+#[load_balanced(schedule = "auto", tiles = "frontier")]
 pub fn bfs_visit(
     g: &Csr<f32>,
     frontier: &[u32],
@@ -54,7 +48,7 @@ pub fn bfs_visit(
     }
 }
 
-/// The schedules the drivers accept (those generated for frontier kernels).
+/// The schedules the drivers accept: every built-in one.
 pub fn schedules() -> &'static [Schedule] {
     sssp_relax::SCHEDULES
 }

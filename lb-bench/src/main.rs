@@ -89,10 +89,10 @@ pub struct Cli {
     /// GPU time budget per run in ms: fewer repetitions (at least 3) when one call is slow.
     #[arg(long, default_value_t = 2000.0)]
     pub budget_ms: f64,
-    /// Calls in the batch measured for energy (NVML's counter has coarse steps; at least one
-    /// call, and no longer than the time budget).
-    #[arg(long, default_value_t = 200)]
-    pub energy_calls: usize,
+    /// Wall time in ms of the batch of calls measured for energy: NVML's counter advances in
+    /// coarse steps, so the batch runs until this much time has passed (at least one call).
+    #[arg(long, default_value_t = 500.0)]
+    pub energy_ms: f64,
     /// Bytes per device-to-device copy when measuring the copy bandwidth.
     #[arg(long, default_value_t = 1 << 30)]
     pub copy_bytes: usize,

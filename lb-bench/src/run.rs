@@ -365,27 +365,36 @@ fn measure(cli: &Cli, p: &mut Problem, s: Schedule, base: &Record, gpu: Option<&
     let ms = times[times.len() / 2];
     r.set_time(ms, reps, p.bytes, g.copy_bytes_per_s);
     if let Some(power) = &g.power {
-        let calls = ((cli.budget_ms / ms) as usize).clamp(1, cli.energy_calls.max(1));
-        r.set_energy(energy(power, calls, || {
+        r.set_energy(energy(power, cli.energy_ms, || {
             p.launch(s).map(drop).map_err(|e| e.to_string())
         }));
     }
     r
 }
 
-/// Energy per call (mJ) and average power (W) over `calls` calls, from NVML's counter.
+/// Energy per call (mJ) and average power (W) over a batch of calls lasting at least
+/// `window_ms`, from NVML's counter. Each call synchronizes, so the energy includes the host's
+/// share of a call, as a user's loop would see it.
 fn energy(
     power: &Power,
-    calls: usize,
+    window_ms: f64,
     mut call: impl FnMut() -> Result<(), String>,
 ) -> Result<(f64, f64), String> {
     let before = power.energy_mj()?;
     let start = std::time::Instant::now();
-    for _ in 0..calls {
+    let mut calls = 0u64;
+    while calls == 0 || start.elapsed().as_secs_f64() * 1e3 < window_ms {
         call()?;
+        calls += 1;
     }
     let seconds = start.elapsed().as_secs_f64();
     let mj = power.energy_mj()?.saturating_sub(before) as f64;
+    if mj == 0.0 {
+        return Err(format!(
+            "NVML's energy counter did not advance over {calls} calls in {:.0} ms: raise --energy-ms",
+            seconds * 1e3
+        ));
+    }
     Ok((mj / calls as f64, mj * 1e-3 / seconds.max(1e-9)))
 }
 

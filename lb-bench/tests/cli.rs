@@ -109,7 +109,7 @@ fn help_documents_every_option() {
         "--reps",
         "--warmup",
         "--budget-ms",
-        "--energy-calls",
+        "--energy-ms",
         "--copy-bytes",
         "--tolerance",
         "--no-cusparse",

@@ -778,6 +778,53 @@ fn votes() {
     }
 }
 
+/// Two half-warp groups at the same vote: each lane votes only among its own member mask, as on
+/// the GPU, even when the simulator issues both groups in one step.
+#[test]
+fn sub_warp_votes_stay_inside_their_member_mask() {
+    let body = "
+\tld.param.u64 %rd1, [inp];
+\tld.param.u64 %rd2, [out];
+\tmov.u32 %r1, %tid.x;
+\tmul.wide.u32 %rd3, %r1, 4;
+\tadd.s64 %rd4, %rd1, %rd3;
+\tld.global.u32 %r2, [%rd4];
+\tsetp.ne.u32 %p1, %r2, 0;
+\tsetp.lt.u32 %p4, %r1, 16;
+\tselp.u32 %r6, 65535, -65536, %p4;
+\tvote.sync.all.pred %p2, %p1, %r6;
+\tvote.sync.ballot.b32 %r3, %p1, %r6;
+\tselp.u32 %r4, 1, 0, %p2;
+\tmul.wide.u32 %rd3, %r1, 8;
+\tadd.s64 %rd5, %rd2, %rd3;
+\tst.global.u32 [%rd5], %r4;
+\tst.global.u32 [%rd5+4], %r3;
+\tret;";
+    let m = module(&[("halves", "u64:inp u64:out", body)]);
+    // The low half all true, the high half mixed.
+    let data: Vec<u32> = (0..32).map(|i| u32::from(i < 16 || i % 2 == 0)).collect();
+    let mut mem = Memory::new();
+    let inp = upload_u32(&mut mem, &data);
+    let out = mem.alloc(8 * 32);
+    launch(&m, "halves", cfg(1, 32), &[inp, out], &mut mem).unwrap();
+    let got = download_u32(&mem, out, 64);
+    let high_ballot = (16..32)
+        .filter(|i| i % 2 == 0)
+        .fold(0u32, |m, i| m | 1 << i);
+    for lane in 0..32 {
+        let (all, ballot) = if lane < 16 {
+            (1, 0xFFFF)
+        } else {
+            (0, high_ballot)
+        };
+        assert_eq!(
+            (got[2 * lane], got[2 * lane + 1]),
+            (all, ballot),
+            "lane {lane}"
+        );
+    }
+}
+
 #[test]
 fn divergence_reconverges_and_lowers_warp_efficiency() {
     // Thread t loops t % 4 times, then all store; odd threads take an extra branch.

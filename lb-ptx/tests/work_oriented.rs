@@ -1,6 +1,8 @@
 //! The work-oriented schedules (`merge_path`, `nonzero_split`) on the simulator against CPU loops:
 //! sums within a tolerance (a split tile is summed in pieces), min/max and visits exactly, on
-//! adversarial and random tile sets; determinism, the 64-bit variant, plans, ptxas and snapshots.
+//! adversarial and random tile sets, tiles spanning hundreds of blocks, and frontiers (empty,
+//! repeated, out of order, giant tiles, lanes); determinism, the 64-bit variant, plans, ptxas and
+//! snapshots.
 
 mod codegen_common;
 
@@ -38,6 +40,17 @@ impl Matrix {
             offsets,
             indices,
             values,
+        }
+    }
+
+    /// Row `r` alone, with the same columns.
+    fn row_of(&self, r: usize) -> Matrix {
+        let atoms = self.atoms(r);
+        Matrix {
+            cols: self.cols,
+            offsets: vec![0, atoms.len() as u64],
+            indices: self.indices[atoms.clone()].to_vec(),
+            values: self.values[atoms].to_vec(),
         }
     }
 
@@ -423,7 +436,10 @@ fn plans_have_one_variant_per_index_width() {
             let entries: Vec<&str> = plan.kernels.iter().map(|k| k.entry.as_ref()).collect();
             let main = format!("spmv_{name}_{suffix}");
             let fixups = [format!("{main}_fixup"), format!("{main}_fixup_spans")];
-            assert_eq!(entries, [main.clone(), fixups[0].clone(), fixups[1].clone()]);
+            assert_eq!(
+                entries,
+                [main.clone(), fixups[0].clone(), fixups[1].clone()]
+            );
             let count_tiles = s == Schedule::MergePath;
             let grids = [
                 Grid::CoverWork {
@@ -678,6 +694,57 @@ fn frontier_tile_sets() {
 }
 
 #[test]
+fn frontier_with_lanes() {
+    let m = Matrix::from_lengths(&[0, 5, 400, 0, 0, 120, 1, 2, 0, 77]);
+    let frontier = [9u32, 2, 2, 0, 5, 1];
+    for k in [1usize, 3, 33] {
+        for s in SCHEDULES {
+            let (body, p) = with_frontier(spmm());
+            let o = Options {
+                lanes: Some(2),
+                ..frontier_opts(s, 32, 2, IndexWidth::U32, p)
+            };
+            let g = generate(&body, &o).unwrap();
+            let x = x_of(m.cols * k);
+            let mut mem = Memory::new();
+            let mut args = csr_args(&mut mem, &m);
+            args.extend([
+                upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
+                x.len() as u64,
+                k as u64,
+                upload(&mut mem, &bytes_of(&frontier, u32::to_le_bytes)),
+                frontier.len() as u64,
+            ]);
+            let n = m.rows() * k;
+            let nan = bytes_of(&vec![f32::from_bits(NAN_FILL); n], f32::to_le_bytes);
+            let y = upload(&mut mem, &nan);
+            args.extend([y, n as u64]);
+            let size = ProblemSize {
+                tiles: frontier.len() as u64,
+                atoms: m.nnz() as u64,
+                lanes: k as u64,
+            };
+            run_plan(&g, &g.plans[0], args, size, &mut mem);
+            let got: Vec<u32> = read_words::<4>(&mem, y, n)
+                .into_iter()
+                .map(u32::from_le_bytes)
+                .collect();
+            let what = format!("{} k = {k}", s.name());
+            for r in 0..m.rows() {
+                if frontier.contains(&(r as u32)) {
+                    check_sum(&got[r * k..(r + 1) * k], &m.row_of(r), Some(k), &what);
+                } else {
+                    assert!(
+                        got[r * k..(r + 1) * k].iter().all(|&v| v == NAN_FILL),
+                        "{what}: row {r}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn frontier_is_deterministic_and_the_64_bit_variant_agrees() {
     let rows: Vec<usize> = (0..120).map(|r| [0, 1, 3000, 3, 0, 17][r % 6]).collect();
     let m = Matrix::from_lengths(&rows);
@@ -712,9 +779,9 @@ fn frontier_plans_scan_first() {
             "_fixup",
             "_fixup_spans",
         ]
-            .iter()
-            .map(|suffix| format!("{main}{suffix}"))
-            .collect();
+        .iter()
+        .map(|suffix| format!("{main}{suffix}"))
+        .collect();
         assert_eq!(entries, want);
         let kernels = &g.plans[0].kernels;
         assert_eq!(

@@ -184,28 +184,15 @@ pub fn to_f64(a: &Csr<f32>) -> Csr<f64> {
     .expect("same structure")
 }
 
-/// The schedules that take a frontier (`tiles`) today; merge_path and nonzero_split follow.
-/// A frontier body names them explicitly rather than `"auto"`.
-pub const FRONTIER_SCHEDULES: &str =
-    "thread_mapped, warp_mapped, block_mapped, group_mapped(4), group_mapped(8), dynamic_virtual_warps";
-
 /// Every edge of a frontier's vertices pushes its destination: a BFS expansion without the
 /// visited check, so repeated frontier entries and shared neighbours push repeatedly.
-#[load_balanced(
-    schedule = "thread_mapped, warp_mapped, block_mapped, group_mapped(4), group_mapped(8), dynamic_virtual_warps",
-    tiles = "frontier"
-)]
+#[load_balanced(schedule = "auto", tiles = "frontier")]
 pub fn gather(g: &Csr<f32>, frontier: &[u32], out: &mut Queue, #[atom] e: usize) {
     out.push(g.col_indices[e]);
 }
 
 /// SpMV restricted to a frontier's rows: `y[row]` for each listed row, other rows untouched.
-#[load_balanced(
-    schedule = "thread_mapped, warp_mapped, block_mapped, group_mapped(4), group_mapped(8), dynamic_virtual_warps",
-    reduce = "sum",
-    output = "y",
-    tiles = "frontier"
-)]
+#[load_balanced(schedule = "auto", reduce = "sum", output = "y", tiles = "frontier")]
 pub fn frontier_spmv(a: &Csr<f32>, frontier: &[u32], x: &[f32], #[atom] nz: usize) -> f32 {
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
@@ -251,19 +238,13 @@ pub fn repeat_push(a: &Csr<f32>, out: &mut Queue, #[atom] nz: usize) {
 }
 
 /// A frontier over a COO: each atom pushes its stored row, which must be its tile.
-#[load_balanced(
-    schedule = "thread_mapped, warp_mapped, block_mapped, group_mapped(4), group_mapped(8), dynamic_virtual_warps",
-    tiles = "frontier"
-)]
+#[load_balanced(schedule = "auto", tiles = "frontier")]
 pub fn coo_frontier_rows(a: &Coo<f32>, frontier: &[u32], out: &mut Queue, #[atom] nz: usize) {
     out.push(a.row_indices[nz]);
 }
 
 /// A frontier of columns over a CSC: each atom pushes its row index.
-#[load_balanced(
-    schedule = "thread_mapped, warp_mapped, block_mapped, group_mapped(4), group_mapped(8), dynamic_virtual_warps",
-    tiles = "frontier"
-)]
+#[load_balanced(schedule = "auto", tiles = "frontier")]
 pub fn csc_frontier_rows(a: &Csc<f32>, frontier: &[u32], out: &mut Queue, #[atom] nz: usize) {
     out.push(a.row_indices[nz]);
 }

@@ -26,10 +26,12 @@
 //!    carry-out (key: the partial tile's position × lanes + lane); the first tile finished in
 //!    the block, which lacks the carries of earlier blocks, goes to the block's `head` slot
 //!    instead of the output (except in a lane's first block, which has no earlier blocks).
-//! 3. Grid (the fix-up kernel): one thread per block slot; the first slot of each run of equal
-//!    keys combines the run in slot order, then the head of the block after the run (the one
-//!    that finished the tile), and stores the output. A tile spanning `n` blocks costs `n - 1`
-//!    serial steps here: `atoms / (block × items_per_thread)`.
+//! 3. Grid ([`fixup_kernel`], two kernels of one thread per block slot): a segmented scan of
+//!    the slots in fix-up blocks of `block` slots (a new segment at each key change), then for
+//!    each run of equal keys its last slot adds the scans at the ends of the earlier fix-up
+//!    blocks the run covers, then the head of the block after the run (the one that finished
+//!    the tile), and stores the output. A tile spanning `n` main blocks costs `log2(block)`
+//!    scan steps and `⌈n / block⌉` serial steps.
 //!
 //! The output need not be zeroed, and every element is stored exactly once (twice for a tile
 //! repeated in a frontier, see [`frontier_scan`]).
@@ -609,10 +611,6 @@ fn segmented_scan(
 /// the block is not its lane's first, leaves it in the block's head slot for the fix-up. The last
 /// thread writes the block's carry slot: the key of its partial tile (or [`NO_CARRY`] past the
 /// last tile) and its scan, the block's whole contribution to that tile.
-///
-/// The scan is Hillis–Steele over `log2(block)` fixed steps (thread `t` combines `t - d` into
-/// itself until its segment starts), so the combination tree depends only on the tile set and
-/// the block size: bitwise reproducible.
 #[allow(clippy::too_many_arguments)]
 fn block_carry(
     b: &mut KernelBuilder,

@@ -1128,15 +1128,19 @@ impl Warp {
                 }
             }
             POp::Vote { mode, dst, a, .. } => {
-                let ballot = lanes(group)
+                // Lanes of several sub-warp groups can arrive at one vote together; each lane
+                // votes only among the lanes of its own member mask, as on the GPU.
+                let pred = lanes(group)
                     .filter(|&l| rd(&self.regs, a, l) & 1 != 0)
                     .fold(0u32, |m, l| m | 1 << l);
-                let v = match mode {
-                    VoteMode::All => u64::from(ballot == group),
-                    VoteMode::Any => u64::from(ballot != 0),
-                    VoteMode::Ballot => u64::from(ballot),
-                };
                 for l in lanes(group) {
+                    let members = group & self.coll_mask[l];
+                    let ballot = pred & members;
+                    let v = match mode {
+                        VoteMode::All => u64::from(ballot == members),
+                        VoteMode::Any => u64::from(ballot != 0),
+                        VoteMode::Ballot => u64::from(ballot),
+                    };
                     self.regs[dst as usize * 32 + l] = v;
                 }
             }
