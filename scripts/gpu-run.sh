@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repo root, after scripts/gpu-bundle.sh built .gpu/ here:
-#   bash scripts/gpu-run.sh [extra example args]
-# Runs the device tests, the SpMV example (default matrix, >50M-nonzero power-law and regular
-# matrices, >2^32 nonzeros unless LB_SKIP_HUGE=1), and compute-sanitizer memcheck, racecheck and
-# synccheck on the example; the logs are packed into $OUT/logs.tgz (or .gpu/out/logs.tgz) and a
-# summary goes to stdout.
+#   bash scripts/gpu-run.sh [GROUP...]      (default: every group)
+# Groups: tests (the device test binaries), spmv (the SpMV example on the default, >50M-nonzero
+# power-law and regular matrices), sanitize (compute-sanitizer memcheck, racecheck and synccheck
+# on the examples), apps (SpMM k = 8/32/128, SSSP and BFS on a >50M-edge power-law graph), huge
+# (SpMV with more than 2^32 nonzeros, about 37 GB of device memory). The logs are packed into
+# $OUT/logs.tgz (or .gpu/out/logs.tgz) and a summary goes to stdout.
 set -uo pipefail
 out="${OUT:-.gpu/out}"
 logs=$(mktemp -d)
@@ -12,6 +13,8 @@ mkdir -p "$out"
 bin=.gpu/bin
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export PATH="/usr/local/cuda/bin:$PATH"
+groups=("$@")
+[ ${#groups[@]} -eq 0 ] && groups=(tests spmv sanitize apps huge)
 status=0
 step() {
   local name=$1
@@ -25,23 +28,48 @@ step() {
   fi
   tail -n 14 "$logs/$name.log"
 }
+sanitize() {
+  local tool=$1 name=$2
+  shift 2
+  step "$tool-$name" compute-sanitizer --tool "$tool" --error-exitcode 9 "$@"
+}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/gpu.txt"
-for t in "$bin"/test-*; do
-  step "$(basename "$t")" "$t" --test-threads=1 --include-ignored
+for group in "${groups[@]}"; do
+  case "$group" in
+    tests)
+      for t in "$bin"/test-*; do
+        step "$(basename "$t")" "$t" --test-threads=1 --include-ignored
+      done
+      ;;
+    spmv)
+      step example-spmv "$bin/example-spmv"
+      step example-spmv-powerlaw "$bin/example-spmv" --rows 6500000 --reps 20
+      step example-spmv-regular "$bin/example-spmv" --rows 6500000 --regular 8 --reps 20
+      ;;
+    sanitize)
+      for tool in memcheck racecheck synccheck; do
+        sanitize "$tool" spmv "$bin/example-spmv" --reps 1
+        sanitize "$tool" spmv-regular "$bin/example-spmv" --rows 3000 --regular 40 --reps 1
+        sanitize "$tool" spmm "$bin/example-spmm" --rows 3000 --k 33 --reps 1
+        sanitize "$tool" sssp "$bin/example-sssp" --vertices 3000
+        sanitize "$tool" bfs "$bin/example-bfs" --vertices 3000
+      done
+      ;;
+    apps)
+      for k in 8 32 128; do
+        step "example-spmm-k$k" "$bin/example-spmm" --rows 6500000 --k "$k" --reps 10
+      done
+      step example-sssp "$bin/example-sssp" --vertices 6500000
+      step example-bfs "$bin/example-bfs" --vertices 6500000
+      ;;
+    huge)
+      step example-spmv-huge "$bin/example-spmv_huge"
+      ;;
+    *)
+      echo "unknown group $group (tests spmv sanitize apps huge)"
+      status=2
+      ;;
+  esac
 done
-step example-spmv "$bin/example-spmv" "$@"
-# Over 50 million nonzeros: a power-law and a regular (8 per row) matrix, every schedule.
-step example-spmv-powerlaw "$bin/example-spmv" --rows 6500000 --reps 20
-step example-spmv-regular "$bin/example-spmv" --rows 6500000 --regular 8 --reps 20
-if command -v compute-sanitizer >/dev/null; then
-  for tool in memcheck racecheck synccheck; do
-    step "$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/example-spmv" --reps 1
-    step "$tool-regular" compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/example-spmv" --rows 3000 --regular 40 --reps 1
-  done
-fi
-# More than 2^32 nonzeros: the 64-bit index path (about 37 GB on the device).
-if [ "${LB_SKIP_HUGE:-0}" != 1 ]; then
-  step example-spmv-huge "$bin/example-spmv_huge"
-fi
 tar -C "$logs" -czf "$out/logs.tgz" .
 exit $status

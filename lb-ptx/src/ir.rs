@@ -473,6 +473,9 @@ impl fmt::Display for Label {
 /// | `Vote` | `vote.sync.MODE.pred d, a, mask;` / `vote.sync.ballot.b32 d, a, mask;` |
 /// | `ActiveMask` | `activemask.b32 d;` |
 /// | `Ret` | `ret;` |
+/// | `ScopeBegin`, `ScopeEnd` | `{`, `}` |
+/// | `ParamDecl` | `.param .b64 lb_p0;` / `.param .align 4 .b8 lb_p2[12];` |
+/// | `Call` | `call.uni (lb_p9), cudaLaunchDevice, (lb_p0, lb_p1);` |
 ///
 /// Any instruction may carry a guard, written before it: `@%p1 st.global.f32 [%rd4], %f2;`.
 #[derive(Clone, Debug, PartialEq)]
@@ -573,6 +576,73 @@ pub enum Op {
         dst: Reg,
     },
     Ret,
+    /// `{`: opens a scope for the `.param` variables of one call (device-side launches only).
+    ScopeBegin,
+    /// `}`: closes the scope opened by [`Op::ScopeBegin`].
+    ScopeEnd,
+    /// `.param .b64 name;` or `.param .align A .b8 name[N];`: an argument or return slot of a call.
+    ParamDecl {
+        name: String,
+        ty: ParamDeclTy,
+    },
+    /// `call.uni (ret), func, (a, b, ...);`: a call of a device-runtime function whose arguments
+    /// and return value travel through `.param` variables of the enclosing scope.
+    Call {
+        ret: Option<String>,
+        func: DeviceFunc,
+        args: Vec<String>,
+    },
+}
+
+/// The type of a `.param` variable declared in a body ([`Op::ParamDecl`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ParamDeclTy {
+    /// `.param .T name;`
+    Scalar(Type),
+    /// `.param .align A .b8 name[N];` (a `dim3` is 12 bytes aligned to 4).
+    Bytes { align: u32, len: u32 },
+}
+
+/// The functions of the CUDA device runtime (libcudadevrt) that lb calls, for device-side
+/// launches (dynamic parallelism). Their PTX prototypes are the ones the CUDA C++ Programming
+/// Guide documents for PTX-level launches ("Device-side Launch from PTX", `.address_size 64`);
+/// [`Module`]'s `Display` declares the ones its kernels call, so a module without device
+/// launches stays free of `.extern` declarations and loads without linking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DeviceFunc {
+    /// `cudaGetParameterBuffer(alignment: u64, size: u64) -> *mut u8`: the parameter buffer of
+    /// the next launch, or null when the launch pool is exhausted.
+    GetParameterBuffer,
+    /// `cudaLaunchDevice(func, parameterBuffer, gridDimension: dim3, blockDimension: dim3,
+    /// sharedMemSize: u32, stream: u64) -> cudaError_t`.
+    LaunchDevice,
+}
+
+impl DeviceFunc {
+    pub const ALL: [DeviceFunc; 2] = [DeviceFunc::GetParameterBuffer, DeviceFunc::LaunchDevice];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceFunc::GetParameterBuffer => "cudaGetParameterBuffer",
+            DeviceFunc::LaunchDevice => "cudaLaunchDevice",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<DeviceFunc> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// The module-level `.extern .func` declaration.
+    pub fn prototype(self) -> &'static str {
+        match self {
+            DeviceFunc::GetParameterBuffer => {
+                ".extern .func (.param .b64 func_retval0) cudaGetParameterBuffer\n(\n\t.param .b64 alignment,\n\t.param .b64 size\n)\n;"
+            }
+            DeviceFunc::LaunchDevice => {
+                ".extern .func (.param .b32 func_retval0) cudaLaunchDevice\n(\n\t.param .b64 func,\n\t.param .b64 parameterBuffer,\n\t.param .align 4 .b8 gridDimension[12],\n\t.param .align 4 .b8 blockDimension[12],\n\t.param .b32 sharedMemSize,\n\t.param .b64 stream\n)\n;"
+            }
+        }
+    }
 }
 
 /// An instruction with an optional guard.
@@ -628,6 +698,38 @@ pub struct Module {
 impl Module {
     pub fn kernel(&self, name: &str) -> Option<&Kernel> {
         self.kernels.iter().find(|k| k.name == name)
+    }
+
+    /// The device-runtime functions the kernels call, in [`DeviceFunc::ALL`] order.
+    pub fn device_funcs(&self) -> Vec<DeviceFunc> {
+        DeviceFunc::ALL
+            .into_iter()
+            .filter(|&f| self.kernels.iter().any(|k| k.calls(f)))
+            .collect()
+    }
+
+    /// The module without the kernels that launch from the device: what a driver without the
+    /// device runtime (libcudadevrt) can load with no link step.
+    pub fn without_device_launches(&self) -> Module {
+        Module {
+            version: self.version,
+            target: self.target.clone(),
+            kernels: self
+                .kernels
+                .iter()
+                .filter(|k| !DeviceFunc::ALL.into_iter().any(|f| k.calls(f)))
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+impl Kernel {
+    /// Whether the body calls `func`.
+    pub fn calls(&self, func: DeviceFunc) -> bool {
+        self.body
+            .iter()
+            .any(|i| matches!(&i.op, Op::Call { func: f, .. } if *f == func))
     }
 }
 
@@ -744,6 +846,23 @@ impl fmt::Display for Op {
             }
             Op::ActiveMask { dst } => write!(f, "activemask.b32 {dst};"),
             Op::Ret => f.write_str("ret;"),
+            Op::ScopeBegin => f.write_str("{"),
+            Op::ScopeEnd => f.write_str("}"),
+            Op::ParamDecl {
+                name,
+                ty: ParamDeclTy::Scalar(ty),
+            } => write!(f, ".param {} {name};", ty.suffix()),
+            Op::ParamDecl {
+                name,
+                ty: ParamDeclTy::Bytes { align, len },
+            } => write!(f, ".param .align {align} .b8 {name}[{len}];"),
+            Op::Call { ret, func, args } => {
+                f.write_str("call.uni ")?;
+                if let Some(r) = ret {
+                    write!(f, "({r}), ")?;
+                }
+                write!(f, "{}, ({});", func.name(), args.join(", "))
+            }
         }
     }
 }
@@ -799,6 +918,10 @@ impl fmt::Display for Module {
         writeln!(f, ".version {}.{}", self.version.0, self.version.1)?;
         writeln!(f, ".target {}", self.target)?;
         writeln!(f, ".address_size 64")?;
+        for func in self.device_funcs() {
+            writeln!(f)?;
+            writeln!(f, "{}", func.prototype())?;
+        }
         for k in &self.kernels {
             writeln!(f)?;
             write!(f, "{k}")?;

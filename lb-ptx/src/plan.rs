@@ -141,6 +141,20 @@ pub struct Plan {
     pub select: Option<Select>,
 }
 
+impl Plan {
+    /// The entry of this plan's *device-launch twin*: a kernel that does the work of the whole
+    /// plan alone, launching its child grids from the device (CUDA dynamic parallelism), launched
+    /// with the first kernel's block and grid. A schedule that has one puts it in the same
+    /// module under this name (the first entry plus `_dl`); the runtime runs it instead of
+    /// `kernels` where the module links against the device runtime, and `kernels` (the host
+    /// fallback) everywhere else, the simulator included. Plans without a twin have no such
+    /// entry in the module.
+    pub fn device_launch_entry(&self) -> String {
+        let first = self.kernels.first().map_or("", |k| k.entry.as_ref());
+        format!("{first}_dl")
+    }
+}
+
 /// A launch-time rule for picking one plan among several of the same schedule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Select {

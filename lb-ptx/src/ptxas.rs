@@ -68,19 +68,26 @@ pub fn for_tests() -> Option<PathBuf> {
     found
 }
 
-/// Assembles `ptx` for `arch` (e.g. `"sm_80"`) with `-v`; `Err` holds ptxas's messages.
+/// Whether `ptx` calls external functions (the CUDA device runtime, for device-side launches):
+/// such a module is relocatable code, complete only once linked against libcudadevrt.
+pub fn needs_link(ptx: &str) -> bool {
+    ptx.contains(".extern .func")
+}
+
+/// Assembles `ptx` for `arch` (e.g. `"sm_80"`) with `-v`; `Err` holds ptxas's messages. A module
+/// that [`needs_link`] is assembled as relocatable code (`--compile-only`), the form the driver's
+/// linker takes with libcudadevrt.
 pub fn assemble(ptxas: &Path, ptx: &str, arch: &str) -> Result<Report, String> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let file = std::env::temp_dir().join(format!("lb-ptxas-{}-{n}-{arch}.ptx", std::process::id()));
     std::fs::write(&file, ptx).map_err(|e| format!("writing {}: {e}", file.display()))?;
-    let out = Command::new(ptxas)
-        .arg(format!("-arch={arch}"))
-        .arg("-v")
-        .arg(&file)
-        .arg("-o")
-        .arg("/dev/null")
-        .output();
+    let mut command = Command::new(ptxas);
+    command.arg(format!("-arch={arch}")).arg("-v");
+    if needs_link(ptx) {
+        command.arg("--compile-only");
+    }
+    let out = command.arg(&file).arg("-o").arg("/dev/null").output();
     // Best effort: a leftover file in the temp dir is harmless.
     let _ = std::fs::remove_file(&file);
     let out = out.map_err(|e| format!("running {}: {e}", ptxas.display()))?;

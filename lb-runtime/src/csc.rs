@@ -6,6 +6,11 @@ use std::ops::Range;
 use crate::buffer::{DeviceBuffer, Element};
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::formats::{validate_compressed, Axes};
+
+fn invalid(msg: String) -> Error {
+    Error::InvalidMatrix(msg)
+}
 use crate::stats::TileStats;
 
 /// Compressed sparse columns. Fields are public: kernel bodies read them as plain Rust.
@@ -20,10 +25,6 @@ pub struct Csc<T> {
     pub col_offsets: Vec<usize>,
     pub row_indices: Vec<u32>,
     pub values: Vec<T>,
-}
-
-fn invalid(msg: String) -> Error {
-    Error::InvalidMatrix(msg)
 }
 
 impl<T> Csc<T> {
@@ -49,55 +50,14 @@ impl<T> Csc<T> {
     /// Checks the invariants listed on [`Csc`]; the error names the first column or entry at
     /// fault.
     pub fn validate(&self) -> Result<()> {
-        if self.num_rows as u64 > u64::from(u32::MAX) + 1 {
-            return Err(invalid(format!(
-                "{} rows exceed the u32 index range",
-                self.num_rows
-            )));
-        }
-        if self.col_offsets.len() != self.num_cols.saturating_add(1) {
-            return Err(invalid(format!(
-                "col_offsets has {} entries; {} columns need {}",
-                self.col_offsets.len(),
-                self.num_cols,
-                self.num_cols.saturating_add(1)
-            )));
-        }
-        if self.col_offsets[0] != 0 {
-            return Err(invalid(format!(
-                "col_offsets[0] is {}, not 0",
-                self.col_offsets[0]
-            )));
-        }
-        if let Some(c) = (0..self.num_cols).find(|&c| self.col_offsets[c + 1] < self.col_offsets[c])
-        {
-            return Err(invalid(format!(
-                "column {c} ends before it starts (col_offsets[{c}] = {}, col_offsets[{}] = {})",
-                self.col_offsets[c],
-                c + 1,
-                self.col_offsets[c + 1]
-            )));
-        }
-        let last = self.col_offsets[self.num_cols];
-        if self.row_indices.len() != last || self.values.len() != last {
-            return Err(invalid(format!(
-                "col_offsets ends at {last} but there are {} row indices and {} values",
-                self.row_indices.len(),
-                self.values.len()
-            )));
-        }
-        if let Some(e) = self
-            .row_indices
-            .iter()
-            .position(|&r| r as usize >= self.num_rows)
-        {
-            let col = self.col_offsets.partition_point(|&o| o <= e) - 1;
-            return Err(invalid(format!(
-                "entry {e} (column {col}) has row {} but there are {} rows",
-                self.row_indices[e], self.num_rows
-            )));
-        }
-        Ok(())
+        validate_compressed(
+            &Axes::CSC,
+            self.num_cols,
+            self.num_rows,
+            &self.col_offsets,
+            &self.row_indices,
+            self.values.len(),
+        )
     }
 
     /// Number of stored entries.

@@ -1,8 +1,10 @@
-//! Raw driver calls that cudarc's safe API does not cover: JIT with ptxas's error log, and
-//! launches whose argument types are known only at run time.
+//! Raw driver calls that cudarc's safe API does not cover: JIT with ptxas's error log, JIT
+//! linking against the device runtime (for kernels that launch kernels), and launches whose
+//! argument types are known only at run time.
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{sys, CudaContext, CudaStream, DriverError};
@@ -26,6 +28,9 @@ pub(crate) struct GpuModule {
     raw: sys::CUmodule,
     ctx: Arc<CudaContext>,
     functions: Mutex<HashMap<String, Function>>,
+    /// Why the module's device-side launches were left out (it was loaded without its kernels
+    /// that call the device runtime); `None` when nothing was left out.
+    pub(crate) without_device_launch: Option<String>,
 }
 
 // The driver's module and function handles are usable from any thread once the context is
@@ -70,21 +75,101 @@ impl GpuModule {
             )
         };
         if let Err(e) = r.result() {
-            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-            let message = match Error::cuda("", e) {
-                Error::Cuda { message, .. } => message,
-                other => other.to_string(),
-            };
-            return Err(Error::Jit {
-                message,
-                log: String::from_utf8_lossy(&log[..end]).into_owned(),
-            });
+            return Err(jit_error(e, &log));
         }
-        Ok(GpuModule {
+        Ok(GpuModule::wrap(ctx, raw))
+    }
+
+    fn wrap(ctx: &Arc<CudaContext>, raw: sys::CUmodule) -> GpuModule {
+        GpuModule {
             raw,
             ctx: ctx.clone(),
             functions: Mutex::new(HashMap::new()),
-        })
+            without_device_launch: None,
+        }
+    }
+
+    /// JIT-compiles `ptx` as relocatable code and links it against the device runtime
+    /// `library` (libcudadevrt.a), which kernels that launch kernels need: `cuLinkCreate`,
+    /// `cuLinkAddData` (the PTX), `cuLinkAddFile` (the library), `cuLinkComplete`, then
+    /// `cuModuleLoadData` of the linked cubin. On failure the error carries the linker's log.
+    pub(crate) fn load_linked(
+        ctx: &Arc<CudaContext>,
+        ptx: &str,
+        library: &Path,
+    ) -> Result<GpuModule> {
+        let text = CString::new(ptx).map_err(|_| Error::Jit {
+            message: "the PTX text contains a NUL byte".into(),
+            log: String::new(),
+        })?;
+        let path =
+            CString::new(library.as_os_str().as_encoded_bytes()).map_err(|_| Error::Jit {
+                message: format!("the path {} contains a NUL byte", library.display()),
+                log: String::new(),
+            })?;
+        ctx.bind_to_thread()
+            .map_err(|e| Error::cuda("binding the context", e))?;
+        let mut log = vec![0u8; JIT_LOG_BYTES];
+        let mut options = [
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        ];
+        let mut values = [
+            log.as_mut_ptr() as *mut c_void,
+            JIT_LOG_BYTES as *mut c_void,
+        ];
+        let mut state: sys::CUlinkState = std::ptr::null_mut();
+        let r = unsafe {
+            sys::cuLinkCreate_v2(
+                options.len() as u32,
+                options.as_mut_ptr(),
+                values.as_mut_ptr(),
+                &mut state,
+            )
+        };
+        if let Err(e) = r.result() {
+            return Err(jit_error(e, &log));
+        }
+        // The link state owns the cubin, so it is destroyed only after the module is loaded.
+        let linked = (|| {
+            let r = unsafe {
+                sys::cuLinkAddData_v2(
+                    state,
+                    sys::CUjitInputType::CU_JIT_INPUT_PTX,
+                    text.as_ptr() as *mut c_void,
+                    text.as_bytes_with_nul().len(),
+                    c"lb.ptx".as_ptr(),
+                    0,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            };
+            r.result().map_err(|e| jit_error(e, &log))?;
+            let r = unsafe {
+                sys::cuLinkAddFile_v2(
+                    state,
+                    sys::CUjitInputType::CU_JIT_INPUT_LIBRARY,
+                    path.as_ptr(),
+                    0,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            };
+            r.result().map_err(|e| jit_error(e, &log))?;
+            let mut cubin: *mut c_void = std::ptr::null_mut();
+            let mut size = 0usize;
+            let r = unsafe { sys::cuLinkComplete(state, &mut cubin, &mut size) };
+            r.result().map_err(|e| jit_error(e, &log))?;
+            let mut raw: sys::CUmodule = std::ptr::null_mut();
+            let r = unsafe { sys::cuModuleLoadData(&mut raw, cubin as *const c_void) };
+            check(|| "loading the linked module".to_string(), r)?;
+            Ok(GpuModule::wrap(ctx, raw))
+        })();
+        // Destroying can only fail for an invalid state, and this one is valid.
+        unsafe {
+            let _ = sys::cuLinkDestroy(state);
+        }
+        linked
     }
 
     /// The kernel `entry`, opted in to `dynamic_shared` bytes when that is above 48 KiB.
@@ -193,6 +278,19 @@ impl GpuModule {
             || format!("launching a kernel with {grid} blocks of {block} threads"),
             r,
         )
+    }
+}
+
+/// A JIT or link failure with the driver's message and the log's text up to its NUL.
+fn jit_error(e: DriverError, log: &[u8]) -> Error {
+    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+    let message = match Error::cuda("", e) {
+        Error::Cuda { message, .. } => message,
+        other => other.to_string(),
+    };
+    Error::Jit {
+        message,
+        log: String::from_utf8_lossy(&log[..end]).into_owned(),
     }
 }
 

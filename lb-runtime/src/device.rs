@@ -71,10 +71,44 @@ impl Gpu {
         if let Some(m) = cache.get(&module_key(ptx)) {
             return Ok(m.clone());
         }
-        let module = Arc::new(GpuModule::load(&self.ctx, ptx)?);
+        let module = Arc::new(self.load(ptx)?);
         cache.insert(module_key(ptx), module.clone());
         Ok(module)
     }
+
+    /// Loads `ptx`; a module with device-side launches is linked against the device runtime
+    /// ([`device_runtime`]). Where the library is missing or the link fails, the module is
+    /// loaded without the kernels that launch from the device (their plans' host fallbacks
+    /// remain), and the reason is kept for `Launch::notes`.
+    fn load(&self, ptx: &str) -> Result<GpuModule> {
+        if !lb_ptx::ptxas::needs_link(ptx) {
+            return GpuModule::load(&self.ctx, ptx);
+        }
+        let library = device_runtime();
+        let reason = if library.is_file() {
+            match GpuModule::load_linked(&self.ctx, ptx, &library) {
+                Ok(m) => return Ok(m),
+                Err(e) => format!("linking against {} failed: {e}", library.display()),
+            }
+        } else {
+            format!(
+                "{} not found (set LB_CUDADEVRT to libcudadevrt.a)",
+                library.display()
+            )
+        };
+        let host_only = lb_ptx::sim::parse(ptx)?
+            .without_device_launches()
+            .to_string();
+        let mut module = GpuModule::load(&self.ctx, &host_only)?;
+        module.without_device_launch = Some(reason);
+        Ok(module)
+    }
+}
+
+/// The CUDA device runtime library: `$LB_CUDADEVRT`, else the toolkit's default location.
+fn device_runtime() -> std::path::PathBuf {
+    std::env::var_os("LB_CUDADEVRT")
+        .map_or_else(|| "/usr/local/cuda/lib64/libcudadevrt.a".into(), Into::into)
 }
 
 /// A poisoned lock only means another thread panicked mid-launch; the data (a cache, the

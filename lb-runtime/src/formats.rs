@@ -55,61 +55,14 @@ impl<T> Csr<T> {
 
     /// Checks the invariants listed on [`Csr`]; the error names the first row or entry at fault.
     pub fn validate(&self) -> Result<()> {
-        // Column indices are u32, so num_cols = 2^32 is the most they can address.
-        if self.num_cols as u64 > u64::from(u32::MAX) + 1 {
-            return Err(invalid(format!(
-                "{} columns exceed the u32 index range",
-                self.num_cols
-            )));
-        }
-        if self.row_offsets.len() != self.num_rows.saturating_add(1) {
-            return Err(invalid(format!(
-                "row_offsets has {} entries; {} rows need {}",
-                self.row_offsets.len(),
-                self.num_rows,
-                self.num_rows.saturating_add(1)
-            )));
-        }
-        if self.row_offsets[0] != 0 {
-            return Err(invalid(format!(
-                "row_offsets[0] is {}, not 0",
-                self.row_offsets[0]
-            )));
-        }
-        if let Some(r) = (0..self.num_rows).find(|&r| self.row_offsets[r + 1] < self.row_offsets[r])
-        {
-            return Err(invalid(format!(
-                "row {r} ends before it starts (row_offsets[{r}] = {}, row_offsets[{}] = {})",
-                self.row_offsets[r],
-                r + 1,
-                self.row_offsets[r + 1]
-            )));
-        }
-        let last = self.row_offsets[self.num_rows];
-        if self.col_indices.len() != last {
-            return Err(invalid(format!(
-                "row_offsets ends at {last} but there are {} column indices",
-                self.col_indices.len()
-            )));
-        }
-        if self.values.len() != last {
-            return Err(invalid(format!(
-                "row_offsets ends at {last} but there are {} values",
-                self.values.len()
-            )));
-        }
-        if let Some(e) = self
-            .col_indices
-            .iter()
-            .position(|&c| c as usize >= self.num_cols)
-        {
-            let row = self.row_offsets.partition_point(|&o| o <= e) - 1;
-            return Err(invalid(format!(
-                "entry {e} (row {row}) has column {} but there are {} columns",
-                self.col_indices[e], self.num_cols
-            )));
-        }
-        Ok(())
+        validate_compressed(
+            &Axes::CSR,
+            self.num_rows,
+            self.num_cols,
+            &self.row_offsets,
+            &self.col_indices,
+            self.values.len(),
+        )
     }
 
     /// Number of stored entries.
@@ -420,4 +373,87 @@ impl<T: Clone> Coo<T> {
     pub fn to_csc(&self) -> Csc<T> {
         self.to_csr().to_csc()
     }
+}
+
+/// The names a compressed format (CSR, CSC) gives its axes, for its error messages.
+pub(crate) struct Axes {
+    /// The axis of the offsets: "row" for CSR.
+    major: &'static str,
+    minor: &'static str,
+    offsets: &'static str,
+}
+
+impl Axes {
+    pub(crate) const CSR: Axes = Axes {
+        major: "row",
+        minor: "column",
+        offsets: "row_offsets",
+    };
+    pub(crate) const CSC: Axes = Axes {
+        major: "column",
+        minor: "row",
+        offsets: "col_offsets",
+    };
+}
+
+/// Checks a compressed format: `offsets` has `majors + 1` entries, starts at 0, never decreases
+/// and ends at the number of `indices` and of values; every index is below `minors`, which
+/// itself fits the u32 indices. The error names the first line or entry at fault.
+pub(crate) fn validate_compressed(
+    axes: &Axes,
+    majors: usize,
+    minors: usize,
+    offsets: &[usize],
+    indices: &[u32],
+    values: usize,
+) -> Result<()> {
+    let Axes {
+        major,
+        minor,
+        offsets: name,
+    } = axes;
+    // Indices are u32, so 2^32 is the most they can address.
+    if minors as u64 > u64::from(u32::MAX) + 1 {
+        return Err(invalid(format!(
+            "{minors} {minor}s exceed the u32 index range"
+        )));
+    }
+    if offsets.len() != majors.saturating_add(1) {
+        return Err(invalid(format!(
+            "{name} has {} entries; {majors} {major}s need {}",
+            offsets.len(),
+            majors.saturating_add(1)
+        )));
+    }
+    if offsets[0] != 0 {
+        return Err(invalid(format!("{name}[0] is {}, not 0", offsets[0])));
+    }
+    if let Some(m) = (0..majors).find(|&m| offsets[m + 1] < offsets[m]) {
+        return Err(invalid(format!(
+            "{major} {m} ends before it starts ({name}[{m}] = {}, {name}[{}] = {})",
+            offsets[m],
+            m + 1,
+            offsets[m + 1]
+        )));
+    }
+    let last = offsets[majors];
+    if indices.len() != last {
+        return Err(invalid(format!(
+            "{name} ends at {last} but there are {} {minor} indices",
+            indices.len()
+        )));
+    }
+    if values != last {
+        return Err(invalid(format!(
+            "{name} ends at {last} but there are {values} values"
+        )));
+    }
+    if let Some(e) = indices.iter().position(|&i| i as usize >= minors) {
+        let at = offsets.partition_point(|&o| o <= e) - 1;
+        return Err(invalid(format!(
+            "entry {e} ({major} {at}) has {minor} {} but there are {minors} {minor}s",
+            indices[e]
+        )));
+    }
+    Ok(())
 }

@@ -1,7 +1,7 @@
 //! Plan execution: arguments, temporaries, grids, launches, timing and error flags.
 
 use cudarc::driver::sys;
-use lb_ptx::plan::{DeviceLimits, Plan, ProblemSize, TempCount, TempRole};
+use lb_ptx::plan::{DeviceLimits, KernelPlan, Plan, ProblemSize, TempCount, TempRole};
 use lb_ptx::sim::{LaunchConfig, Stats};
 
 use crate::buffer::{DeviceBuffer, Element, RawBuffer};
@@ -154,6 +154,43 @@ pub struct Launch {
     pub sim: Option<Stats>,
     /// [`Device::name`] of the device it ran on.
     pub device: String,
+    /// How the plan ran where that is a choice: for a schedule with a device-launch twin
+    /// ([`Plan::device_launch_entry`]), whether its child kernels were launched from the device
+    /// or by the host (the fallback), and why.
+    pub notes: Vec<String>,
+}
+
+/// The kernels to launch for `plan`: its device-launch twin alone (with the first kernel's
+/// block and grid) when `ptx` has one and the loaded module kept it, else `plan.kernels`; and
+/// a note saying which path runs. `kept`: `Ok` when the module has the twin, else why not.
+fn choose_path(
+    ptx: &str,
+    plan: &Plan,
+    kept: std::result::Result<(), String>,
+) -> (Vec<KernelPlan>, Vec<String>) {
+    let twin = plan.device_launch_entry();
+    if !ptx.contains(&format!(".entry {twin}(")) {
+        return (plan.kernels.to_vec(), Vec::new());
+    }
+    match (kept, plan.kernels.first()) {
+        (Ok(()), Some(first)) => {
+            let note = format!("device-side launch: `{twin}` launches its child kernels (CUDA dynamic parallelism)");
+            let kernel = KernelPlan {
+                entry: twin.into(),
+                ..first.clone()
+            };
+            (vec![kernel], vec![note])
+        }
+        (kept, _) => {
+            let why = kept
+                .err()
+                .unwrap_or_else(|| "the plan has no kernels".into());
+            let note = format!(
+                "host fallback: the host launches the child kernels after the parent ({why})"
+            );
+            (plan.kernels.to_vec(), vec![note])
+        }
+    }
 }
 
 /// Elements of a temporary for this problem and first-kernel grid.
@@ -187,7 +224,12 @@ pub fn execute(
         Backend::Gpu(gpu) => Some(gpu.module(ptx)?),
         Backend::Sim(_) => None,
     };
-    for k in plan.kernels.iter() {
+    let kept = match &gpu_module {
+        Some(module) => module.without_device_launch.clone().map_or(Ok(()), Err),
+        None => Err("the simulator has no device-side launch".to_string()),
+    };
+    let (kernel_plans, notes) = choose_path(ptx, plan, kept);
+    for k in &kernel_plans {
         let limits = match (dev.backend(), &gpu_module) {
             (Backend::Gpu(gpu), Some(module)) => {
                 let f = module.function(&k.entry, k.dynamic_shared)?;
@@ -310,5 +352,52 @@ pub fn execute(
         elapsed_ms,
         sim: sim_stats,
         device: dev.name().to_string(),
+        notes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lb_ptx::plan::Grid;
+    use std::borrow::Cow;
+
+    fn plan(first: &'static str) -> Plan {
+        let kernel = |entry: &'static str| KernelPlan {
+            entry: Cow::Borrowed(entry),
+            block: 64,
+            grid: Grid::CoverItems { per_thread: 1 },
+            dynamic_shared: 0,
+        };
+        Plan {
+            schedule: Cow::Borrowed("consolidate"),
+            kernels: Cow::Owned(vec![kernel(first), kernel("k_child")]),
+            temps: Cow::Owned(Vec::new()),
+            index_limit: None,
+            select: None,
+        }
+    }
+
+    #[test]
+    fn the_twin_runs_alone_where_the_module_kept_it() {
+        let ptx = ".visible .entry k(\n.visible .entry k_child(\n.visible .entry k_dl(";
+        let (kernels, notes) = choose_path(ptx, &plan("k"), Ok(()));
+        assert_eq!(kernels.len(), 1);
+        assert_eq!(kernels[0].entry, "k_dl");
+        assert_eq!(kernels[0].grid, Grid::CoverItems { per_thread: 1 });
+        assert!(notes[0].starts_with("device-side launch"), "{notes:?}");
+
+        let (kernels, notes) = choose_path(ptx, &plan("k"), Err("no libcudadevrt".into()));
+        assert_eq!(kernels, plan("k").kernels.to_vec());
+        assert!(notes[0].starts_with("host fallback"), "{notes:?}");
+        assert!(notes[0].contains("no libcudadevrt"), "{notes:?}");
+    }
+
+    #[test]
+    fn plans_without_a_twin_run_as_planned_without_notes() {
+        let ptx = ".visible .entry k(\n.visible .entry k_child(";
+        let (kernels, notes) = choose_path(ptx, &plan("k"), Err("simulator".into()));
+        assert_eq!(kernels, plan("k").kernels.to_vec());
+        assert!(notes.is_empty());
+    }
 }

@@ -6,11 +6,17 @@
 //! [`Layout`] (how many work items, which tile an item is, where a tile's atoms begin and end,
 //! where its output goes), so every schedule agrees on those rules by construction.
 
+mod binning;
+pub mod consolidate;
 mod dynamic_virtual_warps;
 mod group_mapped;
+mod lrb;
 mod merge_path;
+mod multi_phase;
 mod nonzero_split;
+pub mod partition;
 mod thread_mapped;
+mod two_phase;
 mod work_oriented;
 
 use std::borrow::Cow;
@@ -22,11 +28,16 @@ use crate::ir::{BinOp, Kernel, Label, Operand, Reg, Rounding, Space, Type};
 use crate::plan::{Plan, Temp, TempCount, TempRole};
 use crate::{GenError, Options};
 
+pub use binning::Binning;
+pub use consolidate::{Consolidate, Level as ConsolidateLevel};
 pub use dynamic_virtual_warps::DynamicVirtualWarps;
 pub use group_mapped::GroupMapped;
+pub use lrb::Lrb;
 pub use merge_path::MergePath;
+pub use multi_phase::MultiPhase;
 pub use nonzero_split::NonzeroSplit;
 pub use thread_mapped::ThreadMapped;
+pub use two_phase::TwoPhase;
 
 /// A built-in schedule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,6 +61,27 @@ pub enum Schedule {
     /// An even share of atoms per thread by a binary search of the tile offsets, with the same
     /// carry-out and fix-up (thesis §3.3.3).
     NonzeroSplit,
+    /// Small tiles thread-mapped in place, large ones gathered per grid into a consolidation
+    /// buffer for one child kernel (Li, Wu & Becchi, Fig. 1(d) and §2): launched from the device
+    /// where the device runtime links, by the host after the parent otherwise.
+    Consolidate,
+    /// `consolidate` with one buffer range and child launch per block.
+    ConsolidateBlock,
+    /// `consolidate` with one buffer range and child launch per warp.
+    ConsolidateWarp,
+    /// An even share of atoms per thread by a two-phase search: one search per block in global
+    /// memory for the block's first tile, then each thread's in the block's offsets staged in
+    /// shared memory (Busato & Bombieri §2.4.4), with the work-oriented carry-out and fix-up.
+    TwoPhase,
+    /// `two_phase` with Busato & Bombieri's hybrid partitioning (§3.1): interpolation or
+    /// lower-bound binary search, one plan each, picked at launch by `Plan::select`.
+    MultiPhase,
+    /// CTA+Warp+Scan: tiles binned by size inside each block batch and gathered by the block, a
+    /// warp, or a block-wide scan (Busato & Bombieri §2.3.2; thesis §3.3.4, Algorithm 4).
+    Binning,
+    /// Logarithmic radix binning: tiles counted and reordered by ⌊log2 atoms⌋, then processed
+    /// by a thread, a warp or a block per tile by bin (thesis §3.3.4).
+    Lrb,
 }
 
 /// The group sizes `group_mapped(N)` accepts, with their attribute names (a table, because
@@ -78,6 +110,11 @@ impl Schedule {
         Schedule::DynamicVirtualWarps,
         Schedule::MergePath,
         Schedule::NonzeroSplit,
+        Schedule::Consolidate,
+        Schedule::TwoPhase,
+        Schedule::MultiPhase,
+        Schedule::Binning,
+        Schedule::Lrb,
     ];
 
     /// The name written in the attribute and in plans.
@@ -93,6 +130,13 @@ impl Schedule {
             Schedule::DynamicVirtualWarps => "dynamic_virtual_warps",
             Schedule::MergePath => "merge_path",
             Schedule::NonzeroSplit => "nonzero_split",
+            Schedule::Consolidate => "consolidate",
+            Schedule::ConsolidateBlock => "consolidate(block)",
+            Schedule::ConsolidateWarp => "consolidate(warp)",
+            Schedule::TwoPhase => "two_phase",
+            Schedule::MultiPhase => "multi_phase",
+            Schedule::Binning => "binning",
+            Schedule::Lrb => "lrb",
         }
     }
 
@@ -107,6 +151,7 @@ impl Schedule {
                     .find(|&&(_, n)| n == name)
                     .map(|&(size, _)| Schedule::GroupMapped(size))
             })
+            .or_else(|| consolidate::from_name(name))
     }
 
     /// The template that plans and builds this schedule.
@@ -119,6 +164,13 @@ impl Schedule {
             Schedule::DynamicVirtualWarps => &DynamicVirtualWarps,
             Schedule::MergePath => &MergePath,
             Schedule::NonzeroSplit => &NonzeroSplit,
+            Schedule::Consolidate => consolidate::template(ConsolidateLevel::Grid),
+            Schedule::ConsolidateBlock => consolidate::template(ConsolidateLevel::Block),
+            Schedule::ConsolidateWarp => consolidate::template(ConsolidateLevel::Warp),
+            Schedule::TwoPhase => &TwoPhase,
+            Schedule::MultiPhase => &MultiPhase,
+            Schedule::Binning => &Binning::DEFAULT,
+            Schedule::Lrb => &Lrb,
         }
     }
 }

@@ -277,7 +277,7 @@ pub fn select_to(b: &mut KernelBuilder, ty: Type, dst: Reg, a: Reg, c: Reg, pred
 /// `Csr`'s `nnz`. A frontier may hold more atoms than that (repeated tiles), so each thread
 /// takes `max(items_per_thread, ⌈work / (blocks × block)⌉)` items: the grid always covers the
 /// work, and surplus threads get empty shares.
-fn frame(
+pub(crate) fn frame(
     b: &mut KernelBuilder,
     body: &Body,
     opts: &Options,
@@ -354,13 +354,13 @@ fn frame(
 
 /// The main kernel's blocks per lane, `max(1, ⌈work / per_block⌉)` (u64), as
 /// [`Grid::CoverWork`] counts them.
-fn blocks_per_lane(b: &mut KernelBuilder, work: Reg, per_block: i64) -> Reg {
+pub(crate) fn blocks_per_lane(b: &mut KernelBuilder, work: Reg, per_block: i64) -> Reg {
     let up = b.bin(BinOp::Add, Type::U64, work, Operand::Imm(per_block - 1));
     let blocks = b.bin(BinOp::Div, Type::U64, up, Operand::Imm(per_block));
     b.bin(BinOp::Max, Type::U64, blocks, Operand::Imm(1))
 }
 
-fn temp_index(plan: &Plan, name: &str) -> Result<usize, GenError> {
+pub(crate) fn temp_index(plan: &Plan, name: &str) -> Result<usize, GenError> {
     plan.temps
         .iter()
         .position(|t| t.name == name)
@@ -697,7 +697,7 @@ fn block_carry(
 ///
 /// So a tile spanning `n` main blocks costs `log2(block)` scan steps plus `⌈n / block⌉` serial
 /// steps, always in the same order.
-fn fixup_kernel(
+pub(crate) fn fixup_kernel(
     body: &Body,
     opts: &Options,
     plan: &Plan,

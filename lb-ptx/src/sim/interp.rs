@@ -631,6 +631,10 @@ impl Resolver<'_> {
                 dst: self.reg_of(*dst, RegClass::B32)?,
             },
             Op::Ret => POp::Ret,
+            // The simulator runs the host-launched fallback of a schedule instead.
+            Op::ScopeBegin | Op::ScopeEnd | Op::ParamDecl { .. } | Op::Call { .. } => {
+                return Err(SimError::Unsupported("device-side launch".into()))
+            }
         };
         Ok(PInstr { guard, op })
     }

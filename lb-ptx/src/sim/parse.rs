@@ -5,8 +5,9 @@
 //! number; no input text makes the parser panic.
 
 use crate::ir::{
-    Address, AtomOp, BinOp, Cmp, Guard, Instr, Kernel, Label, Module, Op, Operand, Param, Reg,
-    RegClass, Rounding, SharedDecl, ShflMode, Space, Special, Type, UnOp, VoteMode,
+    Address, AtomOp, BinOp, Cmp, DeviceFunc, Guard, Instr, Kernel, Label, Module, Op, Operand,
+    Param, ParamDeclTy, Reg, RegClass, Rounding, SharedDecl, ShflMode, Space, Special, Type, UnOp,
+    VoteMode,
 };
 
 /// A parse failure: the 1-based line it was found on and what was wrong.
@@ -227,13 +228,62 @@ impl Parser {
         }
         let mut kernels = Vec::new();
         while self.peek().is_some() {
-            kernels.push(self.kernel()?);
+            if self.peek_word(".extern") {
+                self.prototype()?;
+            } else {
+                kernels.push(self.kernel()?);
+            }
         }
         Ok(Module {
             version,
             target,
             kernels,
         })
+    }
+
+    /// A module-level `.extern .func` prototype of a device-runtime function. `Module`'s
+    /// `Display` derives the prototypes from the calls, so the text is checked and dropped.
+    fn prototype(&mut self) -> Result<(), ParseError> {
+        self.expect_word(".extern")?;
+        self.expect_word(".func")?;
+        self.punct('(')?;
+        while !self.peek_is(')') {
+            self.word("a return parameter")?;
+        }
+        self.punct(')')?;
+        let name = self.word("a function name")?;
+        let Some(func) = DeviceFunc::from_name(&name) else {
+            self.pos -= 1;
+            return self.err(format!("unknown external function `{name}`"));
+        };
+        let start = self.pos;
+        while !self.peek_is(';') {
+            if self.peek().is_none() {
+                return self.err(format!("the prototype of `{name}` is not closed with `;`"));
+            }
+            self.pos += 1;
+        }
+        self.pos += 1;
+        // The text must be exactly the prototype lb writes, or the round trip would not hold.
+        let mut expected = Parser {
+            toks: lex(func.prototype()).unwrap_or_default(),
+            pos: 0,
+            last_line: 1,
+        };
+        expected.pos = expected
+            .toks
+            .iter()
+            .position(|t| t.tok == Tok::Word(name.clone()))
+            .map_or(0, |i| i + 1);
+        let got: Vec<&Tok> = self.toks[start..self.pos].iter().map(|t| &t.tok).collect();
+        let want: Vec<&Tok> = expected.toks[expected.pos..]
+            .iter()
+            .map(|t| &t.tok)
+            .collect();
+        if got != want {
+            return self.err(format!("unexpected prototype of `{name}`"));
+        }
+        Ok(())
     }
 
     fn kernel(&mut self) -> Result<Kernel, ParseError> {
@@ -260,10 +310,27 @@ impl Parser {
         let mut reg_counts = [0u32; 5];
         let mut shared = Vec::new();
         let mut body = Vec::new();
+        // Open call scopes (`{` … `}` around a device-side launch's `.param` variables).
+        let mut scopes = 0u32;
         loop {
             if self.peek_is('}') {
                 self.pos += 1;
-                break;
+                if scopes == 0 {
+                    break;
+                }
+                scopes -= 1;
+                body.push(Instr::from(Op::ScopeEnd));
+                continue;
+            }
+            if self.peek_is('{') {
+                self.pos += 1;
+                scopes += 1;
+                body.push(Instr::from(Op::ScopeBegin));
+                continue;
+            }
+            if self.peek_word(".param") && scopes > 0 {
+                body.push(Instr::from(self.param_decl()?));
+                continue;
             }
             if self.peek().is_none() {
                 return self.err(format!("kernel `{name}` is not closed with `}}`"));
@@ -285,6 +352,60 @@ impl Parser {
             reg_counts,
             body,
         })
+    }
+
+    /// `.param .b64 name;` or `.param .align A .b8 name[N];` inside a call scope.
+    fn param_decl(&mut self) -> Result<Op, ParseError> {
+        self.expect_word(".param")?;
+        let ty = if self.peek_word(".align") {
+            self.pos += 1;
+            let align = self.number("an alignment")?;
+            self.expect_word(".b8")?;
+            let name = self.word("a parameter name")?;
+            self.punct('[')?;
+            let len = self.number("a byte count")?;
+            self.punct(']')?;
+            self.punct(';')?;
+            return Ok(Op::ParamDecl {
+                name,
+                ty: ParamDeclTy::Bytes { align, len },
+            });
+        } else {
+            self.type_word()?
+        };
+        let name = self.word("a parameter name")?;
+        self.punct(';')?;
+        Ok(Op::ParamDecl {
+            name,
+            ty: ParamDeclTy::Scalar(ty),
+        })
+    }
+
+    /// The rest of `call.uni (ret), func, (args);` after the opcode (the `;` is the caller's).
+    fn call(&mut self) -> Result<Op, ParseError> {
+        let mut ret = None;
+        if self.peek_is('(') {
+            self.pos += 1;
+            ret = Some(self.word("a return parameter")?);
+            self.punct(')')?;
+            self.comma()?;
+        }
+        let name = self.word("a function name")?;
+        let Some(func) = DeviceFunc::from_name(&name) else {
+            self.pos -= 1;
+            return self.err(format!("unknown function `{name}`"));
+        };
+        self.comma()?;
+        self.punct('(')?;
+        let mut args = Vec::new();
+        while !self.peek_is(')') {
+            if !args.is_empty() {
+                self.comma()?;
+            }
+            args.push(self.word("an argument parameter")?);
+        }
+        self.punct(')')?;
+        Ok(Op::Call { ret, func, args })
     }
 
     fn type_word(&mut self) -> Result<Type, ParseError> {
@@ -732,6 +853,7 @@ impl Parser {
             }
             "membar" if n == 2 && parts[1] == "gl" => Ok(Op::MemBar),
             "ret" if n == 1 => Ok(Op::Ret),
+            "call" if n == 2 && parts[1] == "uni" => self.call(),
             "activemask" if n == 2 && parts[1] == "b32" => Ok(Op::ActiveMask { dst: self.reg()? }),
             "shfl" if n == 4 && parts[1] == "sync" && parts[3] == "b32" => {
                 let mode = match parts[2] {

@@ -1,0 +1,1021 @@
+//! `consolidate` (grid level), `consolidate(block)` and `consolidate(warp)`: small tiles in place,
+//! large tiles gathered into a consolidation buffer and processed by a child kernel.
+//!
+//! Li, Wu and Becchi, "Exploiting Dynamic Parallelism to Efficiently Support Irregular Nested
+//! Loops on GPUs" (`seeds/004_3e27dba1a583670d.txt`), Fig. 1(d): a thread-mapped parent walks the
+//! tiles below `lb_THRESH` itself and appends the others to a buffer (`buffer.add(i)`); a child
+//! kernel (`child_kernel_cons(buffer)`) takes the whole buffer at once, so there is one nested
+//! launch per consolidation scope instead of one per large tile (their Fig. 1(c)). §2 defines the
+//! scopes: *warp-level* (the large tiles of one warp), *block-level* (of one block) and
+//! *grid-level* (of the whole parent grid). The paper gives no value for `lb_THRESH`; the default
+//! here, [`DEFAULT_THRESHOLD`] = 32 atoms, is the smallest tile that keeps every lane of the
+//! child's one-warp-per-tile mapping busy. [`Consolidate::with_threshold`] tunes it.
+//!
+//! Two plans' worth of kernels are generated, and the runtime picks per launch:
+//! - **Host fallback** (the plan): kernels `[parent, child]`. The child is launched by the host
+//!   after the parent and reads the buffer's length from the counter the parent wrote; its grid
+//!   is the parent's conservative `CoverItems` rule and surplus warps exit. Runs everywhere,
+//!   including the simulator. In this path the scopes differ only in how appends are
+//!   aggregated: one atomic per warp (warp and grid level, warp-aggregated with a ballot) or per
+//!   block (block level, through shared memory); the children of all scopes are the one host
+//!   launch.
+//! - **Device launch** (CUDA dynamic parallelism): the twin entries named by
+//!   [`Plan::device_launch_entry`] (`…_dl`). The warp leader (warp level), thread 0 after a
+//!   barrier (block level) or thread 0 of the last block to finish (grid level) launches the
+//!   child over its scope's range of the buffer with `cudaGetParameterBuffer` /
+//!   `cudaLaunchDevice`. If the device runtime refuses (no parameter buffer, launch error), the
+//!   launching thread walks the range itself, so no tile is lost. The module then needs linking
+//!   against libcudadevrt; see `lb-runtime`.
+//!
+//! The buffer holds tile *positions* (one per tile, whatever the lane count): a large tile is
+//! appended by its lane-0 item, and the child walks all its lanes.
+//!
+//! Child mapping: one warp per buffered tile; lane `l` takes atoms `begin + l, begin + l + 32, …`
+//! in order, keeping a partial, and a fixed butterfly combines the 32 partials; lane 0 stores.
+//! Determinism: a tile's result depends only on the tile (small: the sequential loop, bitwise
+//! the CPU reference; large: the fixed strided-then-butterfly order), never on which warp or
+//! launch took it, so two launches agree bitwise. No float atomics.
+
+use std::borrow::Cow;
+
+use super::{common_temps, Layout, Schedule, ScheduleTemplate};
+use crate::body::{Body, IndexRole};
+use crate::builder::KernelBuilder;
+use crate::codegen::{
+    emit_body, ptx_type, reduce_combine, reduce_identity, AtomContext, KernelParams,
+};
+use crate::ir::{
+    Address, AtomOp, BinOp, Cmp, DeviceFunc, Kernel, Label, Op, Operand, Param, ParamDeclTy, Reg,
+    RegClass, Rounding, ShflMode, Space, Special, Type, UnOp, VoteMode,
+};
+use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::{GenError, Options};
+
+/// The scope whose large tiles share one buffer range and one child launch (paper §2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Level {
+    Warp,
+    Block,
+    Grid,
+}
+
+impl Level {
+    pub const ALL: [Level; 3] = [Level::Warp, Level::Block, Level::Grid];
+
+    /// The schedule of this level.
+    pub fn schedule(self) -> Schedule {
+        match self {
+            Level::Warp => Schedule::ConsolidateWarp,
+            Level::Block => Schedule::ConsolidateBlock,
+            Level::Grid => Schedule::Consolidate,
+        }
+    }
+
+    /// The word in entry names (`spmv_consolidate_warp`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Level::Warp => "warp",
+            Level::Block => "block",
+            Level::Grid => "grid",
+        }
+    }
+}
+
+/// Tiles with at least this many atoms go to the child kernel (see the module docs).
+pub const DEFAULT_THRESHOLD: u64 = 32;
+
+/// Name of the temporary holding the buffer's length (word 0) and, for grid-level device
+/// launches, the number of parent blocks that finished (word 1).
+pub const COUNT_TEMP: &str = "consolidate_count";
+/// Name of the consolidation buffer: u64 tile positions.
+pub const BUFFER_TEMP: &str = "consolidate_buffer";
+
+const WARP: u32 = 32;
+/// Largest child grid a device-side launch asks for; the child's warps stride over the rest.
+const MAX_CHILD_GRID: i64 = 65_535;
+
+/// The `consolidate` template at one level and threshold.
+#[derive(Clone, Copy, Debug)]
+pub struct Consolidate {
+    level: Level,
+    threshold: u64,
+}
+
+static TEMPLATES: [Consolidate; 3] = [
+    Consolidate::new(Level::Warp),
+    Consolidate::new(Level::Block),
+    Consolidate::new(Level::Grid),
+];
+
+/// The template of `consolidate` at `level` with the default threshold.
+pub(super) fn template(level: Level) -> &'static Consolidate {
+    match level {
+        Level::Warp => &TEMPLATES[0],
+        Level::Block => &TEMPLATES[1],
+        Level::Grid => &TEMPLATES[2],
+    }
+}
+
+/// `consolidate(warp)`, `consolidate(block)` and `consolidate(grid)` (the last is also plain
+/// `consolidate`, the name [`Schedule::name`] gives it).
+pub(super) fn from_name(name: &str) -> Option<Schedule> {
+    let level = name.strip_prefix("consolidate(")?.strip_suffix(')')?;
+    Level::ALL
+        .into_iter()
+        .find(|l| l.word() == level)
+        .map(Level::schedule)
+}
+
+impl Consolidate {
+    /// `level` with [`DEFAULT_THRESHOLD`].
+    pub const fn new(level: Level) -> Consolidate {
+        Consolidate {
+            level,
+            threshold: DEFAULT_THRESHOLD,
+        }
+    }
+
+    /// `level` with tiles of at least `threshold` atoms consolidated (0: every tile).
+    pub const fn with_threshold(level: Level, threshold: u64) -> Consolidate {
+        Consolidate { level, threshold }
+    }
+
+    fn parent_entry(&self, body: &Body) -> String {
+        format!("{}_consolidate_{}", body.name, self.level.word())
+    }
+}
+
+impl ScheduleTemplate for Consolidate {
+    fn plan(&self, body: &Body, opts: &Options) -> Result<Plan, GenError> {
+        let parent = self.parent_entry(body);
+        let mut temps = common_temps(opts);
+        temps.push(Temp {
+            name: Cow::Borrowed(COUNT_TEMP),
+            elem_bytes: 8,
+            count: TempCount::Fixed(2),
+            zero: true,
+            role: TempRole::Scratch,
+        });
+        temps.push(Temp {
+            name: Cow::Borrowed(BUFFER_TEMP),
+            elem_bytes: 8,
+            // One slot per tile; the extra one keeps the allocation non-empty without tiles.
+            count: TempCount::PerTile {
+                per_tile: 1,
+                extra: 1,
+            },
+            zero: false,
+            role: TempRole::Scratch,
+        });
+        let kernel = |entry: String| KernelPlan {
+            entry: Cow::Owned(entry),
+            block: opts.block,
+            grid: Grid::CoverItems { per_thread: 1 },
+            dynamic_shared: 0,
+        };
+        Ok(Plan {
+            schedule: Cow::Borrowed(self.level.schedule().name()),
+            kernels: Cow::Owned(vec![
+                kernel(parent.clone()),
+                kernel(format!("{parent}_child")),
+            ]),
+            temps: Cow::Owned(temps),
+            index_limit: None,
+            select: None,
+        })
+    }
+
+    fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
+        let [parent, child] = &plan.kernels[..] else {
+            return Err(GenError::Unsupported(
+                "a consolidate plan has a parent and a child kernel".into(),
+            ));
+        };
+        let dl_parent = plan.device_launch_entry();
+        let dl_child = format!("{}_dl", child.entry);
+        // The device-launched child comes before its parent: PTX resolves the parent's
+        // `mov.u64 %rd, child;` only against entries declared earlier.
+        Ok(vec![
+            self.parent(body, opts, plan, &parent.entry, None)?,
+            self.child(body, opts, plan, &child.entry, false)?,
+            self.child(body, opts, plan, &dl_child, true)?,
+            self.parent(body, opts, plan, &dl_parent, Some(&dl_child))?,
+        ])
+    }
+}
+
+/// Registers every kernel of the schedule shares.
+struct Common {
+    params: KernelParams,
+    layout: Layout,
+    count_ptr: Reg,
+    buffer: Reg,
+}
+
+fn common(
+    b: &mut KernelBuilder,
+    body: &Body,
+    opts: &Options,
+    plan: &Plan,
+) -> Result<Common, GenError> {
+    let params = KernelParams::declare(b, body, &plan.temps)?;
+    let layout = Layout::new(b, body, opts, &params)?;
+    let temp = |name: &str| {
+        plan.temps
+            .iter()
+            .position(|t| t.name == name)
+            .map(|i| params.temps[i])
+            .ok_or_else(|| GenError::Unsupported(format!("the plan has no `{name}` temporary")))
+    };
+    let count_ptr = temp(COUNT_TEMP)?;
+    let buffer = temp(BUFFER_TEMP)?;
+    Ok(Common {
+        params,
+        layout,
+        count_ptr,
+        buffer,
+    })
+}
+
+/// `lane` when the body or the layout has lanes (0 for a body that reads its lane without
+/// `lanes`), else `None`.
+fn lane_for_body(b: &mut KernelBuilder, body: &Body, lane: Option<Reg>) -> Option<Reg> {
+    match lane {
+        Some(l) => Some(l),
+        None if body.roles.contains(&IndexRole::Lane) => Some(b.mov(Type::U64, Operand::Imm(0))),
+        None => None,
+    }
+}
+
+/// Walks the atoms `first, first + step, …` below `end` of `tile`, folding the body's
+/// contributions into a fresh accumulator (returned) when it reduces.
+#[allow(clippy::too_many_arguments)]
+fn walk(
+    b: &mut KernelBuilder,
+    body: &Body,
+    opts: &Options,
+    c: &Common,
+    tile: Reg,
+    (begin, end): (Reg, Reg),
+    first: Reg,
+    step: i64,
+    lane: Option<Reg>,
+) -> Result<Option<Reg>, GenError> {
+    let acc = body
+        .reduce
+        .map(|(ty, r)| reduce_identity(b, ty, r))
+        .transpose()?;
+    let lane = lane_for_body(b, body, lane);
+    let atom = b.mov(Type::U64, first);
+    let atoms = b.loop_begin();
+    let done = b.setp(Cmp::Ge, Type::U64, atom, end);
+    b.break_if(&atoms, done, false);
+    let rank = body
+        .roles
+        .contains(&IndexRole::Rank)
+        .then(|| b.bin(BinOp::Sub, Type::U64, atom, begin));
+    let ctx = AtomContext {
+        tile: Some(tile),
+        atom: Some(atom),
+        lane,
+        rank,
+    };
+    let contribution = emit_body(b, body, &c.params, &ctx, opts.checked)?;
+    if let (Some(acc), Some(x), Some((ty, r))) = (acc, contribution, body.reduce) {
+        reduce_combine(b, ty, r, acc, x)?;
+    }
+    b.bin_to(BinOp::Add, Type::U64, atom, atom, Operand::Imm(step));
+    b.loop_end(atoms);
+    Ok(acc)
+}
+
+/// One thread processes `(tile, lane)` alone, in atom order, and stores its result.
+fn thread_tile(
+    b: &mut KernelBuilder,
+    body: &Body,
+    opts: &Options,
+    c: &Common,
+    tile: Reg,
+    range: (Reg, Reg),
+    lane: Option<Reg>,
+) -> Result<(), GenError> {
+    let acc = walk(b, body, opts, c, tile, range, range.0, 1, lane)?;
+    if let (Some(acc), Some((ty, _))) = (acc, body.reduce) {
+        c.layout
+            .store_output(b, body, &c.params, (tile, lane), (acc, ty), opts.checked)?;
+    }
+    Ok(())
+}
+
+/// Opens `for lane in 0..lanes` when the layout has lanes; `None` otherwise (one pass).
+fn lanes_begin(b: &mut KernelBuilder, c: &Common) -> Option<(Reg, crate::builder::LoopScope)> {
+    let lanes = c.layout.lanes?;
+    let lane = b.mov(Type::U64, Operand::Imm(0));
+    let scope = b.loop_begin();
+    let done = b.setp(Cmp::Ge, Type::U64, lane, lanes);
+    b.break_if(&scope, done, false);
+    Some((lane, scope))
+}
+
+fn lanes_end(b: &mut KernelBuilder, open: Option<(Reg, crate::builder::LoopScope)>) {
+    if let Some((lane, scope)) = open {
+        b.bin_to(BinOp::Add, Type::U64, lane, lane, Operand::Imm(1));
+        b.loop_end(scope);
+    }
+}
+
+/// The position stored at `buffer[index]`, its tile and atom range.
+fn buffered_tile(b: &mut KernelBuilder, c: &Common, index: Reg, skip: Label) -> (Reg, (Reg, Reg)) {
+    let addr = b.elem_addr(c.buffer, index, 8);
+    let position = b.ld(Space::Global, Type::U64, addr);
+    // The parent validated every buffered position under `checked` already.
+    let tile = c.layout.tile(b, &c.params, position, false, skip);
+    let range = c.layout.atoms(b, tile);
+    (tile, range)
+}
+
+/// One 32-bit `shfl.sync` over the full warp.
+fn shfl32(b: &mut KernelBuilder, mode: ShflMode, x: Reg, src: Operand) -> Reg {
+    let dst = b.reg(RegClass::B32);
+    let c = if mode == ShflMode::Bfly || mode == ShflMode::Idx {
+        31
+    } else {
+        0
+    };
+    b.emit(Op::Shfl {
+        mode,
+        dst,
+        dst_pred: None,
+        a: x.into(),
+        b: src,
+        c: Operand::Imm(c),
+        mask: Operand::Imm(-1),
+    });
+    dst
+}
+
+/// A full-warp shuffle of a value of any width: 64-bit values move as two halves, floats as bits.
+fn shfl(b: &mut KernelBuilder, mode: ShflMode, x: Reg, ty: Type, src: Operand) -> Reg {
+    match ty.reg_class() {
+        RegClass::F32 => {
+            let bits = b.mov(Type::B32, x);
+            let got = shfl32(b, mode, bits, src);
+            b.mov(Type::F32, got)
+        }
+        RegClass::B64 | RegClass::F64 => {
+            let float = ty.reg_class() == RegClass::F64;
+            let bits = if float { b.mov(Type::B64, x) } else { x };
+            let lo = b.cvt(Rounding::None, Type::U32, Type::U64, bits);
+            let hi64 = b.bin(BinOp::Shr, Type::U64, bits, Operand::Imm(32));
+            let hi = b.cvt(Rounding::None, Type::U32, Type::U64, hi64);
+            let lo2 = shfl32(b, mode, lo, src.clone());
+            let hi2 = shfl32(b, mode, hi, src);
+            let lo64 = b.cvt(Rounding::None, Type::U64, Type::U32, lo2);
+            let hi64 = b.cvt(Rounding::None, Type::U64, Type::U32, hi2);
+            let high = b.bin(BinOp::Shl, Type::B64, hi64, Operand::Imm(32));
+            let joined = b.bin(BinOp::Or, Type::B64, high, lo64);
+            if float {
+                b.mov(Type::F64, joined)
+            } else {
+                joined
+            }
+        }
+        _ => shfl32(b, mode, x, src),
+    }
+}
+
+impl Consolidate {
+    /// The child: one warp per buffered tile. `device`: launched from the device over the range
+    /// `lb_cons_first .. + lb_cons_count` of the buffer (two extra params); otherwise launched by
+    /// the host over the whole buffer, whose length the parent left in the counter.
+    fn child(
+        &self,
+        body: &Body,
+        opts: &Options,
+        plan: &Plan,
+        entry: &str,
+        device: bool,
+    ) -> Result<Kernel, GenError> {
+        let mut b = KernelBuilder::new(entry);
+        let c = common(&mut b, body, opts, plan)?;
+        let (first, count) = if device {
+            (
+                b.load_param("lb_cons_first", Type::U64),
+                b.load_param("lb_cons_count", Type::U64),
+            )
+        } else {
+            let count = b.ld(Space::Global, Type::U64, c.count_ptr);
+            (b.mov(Type::U64, Operand::Imm(0)), count)
+        };
+        let tid = b.special(Special::TidX);
+        let ntid = b.special(Special::NtidX);
+        let ctaid = b.special(Special::CtaidX);
+        let nctaid = b.special(Special::NctaidX);
+        let laneid = b.special(Special::LaneId);
+        let base = b.bin(BinOp::MulWide, Type::U32, ctaid, ntid);
+        let tid64 = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
+        let thread = b.bin(BinOp::Add, Type::U64, base, tid64);
+        let warp = b.bin(BinOp::Shr, Type::U64, thread, Operand::Imm(5));
+        let threads = b.bin(BinOp::MulWide, Type::U32, nctaid, ntid);
+        let warps = b.bin(BinOp::Shr, Type::U64, threads, Operand::Imm(5));
+        let lane64 = b.cvt(Rounding::None, Type::U64, Type::U32, laneid);
+        let is_first = b.setp(Cmp::Eq, Type::U32, laneid, Operand::Imm(0));
+
+        // Warp-uniform loop: every lane of a warp takes the same buffered tile.
+        let i = b.mov(Type::U64, warp);
+        let tiles = b.loop_begin();
+        let done = b.setp(Cmp::Ge, Type::U64, i, count);
+        b.break_if(&tiles, done, false);
+        let next = b.label();
+        let index = b.bin(BinOp::Add, Type::U64, first, i);
+        let (tile, range) = buffered_tile(&mut b, &c, index, next);
+        let lanes = lanes_begin(&mut b, &c);
+        let lane = lanes.map(|(l, _)| l);
+        let start = b.bin(BinOp::Add, Type::U64, range.0, lane64);
+        let part = walk(
+            &mut b,
+            body,
+            opts,
+            &c,
+            tile,
+            range,
+            start,
+            i64::from(WARP),
+            lane,
+        )?;
+        if let (Some(part), Some((ty, red))) = (part, body.reduce) {
+            let mut d = 1;
+            while d < WARP {
+                let other = shfl(
+                    &mut b,
+                    ShflMode::Bfly,
+                    part,
+                    ptx_type(ty),
+                    Operand::Imm(d.into()),
+                );
+                reduce_combine(&mut b, ty, red, part, other)?;
+                d *= 2;
+            }
+            let store = b.if_begin(is_first, false);
+            c.layout.store_output(
+                &mut b,
+                body,
+                &c.params,
+                (tile, lane),
+                (part, ty),
+                opts.checked,
+            )?;
+            b.if_end(store);
+        }
+        lanes_end(&mut b, lanes);
+        b.place(next);
+        b.bin_to(BinOp::Add, Type::U64, i, i, warps);
+        b.loop_end(tiles);
+        Ok(b.finish())
+    }
+
+    /// The parent: a block-uniform loop over batches of `ntid` items (so barriers and full-warp
+    /// collectives are reached by every thread); small tiles in place, large ones appended.
+    /// `device_child`: the entry to launch from the device per scope; `None`: the host launches
+    /// the child after this kernel.
+    fn parent(
+        &self,
+        body: &Body,
+        opts: &Options,
+        plan: &Plan,
+        entry: &str,
+        device_child: Option<&str>,
+    ) -> Result<Kernel, GenError> {
+        let own_params = if device_child.is_some() {
+            let mut probe = KernelBuilder::new(entry);
+            KernelParams::declare(&mut probe, body, &plan.temps)?;
+            probe.finish().params
+        } else {
+            Vec::new()
+        };
+        let mut b = KernelBuilder::new(entry);
+        let c = common(&mut b, body, opts, plan)?;
+        let tid = b.special(Special::TidX);
+        let ntid = b.special(Special::NtidX);
+        let ctaid = b.special(Special::CtaidX);
+        let nctaid = b.special(Special::NctaidX);
+        let laneid = b.special(Special::LaneId);
+        let is_t0 = b.setp(Cmp::Eq, Type::U32, tid, Operand::Imm(0));
+        let tid64 = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
+        let batch = b.bin(BinOp::MulWide, Type::U32, ctaid, ntid);
+        let stride = b.bin(BinOp::MulWide, Type::U32, nctaid, ntid);
+        if self.level == Level::Block {
+            // Word 0: the block's count of appends (u32); word 1: its range's start (u64).
+            b.shared("lb_cons", 8, 16);
+        }
+        let launch = device_child.map(|child| Launch {
+            child,
+            params: &own_params,
+            block: opts.block,
+        });
+
+        let batches = b.loop_begin();
+        let done = b.setp(Cmp::Ge, Type::U64, batch, c.layout.items);
+        b.break_if(&batches, done, false);
+        let item = b.bin(BinOp::Add, Type::U64, batch, tid64);
+        let position = b.reg(RegClass::B64);
+        // `append` is false unless this item is the lane-0 item of a large tile.
+        let append = b.setp(Cmp::Lt, Type::U64, item, Operand::Imm(0));
+        let skip = b.label();
+        let outside = b.setp(Cmp::Ge, Type::U64, item, c.layout.items);
+        b.bra_if(outside, false, skip);
+        let work = c.layout.work_item(&mut b, item);
+        b.mov_to(Type::U64, position, work.position);
+        let tile = c
+            .layout
+            .tile(&mut b, &c.params, work.position, opts.checked, skip);
+        let range = c.layout.atoms(&mut b, tile);
+        let n = b.bin(BinOp::Sub, Type::U64, range.1, range.0);
+        b.emit(Op::Setp {
+            cmp: Cmp::Ge,
+            ty: Type::U64,
+            dst: append,
+            a: n.into(),
+            b: Operand::Imm(self.threshold as i64),
+        });
+        let mut small = b.if_begin(append, true);
+        thread_tile(&mut b, body, opts, &c, tile, range, work.lane)?;
+        b.if_else(&mut small);
+        if let Some(lane) = work.lane {
+            // Only the lane-0 item appends; the child walks every lane of the tile.
+            let other = b.setp(Cmp::Ne, Type::U64, lane, Operand::Imm(0));
+            b.emit_guarded(
+                other,
+                false,
+                Op::Setp {
+                    cmp: Cmp::Lt,
+                    ty: Type::U64,
+                    dst: append,
+                    a: item.into(),
+                    b: Operand::Imm(0),
+                },
+            );
+        }
+        b.if_end(small);
+        b.place(skip);
+
+        match self.level {
+            Level::Warp | Level::Grid => {
+                let level = self.level;
+                let launch = launch.filter(|_| level == Level::Warp);
+                warp_append(&mut b, body, opts, &c, (append, position, laneid), launch)?;
+            }
+            Level::Block => {
+                block_append(&mut b, body, opts, &c, (append, position, is_t0), launch)?
+            }
+        }
+        b.bin_to(BinOp::Add, Type::U64, batch, batch, stride);
+        b.loop_end(batches);
+
+        if let (Level::Grid, Some(launch)) = (self.level, launch) {
+            // The last block to finish launches one child over the whole buffer.
+            b.emit(Op::BarSync);
+            let t0 = b.if_begin(is_t0, false);
+            b.emit(Op::MemBar);
+            let finished = b.reg(RegClass::B64);
+            let one = b.mov(Type::U64, Operand::Imm(1));
+            b.emit(Op::Atom {
+                space: Space::Global,
+                op: AtomOp::Add,
+                ty: Type::U64,
+                dst: finished,
+                addr: Address::Reg {
+                    base: c.count_ptr,
+                    offset: 8,
+                },
+                b: one.into(),
+                c: None,
+            });
+            let blocks = b.cvt(Rounding::None, Type::U64, Type::U32, nctaid);
+            let last = b.bin(BinOp::Sub, Type::U64, blocks, Operand::Imm(1));
+            let is_last = b.setp(Cmp::Eq, Type::U64, finished, last);
+            let last_scope = b.if_begin(is_last, false);
+            b.emit(Op::MemBar);
+            // An atomic read: the other blocks' appends are in L2, not in this SM's L1.
+            let total = b.reg(RegClass::B64);
+            let zero = b.mov(Type::U64, Operand::Imm(0));
+            b.emit(Op::Atom {
+                space: Space::Global,
+                op: AtomOp::Add,
+                ty: Type::U64,
+                dst: total,
+                addr: Address::Reg {
+                    base: c.count_ptr,
+                    offset: 0,
+                },
+                b: zero.into(),
+                c: None,
+            });
+            launch.emit(&mut b, body, opts, &c, zero, total)?;
+            b.if_end(last_scope);
+            b.if_end(t0);
+        }
+        Ok(b.finish())
+    }
+}
+
+/// Warp-aggregated append: one atomic per warp reserves the warp's range of the buffer. With
+/// `launch`, the warp's lowest appending lane launches the child over that range.
+fn warp_append(
+    b: &mut KernelBuilder,
+    body: &Body,
+    opts: &Options,
+    c: &Common,
+    (append, position, laneid): (Reg, Reg, Reg),
+    launch: Option<Launch<'_>>,
+) -> Result<(), GenError> {
+    let ballot = b.reg(RegClass::B32);
+    b.emit(Op::Vote {
+        mode: VoteMode::Ballot,
+        dst: ballot,
+        a: append.into(),
+        mask: Operand::Imm(-1),
+    });
+    let none = b.setp(Cmp::Eq, Type::U32, ballot, Operand::Imm(0));
+    let some = b.if_begin(none, true);
+    let total = b.un(UnOp::Popc, Type::B32, ballot);
+    // This lane's rank among the appending lanes, and the lowest appending lane (the leader).
+    let bit = b.bin(BinOp::Shl, Type::B32, Operand::Imm(1), laneid);
+    let below = b.bin(BinOp::Sub, Type::U32, bit, Operand::Imm(1));
+    let before = b.bin(BinOp::And, Type::B32, ballot, below);
+    let rank = b.un(UnOp::Popc, Type::B32, before);
+    let neg = b.un(UnOp::Neg, Type::S32, ballot);
+    let lowest = b.bin(BinOp::And, Type::B32, ballot, neg);
+    let under = b.bin(BinOp::Sub, Type::U32, lowest, Operand::Imm(1));
+    let leader = b.un(UnOp::Popc, Type::B32, under);
+    let is_leader = b.setp(Cmp::Eq, Type::U32, laneid, leader);
+    let total64 = b.cvt(Rounding::None, Type::U64, Type::U32, total);
+    let start = b.mov(Type::U64, Operand::Imm(0));
+    b.emit_guarded(
+        is_leader,
+        false,
+        Op::Atom {
+            space: Space::Global,
+            op: AtomOp::Add,
+            ty: Type::U64,
+            dst: start,
+            addr: Address::Reg {
+                base: c.count_ptr,
+                offset: 0,
+            },
+            b: total64.into(),
+            c: None,
+        },
+    );
+    let start = shfl(b, ShflMode::Idx, start, Type::U64, leader.into());
+    let rank64 = b.cvt(Rounding::None, Type::U64, Type::U32, rank);
+    let slot = b.bin(BinOp::Add, Type::U64, start, rank64);
+    let addr = b.elem_addr(c.buffer, slot, 8);
+    b.emit_guarded(
+        append,
+        false,
+        Op::St {
+            space: Space::Global,
+            ty: Type::U64,
+            addr: Address::Reg {
+                base: addr,
+                offset: 0,
+            },
+            src: position.into(),
+        },
+    );
+    if let Some(launch) = launch {
+        // Each appending lane publishes its slot device-wide, then the warp synchronizes, so
+        // the child the leader launches sees every slot of the range.
+        b.emit_guarded(append, false, Op::MemBar);
+        let synced = b.reg(RegClass::Pred);
+        b.emit(Op::Vote {
+            mode: VoteMode::Any,
+            dst: synced,
+            a: append.into(),
+            mask: Operand::Imm(-1),
+        });
+        let lead = b.if_begin(is_leader, false);
+        launch.emit(b, body, opts, c, start, total64)?;
+        b.if_end(lead);
+    }
+    b.if_end(some);
+    Ok(())
+}
+
+/// Block-aggregated append through shared memory: one atomic per block reserves the block's
+/// range. With `launch`, thread 0 launches the child over it after a barrier.
+fn block_append(
+    b: &mut KernelBuilder,
+    body: &Body,
+    opts: &Options,
+    c: &Common,
+    (append, position, is_t0): (Reg, Reg, Reg),
+    launch: Option<Launch<'_>>,
+) -> Result<(), GenError> {
+    let smem = b.mov(Type::U64, Operand::Symbol("lb_cons".into()));
+    let shared = |offset| Address::Reg { base: smem, offset };
+    let zero = b.mov(Type::U32, Operand::Imm(0));
+    b.emit_guarded(
+        is_t0,
+        false,
+        Op::St {
+            space: Space::Shared,
+            ty: Type::U32,
+            addr: shared(0),
+            src: zero.into(),
+        },
+    );
+    b.emit(Op::BarSync);
+    let local = b.mov(Type::U32, Operand::Imm(0));
+    let one = b.mov(Type::U32, Operand::Imm(1));
+    b.emit_guarded(
+        append,
+        false,
+        Op::Atom {
+            space: Space::Shared,
+            op: AtomOp::Add,
+            ty: Type::U32,
+            dst: local,
+            addr: shared(0),
+            b: one.into(),
+            c: None,
+        },
+    );
+    b.emit(Op::BarSync);
+    let total = b.reg(RegClass::B32);
+    b.emit(Op::Ld {
+        space: Space::Shared,
+        ty: Type::U32,
+        dst: total,
+        addr: shared(0),
+    });
+    let total64 = b.cvt(Rounding::None, Type::U64, Type::U32, total);
+    let reserve = b.setp(Cmp::Ne, Type::U32, total, Operand::Imm(0));
+    b.emit_guarded(
+        is_t0,
+        true,
+        Op::Setp {
+            cmp: Cmp::Lt,
+            ty: Type::U32,
+            dst: reserve,
+            a: total.into(),
+            b: Operand::Imm(0),
+        },
+    );
+    let reserved = b.if_begin(reserve, false);
+    let start = b.reg(RegClass::B64);
+    b.emit(Op::Atom {
+        space: Space::Global,
+        op: AtomOp::Add,
+        ty: Type::U64,
+        dst: start,
+        addr: Address::Reg {
+            base: c.count_ptr,
+            offset: 0,
+        },
+        b: total64.into(),
+        c: None,
+    });
+    b.emit(Op::St {
+        space: Space::Shared,
+        ty: Type::U64,
+        addr: shared(8),
+        src: start.into(),
+    });
+    b.if_end(reserved);
+    b.emit(Op::BarSync);
+    let start = b.reg(RegClass::B64);
+    b.emit(Op::Ld {
+        space: Space::Shared,
+        ty: Type::U64,
+        dst: start,
+        addr: shared(8),
+    });
+    let local64 = b.cvt(Rounding::None, Type::U64, Type::U32, local);
+    let slot = b.bin(BinOp::Add, Type::U64, start, local64);
+    let addr = b.elem_addr(c.buffer, slot, 8);
+    b.emit_guarded(
+        append,
+        false,
+        Op::St {
+            space: Space::Global,
+            ty: Type::U64,
+            addr: Address::Reg {
+                base: addr,
+                offset: 0,
+            },
+            src: position.into(),
+        },
+    );
+    if let Some(launch) = launch {
+        // The barrier makes the block's slots visible to thread 0, and so to its child.
+        b.emit(Op::BarSync);
+        let lead = b.if_begin(reserve, false);
+        launch.emit(b, body, opts, c, start, total64)?;
+        b.if_end(lead);
+    }
+    // The next batch's first two barriers order its writes of the shared words after every
+    // thread's reads above.
+    Ok(())
+}
+
+/// A device-side launch of `child` (dynamic parallelism) from one thread.
+#[derive(Clone, Copy)]
+struct Launch<'a> {
+    child: &'a str,
+    /// The parent's own `.param` list: the child takes the same values, then its range.
+    params: &'a [Param],
+    block: u32,
+}
+
+/// A scalar `.param` variable of the current call scope.
+fn param_var(b: &mut KernelBuilder, name: &str, ty: Type) {
+    b.emit(Op::ParamDecl {
+        name: name.into(),
+        ty: ParamDeclTy::Scalar(ty),
+    });
+}
+
+fn st_param(b: &mut KernelBuilder, name: &str, offset: i64, ty: Type, src: Reg) {
+    b.emit(Op::St {
+        space: Space::Param,
+        ty,
+        addr: Address::Symbol {
+            name: name.into(),
+            offset,
+        },
+        src: src.into(),
+    });
+}
+
+impl Launch<'_> {
+    /// Launches the child over `count` buffered tiles from `first` (u64 registers); with no
+    /// tiles nothing is launched. If the device runtime gives no parameter buffer or refuses the
+    /// launch, this thread walks the range itself, so the result is the same either way.
+    fn emit(
+        &self,
+        b: &mut KernelBuilder,
+        body: &Body,
+        opts: &Options,
+        c: &Common,
+        first: Reg,
+        count: Reg,
+    ) -> Result<(), GenError> {
+        let empty = b.setp(Cmp::Eq, Type::U64, count, Operand::Imm(0));
+        let done = b.label();
+        b.bra_if(empty, false, done);
+
+        // The child's parameter buffer: the parent's params at their natural alignment, then
+        // `lb_cons_first` and `lb_cons_count`, as in the child's `.param` list.
+        let mut layout = Vec::with_capacity(self.params.len());
+        let mut size = 0i64;
+        for p in self.params {
+            let bytes = i64::from(p.ty.size());
+            size = (size + bytes - 1) / bytes * bytes;
+            layout.push((p, size));
+            size += bytes;
+        }
+        let range_at = (size + 7) / 8 * 8;
+        size = range_at + 16;
+
+        let align = b.mov(Type::U64, Operand::Imm(8));
+        let bytes = b.mov(Type::U64, Operand::Imm(size));
+        let buffer = b.reg(RegClass::B64);
+        b.emit(Op::ScopeBegin);
+        param_var(b, "lb_pb_align", Type::B64);
+        param_var(b, "lb_pb_size", Type::B64);
+        param_var(b, "lb_pb_ret", Type::B64);
+        st_param(b, "lb_pb_align", 0, Type::B64, align);
+        st_param(b, "lb_pb_size", 0, Type::B64, bytes);
+        b.emit(Op::Call {
+            ret: Some("lb_pb_ret".into()),
+            func: DeviceFunc::GetParameterBuffer,
+            args: vec!["lb_pb_align".into(), "lb_pb_size".into()],
+        });
+        b.emit(Op::Ld {
+            space: Space::Param,
+            ty: Type::B64,
+            dst: buffer,
+            addr: Address::Symbol {
+                name: "lb_pb_ret".into(),
+                offset: 0,
+            },
+        });
+        b.emit(Op::ScopeEnd);
+        let walk_here = b.label();
+        let no_buffer = b.setp(Cmp::Eq, Type::U64, buffer, Operand::Imm(0));
+        b.bra_if(no_buffer, false, walk_here);
+
+        for (p, offset) in layout {
+            let v = b.reg_for(p.ty);
+            b.emit(Op::Ld {
+                space: Space::Param,
+                ty: p.ty,
+                dst: v,
+                addr: Address::Symbol {
+                    name: p.name.clone(),
+                    offset: 0,
+                },
+            });
+            b.emit(Op::St {
+                space: Space::Global,
+                ty: p.ty,
+                addr: Address::Reg {
+                    base: buffer,
+                    offset,
+                },
+                src: v.into(),
+            });
+        }
+        for (value, offset) in [(first, range_at), (count, range_at + 8)] {
+            b.emit(Op::St {
+                space: Space::Global,
+                ty: Type::U64,
+                addr: Address::Reg {
+                    base: buffer,
+                    offset,
+                },
+                src: value.into(),
+            });
+        }
+
+        // One warp per tile, at most MAX_CHILD_GRID blocks: the child's warps stride.
+        let per_block = i64::from(self.block / WARP);
+        let wanted = b.bin(BinOp::Add, Type::U64, count, Operand::Imm(per_block - 1));
+        let blocks = b.bin(BinOp::Div, Type::U64, wanted, Operand::Imm(per_block));
+        let blocks = b.bin(BinOp::Min, Type::U64, blocks, Operand::Imm(MAX_CHILD_GRID));
+        let grid = b.cvt(Rounding::None, Type::U32, Type::U64, blocks);
+        let block = b.mov(Type::U32, Operand::Imm(self.block.into()));
+        let one = b.mov(Type::U32, Operand::Imm(1));
+        let zero32 = b.mov(Type::U32, Operand::Imm(0));
+        let stream = b.mov(Type::U64, Operand::Imm(0));
+        let func = b.mov(Type::U64, Operand::Symbol(self.child.into()));
+        let status = b.reg(RegClass::B32);
+        b.emit(Op::ScopeBegin);
+        param_var(b, "lb_dl_func", Type::B64);
+        param_var(b, "lb_dl_buffer", Type::B64);
+        for dim in ["lb_dl_grid", "lb_dl_block"] {
+            b.emit(Op::ParamDecl {
+                name: dim.into(),
+                ty: ParamDeclTy::Bytes { align: 4, len: 12 },
+            });
+        }
+        param_var(b, "lb_dl_shared", Type::B32);
+        param_var(b, "lb_dl_stream", Type::B64);
+        param_var(b, "lb_dl_ret", Type::B32);
+        st_param(b, "lb_dl_func", 0, Type::B64, func);
+        st_param(b, "lb_dl_buffer", 0, Type::B64, buffer);
+        for (dim, x) in [("lb_dl_grid", grid), ("lb_dl_block", block)] {
+            st_param(b, dim, 0, Type::B32, x);
+            st_param(b, dim, 4, Type::B32, one);
+            st_param(b, dim, 8, Type::B32, one);
+        }
+        st_param(b, "lb_dl_shared", 0, Type::B32, zero32);
+        st_param(b, "lb_dl_stream", 0, Type::B64, stream);
+        b.emit(Op::Call {
+            ret: Some("lb_dl_ret".into()),
+            func: DeviceFunc::LaunchDevice,
+            args: [
+                "lb_dl_func",
+                "lb_dl_buffer",
+                "lb_dl_grid",
+                "lb_dl_block",
+                "lb_dl_shared",
+                "lb_dl_stream",
+            ]
+            .map(String::from)
+            .to_vec(),
+        });
+        b.emit(Op::Ld {
+            space: Space::Param,
+            ty: Type::B32,
+            dst: status,
+            addr: Address::Symbol {
+                name: "lb_dl_ret".into(),
+                offset: 0,
+            },
+        });
+        b.emit(Op::ScopeEnd);
+        let launched = b.setp(Cmp::Eq, Type::U32, status, Operand::Imm(0));
+        b.bra_if(launched, false, done);
+
+        // The device runtime refused: walk the range in this thread, every lane of every tile.
+        b.place(walk_here);
+        let i = b.mov(Type::U64, Operand::Imm(0));
+        let tiles = b.loop_begin();
+        let end = b.setp(Cmp::Ge, Type::U64, i, count);
+        b.break_if(&tiles, end, false);
+        let next = b.label();
+        let index = b.bin(BinOp::Add, Type::U64, first, i);
+        let (tile, range) = buffered_tile(b, c, index, next);
+        let lanes = lanes_begin(b, c);
+        thread_tile(b, body, opts, c, tile, range, lanes.map(|(l, _)| l))?;
+        lanes_end(b, lanes);
+        b.place(next);
+        b.bin_to(BinOp::Add, Type::U64, i, i, Operand::Imm(1));
+        b.loop_end(tiles);
+        b.place(done);
+        Ok(())
+    }
+}

@@ -1,0 +1,392 @@
+//! `lrb`: logarithmic radix binning (thesis `seeds/001_ea7a499d193f2b3c.txt` §3.3.4, after Green
+//! et al. and Fox et al.): tiles are binned by the bit length of their atom count, reordered so
+//! that each bin is contiguous, and processed bin class by bin class with a group size matched
+//! to the bin.
+//!
+//! Kernels, in launch order:
+//! 1. `_lrb_count`: one thread per tile adds 1 to `counts[bin]`, `bin = 64 - clz(atoms)` (0 for
+//!    an empty tile, `b + 1` for `2^b <= atoms < 2^(b+1)`), so [`Lrb::BINS`] counters cover every
+//!    64-bit count ("a counter at location b is incremented", §3.3.4).
+//! 2. `_lrb_scan`: one thread turns the counts into bin starts (exclusive scan, the total last)
+//!    and the counts into scatter cursors.
+//! 3. `_lrb_scatter`: one thread per tile takes the next slot of its bin with an atomic add on
+//!    the cursor and writes its tile id there. The scatter is **not stable**: the order inside a
+//!    bin depends on timing. Results do not: each tile is reduced by one group in a fixed order.
+//! 4. `_lrb_thread`, `_lrb_warp`, `_lrb_block`: the bins of tiles below 32 atoms, one thread per
+//!    tile walking its atoms in order (bitwise the sequential loop); the bins from 32 atoms to
+//!    below the block size, one warp per tile (strided partials, a butterfly); the bins of at
+//!    least the block size, one block per tile (strided partials, a butterfly per warp, thread 0
+//!    folds the warps' partials in warp order). No float atomics, so two launches agree bitwise.
+//!
+//! The reorder is recomputed on every launch: caching it per tile set needs a plan-level flag
+//! (a cached temporary role and kernels that run only on a cold cache), which the macro's plan
+//! emitter would have to learn first.
+//!
+//! Lanes: each process kernel counts tile × lane work items, so every lane of a tile is its own
+//! item. A frontier with repeats puts each copy in its bin; every copy stores the same bits.
+
+use std::borrow::Cow;
+
+use super::binning::{butterfly, Walker};
+use super::{common_temps, entry_name, Layout, Schedule, ScheduleTemplate};
+use crate::body::{Body, IndexRole};
+use crate::builder::KernelBuilder;
+use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
+use crate::ir::{
+    Address, AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type, UnOp,
+};
+use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::{GenError, Options};
+
+/// The first bin a warp takes: tiles of at least 32 atoms.
+const WARP_BIN: u32 = 6;
+
+/// The `lrb` template.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Lrb;
+
+/// The kernels' entry suffixes, in launch order.
+const KERNELS: [&str; 6] = ["count", "scan", "scatter", "thread", "warp", "block"];
+
+impl Lrb {
+    /// Bins: bit lengths 0..=64 of a 64-bit atom count.
+    pub const BINS: u32 = 65;
+
+    /// The first bin a block takes for blocks of `block` threads: tiles of at least `block`
+    /// atoms.
+    pub fn block_bin(block: u32) -> u32 {
+        block.trailing_zeros() + 1
+    }
+
+    /// The bin of a tile of `atoms` atoms.
+    pub fn bin(atoms: u64) -> u32 {
+        64 - atoms.leading_zeros()
+    }
+}
+
+/// Temporaries after the common ones: counts (then cursors), bin starts, reordered tile ids.
+const COUNTS: usize = 0;
+const STARTS: usize = 1;
+const PERM: usize = 2;
+
+impl ScheduleTemplate for Lrb {
+    fn plan(&self, body: &Body, opts: &Options) -> Result<Plan, GenError> {
+        let base = entry_name(body, Schedule::Lrb);
+        let kernels = KERNELS
+            .iter()
+            .map(|k| KernelPlan {
+                entry: Cow::Owned(format!("{base}_{k}")),
+                block: if *k == "scan" { 32 } else { opts.block },
+                grid: if *k == "scan" {
+                    Grid::Fixed(1)
+                } else {
+                    Grid::CoverItems { per_thread: 1 }
+                },
+                dynamic_shared: 0,
+            })
+            .collect();
+        let mut temps = common_temps(opts);
+        temps.extend([
+            Temp {
+                name: Cow::Borrowed("lrb_counts"),
+                elem_bytes: 8,
+                count: TempCount::Fixed(Lrb::BINS.into()),
+                zero: true,
+                role: TempRole::Scratch,
+            },
+            Temp {
+                name: Cow::Borrowed("lrb_starts"),
+                elem_bytes: 8,
+                count: TempCount::Fixed(u64::from(Lrb::BINS) + 1),
+                zero: false,
+                role: TempRole::Scratch,
+            },
+            Temp {
+                name: Cow::Borrowed("lrb_perm"),
+                elem_bytes: 8,
+                count: TempCount::PerTile {
+                    per_tile: 1,
+                    extra: 1,
+                },
+                zero: false,
+                role: TempRole::Scratch,
+            },
+        ]);
+        Ok(Plan {
+            schedule: Cow::Borrowed(Schedule::Lrb.name()),
+            kernels: Cow::Owned(kernels),
+            temps: Cow::Owned(temps),
+            index_limit: None,
+            select: None,
+        })
+    }
+
+    fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
+        let first = common_temps(opts).len();
+        let mut out = Vec::new();
+        for (i, kp) in plan.kernels.iter().enumerate() {
+            let mut b = KernelBuilder::new(kp.entry.as_ref());
+            let params = KernelParams::declare(&mut b, body, &plan.temps)?;
+            let t = |k: usize| params.temps[first + k];
+            match KERNELS[i] {
+                "count" | "scatter" => {
+                    let layout = Layout::new(&mut b, body, opts, &params)?;
+                    let gs = b.grid_stride_begin(layout.tiles);
+                    let tile = layout.tile(&mut b, &params, gs.item, opts.checked, gs.next);
+                    let (begin, end) = layout.atoms(&mut b, tile);
+                    let size = b.bin(BinOp::Sub, Type::U64, end, begin);
+                    let lz = b.un(UnOp::Clz, Type::B64, size);
+                    let bin = b.bin(BinOp::Sub, Type::U32, Operand::Imm(64), lz);
+                    let bin = b.cvt(Rounding::None, Type::U64, Type::U32, bin);
+                    let addr = b.elem_addr(t(COUNTS), bin, 8);
+                    let slot = atom_add(&mut b, addr);
+                    if KERNELS[i] == "scatter" {
+                        let at = b.elem_addr(t(PERM), slot, 8);
+                        b.st(Space::Global, Type::U64, at, tile);
+                    }
+                    b.grid_stride_end(gs);
+                }
+                "scan" => {
+                    let tid = b.special(Special::TidX);
+                    let lead = b.setp(Cmp::Eq, Type::U32, tid, Operand::Imm(0));
+                    let only = b.if_begin(lead, false);
+                    let run = b.mov(Type::U64, Operand::Imm(0));
+                    let bin = b.mov(Type::U64, Operand::Imm(0));
+                    let bins = b.loop_begin();
+                    let done = b.setp(Cmp::Ge, Type::U64, bin, Operand::Imm(Lrb::BINS.into()));
+                    b.break_if(&bins, done, false);
+                    let c_at = b.elem_addr(t(COUNTS), bin, 8);
+                    let s_at = b.elem_addr(t(STARTS), bin, 8);
+                    let c = b.ld(Space::Global, Type::U64, c_at);
+                    b.st(Space::Global, Type::U64, s_at, run);
+                    b.st(Space::Global, Type::U64, c_at, run);
+                    b.bin_to(BinOp::Add, Type::U64, run, run, c);
+                    b.bin_to(BinOp::Add, Type::U64, bin, bin, Operand::Imm(1));
+                    b.loop_end(bins);
+                    let last = b.mov(Type::U64, Operand::Imm(Lrb::BINS.into()));
+                    let s_at = b.elem_addr(t(STARTS), last, 8);
+                    b.st(Space::Global, Type::U64, s_at, run);
+                    b.if_end(only);
+                }
+                class => {
+                    let layout = Layout::new(&mut b, body, opts, &params)?;
+                    let (lo, hi) = match class {
+                        "thread" => (0, WARP_BIN),
+                        "warp" => (WARP_BIN, Lrb::block_bin(kp.block).max(WARP_BIN)),
+                        _ => (Lrb::block_bin(kp.block).max(WARP_BIN), Lrb::BINS),
+                    };
+                    let from = start(&mut b, t(STARTS), lo);
+                    let to = start(&mut b, t(STARTS), hi);
+                    let tiles = b.bin(BinOp::Sub, Type::U64, to, from);
+                    let items = match layout.lanes {
+                        Some(l) => b.bin(BinOp::Mul, Type::U64, tiles, l),
+                        None => tiles,
+                    };
+                    let p = Process {
+                        body,
+                        opts,
+                        params: &params,
+                        layout: &layout,
+                        perm: t(PERM),
+                        from,
+                        block: kp.block,
+                    };
+                    match class {
+                        "thread" => p.per_thread(&mut b, items)?,
+                        "warp" => p.per_warp(&mut b, items)?,
+                        _ => p.per_block(&mut b, items)?,
+                    }
+                }
+            }
+            out.push(b.finish());
+        }
+        Ok(out)
+    }
+}
+
+/// `atom.global.add.u64 old, [addr], 1`; returns `old`.
+fn atom_add(b: &mut KernelBuilder, addr: Reg) -> Reg {
+    let old = b.reg_for(Type::U64);
+    b.emit(Op::Atom {
+        space: Space::Global,
+        op: AtomOp::Add,
+        ty: Type::U64,
+        dst: old,
+        addr: Address::Reg {
+            base: addr,
+            offset: 0,
+        },
+        b: Operand::Imm(1),
+        c: None,
+    });
+    old
+}
+
+/// `starts[bin]`.
+fn start(b: &mut KernelBuilder, starts: Reg, bin: u32) -> Reg {
+    let i = b.mov(Type::U64, Operand::Imm(bin.into()));
+    let addr = b.elem_addr(starts, i, 8);
+    b.ld(Space::Global, Type::U64, addr)
+}
+
+/// One process kernel: work items `0..items` of the reordered tiles from position `from`.
+struct Process<'a> {
+    body: &'a Body,
+    opts: &'a Options,
+    params: &'a KernelParams,
+    layout: &'a Layout,
+    perm: Reg,
+    from: Reg,
+    block: u32,
+}
+
+impl Process<'_> {
+    /// The tile, its atoms and the lane of work item `item`.
+    fn item(&self, b: &mut KernelBuilder, item: Reg) -> (Reg, (Reg, Reg), Option<Reg>) {
+        let w = self.layout.work_item(b, item);
+        let pos = b.bin(BinOp::Add, Type::U64, self.from, w.position);
+        let addr = b.elem_addr(self.perm, pos, 8);
+        let tile = b.ld(Space::Global, Type::U64, addr);
+        let atoms = self.layout.atoms(b, tile);
+        let lane = match w.lane {
+            Some(l) => Some(l),
+            None if self.body.roles.contains(&IndexRole::Lane) => {
+                Some(b.mov(Type::U64, Operand::Imm(0)))
+            }
+            None => None,
+        };
+        (tile, atoms, lane)
+    }
+
+    fn walker(&self, lane: Option<Reg>) -> Walker<'_> {
+        Walker {
+            body: self.body,
+            params: self.params,
+            checked: self.opts.checked,
+            lane,
+        }
+    }
+
+    fn store(
+        &self,
+        b: &mut KernelBuilder,
+        tile: Reg,
+        lane: Option<Reg>,
+        value: Reg,
+    ) -> Result<(), GenError> {
+        let Some((ty, _)) = self.body.reduce else {
+            return Ok(());
+        };
+        self.layout.store_output(
+            b,
+            self.body,
+            self.params,
+            (tile, lane),
+            (value, ty),
+            self.opts.checked,
+        )
+    }
+
+    /// One thread per item, atoms in order.
+    fn per_thread(&self, b: &mut KernelBuilder, items: Reg) -> Result<(), GenError> {
+        let gs = b.grid_stride_begin(items);
+        let (tile, (begin, end), lane) = self.item(b, gs.item);
+        let zero = b.mov(Type::U64, Operand::Imm(0));
+        let part = self.walker(lane).stride(b, tile, (begin, end), zero, 1)?;
+        if let Some(part) = part {
+            self.store(b, tile, lane, part)?;
+        }
+        b.grid_stride_end(gs);
+        Ok(())
+    }
+
+    /// One warp per item; lane 0 stores.
+    fn per_warp(&self, b: &mut KernelBuilder, items: Reg) -> Result<(), GenError> {
+        let tid = b.special(Special::TidX);
+        let ntid = b.special(Special::NtidX);
+        let ctaid = b.special(Special::CtaidX);
+        let nctaid = b.special(Special::NctaidX);
+        let base = b.bin(BinOp::MulWide, Type::U32, ctaid, ntid);
+        let tid64 = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
+        let thread = b.bin(BinOp::Add, Type::U64, base, tid64);
+        let item = b.bin(BinOp::Shr, Type::U64, thread, Operand::Imm(5));
+        let all = b.bin(BinOp::MulWide, Type::U32, nctaid, ntid);
+        let warps = b.bin(BinOp::Shr, Type::U64, all, Operand::Imm(5));
+        let lane_w = b.bin(BinOp::And, Type::B32, tid, Operand::Imm(31));
+        let lane_w64 = b.cvt(Rounding::None, Type::U64, Type::U32, lane_w);
+        let first = b.setp(Cmp::Eq, Type::U32, lane_w, Operand::Imm(0));
+        let scope = b.loop_begin();
+        let done = b.setp(Cmp::Ge, Type::U64, item, items);
+        b.break_if(&scope, done, false);
+        let (tile, atoms, lane) = self.item(b, item);
+        let part = self.walker(lane).stride(b, tile, atoms, lane_w64, 32)?;
+        if let (Some(part), Some(red)) = (part, self.body.reduce) {
+            butterfly(b, part, red)?;
+            let store = b.if_begin(first, false);
+            self.store(b, tile, lane, part)?;
+            b.if_end(store);
+        }
+        b.bin_to(BinOp::Add, Type::U64, item, item, warps);
+        b.loop_end(scope);
+        Ok(())
+    }
+
+    /// One block per item; thread 0 folds the warps' partials in warp order and stores.
+    fn per_block(&self, b: &mut KernelBuilder, items: Reg) -> Result<(), GenError> {
+        let block = self.block;
+        let reduce = self.body.reduce;
+        if reduce.is_some() {
+            b.shared("lb_smem", 8, 8 * (block / 32));
+        }
+        let tid = b.special(Special::TidX);
+        let tid64 = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
+        let ctaid = b.special(Special::CtaidX);
+        let nctaid = b.special(Special::NctaidX);
+        let item = b.cvt(Rounding::None, Type::U64, Type::U32, ctaid);
+        let blocks = b.cvt(Rounding::None, Type::U64, Type::U32, nctaid);
+        let lane_w = b.bin(BinOp::And, Type::B32, tid, Operand::Imm(31));
+        let warp = b.bin(BinOp::Shr, Type::U64, tid64, Operand::Imm(5));
+        let lead = b.setp(Cmp::Eq, Type::U32, tid, Operand::Imm(0));
+        let first = b.setp(Cmp::Eq, Type::U32, lane_w, Operand::Imm(0));
+        let smem = reduce.map(|_| b.mov(Type::U64, Operand::Symbol("lb_smem".into())));
+        let scope = b.loop_begin();
+        let done = b.setp(Cmp::Ge, Type::U64, item, items);
+        b.break_if(&scope, done, false);
+        let (tile, atoms, lane) = self.item(b, item);
+        let part = self.walker(lane).stride(b, tile, atoms, tid64, block)?;
+        if let (Some(part), Some((ty, red)), Some(smem)) = (part, reduce, smem) {
+            let pt = ptx_type(ty);
+            butterfly(b, part, (ty, red))?;
+            let addr = b.elem_addr(smem, warp, 8);
+            b.emit_guarded(
+                first,
+                false,
+                Op::St {
+                    space: Space::Shared,
+                    ty: pt,
+                    addr: Address::Reg {
+                        base: addr,
+                        offset: 0,
+                    },
+                    src: part.into(),
+                },
+            );
+            b.emit(Op::BarSync);
+            let fold = b.if_begin(lead, false);
+            let total = reduce_identity(b, ty, red)?;
+            for k in 0..block / 32 {
+                let wk = b.mov(Type::U64, Operand::Imm(k.into()));
+                let addr = b.elem_addr(smem, wk, 8);
+                let v = b.ld(Space::Shared, pt, addr);
+                reduce_combine(b, ty, red, total, v)?;
+            }
+            self.store(b, tile, lane, total)?;
+            b.if_end(fold);
+            // The partials are read before the next item rewrites them.
+            b.emit(Op::BarSync);
+        }
+        b.bin_to(BinOp::Add, Type::U64, item, item, blocks);
+        b.loop_end(scope);
+        Ok(())
+    }
+}

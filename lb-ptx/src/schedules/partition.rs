@@ -1,0 +1,323 @@
+//! What `two_phase` and `multi_phase` share: the searches of a prefix sum (lower-bound binary
+//! and interpolation), the partition kernel that finds each block's first tile, and the
+//! expansion's share search over the block's tile offsets staged in shared memory.
+//!
+//! Busato & Bombieri `seeds/000_441aa2418e6e0d1e.txt` §2.4.4 (two-phase search, after Davidson
+//! et al., Green et al. and Baxter): "the whole prefix-sum array is partitioned into *balanced*
+//! chunks, i.e., chunks that point to the same amount of work-units"; "one thread per block runs
+//! a binary search on the whole prefix-sum array in global memory"; "the new partition array,
+//! which contains all the chunk boundaries, is stored in global memory"; then "all the threads of
+//! each block load the corresponding chunks into the shared memory" and "each thread ... runs a
+//! binary search in such a local partition to get the (first) assigned work-unit".
+//!
+//! Here a work-unit is an atom and the prefix sum is the tile offsets. Block `c` takes atoms
+//! `c × chunk .. (c + 1) × chunk` with `chunk = items_per_thread × block`, and thread `g` of the
+//! lane takes `items_per_thread` of them, as in `nonzero_split` (the thread's share in
+//! merge-path coordinates, the walk, the carry-out and the fix-up are
+//! [`super::work_oriented`]'s). The partition kernel writes `block_starts[c]`, the number of
+//! tiles that end at or before atom `c × chunk` (0 for block 0, so that it also finishes the
+//! empty tiles at the front; `tiles` for the slot after the last block). Every search of block
+//! `c` then lies in `block_starts[c] ..= block_starts[c + 1]`. Only atoms are work, so a block's
+//! range may hold any number of empty tiles: it is staged in shared memory when it fits in
+//! `items_per_thread × block` entries (always, unless long runs of empty tiles fall into one
+//! chunk), and searched in global memory otherwise.
+
+use std::borrow::Cow;
+
+use super::work_oriented::{
+    self, blocks_per_lane, global_end, narrow, select_to, temp_index, widen, Frame, Share, TileEnds,
+};
+use super::Schedule;
+use crate::body::Body;
+use crate::builder::KernelBuilder;
+use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Space, Special, Type};
+use crate::plan::{KernelPlan, Plan, Select, Temp, TempCount, TempRole};
+use crate::{GenError, IndexWidth, Options};
+
+/// `block_starts`: u64, one per block of the main kernel plus one. It is the plan's last
+/// temporary, which is how the share search (a plain `fn`) finds it among `KernelParams::temps`.
+const BLOCK_STARTS: &str = "block_starts";
+/// The block's staged tile end offsets.
+const STAGED_ENDS: &str = "lb_staged_ends";
+/// Static shared memory every target offers a block.
+const SHARED_LIMIT: u32 = 48 * 1024;
+
+/// How a prefix sum is searched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Search {
+    /// The lower-bound-only binary search of B&B §3.1.1: one load per step ("each thread checks,
+    /// at each iteration, only the lower bound").
+    LowerBound,
+    /// The interpolation search of B&B §3.1.2 with integer arithmetic ("replacing them with
+    /// 64-bit integer operations when possible"): `O(log log n)` steps on evenly spread offsets.
+    Interpolation,
+}
+
+/// The first `i` in `lo..hi` with `end(i) > a`, or `hi` when there is none: the number of
+/// entries of a sorted array that are at most `a`, counted from `lo`. Registers of width `w`;
+/// `end` loads entry `i`. `lo` and `hi` are copied, not changed.
+pub fn tiles_ending_by(
+    b: &mut KernelBuilder,
+    w: Type,
+    search: Search,
+    a: Reg,
+    (lo, hi): (Reg, Reg),
+    end: &mut dyn FnMut(&mut KernelBuilder, Reg) -> Reg,
+) -> Reg {
+    let lo = b.mov(w, lo);
+    let hi = b.mov(w, hi);
+    let steps = b.loop_begin();
+    let found = b.setp(Cmp::Ge, w, lo, hi);
+    b.break_if(&steps, found, false);
+    let pivot = match search {
+        Search::LowerBound => {
+            let span = b.bin(BinOp::Sub, w, hi, lo);
+            let half = b.bin(BinOp::Shr, w, span, Operand::Imm(1));
+            b.bin(BinOp::Add, w, lo, half)
+        }
+        Search::Interpolation => {
+            // B&B's loop runs while `Array[left] <= S <= Array[right]`; outside that the answer
+            // is an end of the range.
+            let first = end(b, lo);
+            let above = b.setp(Cmp::Gt, w, first, a);
+            b.break_if(&steps, above, false);
+            let last = b.bin(BinOp::Sub, w, hi, Operand::Imm(1));
+            let top = end(b, last);
+            let below = b.setp(Cmp::Le, w, top, a);
+            select_to(b, w, lo, hi, lo, below);
+            b.break_if(&steps, below, false);
+            // Now `end(lo) <= a < end(hi - 1)`, so `hi - lo >= 2`. The slope is an integer
+            // (at least 1), which keeps every product in range; the clamp to `hi - 2` keeps the
+            // probe inside, and since `end(lo) <= a` a probe that goes left lands above `lo`:
+            // every step shrinks the range.
+            let n = b.bin(BinOp::Sub, w, last, lo);
+            let rise = b.bin(BinOp::Sub, w, top, first);
+            let slope = b.bin(BinOp::Div, w, rise, n);
+            let slope = b.bin(BinOp::Max, w, slope, Operand::Imm(1));
+            let offset = b.bin(BinOp::Sub, w, a, first);
+            let offset = b.bin(BinOp::Div, w, offset, slope);
+            let probe = b.bin(BinOp::Add, w, lo, offset);
+            let cap = b.bin(BinOp::Sub, w, last, Operand::Imm(1));
+            b.bin(BinOp::Min, w, probe, cap)
+        }
+    };
+    let e = end(b, pivot);
+    let before = b.setp(Cmp::Le, w, e, a);
+    let next = b.bin(BinOp::Add, w, pivot, Operand::Imm(1));
+    select_to(b, w, lo, next, lo, before);
+    select_to(b, w, hi, hi, pivot, before);
+    b.loop_end(steps);
+    lo
+}
+
+/// The plans of a two-phase schedule: `work_oriented`'s (atoms as work, one per index width)
+/// with the partition kernel before the main kernel and `block_starts` last among the
+/// temporaries, once per `(variant, select)` (a variant's name goes into its kernels' entries).
+pub(crate) fn plans(
+    body: &Body,
+    opts: &Options,
+    schedule: Schedule,
+    variants: &[(&str, Option<Select>)],
+) -> Result<Vec<Plan>, GenError> {
+    let width = if opts.index == IndexWidth::U32 { 4 } else { 8 };
+    let scan = body.reduce.map_or(0, |(ty, _)| u64::from(ty.size()) + 4);
+    let bytes =
+        u64::from(opts.block) * (u64::from(work_oriented::items_per_thread(opts)) * width + scan);
+    if bytes > u64::from(SHARED_LIMIT) {
+        return Err(GenError::BadBlock {
+            schedule: schedule.name(),
+            block: opts.block,
+            why: format!(
+                "a block stages `block × items_per_thread` tile offsets and scans its carries in \
+                 shared memory ({bytes} bytes, over {SHARED_LIMIT}): use fewer threads or items \
+                 per thread"
+            ),
+        });
+    }
+    let prefix = format!("{}_{}_", body.name, schedule.name());
+    let at = if opts.tiles.is_some() { 3 } else { 0 };
+    let mut out = Vec::new();
+    for base in work_oriented::plans(body, opts, schedule, false)? {
+        for &(variant, select) in variants {
+            let mut kernels = base.kernels.to_vec();
+            if !variant.is_empty() {
+                for k in &mut kernels {
+                    let rest = k.entry.strip_prefix(prefix.as_str()).unwrap_or(&k.entry);
+                    k.entry = Cow::Owned(format!("{prefix}{variant}_{rest}"));
+                }
+            }
+            // The main kernel's grid: `block_starts` is counted per block of the plan's first
+            // kernel, which must be the main kernel's.
+            let main = kernels[at].clone();
+            kernels.insert(
+                at,
+                KernelPlan {
+                    entry: Cow::Owned(format!("{}_partition", main.entry)),
+                    ..main
+                },
+            );
+            let mut temps = base.temps.to_vec();
+            temps.push(Temp {
+                name: Cow::Borrowed(BLOCK_STARTS),
+                elem_bytes: 8,
+                count: TempCount::PerBlock { extra: 1 },
+                zero: false,
+                role: TempRole::Scratch,
+            });
+            out.push(Plan {
+                kernels: Cow::Owned(kernels),
+                temps: Cow::Owned(temps),
+                select,
+                ..base.clone()
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The kernels of a two-phase plan: the frontier scan (with `tiles`), the partition, the main
+/// kernel with `share`, and the fix-up when the body reduces.
+pub(crate) fn build(
+    body: &Body,
+    opts: &Options,
+    plan: &Plan,
+    search: Search,
+    share: fn(&mut KernelBuilder, &Frame) -> Share,
+) -> Result<Vec<Kernel>, GenError> {
+    let mut kernels = Vec::new();
+    let at = if opts.tiles.is_some() {
+        kernels.extend(work_oriented::frontier_scan::kernels(body, opts, plan)?);
+        3
+    } else {
+        0
+    };
+    kernels.push(partition_kernel(body, opts, plan, at, search)?);
+    kernels.push(work_oriented::main_kernel(body, opts, plan, false, share)?);
+    if body.reduce.is_some() {
+        kernels.push(work_oriented::fixup_kernel(body, opts, plan, false, false)?);
+        kernels.push(work_oriented::fixup_kernel(body, opts, plan, false, true)?);
+    }
+    Ok(kernels)
+}
+
+/// `items_per_thread × block` (u64): the atoms of one block.
+fn chunk(b: &mut KernelBuilder, f: &Frame) -> Reg {
+    match f.per_thread {
+        Operand::Imm(n) => b.mov(Type::U64, Operand::Imm(n * f.block)),
+        ref share => b.bin(BinOp::Mul, Type::U64, share.clone(), Operand::Imm(f.block)),
+    }
+}
+
+/// The partition phase (B&B §2.4.4): thread `g` of the grid searches the tile offsets in global
+/// memory for chunk boundary `g` and writes `block_starts[g]`, for `g` in `0..=blocks` (blocks
+/// of one lane; every lane shares the partition). The grid is the main kernel's, which has at
+/// least `blocks + 1` threads for any block of two or more threads.
+fn partition_kernel(
+    body: &Body,
+    opts: &Options,
+    plan: &Plan,
+    at: usize,
+    search: Search,
+) -> Result<Kernel, GenError> {
+    let mut b = KernelBuilder::new(plan.kernels[at].entry.as_ref());
+    let f = work_oriented::frame(&mut b, body, opts, plan, false)?;
+    let starts = f.params.temps[temp_index(plan, BLOCK_STARTS)?];
+    let w = f.w;
+    let done = b.label();
+    let ctaid = b.special(Special::CtaidX);
+    let first = b.bin(BinOp::MulWide, Type::U32, ctaid, Operand::Imm(f.block));
+    let g = b.bin(BinOp::Add, Type::U64, first, f.tid);
+    let blocks = match f.blocks {
+        Some(blocks) => blocks,
+        None => blocks_per_lane(&mut b, f.work, f.capacity),
+    };
+    let past = b.setp(Cmp::Gt, Type::U64, g, blocks);
+    b.bra_if(past, false, done);
+    let chunk = chunk(&mut b, &f);
+    let a = b.bin(BinOp::Mul, Type::U64, g, chunk);
+    let a = b.bin(BinOp::Min, Type::U64, a, f.atoms);
+    let a = narrow(&mut b, w, a);
+    let lo = b.mov(w, Operand::Imm(0));
+    let hi = narrow(&mut b, w, f.layout.tiles);
+    let mut end = |b: &mut KernelBuilder, i: Reg| global_end(b, &f, i);
+    let start = tiles_ending_by(&mut b, w, search, a, (lo, hi), &mut end);
+    let start = widen(&mut b, w, start);
+    let front = b.setp(Cmp::Eq, Type::U64, g, Operand::Imm(0));
+    let start = b.selp(Type::U64, Operand::Imm(0), start, front);
+    let addr = b.elem_addr(starts, g, 8);
+    b.st(Space::Global, Type::U64, addr, start);
+    b.place(done);
+    Ok(b.finish())
+}
+
+/// The expansion phase's search (B&B §2.4.4, §3.2): the block stages the end offsets of its
+/// tiles `block_starts[c] .. block_starts[c + 1]` in shared memory when they fit, then each
+/// thread finds the tiles of its first and last atom there with `search`.
+pub(crate) fn share(b: &mut KernelBuilder, f: &Frame, search: Search) -> Share {
+    let w = f.w;
+    let starts = *f
+        .params
+        .temps
+        .last()
+        .expect("a two-phase plan ends with `block_starts`");
+    let stage = f.capacity as u32;
+    b.shared(STAGED_ENDS, 8, stage * w.size());
+    let addr = b.elem_addr(starts, f.cta, 8);
+    let s0 = b.ld(Space::Global, Type::U64, addr);
+    let next = b.bin(BinOp::Add, Type::U64, addr, Operand::Imm(8));
+    let s1 = b.ld(Space::Global, Type::U64, next);
+    let count = b.bin(BinOp::Sub, Type::U64, s1, s0);
+    let fits = b.setp(Cmp::Le, Type::U64, count, Operand::Imm(f.capacity));
+
+    // Coalesced staging: consecutive threads load consecutive offsets.
+    let base = b.mov(Type::U64, Operand::Symbol(STAGED_ENDS.into()));
+    let scope = b.if_begin(fits, false);
+    let k = b.mov(Type::U64, f.tid);
+    let load = b.loop_begin();
+    let staged = b.setp(Cmp::Ge, Type::U64, k, count);
+    b.break_if(&load, staged, false);
+    let tile = b.bin(BinOp::Add, Type::U64, s0, k);
+    let end = work_oriented::global_end_u64(b, f, tile);
+    let end = narrow(b, w, end);
+    let dst = b.elem_addr(base, k, w.size());
+    b.st(Space::Shared, w, dst, end);
+    b.bin_to(BinOp::Add, Type::U64, k, k, Operand::Imm(f.block));
+    b.loop_end(load);
+    b.if_end(scope);
+    b.emit(Op::BarSync);
+
+    let first = b.bin(BinOp::Mul, Type::U64, f.cta, Operand::Imm(f.block));
+    let thread = b.bin(BinOp::Add, Type::U64, first, f.tid);
+    let start = b.bin(BinOp::Mul, Type::U64, thread, f.per_thread.clone());
+    let a0 = b.bin(BinOp::Min, Type::U64, start, f.atoms);
+    let stop = b.bin(BinOp::Add, Type::U64, a0, f.per_thread.clone());
+    let a1 = b.bin(BinOp::Min, Type::U64, stop, f.atoms);
+    let (a0, a1) = (narrow(b, w, a0), narrow(b, w, a1));
+    let (lo, hi) = (narrow(b, w, s0), narrow(b, w, s1));
+    // The branch is uniform over the block.
+    let mut end = |b: &mut KernelBuilder, i: Reg| {
+        let value = b.reg_for(w);
+        let mut scope = b.if_begin(fits, false);
+        let k = b.bin(BinOp::Sub, w, i, lo);
+        let k = widen(b, w, k);
+        let addr = b.elem_addr(base, k, w.size());
+        b.ld_to(Space::Shared, w, value, addr);
+        b.if_else(&mut scope);
+        let e = global_end(b, f, i);
+        b.mov_to(w, value, e);
+        b.if_end(scope);
+        value
+    };
+    let after = tiles_ending_by(b, w, search, a0, (lo, hi), &mut end);
+    let i1 = tiles_ending_by(b, w, search, a1, (lo, hi), &mut end);
+    let front = b.setp(Cmp::Eq, Type::U64, thread, Operand::Imm(0));
+    let zero = b.mov(w, Operand::Imm(0));
+    let i0 = b.selp(w, zero, after, front);
+    Share {
+        i0,
+        j0: a0,
+        i1,
+        j1: a1,
+        ends: TileEnds::Global,
+    }
+}

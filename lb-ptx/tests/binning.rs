@@ -1,0 +1,838 @@
+//! `binning` (CTA+Warp+Scan) and `lrb` (logarithmic radix binning) on the simulator against
+//! sequential CPU loops: adversarial and random tile sets, frontiers, lanes, min/max, visit
+//! counts, determinism; the LRB reorder pass on its own; ptxas and snapshots.
+
+mod codegen_common;
+
+use codegen_common::*;
+use lb_ptx::body::*;
+use lb_ptx::plan::{DeviceLimits, Plan, ProblemSize, TempCount, TempRole};
+use lb_ptx::schedules::{Binning, Lrb};
+use lb_ptx::sim::{self, LaunchConfig, Memory};
+use lb_ptx::{generate, ir, Options, Schedule, ScheduleTemplate};
+use proptest::prelude::*;
+
+const BLOCK: u32 = 128;
+
+/// A schedule by name, or `binning` with thresholds of its own (block, warp).
+#[derive(Clone, Copy, Debug)]
+enum Which {
+    S(Schedule),
+    Custom(u64, u64),
+}
+
+/// The schedules and threshold variants under test: the paper's thresholds, thresholds small
+/// enough that every phase of `binning` sees many tiles, every tile to the scan, and every tile
+/// (even empty ones) to the block.
+const WHICH: [Which; 5] = [
+    Which::S(Schedule::Binning),
+    Which::S(Schedule::Lrb),
+    Which::Custom(8, 3),
+    Which::Custom(u64::MAX, u64::MAX),
+    Which::Custom(0, 0),
+];
+
+fn upload(mem: &mut Memory, bytes: &[u8]) -> u64 {
+    let addr = mem.alloc(bytes.len().max(1) as u64);
+    mem.write(addr, bytes).unwrap();
+    addr
+}
+
+fn bytes_of<T: Copy, const W: usize>(v: &[T], f: impl Fn(T) -> [u8; W]) -> Vec<u8> {
+    v.iter().flat_map(|&x| f(x)).collect()
+}
+
+fn read_words<const W: usize>(mem: &Memory, addr: u64, n: usize) -> Vec<[u8; W]> {
+    mem.read(addr, (W * n) as u64)
+        .unwrap()
+        .chunks(W)
+        .map(|c| c.try_into().unwrap())
+        .collect()
+}
+
+fn read_u64(mem: &Memory, addr: u64, n: usize) -> Vec<u64> {
+    read_words::<8>(mem, addr, n)
+        .into_iter()
+        .map(u64::from_le_bytes)
+        .collect()
+}
+
+/// A CSR tile set with integer-valued floats, so sums are exact in any order.
+#[derive(Clone, Debug)]
+struct Tiles {
+    offsets: Vec<u64>,
+    cols: Vec<u32>,
+    values: Vec<f32>,
+    ncols: usize,
+}
+
+impl Tiles {
+    fn new(sizes: &[usize]) -> Tiles {
+        let ncols = 50;
+        let mut offsets = vec![0u64];
+        let (mut cols, mut values) = (Vec::new(), Vec::new());
+        for (r, &n) in sizes.iter().enumerate() {
+            for j in 0..n {
+                cols.push(((r * 13 + j * 7) % ncols) as u32);
+                values.push(((r * 5 + j * 3) % 17) as f32 - 8.0);
+            }
+            offsets.push(cols.len() as u64);
+        }
+        Tiles {
+            offsets,
+            cols,
+            values,
+            ncols,
+        }
+    }
+
+    fn rows(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    fn atoms(&self, r: usize) -> std::ops::Range<usize> {
+        self.offsets[r] as usize..self.offsets[r + 1] as usize
+    }
+
+    fn upload(&self, mem: &mut Memory) -> Vec<u64> {
+        vec![
+            upload(mem, &bytes_of(&self.offsets, u64::to_le_bytes)),
+            upload(mem, &bytes_of(&self.cols, u32::to_le_bytes)),
+            upload(mem, &bytes_of(&self.values, f32::to_le_bytes)),
+            self.rows() as u64,
+            self.ncols as u64,
+            self.values.len() as u64,
+        ]
+    }
+
+    fn size(&self, frontier: Option<&[u32]>, lanes: u64) -> ProblemSize {
+        ProblemSize {
+            tiles: frontier.map_or(self.rows(), <[u32]>::len) as u64,
+            atoms: self.values.len() as u64,
+            lanes,
+        }
+    }
+}
+
+fn opts() -> Options {
+    Options {
+        block: BLOCK,
+        ..Options::default()
+    }
+}
+
+/// The module text and the plan of `which` for `body`.
+fn gen(body: &Body, o: &Options, which: Which) -> (String, Plan) {
+    match which {
+        Which::S(s) => {
+            let o = Options {
+                schedules: vec![s],
+                ..o.clone()
+            };
+            let g = generate(body, &o).unwrap();
+            assert_eq!(g.plans.len(), 1);
+            (g.ptx, g.plans[0].clone())
+        }
+        Which::Custom(block, warp) => {
+            let t = Binning::new(block, warp);
+            let plan = t.plan(body, o).unwrap();
+            let kernels = t.build(body, o, &plan).unwrap();
+            let module = ir::Module {
+                version: (7, 8),
+                target: o.target.clone(),
+                kernels,
+            };
+            (module.to_string(), plan)
+        }
+    }
+}
+
+/// Runs the first `upto` kernels of `plan` like the runtime does: grids from the plan's rule with
+/// at most `grid` resident blocks, temporaries allocated (zeroed when asked, garbage otherwise)
+/// and appended to `args`. Returns the temporaries' addresses.
+fn run(
+    ptx: &str,
+    plan: &Plan,
+    (grid, upto): (u32, usize),
+    mut args: Vec<u64>,
+    size: ProblemSize,
+    mem: &mut Memory,
+) -> Vec<u64> {
+    let module = sim::parse(ptx).unwrap();
+    let limits = DeviceLimits {
+        sm_count: grid,
+        blocks_per_sm: 1,
+    };
+    let first = plan.kernels[0]
+        .grid
+        .blocks(&size, plan.kernels[0].block, &limits);
+    let mut temps = Vec::new();
+    for t in plan.temps.iter() {
+        let n = match t.count {
+            TempCount::Fixed(n) => n,
+            TempCount::PerTile { per_tile, extra } => per_tile * size.tiles + extra,
+            TempCount::PerBlock { extra } => u64::from(first) + extra,
+        };
+        let fill = if t.zero || t.role == TempRole::ErrorFlag {
+            0
+        } else {
+            0xCD
+        };
+        temps.push(upload(
+            mem,
+            &vec![fill; (n * u64::from(t.elem_bytes)) as usize],
+        ));
+    }
+    args.extend(&temps);
+    for k in plan.kernels.iter().take(upto) {
+        let cfg = LaunchConfig {
+            grid: k.grid.blocks(&size, k.block, &limits),
+            block: k.block,
+            dynamic_shared: k.dynamic_shared,
+        };
+        sim::launch(&module, &k.entry, cfg, &args, mem)
+            .unwrap_or_else(|e| panic!("{}: {e}", k.entry));
+    }
+    temps
+}
+
+/// `fn vmin(a: &Csr<f32>, #[atom] nz) -> f32 { a.values[nz] }` under `reduce`.
+fn values_body(name: &str, reduce: Reduce) -> Body {
+    let v = load(
+        Ty::F32,
+        ArrayRef::Field(0, CsrField::Values),
+        index(IndexRole::Atom),
+    );
+    Body {
+        name: name.into(),
+        params: vec![csr("a", Ty::F32)],
+        roles: vec![IndexRole::Atom],
+        locals: vec![],
+        block: Block {
+            stmts: vec![],
+            value: Some(Box::new(v)),
+        },
+        reduce: Some((Ty::F32, reduce)),
+    }
+}
+
+/// `fn isum(a, #[atom] nz, #[rank] r) -> i64 { nz as i64 * 7 - r as i64 }`: 64-bit values.
+fn isum() -> Body {
+    let v = bin(
+        BinaryOp::Sub,
+        Ty::I64,
+        bin(
+            BinaryOp::Mul,
+            Ty::I64,
+            cast(Ty::I64, index(IndexRole::Atom)),
+            int(Ty::I64, 7),
+        ),
+        cast(Ty::I64, index(IndexRole::Rank)),
+    );
+    Body {
+        name: "isum".into(),
+        params: vec![csr("a", Ty::F32)],
+        roles: vec![IndexRole::Atom, IndexRole::Rank],
+        locals: vec![],
+        block: Block {
+            stmts: vec![],
+            value: Some(Box::new(v)),
+        },
+        reduce: Some((Ty::I64, Reduce::Sum)),
+    }
+}
+
+/// No reduce: `atomic_add(&mut counts[nz], 1); tile_of[nz] = row; rank_of[nz] = r;` with an
+/// optional frontier parameter right after the tile set.
+fn visit(frontier: bool) -> Body {
+    let f = usize::from(frontier);
+    let mut params = vec![csr("a", Ty::F32)];
+    if frontier {
+        params.push(slice("frontier", Ty::U32, false));
+    }
+    params.extend([
+        slice("counts", Ty::U32, true),
+        slice("tile_of", Ty::U64, true),
+        slice("rank_of", Ty::U64, true),
+    ]);
+    let count = atomic(
+        AtomicOp::Add,
+        Ty::U32,
+        ArrayRef::Param(1 + f),
+        index(IndexRole::Atom),
+        vec![int(Ty::U32, 1)],
+    );
+    Body {
+        name: if frontier { "visit_f" } else { "visit" }.into(),
+        params,
+        roles: vec![IndexRole::Tile, IndexRole::Atom, IndexRole::Rank],
+        locals: vec![],
+        block: Block {
+            stmts: vec![
+                Stmt::Expr(count),
+                Stmt::Store {
+                    array: ArrayRef::Param(2 + f),
+                    index: index(IndexRole::Atom),
+                    value: index(IndexRole::Tile),
+                },
+                Stmt::Store {
+                    array: ArrayRef::Param(3 + f),
+                    index: index(IndexRole::Atom),
+                    value: index(IndexRole::Rank),
+                },
+            ],
+            value: None,
+        },
+        reduce: None,
+    }
+}
+
+/// `spmv` over a frontier: `fn spmv_f(a, frontier: &[u32], x: &[f32], #[tile] row, #[atom] nz)`.
+fn spmv_frontier() -> Body {
+    let mut b = spmv();
+    b.name = "spmv_f".into();
+    b.params.insert(1, slice("frontier", Ty::U32, false));
+    let ExprKind::Binary { rhs, .. } = &mut b.block.value.as_mut().unwrap().kind else {
+        unreachable!()
+    };
+    let ExprKind::Load { array, .. } = &mut rhs.kind else {
+        unreachable!()
+    };
+    *array = ArrayRef::Param(2);
+    b
+}
+
+fn nan_f32(n: usize) -> Vec<u8> {
+    bytes_of(&vec![f32::NAN; n], f32::to_le_bytes)
+}
+
+fn xvec(n: usize) -> Vec<f32> {
+    (0..n).map(|i| (i % 9) as f32 - 4.0).collect()
+}
+
+/// SpMV (output pre-filled with NaN) against the sequential loop, bitwise (the values are
+/// integers, exact in any order); returns the output bits.
+fn check_spmv(t: &Tiles, which: Which, grid: u32) -> Vec<u32> {
+    let (ptx, plan) = gen(&spmv(), &opts(), which);
+    let x = xvec(t.ncols);
+    let mut mem = Memory::new();
+    let mut args = t.upload(&mut mem);
+    args.extend([
+        upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
+        x.len() as u64,
+    ]);
+    let y = upload(&mut mem, &nan_f32(t.rows()));
+    args.extend([y, t.rows() as u64]);
+    run(
+        &ptx,
+        &plan,
+        (grid, usize::MAX),
+        args,
+        t.size(None, 1),
+        &mut mem,
+    );
+    let got: Vec<u32> = read_words::<4>(&mem, y, t.rows())
+        .into_iter()
+        .map(u32::from_le_bytes)
+        .collect();
+    for (r, &got) in got.iter().enumerate() {
+        let mut acc = 0f32;
+        for nz in t.atoms(r) {
+            acc += t.values[nz] * x[t.cols[nz] as usize];
+        }
+        assert_eq!(got, acc.to_bits(), "{which:?}: row {r} of {}", t.rows());
+    }
+    got
+}
+
+fn check_min_max(t: &Tiles, which: Which, grid: u32) {
+    for (reduce, name) in [(Reduce::Min, "vmin"), (Reduce::Max, "vmax")] {
+        let (ptx, plan) = gen(&values_body(name, reduce), &opts(), which);
+        let mut mem = Memory::new();
+        let mut args = t.upload(&mut mem);
+        let y = upload(&mut mem, &nan_f32(t.rows()));
+        args.extend([y, t.rows() as u64]);
+        run(
+            &ptx,
+            &plan,
+            (grid, usize::MAX),
+            args,
+            t.size(None, 1),
+            &mut mem,
+        );
+        let got = read_words::<4>(&mem, y, t.rows());
+        for (r, got) in got.into_iter().enumerate() {
+            let vals = t.atoms(r).map(|nz| t.values[nz]);
+            let want = if reduce == Reduce::Min {
+                vals.fold(f32::INFINITY, f32::min)
+            } else {
+                vals.fold(f32::NEG_INFINITY, f32::max)
+            };
+            assert_eq!(f32::from_le_bytes(got), want, "{name} {which:?} row {r}");
+        }
+    }
+}
+
+fn check_isum(t: &Tiles, which: Which, grid: u32) {
+    let (ptx, plan) = gen(&isum(), &opts(), which);
+    let mut mem = Memory::new();
+    let mut args = t.upload(&mut mem);
+    let y = upload(&mut mem, &vec![0xAB; 8 * t.rows()]);
+    args.extend([y, t.rows() as u64]);
+    run(
+        &ptx,
+        &plan,
+        (grid, usize::MAX),
+        args,
+        t.size(None, 1),
+        &mut mem,
+    );
+    for (r, got) in read_words::<8>(&mem, y, t.rows()).into_iter().enumerate() {
+        let begin = t.offsets[r] as i64;
+        let want: i64 = t
+            .atoms(r)
+            .map(|nz| nz as i64 * 7 - (nz as i64 - begin))
+            .sum();
+        assert_eq!(i64::from_le_bytes(got), want, "isum {which:?} row {r}");
+    }
+}
+
+/// Every atom of the active tiles is visited once per occurrence of its tile, with the right
+/// tile and rank.
+fn check_visit(t: &Tiles, frontier: Option<&[u32]>, which: Which, grid: u32) {
+    let body = visit(frontier.is_some());
+    let o = Options {
+        tiles: frontier.map(|_| 1),
+        ..opts()
+    };
+    let (ptx, plan) = gen(&body, &o, which);
+    let nnz = t.values.len();
+    let mut mem = Memory::new();
+    let mut args = t.upload(&mut mem);
+    if let Some(f) = frontier {
+        args.extend([
+            upload(&mut mem, &bytes_of(f, u32::to_le_bytes)),
+            f.len() as u64,
+        ]);
+    }
+    let counts = upload(&mut mem, &vec![0; 4 * nnz]);
+    let tile_of = upload(&mut mem, &vec![0xFF; 8 * nnz]);
+    let rank_of = upload(&mut mem, &vec![0xFF; 8 * nnz]);
+    args.extend([counts, nnz as u64, tile_of, nnz as u64, rank_of, nnz as u64]);
+    run(
+        &ptx,
+        &plan,
+        (grid, usize::MAX),
+        args,
+        t.size(frontier, 1),
+        &mut mem,
+    );
+    let mut want = vec![0u32; nnz];
+    let all: Vec<u32> = (0..t.rows() as u32).collect();
+    for &r in frontier.unwrap_or(&all) {
+        for nz in t.atoms(r as usize) {
+            want[nz] += 1;
+        }
+    }
+    let got: Vec<u32> = read_words::<4>(&mem, counts, nnz)
+        .into_iter()
+        .map(u32::from_le_bytes)
+        .collect();
+    assert_eq!(got, want, "visit counts {which:?}");
+    let tiles = read_u64(&mem, tile_of, nnz);
+    let ranks = read_u64(&mem, rank_of, nnz);
+    for r in 0..t.rows() {
+        for nz in t.atoms(r) {
+            if want[nz] > 0 {
+                assert_eq!(tiles[nz], r as u64, "{which:?}: tile of {nz}");
+                assert_eq!(
+                    ranks[nz],
+                    nz as u64 - t.offsets[r],
+                    "{which:?}: rank of {nz}"
+                );
+            }
+        }
+    }
+}
+
+fn check_spmm(t: &Tiles, k: usize, which: Which, grid: u32) {
+    let o = Options {
+        lanes: Some(2),
+        ..opts()
+    };
+    let (ptx, plan) = gen(&spmm(), &o, which);
+    let b: Vec<f32> = (0..t.ncols * k).map(|i| (i % 7) as f32 - 3.0).collect();
+    let mut mem = Memory::new();
+    let mut args = t.upload(&mut mem);
+    args.extend([
+        upload(&mut mem, &bytes_of(&b, f32::to_le_bytes)),
+        b.len() as u64,
+    ]);
+    args.push(k as u64);
+    let c = upload(&mut mem, &nan_f32(t.rows() * k));
+    args.extend([c, (t.rows() * k) as u64]);
+    run(
+        &ptx,
+        &plan,
+        (grid, usize::MAX),
+        args,
+        t.size(None, k as u64),
+        &mut mem,
+    );
+    let got = read_words::<4>(&mem, c, t.rows() * k);
+    for r in 0..t.rows() {
+        for j in 0..k {
+            let mut acc = 0f32;
+            for nz in t.atoms(r) {
+                acc += t.values[nz] * b[t.cols[nz] as usize * k + j];
+            }
+            assert_eq!(
+                f32::from_le_bytes(got[r * k + j]),
+                acc,
+                "{which:?} row {r} lane {j} of {k}"
+            );
+        }
+    }
+}
+
+fn check_spmv_frontier(t: &Tiles, frontier: &[u32], which: Which, grid: u32) {
+    let o = Options {
+        tiles: Some(1),
+        ..opts()
+    };
+    let (ptx, plan) = gen(&spmv_frontier(), &o, which);
+    let x = xvec(t.ncols);
+    let mut mem = Memory::new();
+    let mut args = t.upload(&mut mem);
+    args.extend([
+        upload(&mut mem, &bytes_of(frontier, u32::to_le_bytes)),
+        frontier.len() as u64,
+    ]);
+    args.extend([
+        upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
+        x.len() as u64,
+    ]);
+    let y = upload(&mut mem, &nan_f32(t.rows()));
+    args.extend([y, t.rows() as u64]);
+    let size = t.size(Some(frontier), 1);
+    run(&ptx, &plan, (grid, usize::MAX), args, size, &mut mem);
+    let got = read_words::<4>(&mem, y, t.rows());
+    for (r, got) in got.into_iter().enumerate() {
+        let got = f32::from_le_bytes(got);
+        if frontier.contains(&(r as u32)) {
+            let want: f32 = t
+                .atoms(r)
+                .fold(0.0, |a, nz| a + t.values[nz] * x[t.cols[nz] as usize]);
+            assert_eq!(got, want, "{which:?} frontier row {r}");
+        } else {
+            assert!(got.is_nan(), "{which:?}: row {r} is not in the frontier");
+        }
+    }
+}
+
+/// Sizes around every LRB bin edge up to 2^11, and around the warp and block thresholds.
+fn every_bin() -> Vec<usize> {
+    let mut sizes = vec![0];
+    for b in 0..12 {
+        sizes.extend([1usize << b, (2usize << b) - 1]);
+    }
+    sizes.extend([0, 3, 0, 1, 2, 130, 0, 5]);
+    sizes
+}
+
+/// Adversarial tile sets, sized against a block of 128.
+fn adversarial() -> Vec<(&'static str, Vec<usize>)> {
+    let mut mixed: Vec<usize> = (0..37).map(|i| [0, 1, 3, 0, 9, 2][i % 6]).collect();
+    mixed[5] = 300;
+    mixed[20] = 70;
+    vec![
+        ("one giant tile", vec![700]),
+        ("all empty", vec![0; 45]),
+        ("zero tiles", vec![]),
+        ("single atom", vec![1]),
+        ("one atom among empties", vec![0, 0, 0, 1, 0]),
+        ("bigger than warp and block", mixed),
+        ("every bin", every_bin()),
+        ("two batches", (0..300).map(|i| (i * 7) % 5).collect()),
+    ]
+}
+
+#[test]
+fn adversarial_tile_sets_match_the_cpu() {
+    for (name, sizes) in adversarial() {
+        let t = Tiles::new(&sizes);
+        for (i, &w) in WHICH.iter().enumerate() {
+            let grid = 1 + (i as u32 % 2);
+            eprintln!("{name}: {w:?}");
+            check_spmv(&t, w, grid);
+            check_isum(&t, w, grid);
+            check_visit(&t, None, w, grid);
+        }
+    }
+}
+
+#[test]
+fn min_max_lanes_and_frontiers_match_the_cpu() {
+    let mut sizes: Vec<usize> = (0..70).map(|i| (i * 11) % 6).collect();
+    sizes[3] = 150;
+    sizes[9] = 40;
+    let t = Tiles::new(&sizes);
+    let frontier: Vec<u32> = vec![3, 0, 69, 3, 10, 9, 12, 40, 3, 5, 5, 68, 9];
+    for (i, &w) in WHICH.iter().enumerate() {
+        let grid = 1 + (i as u32 % 3);
+        check_min_max(&t, w, grid);
+        for k in [1, 3, 33] {
+            check_spmm(&Tiles::new(&sizes[..20]), k, w, grid);
+        }
+        check_spmv_frontier(&t, &frontier, w, grid);
+        check_visit(&t, Some(&frontier), w, grid);
+        check_visit(&t, Some(&[]), w, grid);
+    }
+}
+
+#[test]
+fn awkward_floats_agree_within_rounding_and_are_deterministic() {
+    let mut sizes: Vec<usize> = (0..50).map(|i| (i * 13) % 40).collect();
+    sizes[7] = 300;
+    sizes[30] = 150;
+    let mut t = Tiles::new(&sizes);
+    for (i, v) in t.values.iter_mut().enumerate() {
+        *v = ((i as f32) * 0.37).sin() * 1e3 + 1e-4;
+    }
+    let x: Vec<f32> = (0..t.ncols)
+        .map(|i| (i as f32 * 0.71).cos() * 3.3)
+        .collect();
+    for w in WHICH {
+        let (ptx, plan) = gen(&spmv(), &opts(), w);
+        let launch = |grid| {
+            let mut mem = Memory::new();
+            let mut args = t.upload(&mut mem);
+            args.extend([
+                upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
+                x.len() as u64,
+            ]);
+            let y = upload(&mut mem, &nan_f32(t.rows()));
+            args.extend([y, t.rows() as u64]);
+            run(
+                &ptx,
+                &plan,
+                (grid, usize::MAX),
+                args,
+                t.size(None, 1),
+                &mut mem,
+            );
+            read_words::<4>(&mem, y, t.rows())
+        };
+        let (a, b, c) = (launch(1), launch(1), launch(3));
+        assert_eq!(a, b, "{w:?}: two launches differ");
+        assert_eq!(a, c, "{w:?}: the grid size changed the result");
+        for (r, got) in a.iter().enumerate() {
+            let (mut want, mut mag) = (0f64, 0f64);
+            for nz in t.atoms(r) {
+                let p = f64::from(t.values[nz]) * f64::from(x[t.cols[nz] as usize]);
+                want += p;
+                mag += p.abs();
+            }
+            let got = f64::from(f32::from_le_bytes(*got));
+            assert!(
+                (got - want).abs() <= mag * 1e-5 + 1e-6,
+                "{w:?} row {r}: {got} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn checked_frontier_entries_out_of_range_are_reported_and_skipped() {
+    let t = Tiles::new(&[3, 0, 500, 40]);
+    let frontier = [2u32, 9, 0, 3];
+    let x = xvec(t.ncols);
+    for w in WHICH {
+        let o = Options {
+            tiles: Some(1),
+            checked: true,
+            ..opts()
+        };
+        let (ptx, plan) = gen(&spmv_frontier(), &o, w);
+        let mut mem = Memory::new();
+        let mut args = t.upload(&mut mem);
+        args.extend([
+            upload(&mut mem, &bytes_of(&frontier, u32::to_le_bytes)),
+            frontier.len() as u64,
+        ]);
+        args.extend([
+            upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
+            x.len() as u64,
+        ]);
+        let y = upload(&mut mem, &nan_f32(t.rows()));
+        args.extend([y, t.rows() as u64]);
+        let size = t.size(Some(&frontier), 1);
+        let temps = run(&ptx, &plan, (1, usize::MAX), args, size, &mut mem);
+        assert_eq!(plan.temps[0].role, TempRole::ErrorFlag);
+        assert_eq!(
+            read_u64(&mem, temps[0], 2),
+            [1, 9],
+            "{w:?}: the tile set (parameter 0) indexed at 9"
+        );
+        let got = read_words::<4>(&mem, y, t.rows());
+        for r in [0usize, 2, 3] {
+            let want: f32 = t
+                .atoms(r)
+                .fold(0.0, |a, nz| a + t.values[nz] * x[t.cols[nz] as usize]);
+            assert_eq!(f32::from_le_bytes(got[r]), want, "{w:?} row {r}");
+        }
+        assert!(
+            f32::from_le_bytes(got[1]).is_nan(),
+            "{w:?}: row 1 is not active"
+        );
+    }
+}
+
+/// The LRB reorder on its own: counts per bin, bin starts, and reordered tile ids that form a
+/// permutation of the active tiles grouped by bin (in any order inside a bin: the scatter is
+/// not stable).
+#[test]
+fn lrb_reorder_groups_the_tiles_by_bin() {
+    assert_eq!(Lrb::bin(0), 0);
+    assert_eq!(Lrb::bin(1), 1);
+    assert_eq!(Lrb::bin(31), 5);
+    assert_eq!(Lrb::bin(32), 6);
+    assert_eq!(Lrb::bin(u64::MAX), 64);
+    assert_eq!(Lrb::block_bin(128), 8);
+    let sizes = every_bin();
+    let t = Tiles::new(&sizes);
+    let frontier: Vec<u32> = vec![5, 0, 5, 20, 1, 13, 2, 5, 27];
+    for f in [None, Some(&frontier[..])] {
+        let body = if f.is_some() { spmv_frontier() } else { spmv() };
+        let o = Options {
+            tiles: f.map(|_| 1),
+            ..opts()
+        };
+        let (ptx, plan) = gen(&body, &o, Which::S(Schedule::Lrb));
+        assert_eq!(plan.kernels.len(), 6);
+        let mut mem = Memory::new();
+        let mut args = t.upload(&mut mem);
+        if let Some(f) = f {
+            args.extend([
+                upload(&mut mem, &bytes_of(f, u32::to_le_bytes)),
+                f.len() as u64,
+            ]);
+        }
+        let x = xvec(t.ncols);
+        args.extend([
+            upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
+            x.len() as u64,
+        ]);
+        args.extend([upload(&mut mem, &nan_f32(t.rows())), t.rows() as u64]);
+        let temps = run(&ptx, &plan, (2, 3), args, t.size(f, 1), &mut mem);
+        let all: Vec<u32> = (0..t.rows() as u32).collect();
+        let active = f.unwrap_or(&all);
+        let bins = Lrb::BINS as usize;
+        let mut want = vec![0u64; bins];
+        for &r in active {
+            want[Lrb::bin(sizes[r as usize] as u64) as usize] += 1;
+        }
+        let starts = read_u64(&mem, temps[1], bins + 1);
+        let mut run_sum = 0;
+        for b in 0..bins {
+            assert_eq!(starts[b], run_sum, "start of bin {b}");
+            run_sum += want[b];
+        }
+        assert_eq!(starts[bins], active.len() as u64);
+        // After the scatter each cursor sits at its bin's end.
+        assert_eq!(read_u64(&mem, temps[0], bins), starts[1..].to_vec());
+        let perm = read_u64(&mem, temps[2], active.len());
+        for b in 0..bins {
+            for &tile in &perm[starts[b] as usize..starts[b + 1] as usize] {
+                assert_eq!(Lrb::bin(sizes[tile as usize] as u64) as usize, b);
+            }
+        }
+        let mut sorted = perm.clone();
+        sorted.sort_unstable();
+        let mut expect: Vec<u64> = active.iter().map(|&r| u64::from(r)).collect();
+        expect.sort_unstable();
+        assert_eq!(sorted, expect, "a permutation of the active tiles");
+    }
+}
+
+#[test]
+fn names_parse_and_every_variant_assembles_without_spills() {
+    for (name, s) in [("binning", Schedule::Binning), ("lrb", Schedule::Lrb)] {
+        assert_eq!(Schedule::from_name(name), Some(s));
+        assert_eq!(s.name(), name);
+        assert!(Schedule::ALL.contains(&s));
+    }
+    // `assert_assembles` assembles for sm_75, sm_80 and sm_90 and rejects spills.
+    for block in [32, 256, 1024] {
+        let all = Options {
+            schedules: vec![Schedule::Binning, Schedule::Lrb],
+            block,
+            ..Options::default()
+        };
+        for body in [
+            spmv(),
+            isum(),
+            visit(true),
+            values_body("vmax", Reduce::Max),
+        ] {
+            let o = Options {
+                tiles: body.params.iter().position(|p| p.name == "frontier"),
+                ..all.clone()
+            };
+            let g = generate(&body, &o).unwrap();
+            lb_ptx::ptxas::assert_assembles(&body.name, &g.ptx);
+        }
+        let o = Options {
+            lanes: Some(2),
+            checked: true,
+            ..all
+        };
+        let g = generate(&spmm(), &o).unwrap();
+        lb_ptx::ptxas::assert_assembles("spmm", &g.ptx);
+    }
+}
+
+#[test]
+fn snapshots() {
+    for s in [Schedule::Binning, Schedule::Lrb] {
+        let o = Options {
+            schedules: vec![s],
+            ..opts()
+        };
+        let g = generate(&spmv(), &o).unwrap();
+        insta::assert_snapshot!(format!("spmv_{}", s.name()), g.ptx);
+    }
+}
+
+fn sizes_strategy() -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(
+        prop_oneof![4 => 0usize..6, 2 => 0usize..50, 1 => 0usize..400],
+        0..150,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_tile_sets_match_the_cpu(
+        sizes in sizes_strategy(),
+        which in 0..WHICH.len(),
+        grid in 1u32..4,
+    ) {
+        let t = Tiles::new(&sizes);
+        check_spmv(&t, WHICH[which], grid);
+        check_visit(&t, None, WHICH[which], grid);
+    }
+
+    #[test]
+    fn random_frontiers_match_the_cpu(
+        sizes in prop::collection::vec(0usize..300, 1..60),
+        picks in prop::collection::vec(any::<u32>(), 0..70),
+        which in 0..WHICH.len(),
+    ) {
+        let t = Tiles::new(&sizes);
+        let frontier: Vec<u32> = picks.iter().map(|p| p % sizes.len() as u32).collect();
+        check_spmv_frontier(&t, &frontier, WHICH[which], 2);
+    }
+}

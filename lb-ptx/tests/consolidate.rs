@@ -1,0 +1,709 @@
+//! `consolidate` at every level: the host-fallback plan (parent, then child) on the simulator
+//! against sequential CPU loops on adversarial tile sets; the device-launch twin's PTX (parser
+//! round trip, ptxas as relocatable code, snapshot).
+
+mod codegen_common;
+
+use codegen_common::*;
+use lb_ptx::body::*;
+use lb_ptx::ir::Module;
+use lb_ptx::plan::{DeviceLimits, Plan, ProblemSize, TempRole};
+use lb_ptx::schedules::consolidate::{Consolidate, Level, COUNT_TEMP, DEFAULT_THRESHOLD};
+use lb_ptx::sim::{self, LaunchConfig, Memory, SimError};
+use lb_ptx::{generate, Options, Schedule, ScheduleTemplate};
+
+const BLOCK: u32 = 64;
+
+const LEVELS: [Level; 3] = [Level::Warp, Level::Block, Level::Grid];
+
+fn upload(mem: &mut Memory, bytes: &[u8]) -> u64 {
+    let addr = mem.alloc(bytes.len().max(1) as u64);
+    mem.write(addr, bytes).unwrap();
+    addr
+}
+
+fn bytes_of<T: Copy, const W: usize>(v: &[T], f: impl Fn(T) -> [u8; W]) -> Vec<u8> {
+    v.iter().flat_map(|&x| f(x)).collect()
+}
+
+fn read_words<const W: usize>(mem: &Memory, addr: u64, n: usize) -> Vec<[u8; W]> {
+    mem.read(addr, (W * n) as u64)
+        .unwrap()
+        .chunks(W)
+        .map(|c| c.try_into().unwrap())
+        .collect()
+}
+
+/// A CSR tile set; `exact` values are small integers (sums exact in any order), otherwise
+/// fractions whose float sums depend on the order.
+#[derive(Clone, Debug)]
+struct Tiles {
+    offsets: Vec<u64>,
+    cols: Vec<u32>,
+    values: Vec<f32>,
+    ncols: usize,
+}
+
+impl Tiles {
+    fn new(sizes: &[usize], exact: bool) -> Tiles {
+        let ncols = 50;
+        let mut offsets = vec![0u64];
+        let (mut cols, mut values) = (Vec::new(), Vec::new());
+        for (r, &n) in sizes.iter().enumerate() {
+            for j in 0..n {
+                cols.push(((r * 13 + j * 7) % ncols) as u32);
+                let k = (r * 5 + j * 3) % 17;
+                values.push(if exact {
+                    k as f32 - 8.0
+                } else {
+                    (k as f32 - 8.0) / 7.0 + 1e-3 * j as f32
+                });
+            }
+            offsets.push(cols.len() as u64);
+        }
+        Tiles {
+            offsets,
+            cols,
+            values,
+            ncols,
+        }
+    }
+
+    fn rows(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    fn atoms(&self, r: usize) -> std::ops::Range<usize> {
+        self.offsets[r] as usize..self.offsets[r + 1] as usize
+    }
+
+    fn upload(&self, mem: &mut Memory) -> Vec<u64> {
+        vec![
+            upload(mem, &bytes_of(&self.offsets, u64::to_le_bytes)),
+            upload(mem, &bytes_of(&self.cols, u32::to_le_bytes)),
+            upload(mem, &bytes_of(&self.values, f32::to_le_bytes)),
+            self.rows() as u64,
+            self.ncols as u64,
+            self.values.len() as u64,
+        ]
+    }
+}
+
+/// The adversarial tile sets, by name.
+fn tile_sets() -> Vec<(&'static str, Vec<usize>)> {
+    let t = DEFAULT_THRESHOLD as usize;
+    vec![
+        ("all below", (0..150).map(|i| (i * 7) % t).collect()),
+        ("all above", (0..70).map(|i| t + (i * 11) % 90).collect()),
+        ("one giant", {
+            let mut v = vec![1; 40];
+            v[17] = 5000;
+            v
+        }),
+        ("empty tiles", vec![0; 130]),
+        ("zero tiles", vec![]),
+        (
+            "mixed",
+            (0..300)
+                .map(|i| match i % 9 {
+                    0 => t,
+                    1 => t - 1,
+                    2 => 0,
+                    3 => 3 * t + i % 5,
+                    _ => i % 13,
+                })
+                .collect(),
+        ),
+    ]
+}
+
+fn opts(level: Level) -> Options {
+    Options {
+        schedules: vec![level.schedule()],
+        block: BLOCK,
+        ..Options::default()
+    }
+}
+
+/// The generated module and the schedule's plan.
+fn generated(body: &Body, o: &Options) -> (Module, Plan) {
+    let g = generate(body, o).unwrap();
+    assert_eq!(g.plans.len(), 1);
+    (sim::parse(&g.ptx).unwrap(), g.plans[0].clone())
+}
+
+/// Runs the host-fallback plan (every kernel in order) with its temporaries, the grids from the
+/// plan's rule under `limits`. Returns the buffered tile count the parent left.
+fn run(
+    module: &Module,
+    plan: &Plan,
+    mut args: Vec<u64>,
+    size: ProblemSize,
+    limits: DeviceLimits,
+    mem: &mut Memory,
+) -> u64 {
+    let mut count = 0;
+    for t in plan.temps.iter() {
+        let elems = match t.count {
+            lb_ptx::plan::TempCount::Fixed(n) => n,
+            lb_ptx::plan::TempCount::PerTile { per_tile, extra } => per_tile * size.tiles + extra,
+            lb_ptx::plan::TempCount::PerBlock { .. } => unreachable!("no per-block temporaries"),
+        };
+        let fill = if t.zero || t.role == TempRole::ErrorFlag {
+            0
+        } else {
+            0xEE
+        };
+        let addr = upload(mem, &vec![fill; (elems * u64::from(t.elem_bytes)) as usize]);
+        if t.name == COUNT_TEMP {
+            count = addr;
+        }
+        args.push(addr);
+    }
+    for k in plan.kernels.iter() {
+        let cfg = LaunchConfig {
+            grid: k.grid.blocks(&size, k.block, &limits),
+            block: k.block,
+            dynamic_shared: k.dynamic_shared,
+        };
+        sim::launch(module, &k.entry, cfg, &args, mem)
+            .unwrap_or_else(|e| panic!("{}: {e}", k.entry));
+    }
+    u64::from_le_bytes(read_words::<8>(mem, count, 1)[0])
+}
+
+/// Two grids per test: the rule's (up to 4 resident blocks) and a single block that strides.
+const LIMITS: [DeviceLimits; 2] = [
+    DeviceLimits {
+        sm_count: 2,
+        blocks_per_sm: 2,
+    },
+    DeviceLimits {
+        sm_count: 1,
+        blocks_per_sm: 1,
+    },
+];
+
+fn size(t: &Tiles, tiles: usize, lanes: u64) -> ProblemSize {
+    ProblemSize {
+        tiles: tiles as u64,
+        atoms: t.values.len() as u64,
+        lanes,
+    }
+}
+
+fn xvec(n: usize) -> Vec<f32> {
+    (0..n).map(|i| (i % 9) as f32 - 4.0).collect()
+}
+
+/// The child's order for a large tile: 32 strided partials, then the butterfly; the sequential
+/// order for a small one.
+fn model_sum(contribs: &[f32]) -> f32 {
+    if (contribs.len() as u64) < DEFAULT_THRESHOLD {
+        return contribs.iter().fold(0f32, |a, &x| a + x);
+    }
+    let mut parts = [0f32; 32];
+    for (i, &x) in contribs.iter().enumerate() {
+        parts[i % 32] += x;
+    }
+    let mut d = 1;
+    while d < 32 {
+        let before = parts;
+        for (l, p) in parts.iter_mut().enumerate() {
+            *p = before[l] + before[l ^ d];
+        }
+        d *= 2;
+    }
+    parts[0]
+}
+
+/// SpMV; returns the output bits. Exact tile sets must match the sequential loop, others the
+/// model of the schedule's order, bitwise in both cases.
+fn check_spmv(t: &Tiles, level: Level, limits: DeviceLimits, exact: bool) -> Vec<u32> {
+    let (module, plan) = generated(&spmv(), &opts(level));
+    let x = xvec(t.ncols);
+    let mut mem = Memory::new();
+    let mut args = t.upload(&mut mem);
+    args.extend([
+        upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
+        x.len() as u64,
+    ]);
+    let y = upload(
+        &mut mem,
+        &bytes_of(&vec![f32::NAN; t.rows()], f32::to_le_bytes),
+    );
+    args.extend([y, t.rows() as u64]);
+    let buffered = run(&module, &plan, args, size(t, t.rows(), 1), limits, &mut mem);
+    let large = (0..t.rows())
+        .filter(|&r| t.atoms(r).len() as u64 >= DEFAULT_THRESHOLD)
+        .count();
+    assert_eq!(buffered, large as u64, "{level:?}: buffered tiles");
+    let got: Vec<u32> = read_words::<4>(&mem, y, t.rows())
+        .into_iter()
+        .map(u32::from_le_bytes)
+        .collect();
+    for (r, &got) in got.iter().enumerate() {
+        let contribs: Vec<f32> = t
+            .atoms(r)
+            .map(|nz| t.values[nz] * x[t.cols[nz] as usize])
+            .collect();
+        let want = if exact {
+            contribs.iter().fold(0f32, |a, &x| a + x)
+        } else {
+            model_sum(&contribs)
+        };
+        assert_eq!(got, want.to_bits(), "{level:?}: row {r} of {}", t.rows());
+    }
+    got
+}
+
+#[test]
+fn spmv_matches_the_cpu_on_every_tile_set_and_level() {
+    for (name, sizes) in tile_sets() {
+        let t = Tiles::new(&sizes, true);
+        for level in LEVELS {
+            for limits in LIMITS {
+                eprintln!("{name} {level:?} {limits:?}");
+                check_spmv(&t, level, limits, true);
+            }
+        }
+    }
+}
+
+#[test]
+fn float_sums_are_deterministic_and_in_the_documented_order() {
+    for (name, sizes) in tile_sets() {
+        let t = Tiles::new(&sizes, false);
+        for level in LEVELS {
+            let a = check_spmv(&t, level, LIMITS[0], false);
+            let b = check_spmv(&t, level, LIMITS[1], false);
+            assert_eq!(a, b, "{name} {level:?}: two launches differ");
+        }
+    }
+}
+
+/// `fn vmin(a: &Csr<f32>, #[atom] nz) -> f32 { a.values[nz] }` under `reduce`.
+fn values_body(name: &str, reduce: Reduce) -> Body {
+    let v = load(
+        Ty::F32,
+        ArrayRef::Field(0, CsrField::Values),
+        index(IndexRole::Atom),
+    );
+    Body {
+        name: name.into(),
+        params: vec![csr("a", Ty::F32)],
+        roles: vec![IndexRole::Atom],
+        locals: vec![],
+        block: Block {
+            stmts: vec![],
+            value: Some(Box::new(v)),
+        },
+        reduce: Some((Ty::F32, reduce)),
+    }
+}
+
+#[test]
+fn min_and_max_match_the_cpu() {
+    for (name, sizes) in tile_sets() {
+        let t = Tiles::new(&sizes, false);
+        for level in LEVELS {
+            for (reduce, body) in [(Reduce::Min, "vmin"), (Reduce::Max, "vmax")] {
+                let (module, plan) = generated(&values_body(body, reduce), &opts(level));
+                let mut mem = Memory::new();
+                let mut args = t.upload(&mut mem);
+                let y = upload(
+                    &mut mem,
+                    &bytes_of(&vec![f32::NAN; t.rows()], f32::to_le_bytes),
+                );
+                args.extend([y, t.rows() as u64]);
+                run(
+                    &module,
+                    &plan,
+                    args,
+                    size(&t, t.rows(), 1),
+                    LIMITS[0],
+                    &mut mem,
+                );
+                for (r, got) in read_words::<4>(&mem, y, t.rows()).into_iter().enumerate() {
+                    let want = t.atoms(r).fold(
+                        if reduce == Reduce::Min {
+                            f32::INFINITY
+                        } else {
+                            f32::NEG_INFINITY
+                        },
+                        |a, nz| {
+                            if reduce == Reduce::Min {
+                                a.min(t.values[nz])
+                            } else {
+                                a.max(t.values[nz])
+                            }
+                        },
+                    );
+                    assert_eq!(
+                        f32::from_le_bytes(got),
+                        want,
+                        "{name} {body} {level:?} row {r}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `fn isum(a: &Csr<f32>, #[atom] nz, #[rank] r) -> i64 { nz as i64 * 7 - r as i64 }`: 64-bit
+/// contributions through the 64-bit shuffles, and ranks in the child.
+fn isum() -> Body {
+    let v = bin(
+        BinaryOp::Sub,
+        Ty::I64,
+        bin(
+            BinaryOp::Mul,
+            Ty::I64,
+            cast(Ty::I64, index(IndexRole::Atom)),
+            int(Ty::I64, 7),
+        ),
+        cast(Ty::I64, index(IndexRole::Rank)),
+    );
+    Body {
+        name: "isum".into(),
+        params: vec![csr("a", Ty::F32)],
+        roles: vec![IndexRole::Atom, IndexRole::Rank],
+        locals: vec![],
+        block: Block {
+            stmts: vec![],
+            value: Some(Box::new(v)),
+        },
+        reduce: Some((Ty::I64, Reduce::Sum)),
+    }
+}
+
+#[test]
+fn i64_sums_with_ranks_match_the_cpu() {
+    for (name, sizes) in tile_sets() {
+        let t = Tiles::new(&sizes, true);
+        for level in LEVELS {
+            let (module, plan) = generated(&isum(), &opts(level));
+            let mut mem = Memory::new();
+            let mut args = t.upload(&mut mem);
+            let y = upload(&mut mem, &vec![0xAB; 8 * t.rows()]);
+            args.extend([y, t.rows() as u64]);
+            run(
+                &module,
+                &plan,
+                args,
+                size(&t, t.rows(), 1),
+                LIMITS[1],
+                &mut mem,
+            );
+            for (r, got) in read_words::<8>(&mem, y, t.rows()).into_iter().enumerate() {
+                let begin = t.offsets[r] as i64;
+                let want: i64 = t
+                    .atoms(r)
+                    .map(|nz| nz as i64 * 7 - (nz as i64 - begin))
+                    .sum();
+                assert_eq!(i64::from_le_bytes(got), want, "{name} {level:?} row {r}");
+            }
+        }
+    }
+}
+
+/// No reduce: `atomic_add(&mut counts[nz], 1); tile_of[nz] = row; rank_of[nz] = r;`, with an
+/// optional frontier parameter right after the tile set.
+fn visit(frontier: bool) -> Body {
+    let f = usize::from(frontier);
+    let mut params = vec![csr("a", Ty::F32)];
+    if frontier {
+        params.push(slice("frontier", Ty::U32, false));
+    }
+    params.extend([
+        slice("counts", Ty::U32, true),
+        slice("tile_of", Ty::U64, true),
+        slice("rank_of", Ty::U64, true),
+    ]);
+    let count = atomic(
+        AtomicOp::Add,
+        Ty::U32,
+        ArrayRef::Param(1 + f),
+        index(IndexRole::Atom),
+        vec![int(Ty::U32, 1)],
+    );
+    Body {
+        name: if frontier { "visit_f" } else { "visit" }.into(),
+        params,
+        roles: vec![IndexRole::Tile, IndexRole::Atom, IndexRole::Rank],
+        locals: vec![],
+        block: Block {
+            stmts: vec![
+                Stmt::Expr(count),
+                Stmt::Store {
+                    array: ArrayRef::Param(2 + f),
+                    index: index(IndexRole::Atom),
+                    value: index(IndexRole::Tile),
+                },
+                Stmt::Store {
+                    array: ArrayRef::Param(3 + f),
+                    index: index(IndexRole::Atom),
+                    value: index(IndexRole::Rank),
+                },
+            ],
+            value: None,
+        },
+        reduce: None,
+    }
+}
+
+/// Every atom of the active tiles is visited once per occurrence of its tile, with the right
+/// tile and rank.
+fn check_visit(t: &Tiles, frontier: Option<&[u32]>, level: Level, limits: DeviceLimits) {
+    let o = Options {
+        tiles: frontier.map(|_| 1),
+        ..opts(level)
+    };
+    let (module, plan) = generated(&visit(frontier.is_some()), &o);
+    let nnz = t.values.len();
+    let mut mem = Memory::new();
+    let mut args = t.upload(&mut mem);
+    if let Some(f) = frontier {
+        args.extend([
+            upload(&mut mem, &bytes_of(f, u32::to_le_bytes)),
+            f.len() as u64,
+        ]);
+    }
+    let counts = upload(&mut mem, &vec![0; 4 * nnz]);
+    let tile_of = upload(&mut mem, &vec![0xFF; 8 * nnz]);
+    let rank_of = upload(&mut mem, &vec![0xFF; 8 * nnz]);
+    args.extend([counts, nnz as u64, tile_of, nnz as u64, rank_of, nnz as u64]);
+    let tiles = frontier.map_or(t.rows(), <[u32]>::len);
+    run(&module, &plan, args, size(t, tiles, 1), limits, &mut mem);
+    let mut want = vec![0u32; nnz];
+    let all: Vec<u32> = (0..t.rows() as u32).collect();
+    for &r in frontier.unwrap_or(&all) {
+        for nz in t.atoms(r as usize) {
+            want[nz] += 1;
+        }
+    }
+    let got: Vec<u32> = read_words::<4>(&mem, counts, nnz)
+        .into_iter()
+        .map(u32::from_le_bytes)
+        .collect();
+    assert_eq!(got, want, "visit counts {level:?}");
+    let tiles = read_words::<8>(&mem, tile_of, nnz);
+    let ranks = read_words::<8>(&mem, rank_of, nnz);
+    for r in 0..t.rows() {
+        for nz in t.atoms(r) {
+            if want[nz] > 0 {
+                assert_eq!(u64::from_le_bytes(tiles[nz]), r as u64, "tile of {nz}");
+                assert_eq!(
+                    u64::from_le_bytes(ranks[nz]),
+                    nz as u64 - t.offsets[r],
+                    "rank of {nz}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_atom_is_visited_exactly_once_with_its_tile_and_rank() {
+    for (name, sizes) in tile_sets() {
+        let t = Tiles::new(&sizes, true);
+        for level in LEVELS {
+            for limits in LIMITS {
+                eprintln!("{name} {level:?} {limits:?}");
+                check_visit(&t, None, level, limits);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_frontier_with_repeats_visits_each_occurrence() {
+    let sizes: Vec<usize> = (0..60)
+        .map(|i| if i % 4 == 0 { 70 + i } else { i % 9 })
+        .collect();
+    let t = Tiles::new(&sizes, true);
+    let frontier: Vec<u32> = (0..90).map(|i| (i * 7 % 60) as u32).collect();
+    for level in LEVELS {
+        for limits in LIMITS {
+            check_visit(&t, Some(&frontier), level, limits);
+            check_visit(&t, Some(&[]), level, limits);
+        }
+    }
+}
+
+#[test]
+fn lanes_match_the_cpu() {
+    let k = 3;
+    for (name, sizes) in tile_sets() {
+        let t = Tiles::new(&sizes, true);
+        for level in LEVELS {
+            let o = Options {
+                lanes: Some(2),
+                ..opts(level)
+            };
+            let (module, plan) = generated(&spmm(), &o);
+            let b: Vec<f32> = (0..t.ncols * k).map(|i| (i % 7) as f32 - 3.0).collect();
+            let mut mem = Memory::new();
+            let mut args = t.upload(&mut mem);
+            args.extend([
+                upload(&mut mem, &bytes_of(&b, f32::to_le_bytes)),
+                b.len() as u64,
+            ]);
+            args.push(k as u64);
+            let c = upload(
+                &mut mem,
+                &bytes_of(&vec![f32::NAN; t.rows() * k], f32::to_le_bytes),
+            );
+            args.extend([c, (t.rows() * k) as u64]);
+            run(
+                &module,
+                &plan,
+                args,
+                size(&t, t.rows(), k as u64),
+                LIMITS[0],
+                &mut mem,
+            );
+            let got = read_words::<4>(&mem, c, t.rows() * k);
+            for r in 0..t.rows() {
+                for j in 0..k {
+                    let mut acc = 0f32;
+                    for nz in t.atoms(r) {
+                        acc += t.values[nz] * b[t.cols[nz] as usize * k + j];
+                    }
+                    assert_eq!(
+                        f32::from_le_bytes(got[r * k + j]),
+                        acc,
+                        "{name} {level:?} row {r} lane {j}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The plan of a template with a custom threshold, and its module.
+fn with_threshold(level: Level, threshold: u64) -> (Module, Plan) {
+    let template = Consolidate::with_threshold(level, threshold);
+    let o = opts(level);
+    let plan = template.plan(&spmv(), &o).unwrap();
+    let kernels = template.build(&spmv(), &o, &plan).unwrap();
+    let module = Module {
+        version: (7, 8),
+        target: o.target.clone(),
+        kernels,
+    };
+    (sim::parse(&module.to_string()).unwrap(), plan)
+}
+
+#[test]
+fn the_threshold_decides_what_is_buffered() {
+    let sizes: Vec<usize> = (0..100).map(|i| i % 12).collect();
+    let t = Tiles::new(&sizes, true);
+    let x = xvec(t.ncols);
+    for level in LEVELS {
+        for (threshold, buffered) in [(0u64, 100u64), (5, 7 * 8), (u64::MAX, 0)] {
+            let (module, plan) = with_threshold(level, threshold);
+            let mut mem = Memory::new();
+            let mut args = t.upload(&mut mem);
+            args.extend([
+                upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
+                x.len() as u64,
+            ]);
+            let y = upload(
+                &mut mem,
+                &bytes_of(&vec![f32::NAN; t.rows()], f32::to_le_bytes),
+            );
+            args.extend([y, t.rows() as u64]);
+            let got = run(
+                &module,
+                &plan,
+                args,
+                size(&t, t.rows(), 1),
+                LIMITS[0],
+                &mut mem,
+            );
+            assert_eq!(got, buffered, "{level:?} threshold {threshold}");
+            for (r, got) in read_words::<4>(&mem, y, t.rows()).into_iter().enumerate() {
+                let want = t
+                    .atoms(r)
+                    .fold(0f32, |a, nz| a + t.values[nz] * x[t.cols[nz] as usize]);
+                assert_eq!(f32::from_le_bytes(got), want, "{level:?} row {r}");
+            }
+        }
+    }
+}
+
+#[test]
+fn names_round_trip() {
+    for level in LEVELS {
+        let s = level.schedule();
+        assert_eq!(Schedule::from_name(s.name()), Some(s));
+    }
+    assert_eq!(Schedule::Consolidate.name(), "consolidate");
+    assert_eq!(
+        Schedule::from_name("consolidate(grid)"),
+        Some(Schedule::Consolidate)
+    );
+    assert_eq!(Schedule::from_name("consolidate(thread)"), None);
+    assert!(Schedule::ALL.contains(&Schedule::Consolidate));
+}
+
+#[test]
+fn the_device_launch_twin_parses_and_the_simulator_refuses_it() {
+    for level in LEVELS {
+        let g = generate(&spmv(), &opts(level)).unwrap();
+        let module = sim::parse(&g.ptx).unwrap();
+        assert_eq!(module.to_string(), g.ptx, "{level:?}: round trip");
+        let plan = &g.plans[0];
+        let twin = plan.device_launch_entry();
+        assert!(module.kernel(&twin).is_some(), "{twin}");
+        assert!(module
+            .kernel(&format!("{}_dl", plan.kernels[1].entry))
+            .is_some());
+        let host_only = module.without_device_launches();
+        assert!(host_only.kernel(&twin).is_none());
+        assert!(!host_only.to_string().contains(".extern"));
+        for k in plan.kernels.iter() {
+            assert!(host_only.kernel(&k.entry).is_some(), "{}", k.entry);
+        }
+        let mut mem = Memory::new();
+        let args = vec![0u64; module.kernel(&twin).unwrap().params.len()];
+        let cfg = LaunchConfig {
+            grid: 1,
+            block: BLOCK,
+            dynamic_shared: 0,
+        };
+        match sim::launch(&module, &twin, cfg, &args, &mut mem) {
+            Err(SimError::Unsupported(m)) => assert_eq!(m, "device-side launch"),
+            other => panic!("{level:?}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_modules_assemble_without_spills() {
+    for level in LEVELS {
+        for (name, body) in [("spmv", spmv()), ("isum", isum()), ("visit", visit(true))] {
+            let o = Options {
+                tiles: (name == "visit").then_some(1),
+                checked: name == "spmv",
+                ..opts(level)
+            };
+            let g = generate(&body, &o).unwrap();
+            assert!(lb_ptx::ptxas::needs_link(&g.ptx));
+            lb_ptx::ptxas::assert_assembles(&format!("{name} {level:?}"), &g.ptx);
+            let host_only = sim::parse(&g.ptx)
+                .unwrap()
+                .without_device_launches()
+                .to_string();
+            assert!(!lb_ptx::ptxas::needs_link(&host_only));
+            lb_ptx::ptxas::assert_assembles(&format!("{name} {level:?} host only"), &host_only);
+        }
+    }
+}
+
+#[test]
+fn snapshot_of_the_grid_level_device_launch() {
+    let g = generate(&spmv(), &opts(Level::Grid)).unwrap();
+    insta::assert_snapshot!("spmv_consolidate_grid", g.ptx);
+}
