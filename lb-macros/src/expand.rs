@@ -253,6 +253,9 @@ fn plan_tokens(p: &Plan) -> TokenStream {
         let role = match t.role {
             TempRole::Scratch => quote!(::lb::__private::TempRole::Scratch),
             TempRole::ErrorFlag => quote!(::lb::__private::TempRole::ErrorFlag),
+            TempRole::Cached { producers } => {
+                quote!(::lb::__private::TempRole::Cached { producers: #producers })
+            }
         };
         quote! {
             ::lb::__private::Temp {
@@ -515,6 +518,11 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
         }
         None => quote!(::lb::__private::DeviceTileSet::num_tiles(#a)),
     };
+    // Temporaries cached with the tile set describe all of its tiles: never with a frontier.
+    let cache = match sig.tiles {
+        Some(_) => quote!(::core::option::Option::None),
+        None => quote!(::core::option::Option::Some(::lb::__private::DeviceTileSet::temp_cache(#a))),
+    };
     let lanes = match sig.lanes {
         Some(i) => {
             let k = &sig.params[i].ident;
@@ -586,7 +594,7 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
             let mut __lb_args = ::std::vec::Vec::new();
             #(#pushes)*
             #out_push
-            let __lb_launch = ::lb::__private::execute(dev, self::PTX, __lb_plan, self::PARAM_NAMES, __lb_args, __lb_size)?;
+            let __lb_launch = ::lb::__private::execute_cached(dev, self::PTX, __lb_plan, self::PARAM_NAMES, __lb_args, __lb_size, #cache)?;
             #(#overflow_checks)*
             ::core::result::Result::Ok(__lb_launch)
         }

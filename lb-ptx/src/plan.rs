@@ -111,6 +111,26 @@ pub enum TempRole {
     /// body was indexed out of range under `checked`, word 1 the offending index. The runtime
     /// turns a nonzero word 0 into an error.
     ErrorFlag,
+    /// Depends only on the tile set (a reorder of its tiles, say) and is written only by the
+    /// plan's first `producers` kernels. The runtime keeps it with the device tile set after the
+    /// first launch and skips those kernels on later launches over the same tile set; never used
+    /// with a frontier, whose contents change between launches.
+    Cached { producers: u32 },
+}
+
+impl Plan {
+    /// How many leading kernels only produce [`TempRole::Cached`] temporaries (0 when the plan
+    /// caches nothing).
+    pub fn cache_producers(&self) -> usize {
+        self.temps
+            .iter()
+            .filter_map(|t| match t.role {
+                TempRole::Cached { producers } => Some(producers as usize),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

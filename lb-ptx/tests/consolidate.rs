@@ -707,3 +707,49 @@ fn snapshot_of_the_grid_level_device_launch() {
     let g = generate(&spmv(), &opts(Level::Grid)).unwrap();
     insta::assert_snapshot!("spmv_consolidate_grid", g.ptx);
 }
+
+/// With `LB_CUDADEVRT` pointing at libcudadevrt.a, the device-launch module links for every
+/// architecture: nvlink (next to ptxas) resolves `cudaGetParameterBuffer` and
+/// `cudaLaunchDevice` in the library, as the driver's linker does at load time.
+#[test]
+fn the_device_launch_module_links_against_the_device_runtime() {
+    let (Some(ptxas), Some(library)) = (
+        lb_ptx::ptxas::locate(),
+        std::env::var_os("LB_CUDADEVRT").map(std::path::PathBuf::from),
+    ) else {
+        eprintln!("!!! SKIPPED: set LB_CUDADEVRT to libcudadevrt.a (and have ptxas) to link !!!");
+        return;
+    };
+    let nvlink = ptxas.with_file_name("nvlink");
+    let g = generate(&spmv(), &opts(Level::Warp)).unwrap();
+    let dir = std::env::temp_dir().join(format!("lb-consolidate-link-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ptx = dir.join("dp.ptx");
+    std::fs::write(&ptx, &g.ptx).unwrap();
+    for arch in lb_ptx::ptxas::ARCHS {
+        let object = dir.join(format!("dp_{arch}.cubin"));
+        let run = |cmd: &mut std::process::Command| {
+            let out = cmd.output().unwrap();
+            assert!(
+                out.status.success(),
+                "{arch}: {:?}\n{}",
+                cmd,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        run(std::process::Command::new(&ptxas)
+            .arg(format!("-arch={arch}"))
+            .arg("--compile-only")
+            .arg(&ptx)
+            .arg("-o")
+            .arg(&object));
+        run(std::process::Command::new(&nvlink)
+            .arg(format!("-arch={arch}"))
+            .arg(&object)
+            .arg(&library)
+            .arg("-o")
+            .arg(dir.join(format!("linked_{arch}.cubin"))));
+    }
+    // Best effort: leftovers in the temp dir are harmless.
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,6 +5,7 @@
 //! device type computes the row offsets once, at upload, from the sorted row indices, and passes
 //! them as the first slot of its kernel ABI (`lb_ptx::body::TileSetKind`).
 
+use crate::cache::TempCache;
 use crate::buffer::{DeviceBuffer, Element};
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -114,6 +115,8 @@ pub struct DeviceCoo<T: Element> {
     num_rows: usize,
     num_cols: usize,
     stats: TileStats,
+    /// Temporaries that depend only on this tile set (see `TempCache`).
+    pub(crate) cache: TempCache,
 }
 
 impl<T: Element> DeviceCoo<T> {
@@ -128,6 +131,7 @@ impl<T: Element> DeviceCoo<T> {
             .unwrap_or(0);
         let offsets: Vec<u64> = row_offsets.iter().map(|&o| o as u64).collect();
         Ok(DeviceCoo {
+            cache: TempCache::default(),
             stats: TileStats::new(
                 coo.num_rows as u64,
                 coo.num_cols as u64,

@@ -3,6 +3,7 @@
 
 use std::ops::Range;
 
+use crate::cache::TempCache;
 use crate::buffer::{DeviceBuffer, Element};
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -80,6 +81,8 @@ pub struct DeviceCsc<T: Element> {
     num_rows: usize,
     num_cols: usize,
     stats: TileStats,
+    /// Temporaries that depend only on this tile set (see `TempCache`).
+    pub(crate) cache: TempCache,
 }
 
 impl<T: Element> DeviceCsc<T> {
@@ -94,6 +97,7 @@ impl<T: Element> DeviceCsc<T> {
             .max()
             .unwrap_or(0);
         Ok(DeviceCsc {
+            cache: TempCache::default(),
             stats: TileStats::new(
                 csc.num_cols as u64,
                 csc.num_rows as u64,

@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::ops::{AddAssign, Range};
 
+use crate::cache::TempCache;
 use crate::buffer::{DeviceBuffer, Element};
 use crate::coo::{Coo, DeviceCoo};
 use crate::csc::{Csc, DeviceCsc};
@@ -152,6 +153,8 @@ pub struct DeviceCsr<T: Element> {
     num_cols: usize,
     /// Computed once at upload for the `auto` heuristic.
     stats: TileStats,
+    /// Temporaries that depend only on this tile set (see `TempCache`).
+    cache: TempCache,
 }
 
 impl<T: Element> DeviceCsr<T> {
@@ -160,6 +163,7 @@ impl<T: Element> DeviceCsr<T> {
         csr.validate()?;
         let offsets: Vec<u64> = csr.row_offsets.iter().map(|&o| o as u64).collect();
         Ok(DeviceCsr {
+            cache: TempCache::default(),
             row_offsets: dev.upload(&offsets)?,
             col_indices: dev.upload(&csr.col_indices)?,
             values: dev.upload(&csr.values)?,
@@ -223,6 +227,8 @@ pub trait TileSet {
 pub trait DeviceTileSet {
     fn num_tiles(&self) -> usize;
     fn num_atoms(&self) -> usize;
+    /// The temporaries cached with this tile set (`TempRole::Cached`).
+    fn temp_cache(&self) -> &TempCache;
 }
 
 impl<T> TileSet for Csr<T> {
@@ -259,6 +265,9 @@ impl<T: Element> DeviceTileSet for DeviceCsr<T> {
     fn num_atoms(&self) -> usize {
         self.nnz()
     }
+    fn temp_cache(&self) -> &TempCache {
+        &self.cache
+    }
 }
 
 impl<T: Element> DeviceTileSet for DeviceCsc<T> {
@@ -268,6 +277,9 @@ impl<T: Element> DeviceTileSet for DeviceCsc<T> {
     fn num_atoms(&self) -> usize {
         self.nnz()
     }
+    fn temp_cache(&self) -> &TempCache {
+        &self.cache
+    }
 }
 
 impl<T: Element> DeviceTileSet for DeviceCoo<T> {
@@ -276,6 +288,9 @@ impl<T: Element> DeviceTileSet for DeviceCoo<T> {
     }
     fn num_atoms(&self) -> usize {
         self.nnz()
+    }
+    fn temp_cache(&self) -> &TempCache {
+        &self.cache
     }
 }
 

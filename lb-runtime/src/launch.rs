@@ -4,6 +4,9 @@ use cudarc::driver::sys;
 use lb_ptx::plan::{DeviceLimits, KernelPlan, Plan, ProblemSize, TempCount, TempRole};
 use lb_ptx::sim::{LaunchConfig, Stats};
 
+use std::sync::Arc;
+
+use crate::cache::TempCache;
 use crate::buffer::{DeviceBuffer, Element, RawBuffer};
 use crate::coo::DeviceCoo;
 use crate::csc::DeviceCsc;
@@ -217,6 +220,22 @@ pub fn execute(
     args: Vec<ArgValue>,
     size: ProblemSize,
 ) -> Result<Launch> {
+    execute_cached(dev, ptx, plan, param_names, args, size, None)
+}
+
+/// [`execute`], keeping the plan's `TempRole::Cached` temporaries in `cache` (the tile set's):
+/// the first launch runs every kernel and stores them; later launches reuse them and skip the
+/// kernels that produce them (they are absent from `Launch::kernels`). Pass `None` when the
+/// launch's tiles are not the tile set's own (a frontier).
+pub fn execute_cached(
+    dev: &Device,
+    ptx: &'static str,
+    plan: &Plan,
+    param_names: &'static [&'static str],
+    args: Vec<ArgValue>,
+    size: ProblemSize,
+    cache: Option<&TempCache>,
+) -> Result<Launch> {
     // Grids first: per-block temporaries are sized by the first kernel's grid.
     let mut kernels = Vec::with_capacity(plan.kernels.len());
     let mut gpu_functions = Vec::new();
@@ -257,8 +276,24 @@ pub fn execute(
     }
     let first_grid = kernels.first().map_or(1, |k| k.grid);
 
-    let mut temps: Vec<RawBuffer> = Vec::with_capacity(plan.temps.len());
+    let producers = plan.cache_producers();
+    let cache_key = match (cache, producers) {
+        (Some(_), 1..) => plan.kernels.first().map(|k| TempCache::key(ptx, &k.entry)),
+        _ => None,
+    };
+    let mut warm = cache
+        .zip(cache_key.as_ref())
+        .and_then(|(c, key)| c.get(key))
+        .map(Vec::into_iter);
+    let mut temps: Vec<Arc<RawBuffer>> = Vec::with_capacity(plan.temps.len());
     for t in plan.temps.iter() {
+        if let (TempRole::Cached { .. }, Some(cached)) = (t.role, warm.as_mut()) {
+            let buffer = cached.next().ok_or_else(|| {
+                Error::Shape(format!("the cache of `{}` lost temporary `{}`", plan.schedule, t.name))
+            })?;
+            temps.push(buffer);
+            continue;
+        }
         let bytes = temp_elements(t.count, &size, first_grid)
             .and_then(|n| n.checked_mul(u64::from(t.elem_bytes)))
             .and_then(|b| usize::try_from(b).ok())
@@ -268,10 +303,19 @@ pub fn execute(
                     t.name
                 ))
             })?;
-        temps.push(dev.alloc_raw(bytes, t.zero || t.role == TempRole::ErrorFlag)?);
+        temps.push(Arc::new(
+            dev.alloc_raw(bytes, t.zero || t.role == TempRole::ErrorFlag)?,
+        ));
+    }
+    if warm.is_some() {
+        // The cached temporaries are already written: their producers do not run again.
+        kernels.drain(..producers.min(kernels.len()));
+        if !gpu_functions.is_empty() {
+            gpu_functions.drain(..producers.min(gpu_functions.len()));
+        }
     }
     let mut params: Vec<u64> = args.iter().map(|a| a.bits()).collect();
-    params.extend(temps.iter().map(RawBuffer::addr));
+    params.extend(temps.iter().map(|t| t.addr()));
 
     let mut elapsed_ms = None;
     let mut sim_stats: Option<Stats> = None;
@@ -344,6 +388,17 @@ pub fn execute(
                 .map_or_else(|| format!("parameter #{p}"), |s| s.to_string());
             return Err(Error::OutOfBounds { param, index: w1 });
         }
+    }
+
+    if let (Some(cache), Some(key), None) = (cache, cache_key, warm) {
+        let cached = plan
+            .temps
+            .iter()
+            .zip(&temps)
+            .filter(|(t, _)| matches!(t.role, TempRole::Cached { .. }))
+            .map(|(_, b)| Arc::clone(b))
+            .collect();
+        cache.insert(key, cached);
     }
 
     Ok(Launch {

@@ -5,6 +5,7 @@
 //! The surface that macro-generated code calls is fixed in `docs/runtime-contract.md`.
 
 mod buffer;
+mod cache;
 mod coo;
 mod csc;
 mod cuda;
@@ -20,13 +21,14 @@ mod queue;
 mod stats;
 
 pub use buffer::{DeviceBuffer, Element};
+pub use cache::TempCache;
 pub use coo::{Coo, DeviceCoo};
 pub use csc::{Csc, DeviceCsc};
 pub use device::Device;
 pub use error::{Error, Result};
 pub use formats::{Csr, DeviceCsr, DeviceTileSet, TileSet};
 pub use heuristic::choose_schedule;
-pub use launch::{execute, ArgValue, KernelArg, KernelLaunch, Launch};
+pub use launch::{execute, execute_cached, ArgValue, KernelArg, KernelLaunch, Launch};
 pub use mtx::{parse_mtx, read_mtx, write_mtx, MtxValue};
 pub use queue::{DeviceQueue, Queue};
 pub use stats::TileStats;

@@ -85,6 +85,12 @@ impl ScheduleTemplate for Lrb {
                 dynamic_shared: 0,
             })
             .collect();
+        // Without a frontier the bins depend only on the tile set: the runtime keeps them with it
+        // and skips count, scan and scatter on later launches.
+        let role = match opts.tiles {
+            None => TempRole::Cached { producers: 3 },
+            Some(_) => TempRole::Scratch,
+        };
         let mut temps = common_temps(opts);
         temps.extend([
             Temp {
@@ -92,14 +98,14 @@ impl ScheduleTemplate for Lrb {
                 elem_bytes: 8,
                 count: TempCount::Fixed(Lrb::BINS.into()),
                 zero: true,
-                role: TempRole::Scratch,
+                role,
             },
             Temp {
                 name: Cow::Borrowed("lrb_starts"),
                 elem_bytes: 8,
                 count: TempCount::Fixed(u64::from(Lrb::BINS) + 1),
                 zero: false,
-                role: TempRole::Scratch,
+                role,
             },
             Temp {
                 name: Cow::Borrowed("lrb_perm"),
@@ -109,7 +115,7 @@ impl ScheduleTemplate for Lrb {
                     extra: 1,
                 },
                 zero: false,
-                role: TempRole::Scratch,
+                role,
             },
         ]);
         Ok(Plan {

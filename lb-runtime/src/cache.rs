@@ -1,0 +1,51 @@
+//! Temporaries that depend only on a tile set (`TempRole::Cached`), kept with the device tile set
+//! so that repeated launches over the same matrix skip the kernels that produce them.
+//!
+//! The cache lives inside `DeviceCsr` / `DeviceCsc` / `DeviceCoo`, which are immutable after
+//! upload: an entry is valid for exactly as long as its tile set, and is freed with it. Nothing
+//! keyed by address can outlive the data it describes.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use crate::buffer::RawBuffer;
+
+/// The cached temporaries of one tile set, per plan (keyed by the module text's address and the
+/// plan's first entry, so two kernels of the same name in different modules never share).
+#[derive(Default)]
+pub struct TempCache {
+    entries: Mutex<HashMap<(usize, String), Vec<Arc<RawBuffer>>>>,
+}
+
+impl TempCache {
+    pub(crate) fn key(ptx: &'static str, first_entry: &str) -> (usize, String) {
+        (ptx.as_ptr() as usize, first_entry.to_string())
+    }
+
+    /// The plan's cached buffers, in the order of its `Cached` temporaries, if a launch made them.
+    pub(crate) fn get(&self, key: &(usize, String)) -> Option<Vec<Arc<RawBuffer>>> {
+        self.entries.lock().ok()?.get(key).cloned()
+    }
+
+    pub(crate) fn insert(&self, key: (usize, String), buffers: Vec<Arc<RawBuffer>>) {
+        if let Ok(mut entries) = self.entries.lock() {
+            entries.insert(key, buffers);
+        }
+    }
+
+    /// How many plans have cached temporaries for this tile set.
+    pub fn len(&self) -> usize {
+        self.entries.lock().map_or(0, |e| e.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl fmt::Debug for TempCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TempCache({} plans)", self.len())
+    }
+}
