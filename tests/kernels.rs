@@ -325,25 +325,47 @@ fn lrb_reuses_its_bins_for_the_same_tile_set_only() {
     let b = random_csr(Shape::Random, 500, 300, 22);
     let x = random_vec(300, 23);
     let dx = dev.upload(&x).unwrap();
-    let (da, db) = (DeviceCsr::upload(&dev, &a).unwrap(), DeviceCsr::upload(&dev, &b).unwrap());
-    let ran = |l: &Launch| l.kernels.iter().map(|k| k.entry.clone()).collect::<Vec<_>>();
+    let (da, db) = (
+        DeviceCsr::upload(&dev, &a).unwrap(),
+        DeviceCsr::upload(&dev, &b).unwrap(),
+    );
+    let ran = |l: &Launch| {
+        l.kernels
+            .iter()
+            .map(|k| k.entry.clone())
+            .collect::<Vec<_>>()
+    };
     let producers = ["spmv_lrb_count", "spmv_lrb_scan", "spmv_lrb_scatter"];
 
     let mut dy = dev.upload(&vec![f32::NAN; a.num_rows]).unwrap();
     let first = spmv::launch_with(&dev, Schedule::Lrb, &da, &dx, &mut dy).unwrap();
-    assert!(producers.iter().all(|p| ran(&first).iter().any(|e| e == p)), "{:?}", ran(&first));
+    assert!(
+        producers.iter().all(|p| ran(&first).iter().any(|e| e == p)),
+        "{:?}",
+        ran(&first)
+    );
     assert_spmv_close(&a, &x, &dev.download(&dy).unwrap(), "lrb, cold");
     assert_eq!(da.temp_cache().len(), 1);
 
     let mut dy = dev.upload(&vec![f32::NAN; a.num_rows]).unwrap();
     let second = spmv::launch_with(&dev, Schedule::Lrb, &da, &dx, &mut dy).unwrap();
-    assert!(producers.iter().all(|p| !ran(&second).iter().any(|e| e == p)), "{:?}", ran(&second));
+    assert!(
+        producers
+            .iter()
+            .all(|p| !ran(&second).iter().any(|e| e == p)),
+        "{:?}",
+        ran(&second)
+    );
     assert!(!second.kernels.is_empty());
     assert_spmv_close(&a, &x, &dev.download(&dy).unwrap(), "lrb, warm");
 
     assert!(db.temp_cache().is_empty());
     let mut dyb = dev.upload(&vec![f32::NAN; b.num_rows]).unwrap();
     let other = spmv::launch_with(&dev, Schedule::Lrb, &db, &dx, &mut dyb).unwrap();
-    assert!(producers.iter().all(|p| ran(&other).iter().any(|e| e == p)), "{:?}", ran(&other));
+    assert!(
+        producers.iter().all(|p| ran(&other).iter().any(|e| e == p)),
+        "{:?}",
+        ran(&other)
+    );
     assert_spmv_close(&b, &x, &dev.download(&dyb).unwrap(), "lrb, other matrix");
 }

@@ -521,7 +521,9 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
     // Temporaries cached with the tile set describe all of its tiles: never with a frontier.
     let cache = match sig.tiles {
         Some(_) => quote!(::core::option::Option::None),
-        None => quote!(::core::option::Option::Some(::lb::__private::DeviceTileSet::temp_cache(#a))),
+        None => {
+            quote!(::core::option::Option::Some(::lb::__private::DeviceTileSet::temp_cache(#a)))
+        }
     };
     let lanes = match sig.lanes {
         Some(i) => {

@@ -11,24 +11,27 @@ use std::sync::{Arc, Mutex};
 
 use crate::buffer::RawBuffer;
 
+/// Which plan a cache entry belongs to: the module text's address and the plan's first entry.
+pub(crate) type PlanKey = (usize, String);
+
 /// The cached temporaries of one tile set, per plan (keyed by the module text's address and the
 /// plan's first entry, so two kernels of the same name in different modules never share).
 #[derive(Default)]
 pub struct TempCache {
-    entries: Mutex<HashMap<(usize, String), Vec<Arc<RawBuffer>>>>,
+    entries: Mutex<HashMap<PlanKey, Vec<Arc<RawBuffer>>>>,
 }
 
 impl TempCache {
-    pub(crate) fn key(ptx: &'static str, first_entry: &str) -> (usize, String) {
+    pub(crate) fn key(ptx: &'static str, first_entry: &str) -> PlanKey {
         (ptx.as_ptr() as usize, first_entry.to_string())
     }
 
     /// The plan's cached buffers, in the order of its `Cached` temporaries, if a launch made them.
-    pub(crate) fn get(&self, key: &(usize, String)) -> Option<Vec<Arc<RawBuffer>>> {
+    pub(crate) fn get(&self, key: &PlanKey) -> Option<Vec<Arc<RawBuffer>>> {
         self.entries.lock().ok()?.get(key).cloned()
     }
 
-    pub(crate) fn insert(&self, key: (usize, String), buffers: Vec<Arc<RawBuffer>>) {
+    pub(crate) fn insert(&self, key: PlanKey, buffers: Vec<Arc<RawBuffer>>) {
         if let Ok(mut entries) = self.entries.lock() {
             entries.insert(key, buffers);
         }

@@ -5,8 +5,8 @@
 //! device type computes the row offsets once, at upload, from the sorted row indices, and passes
 //! them as the first slot of its kernel ABI (`lb_ptx::body::TileSetKind`).
 
-use crate::cache::TempCache;
 use crate::buffer::{DeviceBuffer, Element};
+use crate::cache::TempCache;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::stats::TileStats;

@@ -3,8 +3,8 @@
 
 use std::ops::Range;
 
-use crate::cache::TempCache;
 use crate::buffer::{DeviceBuffer, Element};
+use crate::cache::TempCache;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::formats::{validate_compressed, Axes};

@@ -7,8 +7,8 @@
 use std::borrow::Cow;
 use std::ops::{AddAssign, Range};
 
-use crate::cache::TempCache;
 use crate::buffer::{DeviceBuffer, Element};
+use crate::cache::TempCache;
 use crate::coo::{Coo, DeviceCoo};
 use crate::csc::{Csc, DeviceCsc};
 use crate::device::Device;

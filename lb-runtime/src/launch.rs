@@ -6,8 +6,8 @@ use lb_ptx::sim::{LaunchConfig, Stats};
 
 use std::sync::Arc;
 
-use crate::cache::TempCache;
 use crate::buffer::{DeviceBuffer, Element, RawBuffer};
+use crate::cache::TempCache;
 use crate::coo::DeviceCoo;
 use crate::csc::DeviceCsc;
 use crate::device::{Backend, Device, SIM_LIMITS};
@@ -289,7 +289,10 @@ pub fn execute_cached(
     for t in plan.temps.iter() {
         if let (TempRole::Cached { .. }, Some(cached)) = (t.role, warm.as_mut()) {
             let buffer = cached.next().ok_or_else(|| {
-                Error::Shape(format!("the cache of `{}` lost temporary `{}`", plan.schedule, t.name))
+                Error::Shape(format!(
+                    "the cache of `{}` lost temporary `{}`",
+                    plan.schedule, t.name
+                ))
             })?;
             temps.push(buffer);
             continue;

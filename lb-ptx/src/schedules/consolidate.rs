@@ -11,7 +11,8 @@
 //! here, [`DEFAULT_THRESHOLD`] = 32 atoms, is the smallest tile that keeps every lane of the
 //! child's one-warp-per-tile mapping busy. [`Consolidate::with_threshold`] tunes it.
 //!
-//! Two plans' worth of kernels are generated, and the runtime picks per launch:
+//! One plan (the host fallback) and its device-launch twin are generated; the runtime picks per
+//! launch:
 //! - **Host fallback** (the plan): kernels `[parent, child]`. The child is launched by the host
 //!   after the parent and reads the buffer's length from the counter the parent wrote; its grid
 //!   is the parent's conservative `CoverItems` rule and surplus warps exit. Runs everywhere,
@@ -25,7 +26,8 @@
 //!   child over its scope's range of the buffer with `cudaGetParameterBuffer` /
 //!   `cudaLaunchDevice`. If the device runtime refuses (no parameter buffer, launch error), the
 //!   launching thread walks the range itself, so no tile is lost. The module then needs linking
-//!   against libcudadevrt; see `lb-runtime`.
+//!   against libcudadevrt (see `lb-runtime`); `tests/consolidate.rs` links it with nvlink for
+//!   sm_75/80/90 when `LB_CUDADEVRT` names the library.
 //!
 //! The buffer holds tile *positions* (one per tile, whatever the lane count): a large tile is
 //! appended by its lane-0 item, and the child walks all its lanes.
