@@ -41,8 +41,8 @@ use crate::codegen::{
     emit_body, ptx_type, reduce_combine, reduce_identity, AtomContext, KernelParams,
 };
 use crate::ir::{
-    Address, BinOp, Cmp, Kernel, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space, Special,
-    Type, UnOp, VoteMode,
+    Address, AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space,
+    Special, Type, UnOp, VoteMode,
 };
 use crate::plan::{Grid, KernelPlan, Plan};
 use crate::{GenError, Options};
@@ -200,7 +200,25 @@ impl ScheduleTemplate for Binning {
         st_if(&mut b, lead, Type::U32, vote, Operand::Imm(NONE));
         b.emit(Op::BarSync);
         let mine = b.setp(Cmp::Ne, Type::U32, cand, Operand::Imm(0));
-        st_if(&mut b, mine, Type::U32, vote, tid.into());
+        // An atomic min, not racing plain stores: the lowest candidate wins, every time, and
+        // racecheck sees no conflicting writes.
+        let previous = b.reg(RegClass::B32);
+        b.emit_guarded(
+            mine,
+            false,
+            Op::Atom {
+                space: Space::Shared,
+                op: AtomOp::Min,
+                ty: Type::U32,
+                dst: previous,
+                addr: Address::Reg {
+                    base: vote,
+                    offset: 0,
+                },
+                b: tid.into(),
+                c: None,
+            },
+        );
         b.emit(Op::BarSync);
         let winner = b.ld(Space::Shared, Type::U32, vote);
         let none = b.setp(Cmp::Eq, Type::U32, winner, Operand::Imm(NONE));
