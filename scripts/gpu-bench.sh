@@ -11,7 +11,9 @@ work=$(mktemp -d)
 mkdir -p "$out" "$work/plots"
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$work/gpu.txt"
-.gpu/bin/lb-bench --quiet --json "$work/$name.jsonl" --plots "$work/plots" "$@" >"$work/$name.txt" 2>&1
+# LB_BENCH_TIMEOUT (seconds) stops a long run early; the JSON lines written so far are kept.
+timeout "${LB_BENCH_TIMEOUT:-86400}" .gpu/bin/lb-bench --quiet --json "$work/$name.jsonl" --plots "$work/plots" "$@" \
+  >"$work/$name.txt" 2>&1
 status=$?
 grep -E "^auto|failed|error" "$work/$name.txt" | head -40
 echo "lb-bench exit $status; $(grep -c '"record":"run"' "$work/$name.jsonl" 2>/dev/null) runs"

@@ -372,8 +372,6 @@ pub fn plots(dir: &Path, records: &[Record]) -> Result<(), String> {
         )?;
         if gpu {
             let mut speedup = Series::new();
-            let mut names: Vec<String> = mine().map(|r| r.matrix.clone()).collect();
-            names.dedup();
             for r in mine() {
                 let best_ours = mine()
                     .filter(|o| {
@@ -381,7 +379,7 @@ pub fn plots(dir: &Path, records: &[Record]) -> Result<(), String> {
                     })
                     .filter_map(|o| o.speedup_vs_cusparse)
                     .fold(f64::NAN, f64::max);
-                let x = names.iter().position(|n| *n == r.matrix).unwrap_or(0) as f64 + 1.0;
+                let x = r.nnz as f64;
                 if r.schedule == "auto" {
                     if let Some(s) = r.speedup_vs_cusparse {
                         speedup.entry("auto".into()).or_default().push((x, s));
@@ -396,7 +394,7 @@ pub fn plots(dir: &Path, records: &[Record]) -> Result<(), String> {
             }
             scatter(
                 &dir.join(format!("speedup-{op}.png")),
-                &format!("{op}: speedup over cuSPARSE (x: matrix #, see JSON)"),
+                &format!("{op}: speedup over cuSPARSE per matrix"),
                 "speedup",
                 &speedup,
             )?;
@@ -433,11 +431,7 @@ fn scatter(path: &Path, title: &str, y_label: &str, series: &Series) -> Result<(
         .map_err(|x| e(&x))?;
     chart
         .configure_mesh()
-        .x_desc(if title.contains("speedup") {
-            "matrix"
-        } else {
-            "nonzeros"
-        })
+        .x_desc("nonzeros")
         .y_desc(y_label)
         .draw()
         .map_err(|x| e(&x))?;

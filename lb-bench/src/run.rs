@@ -288,7 +288,8 @@ fn run_one(
         out.push(measure(cli, &mut p, s, &base, gpu));
     }
     // `auto`: what the generated `launch` would pick among every generated schedule.
-    let picked = lb::choose_schedule(p.schedules(), p.da.stats());
+    let lanes = p.op.k().unwrap_or(1) as u64;
+    let picked = lb::choose_schedule(p.schedules(), p.da.stats(), lanes);
     let mut auto = match out.iter().find(|r| r.schedule == picked.name()) {
         Some(r) => r.clone(),
         None => measure(cli, &mut p, picked, &base, gpu),

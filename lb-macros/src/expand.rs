@@ -491,11 +491,18 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
     // With several schedules (`"auto"`), `launch` lets lb-runtime's heuristic pick one from the
     // tile set's statistics (lb_runtime::heuristic).
     let tile_set = &sig.tile_set().ident;
+    let lane_count = match sig.lanes {
+        Some(i) => {
+            let f = &sig.params[i].ident;
+            quote!(#f as ::core::primitive::u64)
+        }
+        None => quote!(1u64),
+    };
     let launch = if real {
         quote! {
             /// Runs the kernels of the schedule among `SCHEDULES` that `lb::heuristic` picks for the tile set.
             pub fn launch(dev: &::lb::__private::Device, #(#params),*) -> ::lb::__private::Result<::lb::__private::Launch> {
-                let __lb_schedule = ::lb::__private::choose_schedule(self::SCHEDULES, #tile_set.stats());
+                let __lb_schedule = ::lb::__private::choose_schedule(self::SCHEDULES, #tile_set.stats(), #lane_count);
                 self::launch_with(dev, __lb_schedule, #(#names),*)
             }
         }
