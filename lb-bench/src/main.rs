@@ -3,6 +3,7 @@
 
 mod baseline;
 mod corpus;
+mod graph;
 mod report;
 mod run;
 
@@ -13,9 +14,9 @@ use clap::{Parser, ValueEnum};
 
 use corpus::{Family, Scale};
 
-/// The operations measured. New ones (SSSP and BFS from `lb::algorithms`, once they land) are
-/// added here and in `run::Problem::new` / `run::Problem::launch`: an op needs a device problem,
-/// a launch per schedule and a CPU reference.
+/// The operations measured. A new kernel op is added here and in `run::Problem::new` /
+/// `run::Problem::launch` (a device problem, a launch per schedule and a CPU reference); the graph
+/// ops, host-driven loops of launches, run through `graph::run_graph` instead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Op {
     /// y = A·x.
@@ -26,6 +27,10 @@ pub enum Op {
     Spmm32,
     /// C = A·B with 128 columns.
     Spmm128,
+    /// Single-source shortest paths from vertex 0, weights |A|, in traversed edges per second.
+    Sssp,
+    /// Breadth-first search from vertex 0, in traversed edges per second.
+    Bfs,
 }
 
 impl Op {
@@ -35,17 +40,24 @@ impl Op {
             Op::Spmm8 => "spmm8",
             Op::Spmm32 => "spmm32",
             Op::Spmm128 => "spmm128",
+            Op::Sssp => "sssp",
+            Op::Bfs => "bfs",
         }
     }
 
-    /// Dense columns: `None` for SpMV.
+    /// Dense columns: `None` for SpMV and the graph ops.
     pub fn k(self) -> Option<usize> {
         match self {
-            Op::Spmv => None,
+            Op::Spmv | Op::Sssp | Op::Bfs => None,
             Op::Spmm8 => Some(8),
             Op::Spmm32 => Some(32),
             Op::Spmm128 => Some(128),
         }
+    }
+
+    /// SSSP and BFS: run by `graph::run_graph`, not as a `run::Problem`.
+    pub fn is_graph(self) -> bool {
+        matches!(self, Op::Sssp | Op::Bfs)
     }
 }
 
@@ -58,7 +70,11 @@ impl Op {
 #[derive(Debug, Parser)]
 #[command(name = "lb-bench", version)]
 pub struct Cli {
-    /// Operations, comma-separated.
+    /// Operations, comma-separated. `sssp` and `bfs` (not in the default list) run
+    /// `lb::algorithms` from vertex 0 on each square matrix (weights |A|), checked against
+    /// Dijkstra / queue BFS, and report traversed edges per second (MTEPS); no cuSPARSE, no
+    /// `auto`. On the simulator they report correctness and iterations only, on graphs of at
+    /// most 20 000 edges.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Op::Spmv, Op::Spmm8, Op::Spmm32, Op::Spmm128])]
     pub ops: Vec<Op>,
     /// Schedules to run, comma-separated, as written in `schedule = "…"` (default: every

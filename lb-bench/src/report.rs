@@ -108,6 +108,14 @@ pub struct Record {
     pub energy_mj_per_call: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub avg_power_w: Option<f64>,
+    /// Graph ops: kernel iterations (frontiers) and edges traversed by one run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iterations: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edges: Option<u64>,
+    /// Graph ops on a GPU: million traversed edges per second of median kernel time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mteps: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sim_instructions: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -156,6 +164,9 @@ impl Record {
             cusparse_alg: None,
             energy_mj_per_call: None,
             avg_power_w: None,
+            iterations: None,
+            edges: None,
+            mteps: None,
             sim_instructions: None,
             sim_instr_per_atom: None,
             sim_busiest_over_mean: None,
@@ -193,6 +204,33 @@ impl Record {
     }
 }
 
+/// The header of the graph ops' rows (their columns differ from SpMV's and SpMM's).
+pub fn print_graph_header(gpu: bool) {
+    println!(
+        "{:<8} {:<34} {:<22} {:>10} {:>10} {:>10} {:>8}  status{}",
+        "op",
+        "matrix",
+        "schedule",
+        "iters",
+        "edges",
+        "time(us)",
+        "MTEPS",
+        if gpu {
+            String::new()
+        } else {
+            format!(
+                " (simulator: no time; graphs of ≤ {} edges)",
+                crate::graph::SIM_MAX_EDGES
+            )
+        }
+    );
+}
+
+/// A graph op's matrix that is not run, and why, in the table.
+pub fn print_graph_skip(op: &str, matrix: &str, why: &str) {
+    println!("{op:<8} {matrix:<34} skipped: {why}");
+}
+
 fn opt(v: Option<f64>, prec: usize) -> String {
     v.map_or_else(|| "n/a".into(), |v| format!("{v:.prec$}"))
 }
@@ -221,7 +259,20 @@ pub fn print_row(r: &Record) {
         (_, Some(e)) => format!("FAILED: {e}"),
         _ => "FAILED".to_string(),
     };
-    if r.sim_instructions.is_some() || (r.median_ms.is_none() && r.context.gpu == "simulator") {
+    if [Op::Sssp, Op::Bfs].iter().any(|o| o.name() == r.op) {
+        println!(
+            "{:<8} {:<34} {:<22} {:>10} {:>10} {:>10} {:>8}  {status}",
+            r.op,
+            r.matrix,
+            schedule,
+            r.iterations.map_or_else(|| "n/a".into(), |v| v.to_string()),
+            r.edges.map_or_else(|| "n/a".into(), |v| v.to_string()),
+            opt(r.median_ms.map(|ms| ms * 1e3), 1),
+            opt(r.mteps, 1),
+        );
+    } else if r.sim_instructions.is_some()
+        || (r.median_ms.is_none() && r.context.gpu == "simulator")
+    {
         println!(
             "{:<8} {:<34} {:<22} {:>11} {:>9} {:>9} {:>8}%  {status}",
             r.op,

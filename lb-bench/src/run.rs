@@ -9,6 +9,7 @@ use lb::prelude::*;
 
 use crate::baseline::{CuCsr, Cusparse, Power, SPMM_ALGS, SPMV_ALGS};
 use crate::corpus::{self, Family, Matrix};
+use crate::graph;
 use crate::report::{self, Context, Record};
 use crate::{Cli, Op};
 
@@ -224,11 +225,23 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut records: Vec<Record> = Vec::new();
-    bar.suspend(|| report::print_header(dev.is_gpu()));
+    if cli.ops.iter().any(|op| !op.is_graph()) {
+        bar.suspend(|| report::print_header(dev.is_gpu()));
+    }
     for &op in &cli.ops {
+        if op.is_graph() {
+            bar.suspend(|| report::print_graph_header(dev.is_gpu()));
+        }
         for m in &matrices {
             bar.set_message(format!("{} {}", op.name(), m.name));
-            let new = run_one(cli, op, m, &dev, gpu.as_ref(), &wanted, &ctx);
+            let new = if !op.is_graph() {
+                run_one(cli, op, m, &dev, gpu.as_ref(), &wanted, &ctx)
+            } else if let Some(why) = graph::skip_reason(m, dev.is_gpu()) {
+                bar.suspend(|| report::print_graph_skip(op.name(), &m.name, &why));
+                Vec::new()
+            } else {
+                graph::run_graph(cli, op, m, &dev, &wanted, &ctx)
+            };
             for r in &new {
                 bar.suspend(|| report::print_row(r));
                 if let Some(out) = json.as_mut() {

@@ -94,6 +94,59 @@ fn simulator_run_reports_every_schedule_as_json_lines() {
 }
 
 #[test]
+fn simulator_graph_ops_pass_every_schedule() {
+    let json = std::env::temp_dir().join(format!("lb-bench-graph-{}.jsonl", std::process::id()));
+    let out = bench()
+        .args([
+            "--sim",
+            "--quiet",
+            "--ops",
+            "sssp,bfs",
+            "--scale",
+            "small",
+            "--families",
+            "road,regular",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&json).unwrap();
+    std::fs::remove_file(&json).ok();
+    let mut schedules: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for line in text.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        // No `auto` row, hence no `auto_summary`, for the graph ops.
+        assert_eq!(v["record"], "run", "{line}");
+        assert_eq!(v["status"], "ok", "{line}");
+        assert!(v["iterations"].as_u64().is_some_and(|i| i > 0), "{line}");
+        assert!(v["edges"].as_u64().is_some_and(|e| e > 0), "{line}");
+        let op = v["op"].as_str().unwrap().to_string();
+        assert!(op == "sssp" || op == "bfs", "{line}");
+        schedules
+            .entry((op, v["matrix"].as_str().unwrap().to_string()))
+            .or_default()
+            .insert(v["schedule"].as_str().unwrap().to_string());
+    }
+    // road has 1 member and regular 2 in the small corpus; two ops.
+    assert_eq!(schedules.len(), 6, "{schedules:?}");
+    let want: BTreeSet<String> = lb::algorithms::schedules()
+        .iter()
+        .map(|s| s.name().to_string())
+        .collect();
+    for (key, got) in &schedules {
+        assert_eq!(got, &want, "{key:?}");
+    }
+}
+
+#[test]
 fn help_documents_every_option() {
     let out = bench().arg("--help").output().unwrap();
     assert!(out.status.success());

@@ -271,6 +271,15 @@ fn plan_tokens(p: &Plan) -> TokenStream {
         Some(Select::AvgAtomsPerTile { min, max }) => {
             quote!(::core::option::Option::Some(::lb::__private::Select::AvgAtomsPerTile { min: #min, max: #max }))
         }
+        Some(Select::Spread {
+            max_avg,
+            max_std_dev,
+            low,
+        }) => quote!(::core::option::Option::Some(::lb::__private::Select::Spread {
+            max_avg: #max_avg,
+            max_std_dev: #max_std_dev,
+            low: #low,
+        })),
         None => quote!(::core::option::Option::None),
     };
     let index_limit = match p.index_limit {
@@ -590,7 +599,7 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
             let __lb_work = __lb_size.tiles.saturating_add(__lb_size.atoms);
             let __lb_plan = match __lb_plans.find(|__lb_p| {
                 __lb_p.index_limit.is_none_or(|__lb_l| __lb_work <= __lb_l)
-                    && __lb_p.select.as_ref().is_none_or(|__lb_r| __lb_r.matches(&__lb_size))
+                    && __lb_p.select.as_ref().is_none_or(|__lb_r| __lb_r.matches(&__lb_size, #a.stats().std_atoms))
             }) {
                 ::core::option::Option::Some(__lb_p) => __lb_p,
                 ::core::option::Option::None => {

@@ -182,6 +182,14 @@ pub enum Select {
     /// u64::MAX` means no upper bound. The variants of one schedule cover `0..` without gaps or
     /// overlaps, so exactly one matches.
     AvgAtomsPerTile { min: u64, max: u64 },
+    /// Picked when the average atoms per tile is at most `max_avg` and their standard deviation
+    /// at most `max_std_dev` (`low: true`), or exactly when that does not hold (`low: false`):
+    /// a pair of plans with the same thresholds and opposite `low` covers every tile set once.
+    Spread {
+        max_avg: u64,
+        max_std_dev: u64,
+        low: bool,
+    },
 }
 
 impl Select {
@@ -194,12 +202,22 @@ impl Select {
         }
     }
 
-    /// Whether this rule picks its plan for `size`.
-    pub fn matches(&self, size: &ProblemSize) -> bool {
+    /// Whether this rule picks its plan for `size`, whose tiles' atom counts have standard
+    /// deviation `std_dev` (the runtime measures it when a tile set is uploaded).
+    pub fn matches(&self, size: &ProblemSize, std_dev: f64) -> bool {
         match *self {
             Select::AvgAtomsPerTile { min, max } => {
                 let avg = Self::avg_atoms_per_tile(size);
                 avg >= min && (avg < max || max == u64::MAX)
+            }
+            Select::Spread {
+                max_avg,
+                max_std_dev,
+                low,
+            } => {
+                let within =
+                    Self::avg_atoms_per_tile(size) <= max_avg && std_dev <= max_std_dev as f64;
+                within == low
             }
         }
     }

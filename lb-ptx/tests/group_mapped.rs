@@ -560,7 +560,7 @@ fn dynamic_virtual_warps_picks_the_documented_size() {
         };
         let picked: Vec<&Plan> = plans
             .iter()
-            .filter(|p| p.select.is_some_and(|s| s.matches(&size)))
+            .filter(|p| p.select.is_some_and(|s| s.matches(&size, 0.0)))
             .collect();
         assert_eq!(picked.len(), 1, "exactly one plan for {size:?}");
         assert_eq!(picked[0].schedule, "dynamic_virtual_warps");

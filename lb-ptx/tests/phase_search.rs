@@ -847,10 +847,15 @@ fn plans_put_the_partition_before_the_main_kernel() {
         .iter()
         .map(|p| (p.kernels[1].entry.as_ref(), p.index_limit, p.select))
         .collect();
-    let interpolation = Select::AvgAtomsPerTile { min: 0, max: 10 };
-    let binary = Select::AvgAtomsPerTile {
-        min: 10,
-        max: u64::MAX,
+    let interpolation = Select::Spread {
+        max_avg: 9,
+        max_std_dev: 8,
+        low: true,
+    };
+    let binary = Select::Spread {
+        max_avg: 9,
+        max_std_dev: 8,
+        low: false,
     };
     let limit = Some(u64::from(u32::MAX));
     assert_eq!(
@@ -870,14 +875,23 @@ fn plans_put_the_partition_before_the_main_kernel() {
             ("spmv_multi_phase_binary_u64", None, Some(binary)),
         ]
     );
-    // The rule of B&B §3.1.2: interpolation up to 9 atoms per tile on average.
+    // The rule of B&B §3.1.2: interpolation up to 9 atoms per tile on average and a standard
+    // deviation up to 8; binary search everywhere else.
     let at = |atoms| ProblemSize {
         tiles: 10,
         atoms,
         lanes: 1,
     };
-    assert!(interpolation.matches(&at(90)) && !binary.matches(&at(90)));
-    assert!(binary.matches(&at(91)) && !interpolation.matches(&at(91)));
+    for (atoms, std_dev, interpolates) in [
+        (90, 0.0, true),
+        (90, 8.0, true),
+        (90, 8.5, false),
+        (91, 0.0, false),
+        (0, 0.0, true),
+    ] {
+        assert_eq!(interpolation.matches(&at(atoms), std_dev), interpolates);
+        assert_eq!(binary.matches(&at(atoms), std_dev), !interpolates);
+    }
 }
 
 #[test]

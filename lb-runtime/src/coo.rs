@@ -124,20 +124,10 @@ impl<T: Element> DeviceCoo<T> {
     pub fn upload(dev: &Device, coo: &Coo<T>) -> Result<Self> {
         coo.validate()?;
         let row_offsets = coo.row_offsets();
-        let longest = row_offsets
-            .windows(2)
-            .map(|w| w[1] - w[0])
-            .max()
-            .unwrap_or(0);
         let offsets: Vec<u64> = row_offsets.iter().map(|&o| o as u64).collect();
         Ok(DeviceCoo {
             cache: TempCache::default(),
-            stats: TileStats::new(
-                coo.num_rows as u64,
-                coo.num_cols as u64,
-                coo.nnz() as u64,
-                longest as u64,
-            ),
+            stats: TileStats::of_offsets(coo.num_cols as u64, &row_offsets),
             row_offsets: dev.upload(&offsets)?,
             row_indices: dev.upload(&coo.row_indices)?,
             col_indices: dev.upload(&coo.col_indices)?,

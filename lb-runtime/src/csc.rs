@@ -90,20 +90,9 @@ impl<T: Element> DeviceCsc<T> {
     pub fn upload(dev: &Device, csc: &Csc<T>) -> Result<Self> {
         csc.validate()?;
         let offsets: Vec<u64> = csc.col_offsets.iter().map(|&o| o as u64).collect();
-        let longest = csc
-            .col_offsets
-            .windows(2)
-            .map(|w| w[1] - w[0])
-            .max()
-            .unwrap_or(0);
         Ok(DeviceCsc {
             cache: TempCache::default(),
-            stats: TileStats::new(
-                csc.num_cols as u64,
-                csc.num_rows as u64,
-                csc.nnz() as u64,
-                longest as u64,
-            ),
+            stats: TileStats::of_offsets(csc.num_rows as u64, &csc.col_offsets),
             col_offsets: dev.upload(&offsets)?,
             row_indices: dev.upload(&csc.row_indices)?,
             values: dev.upload(&csc.values)?,
