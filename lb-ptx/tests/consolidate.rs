@@ -3,91 +3,20 @@
 //! round trip, ptxas as relocatable code, snapshot).
 
 mod codegen_common;
+mod support;
 
 use codegen_common::*;
 use lb_ptx::body::*;
 use lb_ptx::ir::Module;
-use lb_ptx::plan::{DeviceLimits, Plan, ProblemSize, TempRole};
+use lb_ptx::plan::{DeviceLimits, Plan, ProblemSize, TempCount};
 use lb_ptx::schedules::consolidate::{Consolidate, Level, COUNT_TEMP, DEFAULT_THRESHOLD};
 use lb_ptx::sim::{self, LaunchConfig, Memory, SimError};
 use lb_ptx::{generate, Options, Schedule, ScheduleTemplate};
+use support::*;
 
 const BLOCK: u32 = 64;
 
 const LEVELS: [Level; 3] = [Level::Warp, Level::Block, Level::Grid];
-
-fn upload(mem: &mut Memory, bytes: &[u8]) -> u64 {
-    let addr = mem.alloc(bytes.len().max(1) as u64);
-    mem.write(addr, bytes).unwrap();
-    addr
-}
-
-fn bytes_of<T: Copy, const W: usize>(v: &[T], f: impl Fn(T) -> [u8; W]) -> Vec<u8> {
-    v.iter().flat_map(|&x| f(x)).collect()
-}
-
-fn read_words<const W: usize>(mem: &Memory, addr: u64, n: usize) -> Vec<[u8; W]> {
-    mem.read(addr, (W * n) as u64)
-        .unwrap()
-        .chunks(W)
-        .map(|c| c.try_into().unwrap())
-        .collect()
-}
-
-/// A CSR tile set; `exact` values are small integers (sums exact in any order), otherwise
-/// fractions whose float sums depend on the order.
-#[derive(Clone, Debug)]
-struct Tiles {
-    offsets: Vec<u64>,
-    cols: Vec<u32>,
-    values: Vec<f32>,
-    ncols: usize,
-}
-
-impl Tiles {
-    fn new(sizes: &[usize], exact: bool) -> Tiles {
-        let ncols = 50;
-        let mut offsets = vec![0u64];
-        let (mut cols, mut values) = (Vec::new(), Vec::new());
-        for (r, &n) in sizes.iter().enumerate() {
-            for j in 0..n {
-                cols.push(((r * 13 + j * 7) % ncols) as u32);
-                let k = (r * 5 + j * 3) % 17;
-                values.push(if exact {
-                    k as f32 - 8.0
-                } else {
-                    (k as f32 - 8.0) / 7.0 + 1e-3 * j as f32
-                });
-            }
-            offsets.push(cols.len() as u64);
-        }
-        Tiles {
-            offsets,
-            cols,
-            values,
-            ncols,
-        }
-    }
-
-    fn rows(&self) -> usize {
-        self.offsets.len() - 1
-    }
-
-    fn atoms(&self, r: usize) -> std::ops::Range<usize> {
-        self.offsets[r] as usize..self.offsets[r + 1] as usize
-    }
-
-    fn upload(&self, mem: &mut Memory) -> Vec<u64> {
-        vec![
-            upload(mem, &bytes_of(&self.offsets, u64::to_le_bytes)),
-            upload(mem, &bytes_of(&self.cols, u32::to_le_bytes)),
-            upload(mem, &bytes_of(&self.values, f32::to_le_bytes)),
-            self.rows() as u64,
-            self.ncols as u64,
-            self.values.len() as u64,
-        ]
-    }
-}
 
 /// The adversarial tile sets, by name.
 fn tile_sets() -> Vec<(&'static str, Vec<usize>)> {
@@ -137,38 +66,28 @@ fn generated(body: &Body, o: &Options) -> (Module, Plan) {
 fn run(
     module: &Module,
     plan: &Plan,
-    mut args: Vec<u64>,
+    args: Vec<u64>,
     size: ProblemSize,
     limits: DeviceLimits,
     mem: &mut Memory,
 ) -> u64 {
-    let mut count = 0;
     for t in plan.temps.iter() {
-        let elems = match t.count {
-            lb_ptx::plan::TempCount::Fixed(n) => n,
-            lb_ptx::plan::TempCount::PerTile { per_tile, extra } => per_tile * size.tiles + extra,
-            lb_ptx::plan::TempCount::PerBlock { .. } => unreachable!("no per-block temporaries"),
-        };
-        let fill = if t.zero || t.role == TempRole::ErrorFlag {
-            0
-        } else {
-            0xEE
-        };
-        let addr = upload(mem, &vec![fill; (elems * u64::from(t.elem_bytes)) as usize]);
-        if t.name == COUNT_TEMP {
-            count = addr;
+        if let TempCount::PerBlock { .. } = t.count {
+            unreachable!("no per-block temporaries")
         }
-        args.push(addr);
     }
-    for k in plan.kernels.iter() {
-        let cfg = LaunchConfig {
-            grid: k.grid.blocks(&size, k.block, &limits),
-            block: k.block,
-            dynamic_shared: k.dynamic_shared,
-        };
-        sim::launch(module, &k.entry, cfg, &args, mem)
-            .unwrap_or_else(|e| panic!("{}: {e}", k.entry));
-    }
+    let runner = Runner {
+        limits,
+        garbage: 0xEE,
+        zero_error_flags: true,
+        upto: usize::MAX,
+    };
+    let (temps, _) = runner.run(module, plan, args, size, mem);
+    let count = plan
+        .temps
+        .iter()
+        .position(|t| t.name == COUNT_TEMP)
+        .map_or(0, |i| temps[i]);
     u64::from_le_bytes(read_words::<8>(mem, count, 1)[0])
 }
 
@@ -190,10 +109,6 @@ fn size(t: &Tiles, tiles: usize, lanes: u64) -> ProblemSize {
         atoms: t.values.len() as u64,
         lanes,
     }
-}
-
-fn xvec(n: usize) -> Vec<f32> {
-    (0..n).map(|i| (i % 9) as f32 - 4.0).collect()
 }
 
 /// The child's order for a large tile: 32 strided partials, then the butterfly; the sequential
@@ -260,7 +175,7 @@ fn check_spmv(t: &Tiles, level: Level, limits: DeviceLimits, exact: bool) -> Vec
 #[test]
 fn spmv_matches_the_cpu_on_every_tile_set_and_level() {
     for (name, sizes) in tile_sets() {
-        let t = Tiles::new(&sizes, true);
+        let t = Tiles::with_exact(&sizes, true);
         for level in LEVELS {
             for limits in LIMITS {
                 eprintln!("{name} {level:?} {limits:?}");
@@ -273,7 +188,7 @@ fn spmv_matches_the_cpu_on_every_tile_set_and_level() {
 #[test]
 fn float_sums_are_deterministic_and_in_the_documented_order() {
     for (name, sizes) in tile_sets() {
-        let t = Tiles::new(&sizes, false);
+        let t = Tiles::with_exact(&sizes, false);
         for level in LEVELS {
             let a = check_spmv(&t, level, LIMITS[0], false);
             let b = check_spmv(&t, level, LIMITS[1], false);
@@ -282,30 +197,10 @@ fn float_sums_are_deterministic_and_in_the_documented_order() {
     }
 }
 
-/// `fn vmin(a: &Csr<f32>, #[atom] nz) -> f32 { a.values[nz] }` under `reduce`.
-fn values_body(name: &str, reduce: Reduce) -> Body {
-    let v = load(
-        Ty::F32,
-        ArrayRef::Field(0, CsrField::Values),
-        index(IndexRole::Atom),
-    );
-    Body {
-        name: name.into(),
-        params: vec![csr("a", Ty::F32)],
-        roles: vec![IndexRole::Atom],
-        locals: vec![],
-        block: Block {
-            stmts: vec![],
-            value: Some(Box::new(v)),
-        },
-        reduce: Some((Ty::F32, reduce)),
-    }
-}
-
 #[test]
 fn min_and_max_match_the_cpu() {
     for (name, sizes) in tile_sets() {
-        let t = Tiles::new(&sizes, false);
+        let t = Tiles::with_exact(&sizes, false);
         for level in LEVELS {
             for (reduce, body) in [(Reduce::Min, "vmin"), (Reduce::Max, "vmax")] {
                 let (module, plan) = generated(&values_body(body, reduce), &opts(level));
@@ -350,37 +245,10 @@ fn min_and_max_match_the_cpu() {
     }
 }
 
-/// `fn isum(a: &Csr<f32>, #[atom] nz, #[rank] r) -> i64 { nz as i64 * 7 - r as i64 }`: 64-bit
-/// contributions through the 64-bit shuffles, and ranks in the child.
-fn isum() -> Body {
-    let v = bin(
-        BinaryOp::Sub,
-        Ty::I64,
-        bin(
-            BinaryOp::Mul,
-            Ty::I64,
-            cast(Ty::I64, index(IndexRole::Atom)),
-            int(Ty::I64, 7),
-        ),
-        cast(Ty::I64, index(IndexRole::Rank)),
-    );
-    Body {
-        name: "isum".into(),
-        params: vec![csr("a", Ty::F32)],
-        roles: vec![IndexRole::Atom, IndexRole::Rank],
-        locals: vec![],
-        block: Block {
-            stmts: vec![],
-            value: Some(Box::new(v)),
-        },
-        reduce: Some((Ty::I64, Reduce::Sum)),
-    }
-}
-
 #[test]
 fn i64_sums_with_ranks_match_the_cpu() {
     for (name, sizes) in tile_sets() {
-        let t = Tiles::new(&sizes, true);
+        let t = Tiles::with_exact(&sizes, true);
         for level in LEVELS {
             let (module, plan) = generated(&isum(), &opts(level));
             let mut mem = Memory::new();
@@ -407,51 +275,6 @@ fn i64_sums_with_ranks_match_the_cpu() {
     }
 }
 
-/// No reduce: `atomic_add(&mut counts[nz], 1); tile_of[nz] = row; rank_of[nz] = r;`, with an
-/// optional frontier parameter right after the tile set.
-fn visit(frontier: bool) -> Body {
-    let f = usize::from(frontier);
-    let mut params = vec![csr("a", Ty::F32)];
-    if frontier {
-        params.push(slice("frontier", Ty::U32, false));
-    }
-    params.extend([
-        slice("counts", Ty::U32, true),
-        slice("tile_of", Ty::U64, true),
-        slice("rank_of", Ty::U64, true),
-    ]);
-    let count = atomic(
-        AtomicOp::Add,
-        Ty::U32,
-        ArrayRef::Param(1 + f),
-        index(IndexRole::Atom),
-        vec![int(Ty::U32, 1)],
-    );
-    Body {
-        name: if frontier { "visit_f" } else { "visit" }.into(),
-        params,
-        roles: vec![IndexRole::Tile, IndexRole::Atom, IndexRole::Rank],
-        locals: vec![],
-        block: Block {
-            stmts: vec![
-                Stmt::Expr(count),
-                Stmt::Store {
-                    array: ArrayRef::Param(2 + f),
-                    index: index(IndexRole::Atom),
-                    value: index(IndexRole::Tile),
-                },
-                Stmt::Store {
-                    array: ArrayRef::Param(3 + f),
-                    index: index(IndexRole::Atom),
-                    value: index(IndexRole::Rank),
-                },
-            ],
-            value: None,
-        },
-        reduce: None,
-    }
-}
-
 /// Every atom of the active tiles is visited once per occurrence of its tile, with the right
 /// tile and rank.
 fn check_visit(t: &Tiles, frontier: Option<&[u32]>, level: Level, limits: DeviceLimits) {
@@ -460,53 +283,17 @@ fn check_visit(t: &Tiles, frontier: Option<&[u32]>, level: Level, limits: Device
         ..opts(level)
     };
     let (module, plan) = generated(&visit(frontier.is_some()), &o);
-    let nnz = t.values.len();
     let mut mem = Memory::new();
-    let mut args = t.upload(&mut mem);
-    if let Some(f) = frontier {
-        args.extend([
-            upload(&mut mem, &bytes_of(f, u32::to_le_bytes)),
-            f.len() as u64,
-        ]);
-    }
-    let counts = upload(&mut mem, &vec![0; 4 * nnz]);
-    let tile_of = upload(&mut mem, &vec![0xFF; 8 * nnz]);
-    let rank_of = upload(&mut mem, &vec![0xFF; 8 * nnz]);
-    args.extend([counts, nnz as u64, tile_of, nnz as u64, rank_of, nnz as u64]);
+    let (args, outs) = visit_args(&mut mem, t, frontier);
     let tiles = frontier.map_or(t.rows(), <[u32]>::len);
     run(&module, &plan, args, size(t, tiles, 1), limits, &mut mem);
-    let mut want = vec![0u32; nnz];
-    let all: Vec<u32> = (0..t.rows() as u32).collect();
-    for &r in frontier.unwrap_or(&all) {
-        for nz in t.atoms(r as usize) {
-            want[nz] += 1;
-        }
-    }
-    let got: Vec<u32> = read_words::<4>(&mem, counts, nnz)
-        .into_iter()
-        .map(u32::from_le_bytes)
-        .collect();
-    assert_eq!(got, want, "visit counts {level:?}");
-    let tiles = read_words::<8>(&mem, tile_of, nnz);
-    let ranks = read_words::<8>(&mem, rank_of, nnz);
-    for r in 0..t.rows() {
-        for nz in t.atoms(r) {
-            if want[nz] > 0 {
-                assert_eq!(u64::from_le_bytes(tiles[nz]), r as u64, "tile of {nz}");
-                assert_eq!(
-                    u64::from_le_bytes(ranks[nz]),
-                    nz as u64 - t.offsets[r],
-                    "rank of {nz}"
-                );
-            }
-        }
-    }
+    check_visit_outputs(&mem, t, frontier, outs, &level);
 }
 
 #[test]
 fn every_atom_is_visited_exactly_once_with_its_tile_and_rank() {
     for (name, sizes) in tile_sets() {
-        let t = Tiles::new(&sizes, true);
+        let t = Tiles::with_exact(&sizes, true);
         for level in LEVELS {
             for limits in LIMITS {
                 eprintln!("{name} {level:?} {limits:?}");
@@ -521,7 +308,7 @@ fn a_frontier_with_repeats_visits_each_occurrence() {
     let sizes: Vec<usize> = (0..60)
         .map(|i| if i % 4 == 0 { 70 + i } else { i % 9 })
         .collect();
-    let t = Tiles::new(&sizes, true);
+    let t = Tiles::with_exact(&sizes, true);
     let frontier: Vec<u32> = (0..90).map(|i| (i * 7 % 60) as u32).collect();
     for level in LEVELS {
         for limits in LIMITS {
@@ -535,7 +322,7 @@ fn a_frontier_with_repeats_visits_each_occurrence() {
 fn lanes_match_the_cpu() {
     let k = 3;
     for (name, sizes) in tile_sets() {
-        let t = Tiles::new(&sizes, true);
+        let t = Tiles::with_exact(&sizes, true);
         for level in LEVELS {
             let o = Options {
                 lanes: Some(2),
@@ -598,7 +385,7 @@ fn with_threshold(level: Level, threshold: u64) -> (Module, Plan) {
 #[test]
 fn the_threshold_decides_what_is_buffered() {
     let sizes: Vec<usize> = (0..100).map(|i| i % 12).collect();
-    let t = Tiles::new(&sizes, true);
+    let t = Tiles::with_exact(&sizes, true);
     let x = xvec(t.ncols);
     for level in LEVELS {
         for (threshold, buffered) in [(0u64, 100u64), (5, 7 * 8), (u64::MAX, 0)] {

@@ -3,14 +3,16 @@
 //! random tile sets; plus the PTX shape of virtual warps, ptxas, and snapshots.
 
 mod codegen_common;
+mod support;
 
 use codegen_common::*;
 use lb_ptx::body::*;
 use lb_ptx::plan::{Plan, ProblemSize, Select};
 use lb_ptx::schedules::DynamicVirtualWarps;
-use lb_ptx::sim::{self, LaunchConfig, Memory};
+use lb_ptx::sim::{self, Memory};
 use lb_ptx::{generate, GenError, Generated, Options, Schedule};
 use proptest::prelude::*;
+use support::*;
 
 const BLOCK: u32 = 128;
 
@@ -26,73 +28,6 @@ const SCHEDULES: [Schedule; 7] = [
     Schedule::BlockMapped,
 ];
 
-fn upload(mem: &mut Memory, bytes: &[u8]) -> u64 {
-    let addr = mem.alloc(bytes.len().max(1) as u64);
-    mem.write(addr, bytes).unwrap();
-    addr
-}
-
-fn bytes_of<T: Copy, const W: usize>(v: &[T], f: impl Fn(T) -> [u8; W]) -> Vec<u8> {
-    v.iter().flat_map(|&x| f(x)).collect()
-}
-
-fn read_words<const W: usize>(mem: &Memory, addr: u64, n: usize) -> Vec<[u8; W]> {
-    mem.read(addr, (W * n) as u64)
-        .unwrap()
-        .chunks(W)
-        .map(|c| c.try_into().unwrap())
-        .collect()
-}
-
-/// A CSR tile set with integer-valued floats, so sums are exact in any order.
-#[derive(Clone, Debug)]
-struct Tiles {
-    offsets: Vec<u64>,
-    cols: Vec<u32>,
-    values: Vec<f32>,
-    ncols: usize,
-}
-
-impl Tiles {
-    fn new(sizes: &[usize]) -> Tiles {
-        let ncols = 50;
-        let mut offsets = vec![0u64];
-        let (mut cols, mut values) = (Vec::new(), Vec::new());
-        for (r, &n) in sizes.iter().enumerate() {
-            for j in 0..n {
-                cols.push(((r * 13 + j * 7) % ncols) as u32);
-                values.push(((r * 5 + j * 3) % 17) as f32 - 8.0);
-            }
-            offsets.push(cols.len() as u64);
-        }
-        Tiles {
-            offsets,
-            cols,
-            values,
-            ncols,
-        }
-    }
-
-    fn rows(&self) -> usize {
-        self.offsets.len() - 1
-    }
-
-    fn atoms(&self, r: usize) -> std::ops::Range<usize> {
-        self.offsets[r] as usize..self.offsets[r + 1] as usize
-    }
-
-    fn upload(&self, mem: &mut Memory) -> Vec<u64> {
-        vec![
-            upload(mem, &bytes_of(&self.offsets, u64::to_le_bytes)),
-            upload(mem, &bytes_of(&self.cols, u32::to_le_bytes)),
-            upload(mem, &bytes_of(&self.values, f32::to_le_bytes)),
-            self.rows() as u64,
-            self.ncols as u64,
-            self.values.len() as u64,
-        ]
-    }
-}
-
 fn opts(schedule: Schedule) -> Options {
     Options {
         schedules: vec![schedule],
@@ -104,13 +39,7 @@ fn opts(schedule: Schedule) -> Options {
 /// Runs the kernel of `plan` from `g` over `grid` blocks.
 fn launch(g: &Generated, plan: &Plan, grid: u32, args: &[u64], mem: &mut Memory) {
     let module = sim::parse(&g.ptx).unwrap();
-    let kp = &plan.kernels[0];
-    let cfg = LaunchConfig {
-        grid,
-        block: kp.block,
-        dynamic_shared: kp.dynamic_shared,
-    };
-    sim::launch(&module, &kp.entry, cfg, args, mem).unwrap_or_else(|e| panic!("{}: {e}", kp.entry));
+    launch_kernel(&module, &plan.kernels[0], grid, args, mem);
 }
 
 /// Every plan of `schedule` for `body`, each with the generated module.
@@ -118,121 +47,6 @@ fn plans(body: &Body, o: &Options) -> (Generated, Vec<Plan>) {
     let g = generate(body, o).unwrap();
     let plans = g.plans.clone();
     (g, plans)
-}
-
-/// `fn vfirst(a: &Csr<f32>, #[atom] nz) -> f32 { a.values[nz] }` under `reduce`.
-fn values_body(name: &str, reduce: Reduce) -> Body {
-    let v = load(
-        Ty::F32,
-        ArrayRef::Field(0, CsrField::Values),
-        index(IndexRole::Atom),
-    );
-    Body {
-        name: name.into(),
-        params: vec![csr("a", Ty::F32)],
-        roles: vec![IndexRole::Atom],
-        locals: vec![],
-        block: Block {
-            stmts: vec![],
-            value: Some(Box::new(v)),
-        },
-        reduce: Some((Ty::F32, reduce)),
-    }
-}
-
-/// `fn isum(a: &Csr<f32>, #[atom] nz, #[rank] r) -> i64 { nz as i64 * 7 - r as i64 }`: 64-bit
-/// contributions through the 64-bit shuffles.
-fn isum() -> Body {
-    let v = bin(
-        BinaryOp::Sub,
-        Ty::I64,
-        bin(
-            BinaryOp::Mul,
-            Ty::I64,
-            cast(Ty::I64, index(IndexRole::Atom)),
-            int(Ty::I64, 7),
-        ),
-        cast(Ty::I64, index(IndexRole::Rank)),
-    );
-    Body {
-        name: "isum".into(),
-        params: vec![csr("a", Ty::F32)],
-        roles: vec![IndexRole::Atom, IndexRole::Rank],
-        locals: vec![],
-        block: Block {
-            stmts: vec![],
-            value: Some(Box::new(v)),
-        },
-        reduce: Some((Ty::I64, Reduce::Sum)),
-    }
-}
-
-/// No reduce: `atomic_add(&mut counts[nz], 1); tile_of[nz] = row as u64; rank_of[nz] = r as u64;`
-/// with an optional frontier parameter right after the tile set.
-fn visit(frontier: bool) -> Body {
-    let f = usize::from(frontier);
-    let mut params = vec![csr("a", Ty::F32)];
-    if frontier {
-        params.push(slice("frontier", Ty::U32, false));
-    }
-    params.extend([
-        slice("counts", Ty::U32, true),
-        slice("tile_of", Ty::U64, true),
-        slice("rank_of", Ty::U64, true),
-    ]);
-    let count = atomic(
-        AtomicOp::Add,
-        Ty::U32,
-        ArrayRef::Param(1 + f),
-        index(IndexRole::Atom),
-        vec![int(Ty::U32, 1)],
-    );
-    Body {
-        name: if frontier { "visit_f" } else { "visit" }.into(),
-        params,
-        roles: vec![IndexRole::Tile, IndexRole::Atom, IndexRole::Rank],
-        locals: vec![],
-        block: Block {
-            stmts: vec![
-                Stmt::Expr(count),
-                Stmt::Store {
-                    array: ArrayRef::Param(2 + f),
-                    index: index(IndexRole::Atom),
-                    value: index(IndexRole::Tile),
-                },
-                Stmt::Store {
-                    array: ArrayRef::Param(3 + f),
-                    index: index(IndexRole::Atom),
-                    value: index(IndexRole::Rank),
-                },
-            ],
-            value: None,
-        },
-        reduce: None,
-    }
-}
-
-/// `spmv` over a frontier: `fn spmv_f(a, frontier: &[u32], x: &[f32], #[tile] row, #[atom] nz)`.
-fn spmv_frontier() -> Body {
-    let mut b = spmv();
-    b.name = "spmv_f".into();
-    b.params.insert(1, slice("frontier", Ty::U32, false));
-    let ExprKind::Binary { rhs, .. } = &mut b.block.value.as_mut().unwrap().kind else {
-        unreachable!()
-    };
-    let ExprKind::Load { array, .. } = &mut rhs.kind else {
-        unreachable!()
-    };
-    *array = ArrayRef::Param(2);
-    b
-}
-
-fn nan_f32(n: usize) -> Vec<u8> {
-    bytes_of(&vec![f32::NAN; n], f32::to_le_bytes)
-}
-
-fn xvec(n: usize) -> Vec<f32> {
-    (0..n).map(|i| (i % 9) as f32 - 4.0).collect()
 }
 
 /// SpMV on every plan of `o`; returns the raw output bits of each run.
@@ -328,46 +142,10 @@ fn check_visit(t: &Tiles, frontier: Option<&[u32]>, schedule: Schedule, grid: u3
         ..opts(schedule)
     };
     let (g, plans) = plans(&body, &o);
-    let nnz = t.values.len();
     let mut mem = Memory::new();
-    let mut args = t.upload(&mut mem);
-    if let Some(f) = frontier {
-        args.extend([
-            upload(&mut mem, &bytes_of(f, u32::to_le_bytes)),
-            f.len() as u64,
-        ]);
-    }
-    let counts = upload(&mut mem, &vec![0; 4 * nnz]);
-    let tile_of = upload(&mut mem, &vec![0xFF; 8 * nnz]);
-    let rank_of = upload(&mut mem, &vec![0xFF; 8 * nnz]);
-    args.extend([counts, nnz as u64, tile_of, nnz as u64, rank_of, nnz as u64]);
+    let (args, outs) = visit_args(&mut mem, t, frontier);
     launch(&g, &plans[0], grid, &args, &mut mem);
-    let mut want = vec![0u32; nnz];
-    let all: Vec<u32> = (0..t.rows() as u32).collect();
-    for &r in frontier.unwrap_or(&all) {
-        for nz in t.atoms(r as usize) {
-            want[nz] += 1;
-        }
-    }
-    let got: Vec<u32> = read_words::<4>(&mem, counts, nnz)
-        .into_iter()
-        .map(u32::from_le_bytes)
-        .collect();
-    assert_eq!(got, want, "visit counts {schedule:?}");
-    let tiles = read_words::<8>(&mem, tile_of, nnz);
-    let ranks = read_words::<8>(&mem, rank_of, nnz);
-    for r in 0..t.rows() {
-        for nz in t.atoms(r) {
-            if want[nz] > 0 {
-                assert_eq!(u64::from_le_bytes(tiles[nz]), r as u64, "tile of {nz}");
-                assert_eq!(
-                    u64::from_le_bytes(ranks[nz]),
-                    nz as u64 - t.offsets[r],
-                    "rank of {nz}"
-                );
-            }
-        }
-    }
+    check_visit_outputs(&mem, t, frontier, outs, &schedule);
 }
 
 fn check_spmm(t: &Tiles, k: usize, schedule: Schedule, grid: u32) {

@@ -5,313 +5,17 @@
 //! snapshots.
 
 mod codegen_common;
+mod support;
 
 use codegen_common::*;
 use lb_ptx::body::*;
-use lb_ptx::plan::{DeviceLimits, Grid, Plan, ProblemSize, TempCount};
-use lb_ptx::sim::{self, LaunchConfig, Memory};
+use lb_ptx::plan::{DeviceLimits, Grid, ProblemSize, TempCount};
+use lb_ptx::sim::{self, Memory};
 use lb_ptx::{generate, ptxas, GenError, IndexWidth, Options, Schedule};
 use proptest::prelude::*;
+use support::*;
 
 const SCHEDULES: [Schedule; 2] = [Schedule::MergePath, Schedule::NonzeroSplit];
-
-/// A CSR tile set built from row lengths, with awkward float values.
-struct Matrix {
-    cols: usize,
-    offsets: Vec<u64>,
-    indices: Vec<u32>,
-    values: Vec<f32>,
-}
-
-impl Matrix {
-    fn from_lengths(lengths: &[usize]) -> Matrix {
-        let cols = 37;
-        let mut offsets = vec![0u64];
-        let (mut indices, mut values) = (Vec::new(), Vec::new());
-        for (r, &n) in lengths.iter().enumerate() {
-            for j in 0..n {
-                indices.push(((r * 31 + j * 17) % cols) as u32);
-                values.push(((r as f32) * 0.37 - (j as f32) * 1.93).sin() * 1e2 + 1e-3);
-            }
-            offsets.push(indices.len() as u64);
-        }
-        Matrix {
-            cols,
-            offsets,
-            indices,
-            values,
-        }
-    }
-
-    /// Row `r` alone, with the same columns.
-    fn row_of(&self, r: usize) -> Matrix {
-        let atoms = self.atoms(r);
-        Matrix {
-            cols: self.cols,
-            offsets: vec![0, atoms.len() as u64],
-            indices: self.indices[atoms.clone()].to_vec(),
-            values: self.values[atoms].to_vec(),
-        }
-    }
-
-    fn rows(&self) -> usize {
-        self.offsets.len() - 1
-    }
-
-    fn nnz(&self) -> usize {
-        self.values.len()
-    }
-
-    fn atoms(&self, r: usize) -> std::ops::Range<usize> {
-        self.offsets[r] as usize..self.offsets[r + 1] as usize
-    }
-}
-
-fn upload(mem: &mut Memory, bytes: &[u8]) -> u64 {
-    let addr = mem.alloc(bytes.len().max(1) as u64);
-    mem.write(addr, bytes).unwrap();
-    addr
-}
-
-fn bytes_of<T: Copy, const N: usize>(v: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
-    v.iter().flat_map(|&x| f(x)).collect()
-}
-
-fn read_words<const N: usize>(mem: &Memory, addr: u64, n: usize) -> Vec<[u8; N]> {
-    mem.read(addr, (N * n) as u64)
-        .unwrap()
-        .chunks(N)
-        .map(|c| c.try_into().unwrap())
-        .collect()
-}
-
-fn csr_args(mem: &mut Memory, m: &Matrix) -> Vec<u64> {
-    vec![
-        upload(mem, &bytes_of(&m.offsets, u64::to_le_bytes)),
-        upload(mem, &bytes_of(&m.indices, u32::to_le_bytes)),
-        upload(mem, &bytes_of(&m.values, f32::to_le_bytes)),
-        m.rows() as u64,
-        m.cols as u64,
-        m.nnz() as u64,
-    ]
-}
-
-/// Runs every kernel of `plan` the way the runtime does: grids from the plan, temporaries sized
-/// by `TempCount` and filled with garbage (none of them asks to be zeroed).
-fn run_plan(
-    g: &lb_ptx::Generated,
-    plan: &Plan,
-    mut args: Vec<u64>,
-    size: ProblemSize,
-    mem: &mut Memory,
-) {
-    let module = sim::parse(&g.ptx).unwrap();
-    let limits = DeviceLimits {
-        sm_count: 1,
-        blocks_per_sm: 1,
-    };
-    let first = plan.kernels[0]
-        .grid
-        .blocks(&size, plan.kernels[0].block, &limits);
-    for t in plan.temps.iter() {
-        let count = match t.count {
-            TempCount::PerBlock { extra } => u64::from(first) + extra,
-            TempCount::Fixed(n) => n,
-            TempCount::PerTile { per_tile, extra } => size.tiles * per_tile + extra,
-        };
-        let fill = if t.zero { 0 } else { 0xCD };
-        args.push(upload(
-            mem,
-            &vec![fill; (count * u64::from(t.elem_bytes)) as usize],
-        ));
-    }
-    for k in plan.kernels.iter() {
-        let cfg = LaunchConfig {
-            grid: k.grid.blocks(&size, k.block, &limits),
-            block: k.block,
-            dynamic_shared: k.dynamic_shared,
-        };
-        sim::launch(&module, &k.entry, cfg, &args, mem)
-            .unwrap_or_else(|e| panic!("{}: {e}", k.entry));
-    }
-}
-
-fn opts(schedule: Schedule, block: u32, items: u32, index: IndexWidth) -> Options {
-    Options {
-        schedules: vec![schedule],
-        block,
-        items_per_thread: items,
-        index,
-        ..Options::default()
-    }
-}
-
-/// `spmv` with another reduction.
-fn spmv_reduce(reduce: Reduce) -> Body {
-    let mut b = spmv();
-    b.name = format!("spmv_{reduce:?}").to_lowercase();
-    b.reduce = Some((Ty::F32, reduce));
-    b
-}
-
-/// No reduce: `fn visit(a: &Csr<f32>, visits: &mut [u32], seen: &mut [u64], ranks: &mut [u64],
-/// #[tile] row, #[atom] nz, #[rank] r) { atomic_add(&mut visits[nz], 1); seen[nz] = row as u64;
-/// ranks[nz] = r as u64; }`
-fn visit() -> Body {
-    let nz = || index(IndexRole::Atom);
-    Body {
-        name: "visit".into(),
-        params: vec![
-            csr("a", Ty::F32),
-            slice("visits", Ty::U32, true),
-            slice("seen", Ty::U64, true),
-            slice("ranks", Ty::U64, true),
-        ],
-        roles: vec![IndexRole::Tile, IndexRole::Atom, IndexRole::Rank],
-        locals: vec![],
-        block: Block {
-            stmts: vec![
-                Stmt::Expr(atomic(
-                    AtomicOp::Add,
-                    Ty::U32,
-                    ArrayRef::Param(1),
-                    nz(),
-                    vec![int(Ty::U32, 1)],
-                )),
-                Stmt::Store {
-                    array: ArrayRef::Param(2),
-                    index: nz(),
-                    value: index(IndexRole::Tile),
-                },
-                Stmt::Store {
-                    array: ArrayRef::Param(3),
-                    index: nz(),
-                    value: index(IndexRole::Rank),
-                },
-            ],
-            value: None,
-        },
-        reduce: None,
-    }
-}
-
-fn size(m: &Matrix, lanes: usize) -> ProblemSize {
-    ProblemSize {
-        tiles: m.rows() as u64,
-        atoms: m.nnz() as u64,
-        lanes: lanes as u64,
-    }
-}
-
-fn x_of(n: usize) -> Vec<f32> {
-    (0..n).map(|i| (i as f32 * 0.71).cos() * 3.3).collect()
-}
-
-/// Runs a reducing `spmv`-like body (or `spmm` with `k` lanes) and returns the output bits.
-fn run_reduce(
-    body: &Body,
-    o: &Options,
-    plan_index: usize,
-    m: &Matrix,
-    k: Option<usize>,
-) -> Vec<u32> {
-    let g = generate(body, o).unwrap();
-    let lanes = k.unwrap_or(1);
-    let x = x_of(m.cols * lanes);
-    let mut mem = Memory::new();
-    let mut args = csr_args(&mut mem, m);
-    args.extend([
-        upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
-        x.len() as u64,
-    ]);
-    if let Some(k) = k {
-        args.push(k as u64);
-    }
-    let n = m.rows() * lanes;
-    let nan = bytes_of(&vec![f32::from_bits(0x7FC0_1234); n], f32::to_le_bytes);
-    let y = upload(&mut mem, &nan);
-    args.extend([y, n as u64]);
-    run_plan(&g, &g.plans[plan_index], args, size(m, lanes), &mut mem);
-    read_words::<4>(&mem, y, n)
-        .into_iter()
-        .map(u32::from_le_bytes)
-        .collect()
-}
-
-/// Checks `spmv` sums (or `spmm` with `k` lanes) against an f64 loop.
-fn check_sum(got: &[u32], m: &Matrix, k: Option<usize>, what: &str) {
-    let lanes = k.unwrap_or(1);
-    let x = x_of(m.cols * lanes);
-    for r in 0..m.rows() {
-        for l in 0..lanes {
-            let (mut want, mut scale) = (0f64, 0f64);
-            for nz in m.atoms(r) {
-                let xi = match k {
-                    Some(k) => m.indices[nz] as usize * k + l,
-                    None => m.indices[nz] as usize,
-                };
-                let t = f64::from(m.values[nz] * x[xi]);
-                want += t;
-                scale += t.abs();
-            }
-            let got = f32::from_bits(got[r * lanes + l]);
-            assert!(
-                (f64::from(got) - want).abs() <= 1e-5 * scale + 1e-30,
-                "{what}: row {r} lane {l}: got {got}, want {want}"
-            );
-        }
-    }
-}
-
-fn check_min_max(got: &[u32], m: &Matrix, reduce: Reduce, what: &str) {
-    let x = x_of(m.cols);
-    assert_eq!(got.len(), m.rows());
-    for (r, &got) in got.iter().enumerate() {
-        let terms = m
-            .atoms(r)
-            .map(|nz| m.values[nz] * x[m.indices[nz] as usize]);
-        let want = match reduce {
-            Reduce::Min => terms.fold(f32::INFINITY, f32::min),
-            _ => terms.fold(f32::NEG_INFINITY, f32::max),
-        };
-        assert_eq!(got, want.to_bits(), "{what}: row {r}");
-    }
-}
-
-fn check_visits(o: &Options, plan_index: usize, m: &Matrix, what: &str) {
-    let g = generate(&visit(), o).unwrap();
-    let mut mem = Memory::new();
-    let mut args = csr_args(&mut mem, m);
-    let n = m.nnz();
-    let visits = upload(&mut mem, &vec![0u8; 4 * n]);
-    let seen = upload(&mut mem, &vec![0xEE; 8 * n]);
-    let ranks = upload(&mut mem, &vec![0xEE; 8 * n]);
-    args.extend([visits, n as u64, seen, n as u64, ranks, n as u64]);
-    run_plan(&g, &g.plans[plan_index], args, size(m, 1), &mut mem);
-    let visits: Vec<u32> = read_words::<4>(&mem, visits, n)
-        .into_iter()
-        .map(u32::from_le_bytes)
-        .collect();
-    let seen: Vec<u64> = read_words::<8>(&mem, seen, n)
-        .into_iter()
-        .map(u64::from_le_bytes)
-        .collect();
-    let ranks: Vec<u64> = read_words::<8>(&mem, ranks, n)
-        .into_iter()
-        .map(u64::from_le_bytes)
-        .collect();
-    for r in 0..m.rows() {
-        for nz in m.atoms(r) {
-            assert_eq!(visits[nz], 1, "{what}: atom {nz} visits");
-            assert_eq!(seen[nz], r as u64, "{what}: atom {nz} tile");
-            assert_eq!(
-                ranks[nz],
-                nz as u64 - m.offsets[r],
-                "{what}: atom {nz} rank"
-            );
-        }
-    }
-}
 
 /// Every body on `m` under both schedules, with block size `block` and `items` per thread.
 fn check_all(m: &Matrix, block: u32, items: u32, what: &str) {
@@ -326,28 +30,6 @@ fn check_all(m: &Matrix, block: u32, items: u32, what: &str) {
         }
         check_visits(&o, 0, m, &what);
     }
-}
-
-fn giant_rows() -> Vec<(&'static str, Vec<usize>)> {
-    vec![
-        ("one tile holds every atom", vec![700]),
-        ("all tiles empty", vec![0; 300]),
-        ("zero tiles", vec![]),
-        (
-            "alternating empty and giant",
-            vec![0, 900, 0, 0, 1200, 0, 3, 0, 0],
-        ),
-        (
-            "longer than a thread's and a block's share",
-            vec![2, 9, 15, 300, 1, 0, 500, 4],
-        ),
-        ("a single atom", vec![1]),
-        ("a single atom among empty tiles", vec![0, 0, 0, 1, 0, 0]),
-        (
-            "more tiles than threads",
-            (0..3000).map(|r| (r * 7919) % 4).collect(),
-        ),
-    ]
 }
 
 #[test]
@@ -466,7 +148,7 @@ fn plans_have_one_variant_per_index_width() {
                 .iter()
                 .all(|t| t.count == TempCount::PerBlock { extra: 0 } && !t.zero));
         }
-        let g = generate(&visit(), &opts(s, 128, 4, IndexWidth::U64)).unwrap();
+        let g = generate(&visit_seen(), &opts(s, 128, 4, IndexWidth::U64)).unwrap();
         assert_eq!(g.plans.len(), 1);
         assert_eq!(g.plans[0].kernels.len(), 1, "no fix-up without reduce");
         assert!(g.plans[0].temps.is_empty());
@@ -505,147 +187,6 @@ fn cover_work_grid() {
     assert_eq!(merge.blocks(&empty, 256, &limits), 1);
 }
 
-/// `body` with a `frontier: &[u32]` parameter appended, taken as the tile set.
-fn with_frontier(mut body: Body) -> (Body, usize) {
-    body.name = format!("{}_frontier", body.name);
-    body.params.push(slice("frontier", Ty::U32, false));
-    let p = body.params.len() - 1;
-    (body, p)
-}
-
-fn frontier_opts(s: Schedule, block: u32, items: u32, index: IndexWidth, p: usize) -> Options {
-    Options {
-        tiles: Some(p),
-        ..opts(s, block, items, index)
-    }
-}
-
-/// Runs a reducing `spmv`-like body over `frontier`; returns the output bits (one per row, rows
-/// outside the frontier keep their NaN filling).
-fn run_frontier_reduce(
-    body: &Body,
-    m: &Matrix,
-    frontier: &[u32],
-    (s, block, items, index): (Schedule, u32, u32, IndexWidth),
-    plan_index: usize,
-) -> Vec<u32> {
-    let (body, p) = with_frontier(body.clone());
-    let o = frontier_opts(s, block, items, index, p);
-    let g = generate(&body, &o).unwrap();
-    let x = x_of(m.cols);
-    let mut mem = Memory::new();
-    let mut args = csr_args(&mut mem, m);
-    args.extend([
-        upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
-        x.len() as u64,
-        upload(&mut mem, &bytes_of(frontier, u32::to_le_bytes)),
-        frontier.len() as u64,
-    ]);
-    let n = m.rows();
-    let nan = bytes_of(&vec![f32::from_bits(NAN_FILL); n], f32::to_le_bytes);
-    let y = upload(&mut mem, &nan);
-    args.extend([y, n as u64]);
-    let size = ProblemSize {
-        tiles: frontier.len() as u64,
-        atoms: m.nnz() as u64,
-        lanes: 1,
-    };
-    run_plan(&g, &g.plans[plan_index], args, size, &mut mem);
-    read_words::<4>(&mem, y, n)
-        .into_iter()
-        .map(u32::from_le_bytes)
-        .collect()
-}
-
-const NAN_FILL: u32 = 0x7FC0_1234;
-
-/// Checks sums (within the tolerance) or min/max (exactly) of the frontier's rows, and that rows
-/// outside it were not written.
-fn check_frontier(got: &[u32], m: &Matrix, frontier: &[u32], reduce: Reduce, what: &str) {
-    let x = x_of(m.cols);
-    for r in 0..m.rows() {
-        let got = got[r];
-        if !frontier.contains(&(r as u32)) {
-            assert_eq!(got, NAN_FILL, "{what}: row {r} is not in the frontier");
-            continue;
-        }
-        let terms: Vec<f32> = m
-            .atoms(r)
-            .map(|nz| m.values[nz] * x[m.indices[nz] as usize])
-            .collect();
-        match reduce {
-            Reduce::Sum => {
-                let want: f64 = terms.iter().map(|&t| f64::from(t)).sum();
-                let scale: f64 = terms.iter().map(|&t| f64::from(t).abs()).sum();
-                let got = f64::from(f32::from_bits(got));
-                assert!(
-                    (got - want).abs() <= 1e-5 * scale + 1e-30,
-                    "{what}: row {r}: got {got}, want {want}"
-                );
-            }
-            Reduce::Min => {
-                let want = terms.into_iter().fold(f32::INFINITY, f32::min);
-                assert_eq!(got, want.to_bits(), "{what}: row {r}");
-            }
-            Reduce::Max => {
-                let want = terms.into_iter().fold(f32::NEG_INFINITY, f32::max);
-                assert_eq!(got, want.to_bits(), "{what}: row {r}");
-            }
-        }
-    }
-}
-
-/// `visit` over `frontier`: every atom of every entry is visited once per entry, with its tile
-/// and rank.
-fn check_frontier_visits(m: &Matrix, frontier: &[u32], cfg: (Schedule, u32, u32), what: &str) {
-    let (body, p) = with_frontier(visit());
-    let o = frontier_opts(cfg.0, cfg.1, cfg.2, IndexWidth::U32, p);
-    let g = generate(&body, &o).unwrap();
-    let mut mem = Memory::new();
-    let mut args = csr_args(&mut mem, m);
-    let n = m.nnz();
-    let visits = upload(&mut mem, &vec![0u8; 4 * n]);
-    let seen = upload(&mut mem, &vec![0xEE; 8 * n]);
-    let ranks = upload(&mut mem, &vec![0xEE; 8 * n]);
-    args.extend([visits, n as u64, seen, n as u64, ranks, n as u64]);
-    args.extend([
-        upload(&mut mem, &bytes_of(frontier, u32::to_le_bytes)),
-        frontier.len() as u64,
-    ]);
-    let size = ProblemSize {
-        tiles: frontier.len() as u64,
-        atoms: n as u64,
-        lanes: 1,
-    };
-    run_plan(&g, &g.plans[0], args, size, &mut mem);
-    let visits: Vec<u32> = read_words::<4>(&mem, visits, n)
-        .into_iter()
-        .map(u32::from_le_bytes)
-        .collect();
-    let seen: Vec<u64> = read_words::<8>(&mem, seen, n)
-        .into_iter()
-        .map(u64::from_le_bytes)
-        .collect();
-    let ranks: Vec<u64> = read_words::<8>(&mem, ranks, n)
-        .into_iter()
-        .map(u64::from_le_bytes)
-        .collect();
-    for r in 0..m.rows() {
-        let times = frontier.iter().filter(|&&t| t as usize == r).count() as u32;
-        for nz in m.atoms(r) {
-            assert_eq!(visits[nz], times, "{what}: atom {nz} visits");
-            if times > 0 {
-                assert_eq!(seen[nz], r as u64, "{what}: atom {nz} tile");
-                assert_eq!(
-                    ranks[nz],
-                    nz as u64 - m.offsets[r],
-                    "{what}: atom {nz} rank"
-                );
-            }
-        }
-    }
-}
-
 fn check_frontier_all(m: &Matrix, frontier: &[u32], block: u32, items: u32, what: &str) {
     for s in SCHEDULES {
         let what = format!("{what} / {} block {block} items {items}", s.name());
@@ -661,31 +202,7 @@ fn check_frontier_all(m: &Matrix, frontier: &[u32], block: u32, items: u32, what
 
 #[test]
 fn frontier_tile_sets() {
-    let rows: Vec<usize> = (0..300)
-        .map(|r| match r {
-            7 => 5_000,
-            100 => 900,
-            _ => r % 4,
-        })
-        .collect();
-    let m = Matrix::from_lengths(&rows);
-    let cases: Vec<(&str, Vec<u32>)> = vec![
-        ("empty frontier", vec![]),
-        ("one empty tile", vec![3 * 4]),
-        (
-            "out of order with giant tiles",
-            vec![250, 7, 3, 100, 0, 299, 12],
-        ),
-        ("repeated tiles", vec![5, 7, 5, 5, 100, 7, 1, 1]),
-        // More entries than a block scans at once (block 32), and more atoms than the whole
-        // matrix: the grid is sized from `nnz`, so each thread's share has to grow.
-        (
-            "long frontier, repeats over nnz",
-            (0..900)
-                .map(|k| [7, 100, (k * 13) % 300][k as usize % 3])
-                .collect(),
-        ),
-    ];
+    let (m, cases) = frontier_cases();
     for (what, frontier) in &cases {
         check_frontier_all(&m, frontier, 32, 2, what);
     }
@@ -818,11 +335,11 @@ fn modules_assemble_without_spills() {
             ("spmv min", spmv_reduce(Reduce::Min), auto.clone()),
             ("spmm", spmm(), lanes.clone()),
             ("spmm checked", spmm(), checked(lanes)),
-            ("visit", visit(), auto.clone()),
+            ("visit", visit_seen(), auto.clone()),
             ("mix", mix(), auto.clone()),
         ];
         let (spmv_frontier, p) = with_frontier(spmv());
-        let (visit_frontier, q) = with_frontier(visit());
+        let (visit_frontier, q) = with_frontier(visit_seen());
         let frontier = |p| Options {
             tiles: Some(p),
             ..auto.clone()
@@ -859,7 +376,7 @@ fn snapshot_nonzero_split_spmv_u64() {
 #[test]
 fn snapshot_merge_path_visit_u32() {
     let g = generate(
-        &visit(),
+        &visit_seen(),
         &opts(Schedule::MergePath, 256, 1, IndexWidth::U32),
     )
     .unwrap();

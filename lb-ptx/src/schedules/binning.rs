@@ -36,7 +36,7 @@ use std::borrow::Cow;
 
 use super::{common_temps, entry_name, Layout, Schedule, ScheduleTemplate};
 use crate::body::{Body, IndexRole, Reduce, Ty};
-use crate::builder::KernelBuilder;
+use crate::builder::{KernelBuilder, LoopScope};
 use crate::codegen::{
     emit_body, ptx_type, reduce_combine, reduce_identity, AtomContext, KernelParams,
 };
@@ -124,25 +124,8 @@ impl ScheduleTemplate for Binning {
         let bb = b.cvt(Rounding::None, Type::U64, Type::U32, ctaid);
         let nblocks = b.cvt(Rounding::None, Type::U64, Type::U32, nctaid);
 
-        let batches = b.loop_begin();
-        let first_pos = b.bin(BinOp::Mul, Type::U64, bb, Operand::Imm(block.into()));
-        let over = b.setp(Cmp::Ge, Type::U64, first_pos, layout.tiles);
-        b.break_if(&batches, over, false);
-        let pos = b.bin(BinOp::Add, Type::U64, first_pos, tid64);
-        let tile = b.mov(Type::U64, Operand::Imm(0));
-        let begin = b.mov(Type::U64, Operand::Imm(0));
-        let size = b.mov(Type::U64, Operand::Imm(0));
-        let valid = b.mov(Type::U32, Operand::Imm(0));
-        let in_range = b.setp(Cmp::Lt, Type::U64, pos, layout.tiles);
-        let skip = b.label();
-        b.bra_if(in_range, true, skip);
-        let t = layout.tile(&mut b, &params, pos, opts.checked, skip);
-        b.mov_to(Type::U64, tile, t);
-        let (bg, en) = layout.atoms(&mut b, tile);
-        b.mov_to(Type::U64, begin, bg);
-        b.bin_to(BinOp::Sub, Type::U64, size, en, bg);
-        b.mov_to(Type::U32, valid, Operand::Imm(1));
-        b.place(skip);
+        let (batches, [tile, begin, size, valid]) =
+            batch_slot(&mut b, &layout, &params, opts.checked, (bb, tid64, block));
 
         // Bins of the slot: huge (CTA), medium (warp), small (scan); invalid slots are small
         // and empty.
@@ -485,6 +468,39 @@ impl Smem {
         }
         incl
     }
+}
+
+/// Opens the grid-stride loop over block batches (batch `bb` starts at tile `bb * block`; the
+/// loop is left once that is past the tile count) and loads thread `tid64`'s slot of the batch:
+/// returns the loop and `[tile, begin, size, valid]`, where `valid` is 1 for a slot that holds a
+/// tile and the others are its tile index, first atom and atom count (all zero otherwise).
+pub(super) fn batch_slot(
+    b: &mut KernelBuilder,
+    layout: &Layout,
+    params: &KernelParams,
+    checked: bool,
+    (bb, tid64, block): (Reg, Reg, u32),
+) -> (LoopScope, [Reg; 4]) {
+    let batches = b.loop_begin();
+    let first_pos = b.bin(BinOp::Mul, Type::U64, bb, Operand::Imm(block.into()));
+    let over = b.setp(Cmp::Ge, Type::U64, first_pos, layout.tiles);
+    b.break_if(&batches, over, false);
+    let pos = b.bin(BinOp::Add, Type::U64, first_pos, tid64);
+    let tile = b.mov(Type::U64, Operand::Imm(0));
+    let begin = b.mov(Type::U64, Operand::Imm(0));
+    let size = b.mov(Type::U64, Operand::Imm(0));
+    let valid = b.mov(Type::U32, Operand::Imm(0));
+    let in_range = b.setp(Cmp::Lt, Type::U64, pos, layout.tiles);
+    let skip = b.label();
+    b.bra_if(in_range, true, skip);
+    let t = layout.tile(b, params, pos, checked, skip);
+    b.mov_to(Type::U64, tile, t);
+    let (bg, en) = layout.atoms(b, tile);
+    b.mov_to(Type::U64, begin, bg);
+    b.bin_to(BinOp::Sub, Type::U64, size, en, bg);
+    b.mov_to(Type::U32, valid, Operand::Imm(1));
+    b.place(skip);
+    (batches, [tile, begin, size, valid])
 }
 
 /// `@pred st.shared [addr], v`.

@@ -670,22 +670,7 @@ fn warp_append(
         },
     );
     let start = shfl(b, ShflMode::Idx, start, Type::U64, leader.into());
-    let rank64 = b.cvt(Rounding::None, Type::U64, Type::U32, rank);
-    let slot = b.bin(BinOp::Add, Type::U64, start, rank64);
-    let addr = b.elem_addr(c.buffer, slot, 8);
-    b.emit_guarded(
-        append,
-        false,
-        Op::St {
-            space: Space::Global,
-            ty: Type::U64,
-            addr: Address::Reg {
-                base: addr,
-                offset: 0,
-            },
-            src: position.into(),
-        },
-    );
+    store_slot(b, c, (append, position), start, rank);
     if let Some(launch) = launch {
         // Each appending lane publishes its slot device-wide, then the warp synchronizes, so
         // the child the leader launches sees every slot of the range.
@@ -794,8 +779,30 @@ fn block_append(
         dst: start,
         addr: shared(8),
     });
-    let local64 = b.cvt(Rounding::None, Type::U64, Type::U32, local);
-    let slot = b.bin(BinOp::Add, Type::U64, start, local64);
+    store_slot(b, c, (append, position), start, local);
+    if let Some(launch) = launch {
+        // The barrier makes the block's slots visible to thread 0, and so to its child.
+        b.emit(Op::BarSync);
+        let lead = b.if_begin(reserve, false);
+        launch.emit(b, body, opts, c, start, total64)?;
+        b.if_end(lead);
+    }
+    // The next batch's first two barriers order its writes of the shared words after every
+    // thread's reads above.
+    Ok(())
+}
+
+/// Where `append` holds, stores `position` in buffer slot `start + index` (`index` a 32-bit
+/// offset into the range the append reserved).
+fn store_slot(
+    b: &mut KernelBuilder,
+    c: &Common,
+    (append, position): (Reg, Reg),
+    start: Reg,
+    index: Reg,
+) {
+    let index64 = b.cvt(Rounding::None, Type::U64, Type::U32, index);
+    let slot = b.bin(BinOp::Add, Type::U64, start, index64);
     let addr = b.elem_addr(c.buffer, slot, 8);
     b.emit_guarded(
         append,
@@ -810,16 +817,6 @@ fn block_append(
             src: position.into(),
         },
     );
-    if let Some(launch) = launch {
-        // The barrier makes the block's slots visible to thread 0, and so to its child.
-        b.emit(Op::BarSync);
-        let lead = b.if_begin(reserve, false);
-        launch.emit(b, body, opts, c, start, total64)?;
-        b.if_end(lead);
-    }
-    // The next batch's first two barriers order its writes of the shared words after every
-    // thread's reads above.
-    Ok(())
 }
 
 /// A device-side launch of `child` (dynamic parallelism) from one thread.

@@ -55,6 +55,7 @@
 
 use std::borrow::Cow;
 
+use super::binning::batch_slot;
 use super::{common_temps, Layout, Schedule, ScheduleTemplate, GROUP_SIZES};
 use crate::body::{Body, IndexRole, Reduce, Ty};
 use crate::builder::KernelBuilder;
@@ -397,25 +398,8 @@ pub(super) fn build_group(
     let wants = |role| body.roles.contains(&role);
 
     // Block batches: the trip count depends on the block index only.
-    let batches = b.loop_begin();
-    let first_pos = b.bin(BinOp::Mul, Type::U64, bb, Operand::Imm(block.into()));
-    let done = b.setp(Cmp::Ge, Type::U64, first_pos, layout.tiles);
-    b.break_if(&batches, done, false);
-    let pos = b.bin(BinOp::Add, Type::U64, first_pos, tid64);
-    let tile = b.mov(Type::U64, Operand::Imm(0));
-    let begin = b.mov(Type::U64, Operand::Imm(0));
-    let size = b.mov(Type::U64, Operand::Imm(0));
-    let valid = b.mov(Type::U32, Operand::Imm(0));
-    let in_range = b.setp(Cmp::Lt, Type::U64, pos, layout.tiles);
-    let skip = b.label();
-    b.bra_if(in_range, true, skip);
-    let t = layout.tile(&mut b, &params, pos, opts.checked, skip);
-    b.mov_to(Type::U64, tile, t);
-    let (bg, en) = layout.atoms(&mut b, tile);
-    b.mov_to(Type::U64, begin, bg);
-    b.bin_to(BinOp::Sub, Type::U64, size, en, bg);
-    b.mov_to(Type::U32, valid, Operand::Imm(1));
-    b.place(skip);
+    let (batches, [tile, begin, size, valid]) =
+        batch_slot(&mut b, &layout, &params, opts.checked, (bb, tid64, block));
 
     let slot = Slot { tile, begin, size };
     // A wide group keeps its huge tiles; its warps see only the rest.
