@@ -533,6 +533,8 @@ pub(super) fn ballot(b: &mut KernelBuilder, pred: Reg) -> Reg {
 }
 
 fn shfl32(b: &mut KernelBuilder, mode: ShflMode, x: Reg, src: Operand) -> Reg {
+    // The clamp operand: lane 0 bounds `up`; lane 31 bounds the other modes (PTX ISA shfl.sync).
+    let c = if mode == ShflMode::Up { 0 } else { 31 };
     let dst = b.reg(RegClass::B32);
     b.emit(Op::Shfl {
         mode,
@@ -540,7 +542,7 @@ fn shfl32(b: &mut KernelBuilder, mode: ShflMode, x: Reg, src: Operand) -> Reg {
         dst_pred: None,
         a: x.into(),
         b: src,
-        c: Operand::Imm(31),
+        c: Operand::Imm(c),
         mask: Operand::Imm(0xffff_ffff),
     });
     dst

@@ -40,12 +40,11 @@
 
 use std::borrow::Cow;
 
+use super::binning::{butterfly, shfl};
 use super::{common_temps, Layout, Schedule, ScheduleTemplate};
 use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
-use crate::codegen::{
-    emit_body, ptx_type, reduce_combine, reduce_identity, AtomContext, KernelParams,
-};
+use crate::codegen::{emit_body, reduce_combine, reduce_identity, AtomContext, KernelParams};
 use crate::ir::{
     Address, AtomOp, BinOp, Cmp, DeviceFunc, Kernel, Label, Op, Operand, Param, ParamDeclTy, Reg,
     RegClass, Rounding, ShflMode, Space, Special, Type, UnOp, VoteMode,
@@ -336,56 +335,6 @@ fn buffered_tile(b: &mut KernelBuilder, c: &Common, index: Reg, skip: Label) -> 
     (tile, range)
 }
 
-/// One 32-bit `shfl.sync` over the full warp.
-fn shfl32(b: &mut KernelBuilder, mode: ShflMode, x: Reg, src: Operand) -> Reg {
-    let dst = b.reg(RegClass::B32);
-    let c = if mode == ShflMode::Bfly || mode == ShflMode::Idx {
-        31
-    } else {
-        0
-    };
-    b.emit(Op::Shfl {
-        mode,
-        dst,
-        dst_pred: None,
-        a: x.into(),
-        b: src,
-        c: Operand::Imm(c),
-        mask: Operand::Imm(-1),
-    });
-    dst
-}
-
-/// A full-warp shuffle of a value of any width: 64-bit values move as two halves, floats as bits.
-fn shfl(b: &mut KernelBuilder, mode: ShflMode, x: Reg, ty: Type, src: Operand) -> Reg {
-    match ty.reg_class() {
-        RegClass::F32 => {
-            let bits = b.mov(Type::B32, x);
-            let got = shfl32(b, mode, bits, src);
-            b.mov(Type::F32, got)
-        }
-        RegClass::B64 | RegClass::F64 => {
-            let float = ty.reg_class() == RegClass::F64;
-            let bits = if float { b.mov(Type::B64, x) } else { x };
-            let lo = b.cvt(Rounding::None, Type::U32, Type::U64, bits);
-            let hi64 = b.bin(BinOp::Shr, Type::U64, bits, Operand::Imm(32));
-            let hi = b.cvt(Rounding::None, Type::U32, Type::U64, hi64);
-            let lo2 = shfl32(b, mode, lo, src.clone());
-            let hi2 = shfl32(b, mode, hi, src);
-            let lo64 = b.cvt(Rounding::None, Type::U64, Type::U32, lo2);
-            let hi64 = b.cvt(Rounding::None, Type::U64, Type::U32, hi2);
-            let high = b.bin(BinOp::Shl, Type::B64, hi64, Operand::Imm(32));
-            let joined = b.bin(BinOp::Or, Type::B64, high, lo64);
-            if float {
-                b.mov(Type::F64, joined)
-            } else {
-                joined
-            }
-        }
-        _ => shfl32(b, mode, x, src),
-    }
-}
-
 impl Consolidate {
     /// The child: one warp per buffered tile. `device`: launched from the device over the range
     /// `lb_cons_first .. + lb_cons_count` of the buffer (two extra params); otherwise launched by
@@ -446,18 +395,7 @@ impl Consolidate {
             lane,
         )?;
         if let (Some(part), Some((ty, red))) = (part, body.reduce) {
-            let mut d = 1;
-            while d < WARP {
-                let other = shfl(
-                    &mut b,
-                    ShflMode::Bfly,
-                    part,
-                    ptx_type(ty),
-                    Operand::Imm(d.into()),
-                );
-                reduce_combine(&mut b, ty, red, part, other)?;
-                d *= 2;
-            }
+            butterfly(&mut b, part, (ty, red))?;
             let store = b.if_begin(is_first, false);
             c.layout.store_output(
                 &mut b,
