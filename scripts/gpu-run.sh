@@ -64,6 +64,10 @@ for group in "${groups[@]}"; do
         sanitize "$tool" spmm "$bin/example-spmm" --rows 3000 --k 33 --reps 1
         sanitize "$tool" sssp "$bin/example-sssp" --vertices 3000
         sanitize "$tool" bfs "$bin/example-bfs" --vertices 3000
+        # The tuned variants (multi_phase's iteration factors, consolidate's levels, tuned
+        # thresholds) on the small corpus.
+        sanitize "$tool" variants "$bin/lb-bench" --ops spmv --variants --no-cusparse --quiet \
+          --reps 3 --warmup 0 --energy-ms 1 --copy-bytes 1048576
       done
       ;;
     apps)

@@ -6,6 +6,7 @@ mod corpus;
 mod graph;
 mod report;
 mod run;
+mod variants;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -115,6 +116,11 @@ pub struct Cli {
     /// Largest relative error (to the sum of the magnitudes of a row's terms) that passes.
     #[arg(long, default_value_t = 1e-4)]
     pub tolerance: f64,
+    /// Also time the tuned SpMV variants: `multi_phase` with other iteration factors,
+    /// `consolidate` at the block and warp levels and with another threshold, `binning` with
+    /// other thresholds. They are not candidates of `auto`'s oracle.
+    #[arg(long)]
+    pub variants: bool,
     /// Skip cuSPARSE.
     #[arg(long)]
     pub no_cusparse: bool,

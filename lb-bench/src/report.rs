@@ -207,7 +207,7 @@ impl Record {
 /// The header of the graph ops' rows (their columns differ from SpMV's and SpMM's).
 pub fn print_graph_header(gpu: bool) {
     println!(
-        "{:<8} {:<34} {:<22} {:>10} {:>10} {:>10} {:>8}  status{}",
+        "{:<8} {:<34} {:<28} {:>10} {:>10} {:>10} {:>8}  status{}",
         "op",
         "matrix",
         "schedule",
@@ -238,12 +238,12 @@ fn opt(v: Option<f64>, prec: usize) -> String {
 pub fn print_header(gpu: bool) {
     if gpu {
         println!(
-            "{:<8} {:<34} {:<22} {:>10} {:>8} {:>7} {:>8} {:>9} {:>7}  status",
+            "{:<8} {:<34} {:<28} {:>10} {:>8} {:>7} {:>8} {:>9} {:>7}  status",
             "op", "matrix", "schedule", "time(us)", "GB/s", "floor", "vs cuSP", "mJ/call", "W"
         );
     } else {
         println!(
-            "{:<8} {:<34} {:<22} {:>11} {:>9} {:>9} {:>9}  status",
+            "{:<8} {:<34} {:<28} {:>11} {:>9} {:>9} {:>9}  status",
             "op", "matrix", "schedule", "instr", "instr/at", "max/mean", "warp eff"
         );
     }
@@ -261,7 +261,7 @@ pub fn print_row(r: &Record) {
     };
     if [Op::Sssp, Op::Bfs].iter().any(|o| o.name() == r.op) {
         println!(
-            "{:<8} {:<34} {:<22} {:>10} {:>10} {:>10} {:>8}  {status}",
+            "{:<8} {:<34} {:<28} {:>10} {:>10} {:>10} {:>8}  {status}",
             r.op,
             r.matrix,
             schedule,
@@ -274,7 +274,7 @@ pub fn print_row(r: &Record) {
         || (r.median_ms.is_none() && r.context.gpu == "simulator")
     {
         println!(
-            "{:<8} {:<34} {:<22} {:>11} {:>9} {:>9} {:>8}%  {status}",
+            "{:<8} {:<34} {:<28} {:>11} {:>9} {:>9} {:>8}%  {status}",
             r.op,
             r.matrix,
             schedule,
@@ -286,7 +286,7 @@ pub fn print_row(r: &Record) {
         );
     } else {
         println!(
-            "{:<8} {:<34} {:<22} {:>10} {:>8} {:>7} {:>8} {:>9} {:>7}  {status}",
+            "{:<8} {:<34} {:<28} {:>10} {:>8} {:>7} {:>8} {:>9} {:>7}  {status}",
             r.op,
             r.matrix,
             schedule,
@@ -335,6 +335,7 @@ pub fn auto_summary(records: &[Record], ctx: &Context) -> Vec<AutoSummary> {
         let best = rs
             .iter()
             .filter(|r| r.schedule != "auto" && r.schedule != "cusparse")
+            .filter(|r| !crate::variants::is_variant(&r.schedule))
             .filter_map(|r| cost(r))
             .fold(f64::INFINITY, f64::min);
         let auto = rs

@@ -11,6 +11,7 @@ use crate::baseline::{CuCsr, Cusparse, Power, SPMM_ALGS, SPMV_ALGS};
 use crate::corpus::{self, Family, Matrix};
 use crate::graph;
 use crate::report::{self, Context, Record};
+use crate::variants::{self, Variant};
 use crate::{Cli, Op};
 
 /// y = A·x. The body is the work of one nonzero.
@@ -85,10 +86,15 @@ impl Problem {
         }
     }
 
-    fn launch(&mut self, s: Schedule) -> lb::Result<Launch> {
-        match self.op.k() {
-            None => spmv::launch_with(&self.dev, s, &self.da, &self.dx, &mut self.dy),
-            Some(k) => spmm::launch_with(&self.dev, s, &self.da, &self.dx, k, &mut self.dy),
+    fn launch(&mut self, what: Subject) -> lb::Result<Launch> {
+        match (what, self.op.k()) {
+            (Subject::Schedule(s), None) => {
+                spmv::launch_with(&self.dev, s, &self.da, &self.dx, &mut self.dy)
+            }
+            (Subject::Schedule(s), Some(k)) => {
+                spmm::launch_with(&self.dev, s, &self.da, &self.dx, k, &mut self.dy)
+            }
+            (Subject::Variant(v), _) => (v.launch)(&self.dev, &self.da, &self.dx, &mut self.dy),
         }
     }
 
@@ -114,6 +120,22 @@ impl Problem {
                 }
             })
             .fold(0.0, f64::max))
+    }
+}
+
+/// What one run launches: a schedule of the `auto` list, or a tuned variant (SpMV only).
+#[derive(Clone, Copy)]
+enum Subject {
+    Schedule(Schedule),
+    Variant(&'static Variant),
+}
+
+impl Subject {
+    fn name(self) -> &'static str {
+        match self {
+            Subject::Schedule(s) => s.name(),
+            Subject::Variant(v) => v.name,
+        }
     }
 }
 
@@ -298,14 +320,19 @@ fn run_one(
         .collect();
     let mut out = Vec::new();
     for &s in &schedules {
-        out.push(measure(cli, &mut p, s, &base, gpu));
+        out.push(measure(cli, &mut p, Subject::Schedule(s), &base, gpu));
+    }
+    if cli.variants && op.k().is_none() {
+        for v in variants::SPMV {
+            out.push(measure(cli, &mut p, Subject::Variant(v), &base, gpu));
+        }
     }
     // `auto`: what the generated `launch` would pick among every generated schedule.
     let lanes = p.op.k().unwrap_or(1) as u64;
     let picked = lb::choose_schedule(p.schedules(), p.da.stats(), lanes);
     let mut auto = match out.iter().find(|r| r.schedule == picked.name()) {
         Some(r) => r.clone(),
-        None => measure(cli, &mut p, picked, &base, gpu),
+        None => measure(cli, &mut p, Subject::Schedule(picked), &base, gpu),
     };
     auto.schedule = "auto".into();
     auto.picked = Some(picked.name().into());
@@ -324,8 +351,8 @@ fn run_one(
     out
 }
 
-/// Verifies schedule `s` once, then times it (GPU) or reads the simulator's statistics.
-fn measure(cli: &Cli, p: &mut Problem, s: Schedule, base: &Record, gpu: Option<&Gpu>) -> Record {
+/// Verifies `s` once, then times it (GPU) or reads the simulator's statistics.
+fn measure(cli: &Cli, p: &mut Problem, s: Subject, base: &Record, gpu: Option<&Gpu>) -> Record {
     let mut r = base.clone();
     r.schedule = s.name().into();
     let first = p.clear().and_then(|()| p.launch(s));

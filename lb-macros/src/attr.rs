@@ -5,8 +5,9 @@ use darling::ast::NestedMeta;
 use darling::util::SpannedValue;
 use darling::FromMeta;
 use lb_ptx::body::Reduce;
-use lb_ptx::{IndexWidth, Schedule};
+use lb_ptx::{IndexWidth, Schedule, Tuning};
 use proc_macro2::{Span, TokenStream};
+use syn::spanned::Spanned;
 use syn::{Ident, LitStr};
 
 use crate::types::{did_you_mean, Errors};
@@ -29,7 +30,28 @@ enum IndexArg {
     Auto,
 }
 
-/// Exactly the keys of DESIGN §2; darling rejects any other key with "did you mean".
+/// A tuning key's value with the spans of the key and of the value: an error about the key (its
+/// schedule is not generated) points at the key, one about the value at the value.
+#[derive(Debug)]
+struct Knob<T> {
+    value: T,
+    key: Span,
+    at: Span,
+}
+
+impl<T: FromMeta> FromMeta for Knob<T> {
+    fn from_meta(item: &syn::Meta) -> darling::Result<Self> {
+        let value = SpannedValue::<T>::from_meta(item)?;
+        Ok(Knob {
+            key: item.path().span(),
+            at: value.span(),
+            value: value.into_inner(),
+        })
+    }
+}
+
+/// The keys of DESIGN §2 and the per-schedule tuning keys; darling rejects any other key with
+/// "did you mean".
 #[derive(Debug, FromMeta)]
 struct RawArgs {
     schedule: Option<LitStr>,
@@ -43,6 +65,10 @@ struct RawArgs {
     index: Option<IndexArg>,
     #[darling(default)]
     checked: bool,
+    block_threshold: Option<Knob<u64>>,
+    warp_threshold: Option<Knob<u64>>,
+    consolidate_threshold: Option<Knob<u64>>,
+    iteration_factor: Option<Knob<u32>>,
 }
 
 /// Validated arguments.
@@ -64,6 +90,8 @@ pub struct Args {
     pub target_span: Span,
     pub index: IndexWidth,
     pub checked: bool,
+    /// The tuning keys, each validated and tuning a schedule that is generated.
+    pub tuning: Tuning,
 }
 
 /// Parses and validates the attribute's tokens, collecting every error.
@@ -73,10 +101,12 @@ pub fn parse(attr: TokenStream) -> syn::Result<Args> {
     let mut errors = Errors::default();
 
     let schedules = match &raw.schedule {
-        Some(lit) => errors.take(parse_schedules(lit)).unwrap_or_default(),
+        Some(lit) => errors.take(parse_schedules(lit)),
         // No schedule named: generate every built-in one, as `"auto"` does.
-        None => Schedule::ALL.to_vec(),
+        None => Some(Schedule::ALL.to_vec()),
     };
+    let tuning = tuning(&raw, schedules.as_deref(), &mut errors);
+    let schedules = schedules.unwrap_or_default();
 
     let reduce = raw.reduce.as_ref().map(|r| {
         let op = match **r {
@@ -172,7 +202,109 @@ pub fn parse(attr: TokenStream) -> syn::Result<Args> {
         target_span,
         index,
         checked: raw.checked,
+        tuning,
     })
+}
+
+/// The schedules each tuning key tunes, in the order their names are listed in errors.
+const TUNED: [(&str, &[Schedule]); 4] = [
+    ("block_threshold", &[Schedule::Binning]),
+    ("warp_threshold", &[Schedule::Binning]),
+    (
+        "consolidate_threshold",
+        &[
+            Schedule::Consolidate,
+            Schedule::ConsolidateBlock,
+            Schedule::ConsolidateWarp,
+        ],
+    ),
+    ("iteration_factor", &[Schedule::MultiPhase]),
+];
+
+/// The tuning keys: each value in its range, binning's two in order, and each key's schedule
+/// among `schedules` (`None` when the schedule list did not parse: its error is enough, so that
+/// check is skipped).
+fn tuning(raw: &RawArgs, schedules: Option<&[Schedule]>, errors: &mut Errors) -> Tuning {
+    let keys = [
+        raw.block_threshold.as_ref().map(|k| k.key),
+        raw.warp_threshold.as_ref().map(|k| k.key),
+        raw.consolidate_threshold.as_ref().map(|k| k.key),
+        raw.iteration_factor.as_ref().map(|k| k.key),
+    ];
+    if let Some(schedules) = schedules {
+        for ((name, tuned), key) in TUNED.into_iter().zip(keys) {
+            if let Some(key) = key {
+                if !tuned.iter().any(|s| schedules.contains(s)) {
+                    errors.push(syn::Error::new(key, not_listed(name, tuned, schedules)));
+                }
+            }
+        }
+    }
+
+    // 0 would send even empty tiles to a warp or to the whole block: gathering nothing.
+    for (name, knob, default) in [
+        ("warp_threshold", &raw.warp_threshold, "32, the warp size"),
+        ("block_threshold", &raw.block_threshold, "the block size"),
+    ] {
+        if let Some(k) = knob.as_ref().filter(|k| k.value == 0) {
+            errors.push(syn::Error::new(
+                k.at,
+                format!("`{name}` must be at least 1 (a tile with at least this many atoms is gathered together; 0 would gather empty tiles too): write 1 or more, or drop the key for the default ({default})"),
+            ));
+        }
+    }
+    if let (Some(b), Some(w)) = (&raw.block_threshold, &raw.warp_threshold) {
+        if b.value != 0 && w.value != 0 && b.value <= w.value {
+            errors.push(syn::Error::new(
+                b.at,
+                format!(
+                    "`block_threshold` ({}) must be greater than `warp_threshold` ({}): binning gives a warp the tiles from `warp_threshold` atoms up to below `block_threshold` and the whole block the larger ones, so warp < block; raise `block_threshold` above {} or lower `warp_threshold` below {}",
+                    b.value, w.value, w.value, b.value
+                ),
+            ));
+        }
+    }
+    if let Some(k) = raw.iteration_factor.as_ref() {
+        if !(1..=8).contains(&k.value) {
+            errors.push(syn::Error::new(
+                k.at,
+                format!(
+                    "`iteration_factor` must be from 1 to 8 (the rounds of coalesced expansion per partition search of `multi_phase`), not {}",
+                    k.value
+                ),
+            ));
+        }
+    }
+
+    Tuning {
+        block_threshold: raw.block_threshold.as_ref().map(|k| k.value),
+        warp_threshold: raw.warp_threshold.as_ref().map(|k| k.value),
+        consolidate_threshold: raw.consolidate_threshold.as_ref().map(|k| k.value),
+        iteration_factor: raw.iteration_factor.as_ref().map(|k| k.value),
+    }
+}
+
+/// "`key` tunes `s`, which is not among the schedules (…)": what to write instead of a key whose
+/// schedules are all missing from `schedules`.
+fn not_listed(key: &str, tuned: &[Schedule], schedules: &[Schedule]) -> String {
+    let listed: Vec<String> = schedules
+        .iter()
+        .map(|s| format!("`{}`", s.name()))
+        .collect();
+    let listed = listed.join(", ");
+    // "`a`", "`a` and `b`", "`a`, `b` and `c`".
+    let mut names = String::new();
+    for (i, s) in tuned.iter().enumerate() {
+        if i > 0 {
+            names.push_str(if i + 1 == tuned.len() { " and " } else { ", " });
+        }
+        names.push_str(&format!("`{}`", s.name()));
+    }
+    if tuned.len() == 1 {
+        format!("`{key}` tunes {names}, which is not among the schedules ({listed}): drop the key or add the schedule")
+    } else {
+        format!("`{key}` tunes {names}, none of which is among the schedules ({listed}): drop the key or add one of them")
+    }
 }
 
 /// `"name"`, `"a, b"` or `"auto"`.

@@ -33,6 +33,13 @@ use proc_macro::TokenStream;
 /// `items_per_thread` (1), `target` (`"sm_75"` or newer; `"sm_75"`), `index` (`"u32"`, `"u64"`,
 /// `"auto"`), `checked` (bounds-checked memory accesses that report instead of faulting).
 ///
+/// Tuning keys, each accepted only when its schedule is generated: `block_threshold` and
+/// `warp_threshold` (`binning`: tiles of at least that many atoms are gathered by the block or by
+/// a warp; the block size and 32; both ≥ 1, and warp < block when both are given),
+/// `consolidate_threshold` (every `consolidate` level: tiles of at least that many atoms go to
+/// the child kernel; 32, and 0 buffers every tile), `iteration_factor` (`multi_phase`'s rounds of
+/// coalesced expansion per partition search, 1 to 8).
+///
 /// Parameters: exactly one `&Csr<T>` tile set; `#[atom]` (required), `#[tile]`, `#[lane]` and
 /// `#[rank]` indices of type `usize`; `&[T]` inputs, `&mut [T]` read-write slices, scalars by
 /// value (`T` one of `bool i32 u32 i64 u64 f32 f64`, scalars also `usize`). With `reduce` the

@@ -516,6 +516,94 @@ fn attribute_rules() {
 }
 
 #[test]
+fn tuning_keys_are_validated_and_reach_the_options() {
+    let args = attr::parse(quote!(
+        schedule = "binning, consolidate(warp), multi_phase",
+        block_threshold = 64,
+        warp_threshold = 4,
+        consolidate_threshold = 0,
+        iteration_factor = 8
+    ))
+    .unwrap();
+    assert_eq!(
+        args.tuning,
+        lb_ptx::Tuning {
+            block_threshold: Some(64),
+            warp_threshold: Some(4),
+            consolidate_threshold: Some(0),
+            iteration_factor: Some(8),
+        }
+    );
+    // "auto" and no schedule at all generate every schedule, so every key is accepted.
+    for schedule in [quote!(schedule = "auto",), quote!()] {
+        let args = attr::parse(quote!(
+            #schedule
+            block_threshold = 300,
+            consolidate_threshold = 18446744073709551615,
+            iteration_factor = 1
+        ))
+        .unwrap();
+        assert_eq!(args.tuning.consolidate_threshold, Some(u64::MAX));
+        assert_eq!(args.tuning.warp_threshold, None);
+    }
+    let args = attr::parse(quote!(schedule = "merge_path")).unwrap();
+    assert_eq!(args.tuning, lb_ptx::Tuning::default());
+
+    let msgs = |attr: TokenStream| -> Vec<String> {
+        match attr::parse(attr) {
+            Ok(a) => panic!("expected errors, got {a:?}"),
+            Err(e) => e.into_iter().map(|e| e.to_string()).collect(),
+        }
+    };
+    let cases = [
+        (
+            quote!(schedule = "multi_phase", iteration_factor = 0),
+            "`iteration_factor` must be from 1 to 8",
+        ),
+        (
+            quote!(schedule = "multi_phase", iteration_factor = 9),
+            "`iteration_factor` must be from 1 to 8",
+        ),
+        (
+            quote!(schedule = "binning", warp_threshold = 0),
+            "`warp_threshold` must be at least 1",
+        ),
+        (
+            quote!(schedule = "binning", block_threshold = 0),
+            "`block_threshold` must be at least 1",
+        ),
+        (
+            quote!(schedule = "binning", block_threshold = 8, warp_threshold = 8),
+            "`block_threshold` (8) must be greater than `warp_threshold` (8)",
+        ),
+        (
+            quote!(schedule = "merge_path", iteration_factor = 2),
+            "`iteration_factor` tunes `multi_phase`, which is not among the schedules (`merge_path`): drop the key or add the schedule",
+        ),
+        (
+            quote!(schedule = "binning, lrb", consolidate_threshold = 5),
+            "`consolidate_threshold` tunes `consolidate`, `consolidate(block)` and `consolidate(warp)`, none of which is among the schedules (`binning`, `lrb`): drop the key or add one of them",
+        ),
+        (
+            quote!(schedule = "consolidate", warp_threshold = 5),
+            "`warp_threshold` tunes `binning`, which is not among the schedules (`consolidate`)",
+        ),
+    ];
+    for (attr, want) in cases {
+        let got = msgs(attr.clone());
+        assert_eq!(got.len(), 1, "{attr}: {got:?}");
+        assert!(got[0].starts_with(want), "{attr}: {got:?}");
+    }
+    // Every consolidate level takes the key; a bad schedule name is reported alone.
+    for level in ["consolidate", "consolidate(block)", "consolidate(warp)"] {
+        attr::parse(quote!(schedule = #level, consolidate_threshold = 7)).unwrap();
+    }
+    let got = msgs(quote!(schedule = "binnig", block_threshold = 64));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].starts_with("unknown schedule `binnig`"), "{got:?}");
+}
+
+#[test]
 fn expansion_has_the_contracts_items() {
     let out = expand::expand(
         reduce_sum(),

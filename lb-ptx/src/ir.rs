@@ -469,6 +469,7 @@ impl fmt::Display for Label {
 /// | `Label` | `L3:` |
 /// | `BarSync` | `bar.sync 0;` |
 /// | `MemBar` | `membar.gl;` |
+/// | `WarpSync` | `bar.warp.sync mask;` |
 /// | `Shfl` | `shfl.sync.MODE.b32 d, a, b, c, mask;` (optionally `d|p`) |
 /// | `Vote` | `vote.sync.MODE.pred d, a, mask;` / `vote.sync.ballot.b32 d, a, mask;` |
 /// | `ActiveMask` | `activemask.b32 d;` |
@@ -554,6 +555,12 @@ pub enum Op {
     Label(Label),
     BarSync,
     MemBar,
+    /// Waits for the lanes of `mask` and orders their memory accesses: what makes shared memory
+    /// written by one lane safe to read by another of the same warp under independent thread
+    /// scheduling (sm_70 and newer).
+    WarpSync {
+        mask: Operand,
+    },
     Shfl {
         mode: ShflMode,
         dst: Reg,
@@ -821,6 +828,7 @@ impl fmt::Display for Op {
             Op::Label(l) => write!(f, "{l}:"),
             Op::BarSync => f.write_str("bar.sync 0;"),
             Op::MemBar => f.write_str("membar.gl;"),
+            Op::WarpSync { mask } => write!(f, "bar.warp.sync {mask};"),
             Op::Shfl {
                 mode,
                 dst,

@@ -42,6 +42,23 @@ pub struct Options {
     pub lanes: Option<usize>,
     /// The `&[u32]` slice parameter listing the active tiles (index into `Body::params`).
     pub tiles: Option<usize>,
+    /// Per-schedule knobs; `None` keeps the schedule's default.
+    pub tuning: Tuning,
+}
+
+/// The knobs of single schedules, from the attribute's keys of the same names. A schedule reads
+/// only its own; `None` means the default its template documents.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tuning {
+    /// `binning`: tiles with at least this many atoms are gathered by the whole block.
+    pub block_threshold: Option<u64>,
+    /// `binning`: tiles with at least this many atoms (below the block threshold) by a warp.
+    pub warp_threshold: Option<u64>,
+    /// `consolidate` at every level: tiles with at least this many atoms go to the buffer.
+    pub consolidate_threshold: Option<u64>,
+    /// `multi_phase`: Busato & Bombieri's iteration factor `IS` (rounds of coalesced expansion
+    /// per partition search).
+    pub iteration_factor: Option<u32>,
 }
 
 impl Default for Options {
@@ -55,6 +72,7 @@ impl Default for Options {
             checked: false,
             lanes: None,
             tiles: None,
+            tuning: Tuning::default(),
         }
     }
 }

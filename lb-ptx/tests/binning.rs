@@ -10,17 +10,40 @@ use lb_ptx::body::*;
 use lb_ptx::plan::{DeviceLimits, Plan, ProblemSize, TempRole};
 use lb_ptx::schedules::{Binning, Lrb};
 use lb_ptx::sim::{self, Memory};
-use lb_ptx::{generate, ir, Options, Schedule, ScheduleTemplate};
+use lb_ptx::{generate, ir, Options, Schedule, ScheduleTemplate, Tuning};
 use proptest::prelude::*;
 use support::*;
 
 const BLOCK: u32 = 128;
 
-/// A schedule by name, or `binning` with thresholds of its own (block, warp).
+/// A schedule by name, or `binning` with thresholds of its own (block, warp): set on the
+/// template (`Custom`) or through `Options::tuning` (`Tuned`, the attribute's route).
 #[derive(Clone, Copy, Debug)]
 enum Which {
     S(Schedule),
     Custom(u64, u64),
+    Tuned(u64, u64),
+}
+
+/// `Options::tuning` with binning's two thresholds (block, warp).
+fn binning_tuning(block: u64, warp: u64) -> Tuning {
+    Tuning {
+        block_threshold: Some(block),
+        warp_threshold: Some(warp),
+        ..Tuning::default()
+    }
+}
+
+/// The module text of `template` built by hand, as `generate` would assemble it.
+fn template_ptx(template: &Binning, body: &Body, o: &Options) -> (String, Plan) {
+    let plan = template.plan(body, o).unwrap();
+    let kernels = template.build(body, o, &plan).unwrap();
+    let module = ir::Module {
+        version: (7, 8),
+        target: o.target.clone(),
+        kernels,
+    };
+    (module.to_string(), plan)
 }
 
 /// The schedules and threshold variants under test: the paper's thresholds, thresholds small
@@ -43,27 +66,22 @@ fn opts() -> Options {
 
 /// The module text and the plan of `which` for `body`.
 fn gen(body: &Body, o: &Options, which: Which) -> (String, Plan) {
+    let generated = |o: Options| {
+        let g = generate(body, &o).unwrap();
+        assert_eq!(g.plans.len(), 1);
+        (g.ptx, g.plans[0].clone())
+    };
     match which {
-        Which::S(s) => {
-            let o = Options {
-                schedules: vec![s],
-                ..o.clone()
-            };
-            let g = generate(body, &o).unwrap();
-            assert_eq!(g.plans.len(), 1);
-            (g.ptx, g.plans[0].clone())
-        }
-        Which::Custom(block, warp) => {
-            let t = Binning::new(block, warp);
-            let plan = t.plan(body, o).unwrap();
-            let kernels = t.build(body, o, &plan).unwrap();
-            let module = ir::Module {
-                version: (7, 8),
-                target: o.target.clone(),
-                kernels,
-            };
-            (module.to_string(), plan)
-        }
+        Which::S(s) => generated(Options {
+            schedules: vec![s],
+            ..o.clone()
+        }),
+        Which::Custom(block, warp) => template_ptx(&Binning::new(block, warp), body, o),
+        Which::Tuned(block, warp) => generated(Options {
+            schedules: vec![Schedule::Binning],
+            tuning: binning_tuning(block, warp),
+            ..o.clone()
+        }),
     }
 }
 
@@ -550,6 +568,56 @@ fn snapshots() {
     }
 }
 
+/// The immediates compared against by `setp.ge.u64` in `ptx`: where the thresholds show.
+fn ge_immediates(ptx: &str) -> Vec<u64> {
+    ptx.lines()
+        .filter(|l| l.trim_start().starts_with("setp.ge.u64"))
+        .filter_map(|l| {
+            l.trim_end()
+                .strip_suffix(';')?
+                .rsplit(", ")
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// Thresholds set through `Options::tuning` reach the PTX as the comparisons' immediates, build
+/// exactly the kernel `Binning::new` builds with them, and win over the template's own values.
+fn check_tuned_ptx(block: u64, warp: u64) {
+    let o = Options {
+        schedules: vec![Schedule::Binning],
+        tuning: binning_tuning(block, warp),
+        ..opts()
+    };
+    let (tuned, _) = gen(&spmv(), &opts(), Which::Tuned(block, warp));
+    let seen = ge_immediates(&tuned);
+    assert!(seen.contains(&block), "block {block} in {seen:?}");
+    assert!(seen.contains(&warp), "warp {warp} in {seen:?}");
+    let (by_template, _) = gen(&spmv(), &opts(), Which::Custom(block, warp));
+    assert_eq!(
+        tuned, by_template,
+        "tuning ({block}, {warp}) vs Binning::new"
+    );
+    let (overridden, _) = template_ptx(&Binning::new(block + 3, warp + 1), &spmv(), &o);
+    assert_eq!(tuned, overridden, "Options::tuning wins over the template");
+    if (block, warp) != (u64::from(BLOCK), 32) {
+        let (default, _) = gen(&spmv(), &opts(), Which::S(Schedule::Binning));
+        assert_ne!(tuned, default, "tuning ({block}, {warp}) changed nothing");
+    }
+}
+
+/// Tile sizes at, just below and just above both thresholds, empty ones and random ones.
+fn around_thresholds(block: u64, warp: u64, picks: &[(usize, usize)]) -> Vec<usize> {
+    let (b, w) = (block as usize, warp as usize);
+    let near = [0, w - 1, w, w + 1, b - 1, b, b + 1];
+    picks
+        .iter()
+        .map(|&(kind, noise)| near.get(kind).copied().unwrap_or(noise))
+        .collect()
+}
+
 fn sizes_strategy() -> impl Strategy<Value = Vec<usize>> {
     prop::collection::vec(
         prop_oneof![4 => 0usize..6, 2 => 0usize..50, 1 => 0usize..400],
@@ -580,5 +648,21 @@ proptest! {
         let t = Tiles::new(&sizes);
         let frontier: Vec<u32> = picks.iter().map(|p| p % sizes.len() as u32).collect();
         check_spmv_frontier(&t, &frontier, WHICH[which], 2);
+    }
+
+    #[test]
+    fn thresholds_from_options_tuning_match_the_cpu(
+        warp in 1u64..48,
+        gap in 1u64..200,
+        picks in prop::collection::vec((0usize..9, 0usize..400), 0..160),
+        grid in 1u32..4,
+    ) {
+        let block = warp + gap;
+        check_tuned_ptx(block, warp);
+        let t = Tiles::new(&around_thresholds(block, warp, &picks));
+        let which = Which::Tuned(block, warp);
+        check_spmv(&t, which, grid);
+        check_isum(&t, which, grid);
+        check_visit(&t, None, which, grid);
     }
 }

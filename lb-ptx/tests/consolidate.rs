@@ -11,7 +11,8 @@ use lb_ptx::ir::Module;
 use lb_ptx::plan::{DeviceLimits, Plan, ProblemSize, TempCount};
 use lb_ptx::schedules::consolidate::{Consolidate, Level, COUNT_TEMP, DEFAULT_THRESHOLD};
 use lb_ptx::sim::{self, LaunchConfig, Memory, SimError};
-use lb_ptx::{generate, Options, Schedule, ScheduleTemplate};
+use lb_ptx::{generate, Options, Schedule, ScheduleTemplate, Tuning};
+use proptest::prelude::*;
 use support::*;
 
 const BLOCK: u32 = 64;
@@ -417,6 +418,99 @@ fn the_threshold_decides_what_is_buffered() {
                 assert_eq!(f32::from_le_bytes(got), want, "{level:?} row {r}");
             }
         }
+    }
+}
+
+/// `opts(level)` with the threshold set through `Options::tuning` (the attribute's route).
+fn tuned(level: Level, threshold: u64) -> Options {
+    Options {
+        tuning: Tuning {
+            consolidate_threshold: Some(threshold),
+            ..Tuning::default()
+        },
+        ..opts(level)
+    }
+}
+
+/// The module text of `template` built by hand, as `generate` assembles it.
+fn template_ptx(template: &Consolidate, o: &Options) -> String {
+    let plan = template.plan(&spmv(), o).unwrap();
+    let kernels = template.build(&spmv(), o, &plan).unwrap();
+    Module {
+        version: (7, 8),
+        target: o.target.clone(),
+        kernels,
+    }
+    .to_string()
+}
+
+/// Tile sizes at, just below and just above `threshold`, empty ones and random ones.
+fn around_threshold(threshold: u64, picks: &[(usize, usize)]) -> Vec<usize> {
+    let t = threshold as usize;
+    let near = [0, t.saturating_sub(1), t, t + 1];
+    picks
+        .iter()
+        .map(|&(kind, noise)| near.get(kind).copied().unwrap_or(noise))
+        .collect()
+}
+
+/// A threshold from `Options::tuning`: in the parent's comparison, the kernel
+/// `Consolidate::with_threshold` builds, winning over the template's own; on the simulator it
+/// buffers exactly the tiles of at least `threshold` atoms, and every row sums as the CPU does.
+fn check_tuned(level: Level, threshold: u64, sizes: &[usize], limits: DeviceLimits) {
+    let o = tuned(level, threshold);
+    let g = generate(&spmv(), &o).unwrap();
+    let compare = format!(", {threshold};");
+    assert!(
+        g.ptx
+            .lines()
+            .any(|l| l.trim_start().starts_with("setp.ge.u64") && l.ends_with(&compare)),
+        "{level:?}: no comparison with {threshold}"
+    );
+    let by_template = template_ptx(&Consolidate::with_threshold(level, threshold), &opts(level));
+    assert_eq!(g.ptx, by_template, "{level:?}: tuning vs with_threshold");
+    let other = Consolidate::with_threshold(level, threshold + 9);
+    assert_eq!(
+        g.ptx,
+        template_ptx(&other, &o),
+        "{level:?}: Options::tuning wins over the template"
+    );
+
+    let t = Tiles::with_exact(sizes, true);
+    let module = sim::parse(&g.ptx).unwrap();
+    let x = xvec(t.ncols);
+    let mut mem = Memory::new();
+    let mut args = t.upload(&mut mem);
+    args.extend([
+        upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
+        x.len() as u64,
+    ]);
+    let y = upload(&mut mem, &nan_f32(t.rows()));
+    args.extend([y, t.rows() as u64]);
+    let plan = &g.plans[0];
+    let buffered = run(&module, plan, args, size(&t, t.rows(), 1), limits, &mut mem);
+    let large = sizes.iter().filter(|&&n| n as u64 >= threshold).count();
+    assert_eq!(buffered, large as u64, "{level:?} threshold {threshold}");
+    for (r, got) in read_words::<4>(&mem, y, t.rows()).into_iter().enumerate() {
+        let want = t
+            .atoms(r)
+            .fold(0f32, |a, nz| a + t.values[nz] * x[t.cols[nz] as usize]);
+        assert_eq!(f32::from_le_bytes(got), want, "{level:?} row {r}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn threshold_from_options_tuning_buffers_what_it_says(
+        threshold in prop_oneof![1 => Just(0u64), 4 => 1u64..100],
+        picks in prop::collection::vec((0usize..6, 0usize..300), 0..200),
+        level in 0..LEVELS.len(),
+        limits in 0..LIMITS.len(),
+    ) {
+        let sizes = around_threshold(threshold, &picks);
+        check_tuned(LEVELS[level], threshold, &sizes, LIMITS[limits]);
     }
 }
 

@@ -10,9 +10,10 @@ use lb_ptx::body::*;
 use lb_ptx::builder::KernelBuilder;
 use lb_ptx::ir::{BinOp, Module, Operand, Rounding, Space, Special, Type};
 use lb_ptx::plan::{ProblemSize, Select, TempCount};
+use lb_ptx::schedules::multi_phase;
 use lb_ptx::schedules::partition::{tiles_ending_by, Search};
 use lb_ptx::sim::{self, LaunchConfig, Memory};
-use lb_ptx::{generate, ptxas, IndexWidth, Options, Schedule};
+use lb_ptx::{generate, ptxas, GenError, Generated, IndexWidth, Options, Schedule};
 use proptest::prelude::*;
 use support::*;
 
@@ -30,8 +31,20 @@ fn variants(s: Schedule) -> usize {
 /// Every body on `m` under both schedules and every search variant, with block size `block`
 /// and `items` per thread.
 fn check_all(m: &Matrix, block: u32, items: u32, what: &str) {
+    check_all_tuned(m, block, items, None, what);
+}
+
+/// The options of `s`, with `multi_phase`'s iteration factor `is` (`None`: the default).
+fn tuned(s: Schedule, block: u32, items: u32, is: Option<u32>) -> Options {
+    let mut o = opts(s, block, items, IndexWidth::U32);
+    o.tuning.iteration_factor = is;
+    o
+}
+
+/// [`check_all`] with `multi_phase`'s iteration factor `is`.
+fn check_all_tuned(m: &Matrix, block: u32, items: u32, is: Option<u32>, what: &str) {
     for s in SCHEDULES {
-        let o = opts(s, block, items, IndexWidth::U32);
+        let o = tuned(s, block, items, is);
         for p in 0..variants(s) {
             let what = format!("{what} / {} plan {p} block {block} items {items}", s.name());
             let sum = run_reduce(&spmv(), &o, p, m, None);
@@ -122,17 +135,30 @@ fn long_tiles_spanning_many_blocks() {
 }
 
 fn check_frontier_all(m: &Matrix, frontier: &[u32], block: u32, items: u32, what: &str) {
+    check_frontier_tuned(m, frontier, (block, items, None), what);
+}
+
+/// [`check_frontier_all`] with `multi_phase`'s iteration factor.
+fn check_frontier_tuned(
+    m: &Matrix,
+    frontier: &[u32],
+    (block, items, is): (u32, u32, Option<u32>),
+    what: &str,
+) {
     for s in SCHEDULES {
-        let what = format!("{what} / {} block {block} items {items}", s.name());
+        let what = format!(
+            "{what} / {} block {block} items {items} IS {is:?}",
+            s.name()
+        );
+        let o = tuned(s, block, items, is);
         for r in [Reduce::Sum, Reduce::Min, Reduce::Max] {
             let body = spmv_reduce(r);
             for p in 0..variants(s) {
-                let cfg = (s, block, items, IndexWidth::U32);
-                let got = run_frontier_reduce(&body, m, frontier, cfg, p);
+                let got = run_frontier_reduce(&body, m, frontier, &o, p);
                 check_frontier(&got, m, frontier, r, &format!("{what} plan {p}"));
             }
         }
-        check_frontier_visits(m, frontier, (s, block, items), &what);
+        check_frontier_visits(m, frontier, &o, &what);
     }
 }
 
@@ -308,8 +334,14 @@ fn partition_array_holds_each_blocks_first_tile() {
                         .into_iter()
                         .map(u64::from_le_bytes)
                         .collect();
-                // `items_per_thread` 1 means the work-oriented default, 7.
-                let chunk = u64::from(block * if items <= 1 { 7 } else { items });
+                // `items_per_thread` 1 means the work-oriented default, 7; a multi-phase block
+                // takes `IS` rounds of them.
+                let rounds = if s == Schedule::MultiPhase {
+                    multi_phase::DEFAULT_ITERATION_FACTOR
+                } else {
+                    1
+                };
+                let chunk = u64::from(block * if items <= 1 { 7 } else { items } * rounds);
                 for (c, &start) in starts.iter().enumerate() {
                     let a = (c as u64 * chunk).min(n as u64);
                     let want = if c == 0 {
@@ -454,6 +486,110 @@ fn modules_assemble_without_spills() {
     }
 }
 
+/// `IS` rounds per block (B&B §3.2): every factor on the nasty tile sets, with frontiers and
+/// lanes, against the CPU loops.
+#[test]
+fn iteration_factors() {
+    let (fm, cases) = frontier_cases();
+    for is in [1, 2, 3, 4, 8] {
+        for (what, rows) in giant_rows() {
+            let m = Matrix::from_lengths(&rows);
+            check_all_tuned(&m, 32, 2, Some(is), what);
+        }
+        let rows: Vec<usize> = (0..300)
+            .map(|r| [0, 1, 90, 3, 0, 17, 0, 0][r % 8])
+            .collect();
+        check_all_tuned(&Matrix::from_lengths(&rows), 64, 3, Some(is), "mixed");
+        for (what, frontier) in &cases {
+            check_frontier_tuned(&fm, frontier, (32, 2, Some(is)), what);
+        }
+        let m = Matrix::from_lengths(&[0, 5, 40, 0, 0, 120, 1, 2, 0]);
+        let o = tuned(Schedule::MultiPhase, 32, 1, Some(is));
+        for p in 0..variants(Schedule::MultiPhase) {
+            let o = Options {
+                lanes: Some(2),
+                ..o.clone()
+            };
+            let got = run_reduce(&spmm(), &o, p, &m, Some(3));
+            check_sum(&got, &m, Some(3), &format!("IS {is} plan {p} lanes"));
+        }
+    }
+}
+
+/// The coalesced expansion is in the kernel: the body's loads unrolled once per item of a
+/// thread's share (§3.3.1), warp-synchronous sections (§3.3.5), the round buffer.
+#[test]
+fn the_expansion_is_unrolled_and_warp_synchronous() {
+    for items in [3u32, 7] {
+        let g = generate(
+            &spmv(),
+            &opts(Schedule::MultiPhase, 256, items, IndexWidth::U32),
+        )
+        .unwrap();
+        let main = g
+            .ptx
+            .split(".entry ")
+            .find(|k| k.starts_with("spmv_multi_phase_binary_u32("))
+            .expect("the binary variant's main kernel");
+        // `spmv` loads a value and an `x` entry per nonzero.
+        assert_eq!(main.matches("ld.global.f32").count(), 2 * items as usize);
+        assert_eq!(main.matches("bar.warp.sync 4294967295;").count(), 2);
+        assert!(main.contains("lb_expansion_slots"));
+        let two_phase = generate(
+            &spmv(),
+            &opts(Schedule::TwoPhase, 256, items, IndexWidth::U32),
+        )
+        .unwrap()
+        .ptx;
+        assert!(!two_phase.contains("bar.warp.sync"));
+    }
+}
+
+/// An iteration factor outside 1..=8, or a shape whose staged offsets and buffer do not fit, is
+/// an error that says what to change; what the attribute leaves out shrinks to fit.
+#[test]
+fn iteration_factor_limits() {
+    let with = |block, items, is| {
+        let mut o = opts(Schedule::MultiPhase, block, items, IndexWidth::Auto);
+        o.tuning.iteration_factor = is;
+        generate(&spmv(), &o)
+    };
+    let error = |r: Result<Generated, GenError>| match r {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("the shape fits, but should not"),
+    };
+    for bad in [0, 9] {
+        let e = error(with(256, 1, Some(bad)));
+        assert!(e.contains("`iteration_factor` must be from 1 to 8"), "{e}");
+    }
+    let e = error(with(256, 7, Some(8)));
+    assert!(e.contains("use fewer threads or items per thread"), "{e}");
+    let e = error(with(512, 7, None));
+    assert!(e.contains("plus 28672 bytes of expansion buffer"), "{e}");
+    // An explicit factor with the default share: the share shrinks (2 × 8 items fit).
+    assert!(with(256, 1, Some(8)).is_ok());
+    assert!(with(256, 1, None) == with(256, 7, Some(multi_phase::DEFAULT_ITERATION_FACTOR)));
+    for block in [512, 1024] {
+        let g = with(block, 1, None).unwrap();
+        ptxas::assert_assembles(&format!("multi_phase block {block}"), &g.ptx);
+    }
+}
+
+/// Large blocks, where the defaults shrink to fit, still compute the right answers.
+#[test]
+fn large_blocks_with_the_shrunken_shape() {
+    let rows: Vec<usize> = (0..3000).map(|r| [0, 1, 900, 3, 0, 17, 2][r % 7]).collect();
+    let m = Matrix::from_lengths(&rows);
+    for block in [512, 1024] {
+        let o = opts(Schedule::MultiPhase, block, 1, IndexWidth::U32);
+        for p in 0..variants(Schedule::MultiPhase) {
+            let got = run_reduce(&spmv(), &o, p, &m, None);
+            check_sum(&got, &m, None, &format!("block {block} plan {p}"));
+            check_visits(&o, p, &m, &format!("block {block} plan {p}"));
+        }
+    }
+}
+
 #[test]
 fn snapshot_two_phase_spmv_u32() {
     let g = generate(&spmv(), &opts(Schedule::TwoPhase, 256, 1, IndexWidth::U32)).unwrap();
@@ -481,8 +617,9 @@ proptest! {
         ),
         block in prop_oneof![Just(32u32), Just(64u32)],
         items in prop_oneof![Just(1u32), Just(2u32), Just(5u32)],
+        is in 1u32..5,
     ) {
         let m = Matrix::from_lengths(&rows);
-        check_all(&m, block, items, "random");
+        check_all_tuned(&m, block, items, Some(is), "random");
     }
 }

@@ -192,11 +192,16 @@ fn check_frontier_all(m: &Matrix, frontier: &[u32], block: u32, items: u32, what
         let what = format!("{what} / {} block {block} items {items}", s.name());
         for r in [Reduce::Sum, Reduce::Min, Reduce::Max] {
             let body = spmv_reduce(r);
-            let got =
-                run_frontier_reduce(&body, m, frontier, (s, block, items, IndexWidth::U32), 0);
+            let got = run_frontier_reduce(
+                &body,
+                m,
+                frontier,
+                &opts(s, block, items, IndexWidth::U32),
+                0,
+            );
             check_frontier(&got, m, frontier, r, &what);
         }
-        check_frontier_visits(m, frontier, (s, block, items), &what);
+        check_frontier_visits(m, frontier, &opts(s, block, items, IndexWidth::U32), &what);
     }
 }
 
@@ -267,11 +272,11 @@ fn frontier_is_deterministic_and_the_64_bit_variant_agrees() {
     let m = Matrix::from_lengths(&rows);
     let frontier: Vec<u32> = (0..120).rev().filter(|r| r % 5 != 0).collect();
     for s in SCHEDULES {
-        let cfg = (s, 32, 2, IndexWidth::Auto);
-        let first = run_frontier_reduce(&spmv(), &m, &frontier, cfg, 0);
-        let again = run_frontier_reduce(&spmv(), &m, &frontier, cfg, 0);
+        let cfg = opts(s, 32, 2, IndexWidth::Auto);
+        let first = run_frontier_reduce(&spmv(), &m, &frontier, &cfg, 0);
+        let again = run_frontier_reduce(&spmv(), &m, &frontier, &cfg, 0);
         assert_eq!(first, again, "{}: two launches differ", s.name());
-        let wide = run_frontier_reduce(&spmv(), &m, &frontier, cfg, 1);
+        let wide = run_frontier_reduce(&spmv(), &m, &frontier, &cfg, 1);
         assert_eq!(first, wide, "{}: u64 variant differs", s.name());
         check_frontier(&first, &m, &frontier, Reduce::Sum, s.name());
     }

@@ -20,8 +20,11 @@
 //!
 //! Thresholds: [`Binning::DEFAULT`] is the paper's, `block_threshold` = the block size (CTA_TH,
 //! "work tiles that have a number of work items equal to or greater than the size of the GPU
-//! block", thesis §3.3.4) and `warp_threshold` = 32 (WARP_TH, the warp size); other values are
-//! tunable through [`Binning::new`] (programs that call [`crate::generate`]'s templates directly).
+//! block", thesis §3.3.4) and `warp_threshold` = 32 (WARP_TH, the warp size). Each is chosen, in
+//! order of precedence, from `Options::tuning` (the attribute's `block_threshold` and
+//! `warp_threshold` keys), then the template's own value ([`Binning::new`], for programs that
+//! build the template directly), then the paper's default; the two are taken one by one, so
+//! setting only one keeps the other's default.
 //!
 //! Determinism with `reduce`, no float atomics: a CTA tile is reduced by a fixed tree (each
 //! thread's strided partial in atom order, a warp butterfly, then thread 0 folds the warps'
@@ -47,7 +50,8 @@ use crate::ir::{
 use crate::plan::{Grid, KernelPlan, Plan};
 use crate::{GenError, Options};
 
-/// The `binning` template and its thresholds.
+/// The `binning` template and its thresholds; `Options::tuning` overrides both (see the module
+/// docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Binning {
     /// Tiles with at least this many atoms are gathered by the whole block; `None`: the block
@@ -108,7 +112,12 @@ impl ScheduleTemplate for Binning {
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
         let kp = &plan.kernels[0];
         let block = kp.block;
-        let bthr = self.block_threshold.unwrap_or(block.into());
+        let bthr = opts
+            .tuning
+            .block_threshold
+            .or(self.block_threshold)
+            .unwrap_or(block.into());
+        let wthr = opts.tuning.warp_threshold.unwrap_or(self.warp_threshold);
         let mut b = KernelBuilder::new(kp.entry.as_ref());
         let params = KernelParams::declare(&mut b, body, &plan.temps)?;
         let layout = Layout::new(&mut b, body, opts, &params)?;
@@ -132,12 +141,7 @@ impl ScheduleTemplate for Binning {
         let is_valid = b.setp(Cmp::Ne, Type::U32, valid, Operand::Imm(0));
         let ge_b = b.setp(Cmp::Ge, Type::U64, size, Operand::Imm(bthr as i64));
         let huge = b.bin(BinOp::And, Type::Pred, ge_b, is_valid);
-        let ge_w = b.setp(
-            Cmp::Ge,
-            Type::U64,
-            size,
-            Operand::Imm(self.warp_threshold as i64),
-        );
+        let ge_w = b.setp(Cmp::Ge, Type::U64, size, Operand::Imm(wthr as i64));
         let not_huge = b.un(UnOp::Not, Type::Pred, huge);
         let medium0 = b.bin(BinOp::And, Type::Pred, ge_w, not_huge);
         let medium = b.bin(BinOp::And, Type::Pred, medium0, is_valid);

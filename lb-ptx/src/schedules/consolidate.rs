@@ -9,7 +9,10 @@
 //! scopes: *warp-level* (the large tiles of one warp), *block-level* (of one block) and
 //! *grid-level* (of the whole parent grid). The paper gives no value for `lb_THRESH`; the default
 //! here, [`DEFAULT_THRESHOLD`] = 32 atoms, is the smallest tile that keeps every lane of the
-//! child's one-warp-per-tile mapping busy. [`Consolidate::with_threshold`] tunes it.
+//! child's one-warp-per-tile mapping busy. The threshold is chosen, in order of precedence, from
+//! `Options::tuning.consolidate_threshold` (the attribute's `consolidate_threshold` key, for
+//! every level), then the template's own ([`Consolidate::with_threshold`], for programs that
+//! build the template directly; [`DEFAULT_THRESHOLD`] otherwise).
 //!
 //! One plan (the host fallback) and its device-launch twin are generated; the runtime picks per
 //! launch:
@@ -95,7 +98,8 @@ const WARP: u32 = 32;
 /// Largest child grid a device-side launch asks for; the child's warps stride over the rest.
 const MAX_CHILD_GRID: i64 = 65_535;
 
-/// The `consolidate` template at one level and threshold.
+/// The `consolidate` template at one level and threshold; `Options::tuning` overrides the
+/// threshold (see the module docs).
 #[derive(Clone, Copy, Debug)]
 pub struct Consolidate {
     level: Level,
@@ -471,12 +475,13 @@ impl Consolidate {
             .tile(&mut b, &c.params, work.position, opts.checked, skip);
         let range = c.layout.atoms(&mut b, tile);
         let n = b.bin(BinOp::Sub, Type::U64, range.1, range.0);
+        let threshold = opts.tuning.consolidate_threshold.unwrap_or(self.threshold);
         b.emit(Op::Setp {
             cmp: Cmp::Ge,
             ty: Type::U64,
             dst: append,
             a: n.into(),
-            b: Operand::Imm(self.threshold as i64),
+            b: Operand::Imm(threshold as i64),
         });
         let mut small = b.if_begin(append, true);
         thread_tile(&mut b, body, opts, &c, tile, range, work.lane)?;

@@ -12,7 +12,7 @@ mod dynamic_virtual_warps;
 mod group_mapped;
 mod lrb;
 mod merge_path;
-mod multi_phase;
+pub mod multi_phase;
 mod nonzero_split;
 pub mod partition;
 mod thread_mapped;

@@ -1,34 +1,64 @@
-//! `multi_phase`: Busato & Bombieri's Multi-Phase Mapping (`seeds/000_441aa2418e6e0d1e.txt` §3),
-//! the two-phase structure of [`super::partition`] with its *hybrid partitioning* (§3.1): the
-//! partition and the expansion search the tile offsets either with the lower-bound-only binary
-//! search (§3.1.1) or with an interpolation search (§3.1.2), by the tile set's statistics.
+//! `multi_phase`: Busato & Bombieri's Multi-Phase Mapping (`seeds/000_441aa2418e6e0d1e.txt` §3):
+//! a hybrid partition (§3.1), then an iterated coalesced expansion (§3.2) with warp-synchronous
+//! sections (§3.3.5) and an unrolled, coalesced pass over the atoms (§3.3.1).
 //!
-//! §3.1.2: interpolation "runs if Std_Dev_WI_size ≤ Threshold_SD and Average_WI_size ≤
-//! Threshold_AVG", thresholds "heuristically set to Threshold_SD = 8 and Threshold_AVG = 9".
-//! The statistics are known on the host at launch (the runtime measures the mean and standard
-//! deviation of the tile sizes when a tile set is uploaded), so both variants are generated as
-//! plans of one schedule and told apart by [`Select::Spread`]: interpolation when the average
-//! (rounded up) is at most [`THRESHOLD_AVG`] and the standard deviation at most
-//! [`THRESHOLD_SD`], binary otherwise. The spread matters: on a power-law matrix with a mean of
-//! 8 atoms per tile, interpolation search took 107 ms on an H200 where binary search takes
-//! under 1 ms.
+//! **Hybrid partitioning** (§3.1). The partition searches the tile offsets in global memory either
+//! with the lower-bound-only binary search (§3.1.1) or with an interpolation search (§3.1.2), by
+//! the tile set's statistics; the expansion always searches its staged offsets with the binary
+//! search (§3.2: "each thread performs a binary search (optimized as in the partitioning phase
+//! presented in Section 3.1.1) in such a local partition"): interpolation "runs if Std_Dev_WI_size ≤ Threshold_SD and
+//! Average_WI_size ≤ Threshold_AVG", thresholds "heuristically set to Threshold_SD = 8 and
+//! Threshold_AVG = 9". The runtime measures the mean and standard deviation of the tile sizes
+//! when a tile set is uploaded, so both variants are generated as plans of one schedule and told
+//! apart by [`Select::Spread`]: interpolation when the average (rounded up) is at most
+//! [`THRESHOLD_AVG`] and the standard deviation at most [`THRESHOLD_SD`], binary otherwise.
+//! The interpolation is exact and alternates with bisection ([`partition::tiles_ending_by`]).
 //!
-//! §3.3, what the template expresses: the staging of a block's offsets is coalesced (consecutive
-//! threads, consecutive offsets) and the search's loop invariants (the staged base, the block's
-//! range, the slope's operands) are hoisted (§3.3.2). Not here: the coalesced expansion through
-//! registers and shared memory and the iterated search (§3.2, factor `IS`), whose
-//! strided atom-to-thread mapping does not give a thread the contiguous share the
-//! deterministic carry-out needs; the unrolling, vectorized shared accesses and warp-synchronous
-//! sections that serve them (§3.3.1, §3.3.4, §3.3.5).
+//! **Iterated search** (§3.2: "ChunkSize = BlockSize × K × IS"). The partition cuts the atoms
+//! into chunks of `block × K × IS`, `K` = `items_per_thread` and `IS` = `iteration_factor`
+//! ([`DEFAULT_ITERATION_FACTOR`]). A block stages its chunk's tile offsets in shared memory once
+//! (coalesced, as in `two_phase`), then runs `IS` rounds of `block × K` atoms; in each, thread `t`
+//! takes the `K` atoms from `t × K` and finds their tiles by one search of the staged offsets
+//! ("each thread of a block performs IS binary searches on such an extended chunk").
+//!
+//! **Coalesced expansion** (§3.2), per round, in three sub-phases:
+//! 1. *Writing*: each thread walks its `K` atoms and writes each one's tile position into its
+//!    `K` slots of the round's buffer in shared memory (the paper writes registers and flushes
+//!    them to shared memory; PTX cannot index registers, so the walk writes the slots itself).
+//! 2. *Coalesced access*: lane `l` of a warp evaluates the body for slots `l, l + 32, …`
+//!    (`K` steps, unrolled, §3.3.1), so the 32 lanes read 32 consecutive atoms' data in one
+//!    transaction; a reducing body writes each atom's value back into its slot.
+//! 3. A reducing body's thread walks its `K` atoms again, now reading their values from the
+//!    slots in atom order, and reduces them exactly as `two_phase` does.
+//!
+//! The 32 threads of a warp own 32 × `K` consecutive atoms, so each warp works on its own part
+//! of the buffer and only the warp synchronizes between the sub-phases (`bar.warp.sync`, §3.3.5:
+//! "splitting the shared memory in chunks of the same size on which each warp can operate
+//! independently"). The block synchronizes only to stage the offsets and to scan its carries.
+//!
+//! **Determinism.** A thread still sums its atoms left to right in registers; the rounds of a
+//! block are chained ([`work_oriented::Chain`]): a round's segmented scan starts from the carry of
+//! the rounds before it, so the block writes one carry slot and the fix-up is `two_phase`'s. Equal
+//! inputs give bitwise equal outputs; the order of the summation differs from `two_phase`'s only
+//! in where thread shares begin.
+//!
+//! Of §3.3 the template also hoists the loop invariants (§3.3.2: the staged base, the block's
+//! range and the warp's buffer are computed once). Not expressed: vectorized shared-memory
+//! accesses (§3.3.4; a thread's slots start at any multiple of `K`, so they are not 16-byte
+//! aligned) and global prefetching through registers beyond what the unrolled pass gives
+//! (§3.3.3).
 
-use super::partition::{self, Search};
-use super::work_oriented::{Frame, Share};
+use super::partition::{self, Search, Staged};
+use super::work_oriented::{
+    self, atom_context, lane_index, narrow, widen, Carry, Chain, Frame, Share, TileAt, Walk,
+};
 use super::{Schedule, ScheduleTemplate};
-use crate::body::Body;
+use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
-use crate::ir::Kernel;
+use crate::codegen::{emit_body, ptx_type, reduce_identity};
+use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Space, Type};
 use crate::plan::{Plan, Select};
-use crate::{GenError, Options};
+use crate::{GenError, IndexWidth, Options};
 
 /// The `multi_phase` template.
 #[derive(Clone, Copy, Debug, Default)]
@@ -40,6 +70,23 @@ pub const THRESHOLD_AVG: u64 = 9;
 /// B&B §3.1.2's `Threshold_SD`: interpolation search only while the tiles' standard deviation
 /// stays at or below this many atoms (beyond it, interpolation's probes degrade towards linear).
 pub const THRESHOLD_SD: u64 = 8;
+
+/// The iteration factor `IS` when the attribute leaves it out. B&B leave `IS` to tuning and
+/// warn that registers grow with it; here it costs shared memory (the staged offsets of `IS`
+/// rounds) and one block-wide carry scan per round, while the coalescing is complete at one
+/// round. On an H200 one round was the fastest on every SpMV matrix of the medium and large
+/// corpora (`lb-bench --variants`; e.g. 8 M rows × 16: 1287 µs at `IS` = 1, 1449 at 2, 2764 at
+/// 4; docs/benchmarks.md).
+pub const DEFAULT_ITERATION_FACTOR: u32 = 1;
+
+/// The largest iteration factor the attribute accepts.
+pub const MAX_ITERATION_FACTOR: u32 = 8;
+
+/// The round buffer of the coalesced expansion.
+const SLOTS: &str = "lb_expansion_slots";
+
+/// The warp's lanes, for `bar.warp.sync`.
+const FULL_WARP: i64 = 0xffff_ffff;
 
 /// The variants: `(entry infix, search, rule)`; the two rules cover every tile set once.
 const VARIANTS: [(&str, Search, Select); 2] = [
@@ -72,7 +119,14 @@ impl ScheduleTemplate for MultiPhase {
 
     fn plans(&self, body: &Body, opts: &Options) -> Result<Vec<Plan>, GenError> {
         let variants = VARIANTS.map(|(name, _, select)| (name, Some(select)));
-        partition::plans(body, opts, Schedule::MultiPhase, &variants)
+        let shape = Shape::of(body, opts)?;
+        partition::plans(
+            body,
+            &shape.chunked(opts),
+            Schedule::MultiPhase,
+            &variants,
+            shape.buffer_bytes(body, opts),
+        )
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
@@ -81,18 +135,263 @@ impl ScheduleTemplate for MultiPhase {
             .find(|&&(_, _, select)| plan.select == Some(select))
             .map(|&(_, search, _)| search)
             .ok_or_else(|| GenError::Unsupported("not a plan of `multi_phase`".into()))?;
-        let share = match search {
-            Search::LowerBound => binary_share,
-            Search::Interpolation => interpolation_share,
-        };
-        partition::build(body, opts, plan, search, share)
+        let shape = Shape::of(body, opts)?;
+        let chunked = shape.chunked(opts);
+        let main = expansion_kernel(body, opts, &chunked, plan, shape)?;
+        partition::build(body, &chunked, plan, search, main)
     }
 }
 
-fn binary_share(b: &mut KernelBuilder, f: &Frame) -> Share {
-    partition::share(b, f, Search::LowerBound)
+/// A thread's items per round `K` and the rounds per block `IS`.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    k: u32,
+    rounds: u32,
 }
 
-fn interpolation_share(b: &mut KernelBuilder, f: &Frame) -> Share {
-    partition::share(b, f, Search::Interpolation)
+impl Shape {
+    /// `K` is `items_per_thread` and `IS` the attribute's `iteration_factor`. What the attribute
+    /// leaves out is chosen to fit in a block's static shared memory: `IS` =
+    /// [`DEFAULT_ITERATION_FACTOR`] or less, then `K` = the work-oriented default or less (a
+    /// block of 512 threads holds `K` = 5 with 64-bit offsets). When nothing fits, the plans say
+    /// what to change.
+    fn of(body: &Body, opts: &Options) -> Result<Shape, GenError> {
+        let rounds = match opts.tuning.iteration_factor {
+            Some(n) if !(1..=MAX_ITERATION_FACTOR).contains(&n) => {
+                return Err(GenError::Unsupported(format!(
+                    "`iteration_factor` must be from 1 to {MAX_ITERATION_FACTOR}, not {n}"
+                )))
+            }
+            Some(n) => n..=n,
+            None => 1..=DEFAULT_ITERATION_FACTOR,
+        };
+        let items = work_oriented::items_per_thread(opts);
+        // Shares of one item read as "unspecified" (`Options::items_per_thread`), so `K ≥ 2`.
+        let ks = if opts.items_per_thread > 1 {
+            items..=items
+        } else {
+            2..=items
+        };
+        let fits = |shape: &Shape| {
+            let bytes =
+                partition::shared_bytes(body, &shape.chunked(opts), shape.buffer_bytes(body, opts));
+            bytes <= u64::from(partition::SHARED_LIMIT)
+        };
+        let widest = Shape {
+            k: *ks.end(),
+            rounds: *rounds.end(),
+        };
+        Ok(ks
+            .rev()
+            .flat_map(|k| rounds.clone().rev().map(move |rounds| Shape { k, rounds }))
+            .find(fits)
+            .unwrap_or(widest))
+    }
+
+    /// `opts` with a thread's share of a block's chunk, `K × IS` items, as the partition, the
+    /// grid and the fix-up count them.
+    fn chunked(self, opts: &Options) -> Options {
+        Options {
+            items_per_thread: self.k * self.rounds,
+            ..opts.clone()
+        }
+    }
+
+    /// The round buffer's bytes: `block × K` slots, each holding a tile position (of the widest
+    /// index the plans use) and then, for a reducing body, the atom's value.
+    fn buffer_bytes(self, body: &Body, opts: &Options) -> u64 {
+        let position = if opts.index == IndexWidth::U32 { 4 } else { 8 };
+        let value = body.reduce.map_or(0, |(ty, _)| ty.size());
+        let slot = u64::from(position.max(value));
+        u64::from(opts.block) * u64::from(self.k) * slot
+    }
+}
+
+/// The main kernel of a multi-phase plan (module docs): stage the chunk's offsets, then per
+/// round search, write the tile positions, evaluate coalesced, and for a reducing body walk the
+/// values and scan the carries, chained over the rounds.
+fn expansion_kernel(
+    body: &Body,
+    opts: &Options,
+    chunked: &Options,
+    plan: &Plan,
+    shape: Shape,
+) -> Result<Kernel, GenError> {
+    let back = if body.reduce.is_some() { 2 } else { 0 };
+    let mut b = KernelBuilder::new(work_oriented::entry_from_back(plan, back));
+    let f = work_oriented::frame(&mut b, body, chunked, plan, false)?;
+    let st = partition::stage(&mut b, &f);
+    let lane = lane_index(&mut b, body, &f);
+    let wants_rank = body.roles.contains(&IndexRole::Rank);
+    let checked = opts.checked;
+    let w = f.w;
+    let k = i64::from(shape.k);
+    let round = k * f.block;
+
+    let position_bytes = w.size();
+    let value_bytes = body.reduce.map_or(0, |(ty, _)| ty.size());
+    let slot = position_bytes.max(value_bytes);
+    b.shared(SLOTS, 8, (round as u32) * slot);
+    let warp = b.bin(BinOp::Shr, Type::U64, f.tid, Operand::Imm(5));
+    let lane_id = b.bin(BinOp::And, Type::B64, f.tid, Operand::Imm(31));
+    let slots = b.mov(Type::U64, Operand::Symbol(SLOTS.into()));
+    let warp_slots = b.bin(BinOp::Mul, Type::U64, warp, Operand::Imm(32 * k));
+    let warp_buffer = b.elem_addr(slots, warp_slots, slot);
+
+    // The block's chunk, `block_first..block_end` (u64).
+    let chunk = match f.per_thread {
+        Operand::Imm(n) => b.mov(Type::U64, Operand::Imm(n * f.block)),
+        ref share => b.bin(BinOp::Mul, Type::U64, share.clone(), Operand::Imm(f.block)),
+    };
+    let first = b.bin(BinOp::Mul, Type::U64, f.cta, chunk);
+    let block_first = b.bin(BinOp::Min, Type::U64, first, f.atoms);
+    let stop = b.bin(BinOp::Add, Type::U64, block_first, chunk);
+    let block_end = b.bin(BinOp::Min, Type::U64, stop, f.atoms);
+    let my_first = b.bin(BinOp::Mul, Type::U64, f.tid, Operand::Imm(k));
+    let lane_front = b.setp(Cmp::Eq, Type::U64, f.cta, Operand::Imm(0));
+    let thread_front = b.setp(Cmp::Eq, Type::U64, f.tid, Operand::Imm(0));
+    let front = b.bin(BinOp::And, Type::Pred, lane_front, thread_front);
+
+    let chain = match body.reduce {
+        Some((ty, r)) => Some(Chain {
+            carry: reduce_identity(&mut b, ty, r)?,
+            closed: b.mov(Type::U32, Operand::Imm(0)),
+            last: b.reg_for(Type::Pred),
+        }),
+        None => None,
+    };
+    let round_first = b.mov(Type::U64, block_first);
+    // At least one round, so that a block without atoms still finishes its empty tiles.
+    let rounds = b.loop_begin();
+    let next = b.bin(BinOp::Add, Type::U64, round_first, Operand::Imm(round));
+    let round_end = b.bin(BinOp::Min, Type::U64, next, block_end);
+    let last = match &chain {
+        Some(chain) => chain.last,
+        None => b.reg_for(Type::Pred),
+    };
+    b.emit(Op::Setp {
+        cmp: Cmp::Ge,
+        ty: Type::U64,
+        dst: last,
+        a: next.into(),
+        b: block_end.into(),
+    });
+
+    // §3.2: the expansion searches its staged offsets with the optimized binary search,
+    // whichever search the partition used.
+    let s = piece(&mut b, &f, &st, (round_first, round_end), (my_first, k));
+    let front_here = b.setp(Cmp::Eq, Type::U64, round_first, block_first);
+    let front_here = b.bin(BinOp::And, Type::Pred, front_here, front);
+    let zero = b.mov(w, Operand::Imm(0));
+    let s = Share {
+        i0: b.selp(w, zero, s.i0, front_here),
+        ..s
+    };
+    let warp_first = b.bin(BinOp::Mul, Type::U64, warp, Operand::Imm(32 * k));
+    let warp_first = b.bin(BinOp::Add, Type::U64, round_first, warp_first);
+    let slot_of = |b: &mut KernelBuilder, j: Reg| {
+        let j = widen(b, w, j);
+        let index = b.bin(BinOp::Sub, Type::U64, j, warp_first);
+        b.elem_addr(warp_buffer, index, slot)
+    };
+
+    // 1. Each thread writes the tile position of each of its atoms into its slots.
+    let positions = Walk {
+        reduce: None,
+        locate: false,
+        wants_begin: false,
+    };
+    let mut write = |b: &mut KernelBuilder, at: &TileAt, j: Reg| {
+        let addr = slot_of(b, j);
+        let position = narrow(b, w, at.tile);
+        b.st(Space::Shared, w, addr, position);
+        Ok(None)
+    };
+    positions.run(&mut b, &f, body, &s, lane, checked, &mut write)?;
+    b.emit(Op::WarpSync {
+        mask: Operand::Imm(FULL_WARP),
+    });
+
+    // 2. The warp evaluates its atoms coalesced: lane `l` takes slots `l, l + 32, …`.
+    for step in 0..k {
+        let index = b.bin(BinOp::Add, Type::U64, lane_id, Operand::Imm(32 * step));
+        let j = b.bin(BinOp::Add, Type::U64, warp_first, index);
+        let inside = b.setp(Cmp::Lt, Type::U64, j, round_end);
+        let scope = b.if_begin(inside, false);
+        let addr = b.elem_addr(warp_buffer, index, slot);
+        let position = b.ld(Space::Shared, w, addr);
+        let position = widen(&mut b, w, position);
+        let at = work_oriented::tile_at(&mut b, &f, position, wants_rank, checked);
+        let j = narrow(&mut b, w, j);
+        let ctx = atom_context(&mut b, &f, &at, j, lane, wants_rank);
+        let x = emit_body(&mut b, body, &f.params, &ctx, checked)?;
+        if let (Some(x), Some((ty, _))) = (x, body.reduce) {
+            b.st(Space::Shared, ptx_type(ty), addr, x);
+        }
+        b.if_end(scope);
+    }
+    b.emit(Op::WarpSync {
+        mask: Operand::Imm(FULL_WARP),
+    });
+
+    // 3. A reducing body walks its atoms' values in order and scans the block's carries.
+    if let (Some(reduce), Some(chain)) = (body.reduce, &chain) {
+        let (ty, _) = reduce;
+        let values = Walk {
+            reduce: body.reduce,
+            locate: true,
+            wants_begin: false,
+        };
+        let mut read = |b: &mut KernelBuilder, _: &TileAt, j: Reg| {
+            let addr = slot_of(b, j);
+            Ok(Some(b.ld(Space::Shared, ptx_type(ty), addr)))
+        };
+        let left = values
+            .run(&mut b, &f, body, &s, lane, checked, &mut read)?
+            .ok_or_else(|| GenError::Unsupported("a reducing walk returns its values".into()))?;
+        let carry = Carry {
+            share: &s,
+            values: left,
+            reduce,
+            lane,
+            chain: Some(chain),
+        };
+        work_oriented::block_carry(&mut b, &f, plan, body, carry, checked)?;
+    }
+    b.break_if(&rounds, last, false);
+    if body.reduce.is_none() {
+        // The next round's writes must not overtake this round's reads of the warp's slots.
+        b.emit(Op::WarpSync {
+            mask: Operand::Imm(FULL_WARP),
+        });
+    }
+    b.mov_to(Type::U64, round_first, next);
+    b.loop_end(rounds);
+    Ok(b.finish())
+}
+
+/// A thread's share of one round: the `K` atoms from `round_first + my_first`, clipped to the
+/// round, and the tiles they start and end in, found by binary search in the staged offsets.
+fn piece(
+    b: &mut KernelBuilder,
+    f: &Frame,
+    st: &Staged,
+    (round_first, round_end): (Reg, Reg),
+    (my_first, k): (Reg, i64),
+) -> Share {
+    let w = f.w;
+    let start = b.bin(BinOp::Add, Type::U64, round_first, my_first);
+    let a0 = b.bin(BinOp::Min, Type::U64, start, round_end);
+    let stop = b.bin(BinOp::Add, Type::U64, a0, Operand::Imm(k));
+    let a1 = b.bin(BinOp::Min, Type::U64, stop, round_end);
+    let (a0, a1) = (narrow(b, w, a0), narrow(b, w, a1));
+    let i0 = partition::tiles_before(b, f, st, Search::LowerBound, a0);
+    let i1 = partition::tiles_before(b, f, st, Search::LowerBound, a1);
+    Share {
+        i0,
+        j0: a0,
+        i1,
+        j1: a1,
+        ends: st.ends,
+    }
 }

@@ -30,7 +30,7 @@ use super::work_oriented::{
 use super::Schedule;
 use crate::body::Body;
 use crate::builder::KernelBuilder;
-use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Space, Special, Type};
+use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type};
 use crate::plan::{KernelPlan, Plan, Select, Temp, TempCount, TempRole};
 use crate::{GenError, IndexWidth, Options};
 
@@ -40,7 +40,16 @@ const BLOCK_STARTS: &str = "block_starts";
 /// The block's staged tile end offsets.
 const STAGED_ENDS: &str = "lb_staged_ends";
 /// Static shared memory every target offers a block.
-const SHARED_LIMIT: u32 = 48 * 1024;
+pub(crate) const SHARED_LIMIT: u32 = 48 * 1024;
+
+/// The shared memory of a two-phase block: its staged tile offsets (64-bit unless the plans are
+/// 32-bit only), its carry scan, and `buffer` more bytes.
+pub(crate) fn shared_bytes(body: &Body, opts: &Options, buffer: u64) -> u64 {
+    let width = if opts.index == IndexWidth::U32 { 4 } else { 8 };
+    let scan = body.reduce.map_or(0, |(ty, _)| u64::from(ty.size()) + 4);
+    let staged = u64::from(work_oriented::items_per_thread(opts)) * width;
+    u64::from(opts.block) * (staged + scan) + buffer
+}
 
 /// How a prefix sum is searched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,16 +75,18 @@ pub fn tiles_ending_by(
 ) -> Reg {
     let lo = b.mov(w, lo);
     let hi = b.mov(w, hi);
+    // Interpolation alternates with bisection, by the parity of the step.
+    let round = (search == Search::Interpolation).then(|| b.mov(Type::U32, Operand::Imm(0)));
     let steps = b.loop_begin();
     let found = b.setp(Cmp::Ge, w, lo, hi);
     b.break_if(&steps, found, false);
-    let pivot = match search {
-        Search::LowerBound => {
+    let pivot = match (search, round) {
+        (Search::LowerBound, _) | (Search::Interpolation, None) => {
             let span = b.bin(BinOp::Sub, w, hi, lo);
             let half = b.bin(BinOp::Shr, w, span, Operand::Imm(1));
             b.bin(BinOp::Add, w, lo, half)
         }
-        Search::Interpolation => {
+        (Search::Interpolation, Some(round)) => {
             // B&B's loop runs while `Array[left] <= S <= Array[right]`; outside that the answer
             // is an end of the range.
             let first = end(b, lo);
@@ -86,19 +97,24 @@ pub fn tiles_ending_by(
             let below = b.setp(Cmp::Le, w, top, a);
             select_to(b, w, lo, hi, lo, below);
             b.break_if(&steps, below, false);
-            // Now `end(lo) <= a < end(hi - 1)`, so `hi - lo >= 2`. The slope is an integer
-            // (at least 1), which keeps every product in range; the clamp to `hi - 2` keeps the
-            // probe inside, and since `end(lo) <= a` a probe that goes left lands above `lo`:
-            // every step shrinks the range.
+            // Now `end(lo) <= a < end(hi - 1)`, so `hi - lo >= 2` and the probe
+            // `lo + (a - end(lo)) × n / rise` lies in `lo..hi - 1`. It is computed exactly
+            // (a slope rounded to an integer overshoots by the same fraction every step, and
+            // the search then creeps towards the answer one probe at a time: 90 ms on a road
+            // network on an H200). Every other step bisects instead, which bounds the steps by
+            // twice binary search's on offsets that are not evenly spread.
             let n = b.bin(BinOp::Sub, w, last, lo);
             let rise = b.bin(BinOp::Sub, w, top, first);
-            let slope = b.bin(BinOp::Div, w, rise, n);
-            let slope = b.bin(BinOp::Max, w, slope, Operand::Imm(1));
             let offset = b.bin(BinOp::Sub, w, a, first);
-            let offset = b.bin(BinOp::Div, w, offset, slope);
-            let probe = b.bin(BinOp::Add, w, lo, offset);
-            let cap = b.bin(BinOp::Sub, w, last, Operand::Imm(1));
-            b.bin(BinOp::Min, w, probe, cap)
+            let step = interpolation_step(b, w, offset, n, rise);
+            let interpolated = b.bin(BinOp::Add, w, lo, step);
+            let span = b.bin(BinOp::Sub, w, hi, lo);
+            let half = b.bin(BinOp::Shr, w, span, Operand::Imm(1));
+            let middle = b.bin(BinOp::Add, w, lo, half);
+            let parity = b.bin(BinOp::And, Type::B32, round, Operand::Imm(1));
+            let bisects = b.setp(Cmp::Ne, Type::U32, parity, Operand::Imm(0));
+            b.bin_to(BinOp::Add, Type::U32, round, round, Operand::Imm(1));
+            b.selp(w, middle, interpolated, bisects)
         }
     };
     let e = end(b, pivot);
@@ -110,6 +126,28 @@ pub fn tiles_ending_by(
     lo
 }
 
+/// `⌊offset × n / rise⌋` for `offset < rise` (so the result is below `n`), at width `w`: exact
+/// in 64-bit integers for 32-bit operands, in double precision for 64-bit ones (B&B §3.1.2:
+/// "minimizing the expensive double precision operations and ... replacing them with 64-bit
+/// integer operations when possible"), then clamped below `n`.
+fn interpolation_step(b: &mut KernelBuilder, w: Type, offset: Reg, n: Reg, rise: Reg) -> Reg {
+    if w == Type::U32 {
+        let offset = widen(b, w, offset);
+        let n = widen(b, w, n);
+        let rise = widen(b, w, rise);
+        let product = b.bin(BinOp::Mul, Type::U64, offset, n);
+        let step = b.bin(BinOp::Div, Type::U64, product, rise);
+        return narrow(b, w, step);
+    }
+    let as_f64 = |b: &mut KernelBuilder, r: Reg| b.cvt(Rounding::Rn, Type::F64, Type::U64, r);
+    let (offset, n_f, rise) = (as_f64(b, offset), as_f64(b, n), as_f64(b, rise));
+    let scaled = b.bin(BinOp::Mul, Type::F64, offset, n_f);
+    let ratio = b.bin(BinOp::Div, Type::F64, scaled, rise);
+    let step = b.cvt(Rounding::Rzi, Type::U64, Type::F64, ratio);
+    let below = b.bin(BinOp::Sub, Type::U64, n, Operand::Imm(1));
+    b.bin(BinOp::Min, Type::U64, step, below)
+}
+
 /// The plans of a two-phase schedule: `work_oriented`'s (atoms as work, one per index width)
 /// with the partition kernel before the main kernel and `block_starts` last among the
 /// temporaries, once per `(variant, select)` (a variant's name goes into its kernels' entries).
@@ -118,19 +156,22 @@ pub(crate) fn plans(
     opts: &Options,
     schedule: Schedule,
     variants: &[(&str, Option<Select>)],
+    buffer: u64,
 ) -> Result<Vec<Plan>, GenError> {
-    let width = if opts.index == IndexWidth::U32 { 4 } else { 8 };
-    let scan = body.reduce.map_or(0, |(ty, _)| u64::from(ty.size()) + 4);
-    let bytes =
-        u64::from(opts.block) * (u64::from(work_oriented::items_per_thread(opts)) * width + scan);
+    let bytes = shared_bytes(body, opts, buffer);
     if bytes > u64::from(SHARED_LIMIT) {
+        let buffered = if buffer > 0 {
+            format!(", plus {buffer} bytes of expansion buffer,")
+        } else {
+            String::new()
+        };
         return Err(GenError::BadBlock {
             schedule: schedule.name(),
             block: opts.block,
             why: format!(
                 "a block stages `block × items_per_thread` tile offsets and scans its carries in \
-                 shared memory ({bytes} bytes, over {SHARED_LIMIT}): use fewer threads or items \
-                 per thread"
+                 shared memory{buffered} ({bytes} bytes, over {SHARED_LIMIT}): use fewer threads \
+                 or items per thread"
             ),
         });
     }
@@ -175,14 +216,14 @@ pub(crate) fn plans(
     Ok(out)
 }
 
-/// The kernels of a two-phase plan: the frontier scan (with `tiles`), the partition, the main
-/// kernel with `share`, and the fix-up when the body reduces.
+/// The kernels of a two-phase plan: the frontier scan (with `tiles`), the partition, the `main`
+/// kernel, and the fix-up when the body reduces.
 pub(crate) fn build(
     body: &Body,
     opts: &Options,
     plan: &Plan,
     search: Search,
-    share: fn(&mut KernelBuilder, &Frame) -> Share,
+    main: Kernel,
 ) -> Result<Vec<Kernel>, GenError> {
     let mut kernels = Vec::new();
     let at = if opts.tiles.is_some() {
@@ -192,7 +233,7 @@ pub(crate) fn build(
         0
     };
     kernels.push(partition_kernel(body, opts, plan, at, search)?);
-    kernels.push(work_oriented::main_kernel(body, opts, plan, false, share)?);
+    kernels.push(main);
     if body.reduce.is_some() {
         kernels.push(work_oriented::fixup_kernel(body, opts, plan, false, false)?);
         kernels.push(work_oriented::fixup_kernel(body, opts, plan, false, true)?);
@@ -250,10 +291,19 @@ fn partition_kernel(
     Ok(b.finish())
 }
 
-/// The expansion phase's search (B&B §2.4.4, §3.2): the block stages the end offsets of its
-/// tiles `block_starts[c] .. block_starts[c + 1]` in shared memory when they fit, then each
-/// thread finds the tiles of its first and last atom there with `search`.
-pub(crate) fn share(b: &mut KernelBuilder, f: &Frame, search: Search) -> Share {
+/// A block's tiles, `block_starts[c] .. block_starts[c + 1]` (`lo..hi`, width `Frame::w`), and
+/// where their end offsets are read: staged in shared memory when they fit.
+pub(crate) struct Staged {
+    pub lo: Reg,
+    pub hi: Reg,
+    pub ends: TileEnds,
+}
+
+/// Stages the end offsets of the block's tiles in shared memory when they fit in
+/// `Frame::capacity` entries (B&B §2.4.4: "all the threads of each block load the corresponding
+/// chunks into the shared memory"), coalesced: consecutive threads load consecutive offsets.
+/// Ends with a barrier.
+pub(crate) fn stage(b: &mut KernelBuilder, f: &Frame) -> Staged {
     let w = f.w;
     let starts = *f
         .params
@@ -269,7 +319,6 @@ pub(crate) fn share(b: &mut KernelBuilder, f: &Frame, search: Search) -> Share {
     let count = b.bin(BinOp::Sub, Type::U64, s1, s0);
     let fits = b.setp(Cmp::Le, Type::U64, count, Operand::Imm(f.capacity));
 
-    // Coalesced staging: consecutive threads load consecutive offsets.
     let base = b.mov(Type::U64, Operand::Symbol(STAGED_ENDS.into()));
     let scope = b.if_begin(fits, false);
     let k = b.mov(Type::U64, f.tid);
@@ -285,7 +334,36 @@ pub(crate) fn share(b: &mut KernelBuilder, f: &Frame, search: Search) -> Share {
     b.loop_end(load);
     b.if_end(scope);
     b.emit(Op::BarSync);
+    let (lo, hi) = (narrow(b, w, s0), narrow(b, w, s1));
+    Staged {
+        lo,
+        hi,
+        ends: TileEnds::Staged {
+            base,
+            first: lo,
+            fits,
+        },
+    }
+}
 
+/// The number of the block's tiles that end at or before atom `a` (width `Frame::w`, inside
+/// the block's atoms), counted from tile 0: where a share starting or ending at `a` stands.
+pub(crate) fn tiles_before(
+    b: &mut KernelBuilder,
+    f: &Frame,
+    st: &Staged,
+    search: Search,
+    a: Reg,
+) -> Reg {
+    let mut end = |b: &mut KernelBuilder, i: Reg| work_oriented::tile_end(b, f, &st.ends, i);
+    tiles_ending_by(b, f.w, search, a, (st.lo, st.hi), &mut end)
+}
+
+/// The expansion phase's search (B&B §2.4.4, §3.2): the block stages its tiles' end offsets
+/// ([`stage`]), then each thread finds the tiles of its first and last atom there with `search`.
+pub(crate) fn share(b: &mut KernelBuilder, f: &Frame, search: Search) -> Share {
+    let w = f.w;
+    let st = stage(b, f);
     let first = b.bin(BinOp::Mul, Type::U64, f.cta, Operand::Imm(f.block));
     let thread = b.bin(BinOp::Add, Type::U64, first, f.tid);
     let start = b.bin(BinOp::Mul, Type::U64, thread, f.per_thread.clone());
@@ -293,23 +371,8 @@ pub(crate) fn share(b: &mut KernelBuilder, f: &Frame, search: Search) -> Share {
     let stop = b.bin(BinOp::Add, Type::U64, a0, f.per_thread.clone());
     let a1 = b.bin(BinOp::Min, Type::U64, stop, f.atoms);
     let (a0, a1) = (narrow(b, w, a0), narrow(b, w, a1));
-    let (lo, hi) = (narrow(b, w, s0), narrow(b, w, s1));
-    // The branch is uniform over the block.
-    let mut end = |b: &mut KernelBuilder, i: Reg| {
-        let value = b.reg_for(w);
-        let mut scope = b.if_begin(fits, false);
-        let k = b.bin(BinOp::Sub, w, i, lo);
-        let k = widen(b, w, k);
-        let addr = b.elem_addr(base, k, w.size());
-        b.ld_to(Space::Shared, w, value, addr);
-        b.if_else(&mut scope);
-        let e = global_end(b, f, i);
-        b.mov_to(w, value, e);
-        b.if_end(scope);
-        value
-    };
-    let after = tiles_ending_by(b, w, search, a0, (lo, hi), &mut end);
-    let i1 = tiles_ending_by(b, w, search, a1, (lo, hi), &mut end);
+    let after = tiles_before(b, f, &st, search, a0);
+    let i1 = tiles_before(b, f, &st, search, a1);
     let front = b.setp(Cmp::Eq, Type::U64, thread, Operand::Imm(0));
     let zero = b.mov(w, Operand::Imm(0));
     let i0 = b.selp(w, zero, after, front);
@@ -318,6 +381,6 @@ pub(crate) fn share(b: &mut KernelBuilder, f: &Frame, search: Search) -> Share {
         j0: a0,
         i1,
         j1: a1,
-        ends: TileEnds::Global,
+        ends: st.ends,
     }
 }

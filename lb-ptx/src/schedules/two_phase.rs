@@ -6,7 +6,7 @@
 //! `work_oriented`'s. Details in [`super::partition`].
 
 use super::partition::{self, Search};
-use super::work_oriented::{Frame, Share};
+use super::work_oriented::{self, Frame, Share};
 use super::{Schedule, ScheduleTemplate};
 use crate::body::Body;
 use crate::builder::KernelBuilder;
@@ -25,11 +25,12 @@ impl ScheduleTemplate for TwoPhase {
     }
 
     fn plans(&self, body: &Body, opts: &Options) -> Result<Vec<Plan>, GenError> {
-        partition::plans(body, opts, Schedule::TwoPhase, &[("", None)])
+        partition::plans(body, opts, Schedule::TwoPhase, &[("", None)], 0)
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
-        partition::build(body, opts, plan, Search::LowerBound, share)
+        let main = work_oriented::main_kernel(body, opts, plan, false, share)?;
+        partition::build(body, opts, plan, Search::LowerBound, main)
     }
 }
 

@@ -220,11 +220,15 @@ pub struct Share {
 }
 
 /// Where `end(i) = offsets[i + 1]` is read during the walk.
+#[derive(Clone, Copy)]
 pub enum TileEnds {
     /// From global memory.
     Global,
     /// From a shared array of width `Frame::w` holding the ends of tiles `first..`.
     Shared { base: Reg, first: Reg },
+    /// From such a shared array when `fits` (a predicate, uniform over the block), from global
+    /// memory otherwise: a block's tiles staged when there was room.
+    Staged { base: Reg, first: Reg, fits: Reg },
 }
 
 /// Converts a u64 register to width `w` (a no-op for U64).
@@ -368,23 +372,29 @@ pub(crate) fn temp_index(plan: &Plan, name: &str) -> Result<usize, GenError> {
 }
 
 /// The entry at `back` places from the end of the plan's kernels (the fix-up is last).
-fn entry_from_back(plan: &Plan, back: usize) -> &str {
+pub(crate) fn entry_from_back(plan: &Plan, back: usize) -> &str {
     plan.kernels[plan.kernels.len() - 1 - back].entry.as_ref()
 }
 
 /// Where a tile position's atoms are: the tile (u64), the first virtual atom `offsets[i]`, and
 /// with a frontier `row_offsets[tile] - offsets[i]`, what turns a virtual atom into a real one.
-struct TileAt {
-    tile: Reg,
-    begin: Option<Reg>,
-    shift: Option<Reg>,
+pub(crate) struct TileAt {
+    pub tile: Reg,
+    pub begin: Option<Reg>,
+    pub shift: Option<Reg>,
 }
 
 /// The [`TileAt`] of position `i` (u64, `< tiles`). `begin` is loaded when the rank is wanted or
 /// with a frontier. Under `checked`, a frontier entry that is not a row is recorded by
 /// [`Layout::tile`] and has no atoms (the scan gave it none); `row_offsets` is then read at
 /// `num_rows` so that the read stays in bounds.
-fn tile_at(b: &mut KernelBuilder, f: &Frame, i: Reg, wants_begin: bool, checked: bool) -> TileAt {
+pub(crate) fn tile_at(
+    b: &mut KernelBuilder,
+    f: &Frame,
+    i: Reg,
+    wants_begin: bool,
+    checked: bool,
+) -> TileAt {
     if !f.frontier {
         let begin = wants_begin.then(|| {
             let addr = b.elem_addr(f.offsets, i, 8);
@@ -429,112 +439,210 @@ pub fn main_kernel(
     let mut b = KernelBuilder::new(entry_from_back(plan, back));
     let f = frame(&mut b, body, opts, plan, count_tiles)?;
     let s = share(&mut b, &f);
-    let w = f.w;
-    let checked = opts.checked;
-
-    let lane = match f.lane {
-        Some(l) => Some(l),
-        None if body.roles.contains(&IndexRole::Lane) => Some(b.mov(Type::U64, Operand::Imm(0))),
-        None => None,
-    };
+    let lane = lane_index(&mut b, body, &f);
     let wants_rank = body.roles.contains(&IndexRole::Rank);
-    let identity = |b: &mut KernelBuilder| {
-        body.reduce
-            .map(|(ty, r)| reduce_identity(b, ty, r))
-            .transpose()
+    let walk = Walk {
+        reduce: body.reduce,
+        locate: true,
+        wants_begin: wants_rank,
     };
-    let acc = identity(&mut b)?;
-    // The thread's first finished tile waits for the block's carry-in, so it is kept here.
-    let head = identity(&mut b)?;
-    let head_tile = head.map(|_| b.mov(Type::U64, Operand::Imm(0)));
-    let i = b.mov(w, s.i0);
-    let j = b.mov(w, s.j0);
-
-    // Consumes atoms `j..limit` of the tile at `at`, combining into `acc`.
-    let atoms_of = |b: &mut KernelBuilder, at: &TileAt, limit: Reg| -> Result<(), GenError> {
-        let atoms = b.loop_begin();
-        let done = b.setp(Cmp::Ge, w, j, limit);
-        b.break_if(&atoms, done, false);
-        let virtual_atom = widen(b, w, j);
-        let atom = match at.shift {
-            Some(shift) => b.bin(BinOp::Add, Type::U64, virtual_atom, shift),
-            None => virtual_atom,
-        };
-        let rank = wants_rank
-            .then_some(at.begin)
-            .flatten()
-            .map(|begin| b.bin(BinOp::Sub, Type::U64, virtual_atom, begin));
-        let ctx = AtomContext {
-            tile: Some(at.tile),
-            atom: Some(atom),
+    let mut atom = |b: &mut KernelBuilder, at: &TileAt, j: Reg| {
+        let ctx = atom_context(b, &f, at, j, lane, wants_rank);
+        emit_body(b, body, &f.params, &ctx, opts.checked)
+    };
+    let values = walk.run(&mut b, &f, body, &s, lane, opts.checked, &mut atom)?;
+    if let (Some(values), Some(reduce)) = (values, body.reduce) {
+        let carry = Carry {
+            share: &s,
+            values,
+            reduce,
             lane,
-            rank,
+            chain: None,
         };
-        let x = emit_body(b, body, &f.params, &ctx, checked)?;
-        if let (Some(acc), Some(x), Some((ty, r))) = (acc, x, body.reduce) {
-            reduce_combine(b, ty, r, acc, x)?;
-        }
-        b.bin_to(BinOp::Add, w, j, j, Operand::Imm(1));
-        b.loop_end(atoms);
-        Ok(())
-    };
-
-    let tiles = b.loop_begin();
-    let done = b.setp(Cmp::Ge, w, i, s.i1);
-    b.break_if(&tiles, done, false);
-    let end = match s.ends {
-        TileEnds::Global => global_end(&mut b, &f, i),
-        TileEnds::Shared { base, first } => {
-            let k = b.bin(BinOp::Sub, w, i, first);
-            let k = widen(&mut b, w, k);
-            let addr = b.elem_addr(base, k, w.size());
-            b.ld(Space::Shared, w, addr)
-        }
-    };
-    let position = widen(&mut b, w, i);
-    let at = tile_at(&mut b, &f, position, wants_rank, checked);
-    atoms_of(&mut b, &at, end)?;
-    if let (Some(acc), Some(head), Some(head_tile), Some((ty, r))) =
-        (acc, head, head_tile, body.reduce)
-    {
-        let first = b.setp(Cmp::Eq, w, i, s.i0);
-        let mut scope = b.if_begin(first, false);
-        b.mov_to(ptx_type(ty), head, acc);
-        b.mov_to(Type::U64, head_tile, at.tile);
-        b.if_else(&mut scope);
-        f.layout
-            .store_output(&mut b, body, &f.params, (at.tile, lane), (acc, ty), checked)?;
-        b.if_end(scope);
-        let identity = reduce_identity(&mut b, ty, r)?;
-        b.mov_to(ptx_type(ty), acc, identity);
-    }
-    b.bin_to(BinOp::Add, w, i, i, Operand::Imm(1));
-    b.loop_end(tiles);
-
-    // The partial tile, when it has atoms here (then `i < tiles`, so its position is valid).
-    let position = widen(&mut b, w, i);
-    let some = b.setp(Cmp::Lt, w, j, s.j1);
-    let scope = b.if_begin(some, false);
-    let at = tile_at(&mut b, &f, position, wants_rank, checked);
-    atoms_of(&mut b, &at, s.j1)?;
-    b.if_end(scope);
-
-    if let (Some(acc), Some(head), Some(head_tile), Some(reduce)) =
-        (acc, head, head_tile, body.reduce)
-    {
-        let values = BlockValues {
-            acc,
-            head,
-            head_tile,
-            position,
-        };
-        block_carry(&mut b, &f, plan, body, &s, values, reduce, lane, checked)?;
+        block_carry(&mut b, &f, plan, body, carry, opts.checked)?;
     }
     Ok(b.finish())
 }
 
+/// The `#[lane]` index: the frame's lane, or 0 when the body asks for it without `lanes`.
+pub(crate) fn lane_index(b: &mut KernelBuilder, body: &Body, f: &Frame) -> Option<Reg> {
+    match f.lane {
+        Some(l) => Some(l),
+        None if body.roles.contains(&IndexRole::Lane) => Some(b.mov(Type::U64, Operand::Imm(0))),
+        None => None,
+    }
+}
+
+/// The body's view of virtual atom `j` (width `Frame::w`) of the tile at `at`: the real atom
+/// (shifted with a frontier), and the rank when `wants_rank` (then `at.begin` is loaded).
+pub(crate) fn atom_context(
+    b: &mut KernelBuilder,
+    f: &Frame,
+    at: &TileAt,
+    j: Reg,
+    lane: Option<Reg>,
+    wants_rank: bool,
+) -> AtomContext {
+    let virtual_atom = widen(b, f.w, j);
+    let atom = match at.shift {
+        Some(shift) => b.bin(BinOp::Add, Type::U64, virtual_atom, shift),
+        None => virtual_atom,
+    };
+    let rank = wants_rank
+        .then_some(at.begin)
+        .flatten()
+        .map(|begin| b.bin(BinOp::Sub, Type::U64, virtual_atom, begin));
+    AtomContext {
+        tile: Some(at.tile),
+        atom: Some(atom),
+        lane,
+        rank,
+    }
+}
+
+/// `end(i)` (width `Frame::w`) for `i` of width `Frame::w`, from where `ends` says.
+pub(crate) fn tile_end(b: &mut KernelBuilder, f: &Frame, ends: &TileEnds, i: Reg) -> Reg {
+    let w = f.w;
+    let shared = |b: &mut KernelBuilder, base: Reg, first: Reg| {
+        let k = b.bin(BinOp::Sub, w, i, first);
+        let k = widen(b, w, k);
+        let addr = b.elem_addr(base, k, w.size());
+        b.ld(Space::Shared, w, addr)
+    };
+    match *ends {
+        TileEnds::Global => global_end(b, f, i),
+        TileEnds::Shared { base, first } => shared(b, base, first),
+        TileEnds::Staged { base, first, fits } => {
+            let value = b.reg_for(w);
+            let mut scope = b.if_begin(fits, false);
+            let e = shared(b, base, first);
+            b.mov_to(w, value, e);
+            b.if_else(&mut scope);
+            let e = global_end(b, f, i);
+            b.mov_to(w, value, e);
+            b.if_end(scope);
+            value
+        }
+    }
+}
+
+/// What emits the work of one atom during a [`Walk`]: `(builder, tile, j)` for virtual atom `j`
+/// (width `Frame::w`); returns the atom's value when the walk reduces.
+pub(crate) type AtomWork<'a> =
+    dyn FnMut(&mut KernelBuilder, &TileAt, Reg) -> Result<Option<Reg>, GenError> + 'a;
+
+/// How a thread walks its share from `(i0, j0)` to `(i1, j1)` (module docs): tile by tile,
+/// atom by atom, finishing every tile whose end it passes.
+pub(crate) struct Walk {
+    /// A reducing walk combines the atoms' values per tile, stores every finished tile but the
+    /// first, and returns the [`BlockValues`] for [`block_carry`].
+    pub reduce: Option<(Ty, Reduce)>,
+    /// Whether the atom work needs the tile ([`tile_at`]) or only its position
+    /// (`TileAt::tile` is then the position and nothing is loaded). A reducing walk locates.
+    pub locate: bool,
+    /// Whether [`tile_at`] loads the tile's first atom (for the rank).
+    pub wants_begin: bool,
+}
+
+impl Walk {
+    /// Emits the walk of share `s`, with `atom` for each atom.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run(
+        &self,
+        b: &mut KernelBuilder,
+        f: &Frame,
+        body: &Body,
+        s: &Share,
+        lane: Option<Reg>,
+        checked: bool,
+        atom: &mut AtomWork<'_>,
+    ) -> Result<Option<BlockValues>, GenError> {
+        let w = f.w;
+        let locate = self.locate || self.reduce.is_some();
+        let identity = |b: &mut KernelBuilder| {
+            self.reduce
+                .map(|(ty, r)| reduce_identity(b, ty, r))
+                .transpose()
+        };
+        let acc = identity(b)?;
+        // The thread's first finished tile waits for the block's carry-in, so it is kept here.
+        let head = identity(b)?;
+        let head_tile = head.map(|_| b.mov(Type::U64, Operand::Imm(0)));
+        let i = b.mov(w, s.i0);
+        let j = b.mov(w, s.j0);
+        let at_position = |b: &mut KernelBuilder, position: Reg| {
+            if locate {
+                tile_at(b, f, position, self.wants_begin, checked)
+            } else {
+                TileAt {
+                    tile: position,
+                    begin: None,
+                    shift: None,
+                }
+            }
+        };
+
+        // Consumes atoms `j..limit` of the tile at `at`, combining into `acc`.
+        let mut atoms_of =
+            |b: &mut KernelBuilder, at: &TileAt, limit: Reg| -> Result<(), GenError> {
+                let atoms = b.loop_begin();
+                let done = b.setp(Cmp::Ge, w, j, limit);
+                b.break_if(&atoms, done, false);
+                let x = atom(b, at, j)?;
+                if let (Some(acc), Some(x), Some((ty, r))) = (acc, x, self.reduce) {
+                    reduce_combine(b, ty, r, acc, x)?;
+                }
+                b.bin_to(BinOp::Add, w, j, j, Operand::Imm(1));
+                b.loop_end(atoms);
+                Ok(())
+            };
+
+        let tiles = b.loop_begin();
+        let done = b.setp(Cmp::Ge, w, i, s.i1);
+        b.break_if(&tiles, done, false);
+        let end = tile_end(b, f, &s.ends, i);
+        let position = widen(b, w, i);
+        let at = at_position(b, position);
+        atoms_of(b, &at, end)?;
+        if let (Some(acc), Some(head), Some(head_tile), Some((ty, r))) =
+            (acc, head, head_tile, self.reduce)
+        {
+            let first = b.setp(Cmp::Eq, w, i, s.i0);
+            let mut scope = b.if_begin(first, false);
+            b.mov_to(ptx_type(ty), head, acc);
+            b.mov_to(Type::U64, head_tile, at.tile);
+            b.if_else(&mut scope);
+            f.layout
+                .store_output(b, body, &f.params, (at.tile, lane), (acc, ty), checked)?;
+            b.if_end(scope);
+            let identity = reduce_identity(b, ty, r)?;
+            b.mov_to(ptx_type(ty), acc, identity);
+        }
+        b.bin_to(BinOp::Add, w, i, i, Operand::Imm(1));
+        b.loop_end(tiles);
+
+        // The partial tile, when it has atoms here (then `i < tiles`, so its position is valid).
+        let position = widen(b, w, i);
+        let some = b.setp(Cmp::Lt, w, j, s.j1);
+        let scope = b.if_begin(some, false);
+        let at = at_position(b, position);
+        atoms_of(b, &at, s.j1)?;
+        b.if_end(scope);
+
+        Ok(match (acc, head, head_tile) {
+            (Some(acc), Some(head), Some(head_tile)) => Some(BlockValues {
+                acc,
+                head,
+                head_tile,
+                position,
+            }),
+            _ => None,
+        })
+    }
+}
+
 /// A thread's values at the end of its walk.
-struct BlockValues {
+pub(crate) struct BlockValues {
     /// The partial value of its last (unfinished) tile.
     acc: Reg,
     /// The partial value of its first finished tile, and that tile.
@@ -542,6 +650,29 @@ struct BlockValues {
     head_tile: Reg,
     /// The position of its last tile (u64; `tiles` past the end).
     position: Reg,
+}
+
+/// A block that walks its atoms in several rounds of shares, one segmented scan per round
+/// (`multi_phase`'s iterated search): what the rounds so far leave for the next. The block's
+/// shares are ordered by round, then thread, so a round continues the scan of the one before.
+pub(crate) struct Chain {
+    /// The partial value of the tile open after the previous round (the identity before the
+    /// first), uniform over the block.
+    pub carry: Reg,
+    /// u32: 1 once a thread of the block has finished a tile in an earlier round.
+    pub closed: Reg,
+    /// Whether this is the block's last round: only then is the carry slot written.
+    pub last: Reg,
+}
+
+/// What [`block_carry`] reduces: a thread's share and the values its walk left.
+pub(crate) struct Carry<'a> {
+    pub share: &'a Share,
+    pub values: BlockValues,
+    pub reduce: (Ty, Reduce),
+    pub lane: Option<Reg>,
+    /// Rounds after the first continue the scan of the ones before.
+    pub chain: Option<&'a Chain>,
 }
 
 /// An inclusive segmented scan of `acc` over the block's threads, in place: `flag` (u32) is 1
@@ -611,37 +742,57 @@ fn segmented_scan(
 /// the block is not its lane's first, leaves it in the block's head slot for the fix-up. The last
 /// thread writes the block's carry slot: the key of its partial tile (or [`NO_CARRY`] past the
 /// last tile) and its scan, the block's whole contribution to that tile.
-#[allow(clippy::too_many_arguments)]
-fn block_carry(
+///
+/// With a [`Chain`], thread 0 first prepends the carry of the earlier rounds (to its first
+/// finished tile, or to its partial tile when it finishes none), a tile finished in an earlier
+/// round closes the head like one finished by an earlier thread, the chain takes this round's
+/// carry and the carry slot waits for the last round.
+pub(crate) fn block_carry(
     b: &mut KernelBuilder,
     f: &Frame,
     plan: &Plan,
     body: &Body,
-    s: &Share,
-    v: BlockValues,
-    (ty, r): (Ty, Reduce),
-    lane: Option<Reg>,
+    c: Carry<'_>,
     checked: bool,
 ) -> Result<(), GenError> {
+    let (s, v, (ty, r), lane) = (c.share, c.values, c.reduce, c.lane);
     let (w, t) = (f.w, ptx_type(ty));
     let size = ty.size();
     let slot_of = |name: &str| temp_index(plan, name).map(|k| f.params.temps[k]);
     let finishes = b.setp(Cmp::Lt, w, s.i0, s.i1);
     let flag = b.selp(Type::U32, Operand::Imm(1), Operand::Imm(0), finishes);
+    if let Some(chain) = c.chain {
+        let first = b.setp(Cmp::Eq, Type::U64, f.tid, Operand::Imm(0));
+        let scope = b.if_begin(first, false);
+        let into = b.selp(t, v.head, v.acc, finishes);
+        let joined = b.mov(t, chain.carry);
+        reduce_combine(b, ty, r, joined, into)?;
+        select_to(b, t, v.head, joined, v.head, finishes);
+        select_to(b, t, v.acc, v.acc, joined, finishes);
+        b.if_end(scope);
+    }
     let (my_value, my_flag) = segmented_scan(b, f.block, f.tid, (ty, r), v.acc, flag)?;
     let other_value = b.reg_for(t);
 
     // The head: is a thread before this one in the block finishing a tile (`closed`)?
     let outer = b.if_begin(finishes, false);
     let closed = b.reg_for(Type::U32);
-    b.mov_to(Type::U32, closed, Operand::Imm(0));
+    match c.chain {
+        Some(chain) => b.mov_to(Type::U32, closed, chain.closed),
+        None => b.mov_to(Type::U32, closed, Operand::Imm(0)),
+    }
     let later = b.setp(Cmp::Ne, Type::U64, f.tid, Operand::Imm(0));
     let inner = b.if_begin(later, false);
     let addr = b.bin(BinOp::Sub, Type::U64, my_value, Operand::Imm(size.into()));
     b.ld_to(Space::Shared, t, other_value, addr);
     reduce_combine(b, ty, r, v.head, other_value)?;
     let addr = b.bin(BinOp::Sub, Type::U64, my_flag, Operand::Imm(4));
-    b.ld_to(Space::Shared, Type::U32, closed, addr);
+    if c.chain.is_some() {
+        let before = b.ld(Space::Shared, Type::U32, addr);
+        b.bin_to(BinOp::Or, Type::B32, closed, closed, before);
+    } else {
+        b.ld_to(Space::Shared, Type::U32, closed, addr);
+    }
     b.if_end(inner);
     let open = b.setp(Cmp::Eq, Type::U32, closed, Operand::Imm(0));
     let not_first = b.setp(Cmp::Ne, Type::U64, f.cta, Operand::Imm(0));
@@ -663,8 +814,26 @@ fn block_carry(
     b.if_end(choice);
     b.if_end(outer);
 
-    let last = b.setp(Cmp::Eq, Type::U64, f.tid, Operand::Imm(f.block - 1));
-    let scope = b.if_begin(last, false);
+    let last_thread = b.setp(Cmp::Eq, Type::U64, f.tid, Operand::Imm(f.block - 1));
+    let writes = match c.chain {
+        Some(chain) => {
+            // Every thread takes the round's carry; the barrier keeps the next round's scan
+            // from overwriting it before the slowest warp has read it.
+            let values = b.mov(Type::U64, Operand::Symbol(SCAN_VALUES.into()));
+            let at = (f.block - 1) * i64::from(size);
+            let last = b.bin(BinOp::Add, Type::U64, values, Operand::Imm(at));
+            b.ld_to(Space::Shared, t, chain.carry, last);
+            let flags = b.mov(Type::U64, Operand::Symbol(SCAN_FLAGS.into()));
+            let at = (f.block - 1) * 4;
+            let last_flag = b.bin(BinOp::Add, Type::U64, flags, Operand::Imm(at));
+            let any = b.ld(Space::Shared, Type::U32, last_flag);
+            b.bin_to(BinOp::Or, Type::B32, chain.closed, chain.closed, any);
+            b.emit(Op::BarSync);
+            b.bin(BinOp::And, Type::Pred, last_thread, chain.last)
+        }
+        None => last_thread,
+    };
+    let scope = b.if_begin(writes, false);
     let key = match (f.layout.lanes, lane) {
         (Some(lanes), Some(l)) => {
             let row = b.bin(BinOp::Mul, Type::U64, v.position, lanes);

@@ -136,6 +136,10 @@ enum POp {
     ActiveMask {
         dst: u32,
     },
+    /// `bar.warp.sync`: a collective that exchanges nothing.
+    WarpSync {
+        mask: Src,
+    },
     Ret,
 }
 
@@ -629,6 +633,9 @@ impl Resolver<'_> {
             }
             Op::ActiveMask { dst } => POp::ActiveMask {
                 dst: self.reg_of(*dst, RegClass::B32)?,
+            },
+            Op::WarpSync { mask } => POp::WarpSync {
+                mask: self.src(mask, Type::B32)?,
             },
             Op::Ret => POp::Ret,
             // The simulator runs the host-launched fallback of a schedule instead.
@@ -1383,7 +1390,9 @@ impl Warp {
                     ctx.bar_waiting += 1;
                 }
             }
-            POp::Shfl { mask: mk, .. } | POp::Vote { mask: mk, .. } => {
+            POp::Shfl { mask: mk, .. }
+            | POp::Vote { mask: mk, .. }
+            | POp::WarpSync { mask: mk } => {
                 for l in lanes(exec) {
                     let m = rd(regs, mk, l) as u32;
                     if m & (1 << l) == 0 {

@@ -845,6 +845,9 @@ impl Parser {
             "bra" if n == 1 => Ok(Op::Bra {
                 target: self.label_name()?,
             }),
+            "bar" if n == 3 && parts[1] == "warp" && parts[2] == "sync" => Ok(Op::WarpSync {
+                mask: self.operand()?,
+            }),
             "bar" if n == 2 && parts[1] == "sync" => {
                 if self.number("barrier number")? != 0 {
                     return self.err("only barrier 0 is supported");

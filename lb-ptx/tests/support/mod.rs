@@ -399,17 +399,20 @@ pub fn frontier_opts(s: Schedule, block: u32, items: u32, index: IndexWidth, p: 
     }
 }
 
-/// Runs a reducing `spmv`-like body over `frontier`; returns the output bits (one per row, rows
-/// outside the frontier keep their NaN filling).
+/// Runs a reducing `spmv`-like body over `frontier` under `base` (with the frontier added);
+/// returns the output bits (one per row, rows outside the frontier keep their NaN filling).
 pub fn run_frontier_reduce(
     body: &Body,
     m: &Matrix,
     frontier: &[u32],
-    (s, block, items, index): (Schedule, u32, u32, IndexWidth),
+    base: &Options,
     plan_index: usize,
 ) -> Vec<u32> {
     let (body, p) = with_frontier(body.clone());
-    let o = frontier_opts(s, block, items, index, p);
+    let o = Options {
+        tiles: Some(p),
+        ..base.clone()
+    };
     let g = generate(&body, &o).unwrap();
     let x = x_of(m.cols);
     let mut mem = Memory::new();
@@ -476,9 +479,12 @@ pub fn check_frontier(got: &[u32], m: &Matrix, frontier: &[u32], reduce: Reduce,
 
 /// `visit` over `frontier`: every atom of every entry is visited once per entry, with its tile
 /// and rank.
-pub fn check_frontier_visits(m: &Matrix, frontier: &[u32], cfg: (Schedule, u32, u32), what: &str) {
+pub fn check_frontier_visits(m: &Matrix, frontier: &[u32], base: &Options, what: &str) {
     let (body, p) = with_frontier(visit_seen());
-    let o = frontier_opts(cfg.0, cfg.1, cfg.2, IndexWidth::U32, p);
+    let o = Options {
+        tiles: Some(p),
+        ..base.clone()
+    };
     let g = generate(&body, &o).unwrap();
     let mut mem = Memory::new();
     let mut args = csr_args(&mut mem, m);

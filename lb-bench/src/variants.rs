@@ -1,0 +1,106 @@
+//! Tuned SpMV variants (`--variants`): the knobs of single schedules that the `auto` list does
+//! not cover — `multi_phase`'s iteration factor, `consolidate`'s block and warp levels and
+//! threshold, `binning`'s thresholds — timed like the schedules and excluded from `auto`'s oracle.
+
+use lb::prelude::*;
+
+/// `multi_phase` with two rounds per block (B&B §3.2's `IS`; the default is 1); 32-bit
+/// offsets so that every factor keeps seven items per thread.
+#[load_balanced(
+    schedule = "multi_phase",
+    iteration_factor = 2,
+    index = "u32",
+    reduce = "sum",
+    output = "y"
+)]
+fn spmv_is2(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
+
+/// `multi_phase` with four rounds per block.
+#[load_balanced(
+    schedule = "multi_phase",
+    iteration_factor = 4,
+    index = "u32",
+    reduce = "sum",
+    output = "y"
+)]
+fn spmv_is4(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
+
+/// `consolidate` at the levels below the grid (Li, Wu & Becchi §2).
+#[load_balanced(
+    schedule = "consolidate(block), consolidate(warp)",
+    reduce = "sum",
+    output = "y"
+)]
+fn spmv_levels(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
+
+/// `consolidate` (grid) that buffers only tiles of 256 atoms or more.
+#[load_balanced(
+    schedule = "consolidate",
+    consolidate_threshold = 256,
+    reduce = "sum",
+    output = "y"
+)]
+fn spmv_consolidate_256(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
+
+/// `binning` with a warp from 8 atoms and the whole block from 1024.
+#[load_balanced(
+    schedule = "binning",
+    warp_threshold = 8,
+    block_threshold = 1024,
+    reduce = "sum",
+    output = "y"
+)]
+fn spmv_binning_8_1024(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
+
+/// Launches one variant: `y = A·x`.
+type Launcher =
+    fn(&Device, &DeviceCsr<f32>, &DeviceBuffer<f32>, &mut DeviceBuffer<f32>) -> lb::Result<Launch>;
+
+/// One tuned variant: its name in the reports and its launcher.
+pub struct Variant {
+    pub name: &'static str,
+    pub launch: Launcher,
+}
+
+/// Every SpMV variant.
+pub const SPMV: &[Variant] = &[
+    Variant {
+        name: "multi_phase[IS=2]",
+        launch: |d, a, x, y| spmv_is2::launch_with(d, Schedule::MultiPhase, a, x, y),
+    },
+    Variant {
+        name: "multi_phase[IS=4]",
+        launch: |d, a, x, y| spmv_is4::launch_with(d, Schedule::MultiPhase, a, x, y),
+    },
+    Variant {
+        name: "consolidate(block)",
+        launch: |d, a, x, y| spmv_levels::launch_with(d, Schedule::ConsolidateBlock, a, x, y),
+    },
+    Variant {
+        name: "consolidate(warp)",
+        launch: |d, a, x, y| spmv_levels::launch_with(d, Schedule::ConsolidateWarp, a, x, y),
+    },
+    Variant {
+        name: "consolidate[threshold=256]",
+        launch: |d, a, x, y| spmv_consolidate_256::launch_with(d, Schedule::Consolidate, a, x, y),
+    },
+    Variant {
+        name: "binning[warp=8,block=1024]",
+        launch: |d, a, x, y| spmv_binning_8_1024::launch_with(d, Schedule::Binning, a, x, y),
+    },
+];
+
+/// Whether `name` is a variant's (not a schedule `auto` can pick).
+pub fn is_variant(name: &str) -> bool {
+    SPMV.iter().any(|v| v.name == name)
+}
