@@ -4,62 +4,37 @@
 
 use lb::prelude::*;
 
-/// `multi_phase` with two rounds per block (B&B §3.2's `IS`; the default is 1); 32-bit
-/// offsets so that every factor keeps seven items per thread.
-#[load_balanced(
-    schedule = "multi_phase",
-    iteration_factor = 2,
-    index = "u32",
-    reduce = "sum",
-    output = "y"
-)]
-fn spmv_is2(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
-    a.values[nz] * x[a.col_indices[nz] as usize]
+/// An SpMV kernel, `y = A·x`, generated with the attribute keys given.
+macro_rules! spmv_variant {
+    ($(#[$doc:meta])* $name:ident: $($key:ident = $value:literal),+) => {
+        $(#[$doc])*
+        #[load_balanced($($key = $value),+, reduce = "sum", output = "y")]
+        fn $name(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+            a.values[nz] * x[a.col_indices[nz] as usize]
+        }
+    };
 }
 
-/// `multi_phase` with four rounds per block.
-#[load_balanced(
-    schedule = "multi_phase",
-    iteration_factor = 4,
-    index = "u32",
-    reduce = "sum",
-    output = "y"
-)]
-fn spmv_is4(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
-    a.values[nz] * x[a.col_indices[nz] as usize]
+spmv_variant! {
+    /// `multi_phase` with two rounds per block (B&B §3.2's `IS`; the default is 1); 32-bit
+    /// offsets so that every factor keeps seven items per thread.
+    spmv_is2: schedule = "multi_phase", iteration_factor = 2, index = "u32"
 }
-
-/// `consolidate` at the levels below the grid (Li, Wu & Becchi §2).
-#[load_balanced(
-    schedule = "consolidate(block), consolidate(warp)",
-    reduce = "sum",
-    output = "y"
-)]
-fn spmv_levels(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
-    a.values[nz] * x[a.col_indices[nz] as usize]
+spmv_variant! {
+    /// `multi_phase` with four rounds per block.
+    spmv_is4: schedule = "multi_phase", iteration_factor = 4, index = "u32"
 }
-
-/// `consolidate` (grid) that buffers only tiles of 256 atoms or more.
-#[load_balanced(
-    schedule = "consolidate",
-    consolidate_threshold = 256,
-    reduce = "sum",
-    output = "y"
-)]
-fn spmv_consolidate_256(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
-    a.values[nz] * x[a.col_indices[nz] as usize]
+spmv_variant! {
+    /// `consolidate` at the levels below the grid (Li, Wu & Becchi §2).
+    spmv_levels: schedule = "consolidate(block), consolidate(warp)"
 }
-
-/// `binning` with a warp from 8 atoms and the whole block from 1024.
-#[load_balanced(
-    schedule = "binning",
-    warp_threshold = 8,
-    block_threshold = 1024,
-    reduce = "sum",
-    output = "y"
-)]
-fn spmv_binning_8_1024(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
-    a.values[nz] * x[a.col_indices[nz] as usize]
+spmv_variant! {
+    /// `consolidate` (grid) that buffers only tiles of 256 atoms or more.
+    spmv_consolidate_256: schedule = "consolidate", consolidate_threshold = 256
+}
+spmv_variant! {
+    /// `binning` with a warp from 8 atoms and the whole block from 1024.
+    spmv_binning_8_1024: schedule = "binning", warp_threshold = 8, block_threshold = 1024
 }
 
 /// Launches one variant: `y = A·x`.

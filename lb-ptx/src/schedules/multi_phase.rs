@@ -379,19 +379,7 @@ fn piece(
     (round_first, round_end): (Reg, Reg),
     (my_first, k): (Reg, i64),
 ) -> Share {
-    let w = f.w;
     let start = b.bin(BinOp::Add, Type::U64, round_first, my_first);
-    let a0 = b.bin(BinOp::Min, Type::U64, start, round_end);
-    let stop = b.bin(BinOp::Add, Type::U64, a0, Operand::Imm(k));
-    let a1 = b.bin(BinOp::Min, Type::U64, stop, round_end);
-    let (a0, a1) = (narrow(b, w, a0), narrow(b, w, a1));
-    let i0 = partition::tiles_before(b, f, st, Search::LowerBound, a0);
-    let i1 = partition::tiles_before(b, f, st, Search::LowerBound, a1);
-    Share {
-        i0,
-        j0: a0,
-        i1,
-        j1: a1,
-        ends: st.ends,
-    }
+    let len = Operand::Imm(k);
+    partition::range_share(b, f, st, Search::LowerBound, (start, len), round_end)
 }
