@@ -74,9 +74,9 @@ pub const THRESHOLD_SD: u64 = 8;
 /// The iteration factor `IS` when the attribute leaves it out. B&B leave `IS` to tuning and
 /// warn that registers grow with it; here it costs shared memory (the staged offsets of `IS`
 /// rounds) and one block-wide carry scan per round, while the coalescing is complete at one
-/// round. On an H200 one round was the fastest on every SpMV matrix of the medium and large
-/// corpora (`lb-bench --variants`; e.g. 8 M rows × 16: 1287 µs at `IS` = 1, 1449 at 2, 2764 at
-/// 4; docs/benchmarks.md).
+/// round. On an H200 (SpMV, `lb-bench --variants`, docs/benchmarks.md) two rounds were 1–5%
+/// faster only on the road network and the stencil of the large corpus and 2–17% slower on the
+/// others (8 M rows × 16: 1288 µs at `IS` = 1, 1432 at 2, 2697 at 4), so one round is the default.
 pub const DEFAULT_ITERATION_FACTOR: u32 = 1;
 
 /// The largest iteration factor the attribute accepts.
