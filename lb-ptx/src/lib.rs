@@ -135,7 +135,21 @@ pub fn generate(body: &body::Body, opts: &Options) -> Result<Generated, GenError
         }
         let template = schedule.template();
         for plan in template.plans(body, opts)? {
-            kernels.extend(template.build(body, opts, &plan)?);
+            // Plans of one schedule may share kernels (`multi_phase`'s variants share all but
+            // their partition): a kernel is emitted once per entry name.
+            for kernel in template.build(body, opts, &plan)? {
+                match kernels.iter().find(|k: &&ir::Kernel| k.name == kernel.name) {
+                    None => kernels.push(kernel),
+                    Some(same) if *same == kernel => {}
+                    Some(_) => {
+                        return Err(GenError::Unsupported(format!(
+                            "two plans of `{}` build different kernels named `{}`",
+                            schedule.name(),
+                            kernel.name
+                        )))
+                    }
+                }
+            }
             plans.push(plan);
         }
     }

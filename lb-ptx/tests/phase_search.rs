@@ -399,10 +399,13 @@ fn plans_put_the_partition_before_the_main_kernel() {
         &opts(Schedule::MultiPhase, 128, 1, IndexWidth::Auto),
     )
     .unwrap();
-    let mains: Vec<(&str, Option<u64>, Option<Select>)> = g
+    let mains: Vec<(&str, &str, Option<u64>, Option<Select>)> = g
         .plans
         .iter()
-        .map(|p| (p.kernels[1].entry.as_ref(), p.index_limit, p.select))
+        .map(|p| {
+            let (partition, main) = (&p.kernels[0].entry, &p.kernels[1].entry);
+            (partition.as_ref(), main.as_ref(), p.index_limit, p.select)
+        })
         .collect();
     let interpolation = Select::Spread {
         max_avg: 9,
@@ -415,23 +418,43 @@ fn plans_put_the_partition_before_the_main_kernel() {
         low: false,
     };
     let limit = Some(u64::from(u32::MAX));
+    // The variants differ only in their partition; the expansion and fix-up are shared.
     assert_eq!(
         mains,
         [
             (
-                "spmv_multi_phase_interpolation_u32",
+                "spmv_multi_phase_interpolation_u32_partition",
+                "spmv_multi_phase_u32",
                 limit,
                 Some(interpolation)
             ),
-            ("spmv_multi_phase_binary_u32", limit, Some(binary)),
             (
-                "spmv_multi_phase_interpolation_u64",
+                "spmv_multi_phase_binary_u32_partition",
+                "spmv_multi_phase_u32",
+                limit,
+                Some(binary)
+            ),
+            (
+                "spmv_multi_phase_interpolation_u64_partition",
+                "spmv_multi_phase_u64",
                 None,
                 Some(interpolation)
             ),
-            ("spmv_multi_phase_binary_u64", None, Some(binary)),
+            (
+                "spmv_multi_phase_binary_u64_partition",
+                "spmv_multi_phase_u64",
+                None,
+                Some(binary)
+            ),
         ]
     );
+    // Every kernel a plan names is in the module exactly once.
+    for plan in &g.plans {
+        for k in plan.kernels.iter() {
+            let entry = format!(".entry {}(", k.entry);
+            assert_eq!(g.ptx.matches(entry.as_str()).count(), 1, "{}", k.entry);
+        }
+    }
     // The rule of B&B §3.1.2: interpolation up to 9 atoms per tile on average and a standard
     // deviation up to 8; binary search everywhere else.
     let at = |atoms| ProblemSize {
@@ -529,8 +552,8 @@ fn the_expansion_is_unrolled_and_warp_synchronous() {
         let main = g
             .ptx
             .split(".entry ")
-            .find(|k| k.starts_with("spmv_multi_phase_binary_u32("))
-            .expect("the binary variant's main kernel");
+            .find(|k| k.starts_with("spmv_multi_phase_u32("))
+            .expect("the main kernel");
         // `spmv` loads a value and an `x` entry per nonzero.
         assert_eq!(main.matches("ld.global.f32").count(), 2 * items as usize);
         assert_eq!(main.matches("bar.warp.sync 4294967295;").count(), 2);

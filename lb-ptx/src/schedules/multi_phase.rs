@@ -287,8 +287,7 @@ fn expansion_kernel(
         i0: b.selp(w, zero, s.i0, front_here),
         ..s
     };
-    let warp_first = b.bin(BinOp::Mul, Type::U64, warp, Operand::Imm(32 * k));
-    let warp_first = b.bin(BinOp::Add, Type::U64, round_first, warp_first);
+    let warp_first = b.bin(BinOp::Add, Type::U64, round_first, warp_slots);
     let slot_of = |b: &mut KernelBuilder, j: Reg| {
         let j = widen(b, w, j);
         let index = b.bin(BinOp::Sub, Type::U64, j, warp_first);

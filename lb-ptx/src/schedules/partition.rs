@@ -150,7 +150,9 @@ fn interpolation_step(b: &mut KernelBuilder, w: Type, offset: Reg, n: Reg, rise:
 
 /// The plans of a two-phase schedule: `work_oriented`'s (atoms as work, one per index width)
 /// with the partition kernel before the main kernel and `block_starts` last among the
-/// temporaries, once per `(variant, select)` (a variant's name goes into its kernels' entries).
+/// temporaries, once per `(variant, select)`. Variants differ only in their partition kernel,
+/// whose entry carries the variant's name; the others are shared (one copy in the module,
+/// see [`crate::generate`]).
 pub(crate) fn plans(
     body: &Body,
     opts: &Options,
@@ -181,19 +183,22 @@ pub(crate) fn plans(
     for base in work_oriented::plans(body, opts, schedule, false)? {
         for &(variant, select) in variants {
             let mut kernels = base.kernels.to_vec();
-            if !variant.is_empty() {
-                for k in &mut kernels {
-                    let rest = k.entry.strip_prefix(prefix.as_str()).unwrap_or(&k.entry);
-                    k.entry = Cow::Owned(format!("{prefix}{variant}_{rest}"));
-                }
-            }
             // The main kernel's grid: `block_starts` is counted per block of the plan's first
             // kernel, which must be the main kernel's.
             let main = kernels[at].clone();
+            let rest = main
+                .entry
+                .strip_prefix(prefix.as_str())
+                .unwrap_or(&main.entry);
+            let partition = if variant.is_empty() {
+                format!("{}_partition", main.entry)
+            } else {
+                format!("{prefix}{variant}_{rest}_partition")
+            };
             kernels.insert(
                 at,
                 KernelPlan {
-                    entry: Cow::Owned(format!("{}_partition", main.entry)),
+                    entry: Cow::Owned(partition),
                     ..main
                 },
             );

@@ -787,12 +787,8 @@ pub(crate) fn block_carry(
     b.ld_to(Space::Shared, t, other_value, addr);
     reduce_combine(b, ty, r, v.head, other_value)?;
     let addr = b.bin(BinOp::Sub, Type::U64, my_flag, Operand::Imm(4));
-    if c.chain.is_some() {
-        let before = b.ld(Space::Shared, Type::U32, addr);
-        b.bin_to(BinOp::Or, Type::B32, closed, closed, before);
-    } else {
-        b.ld_to(Space::Shared, Type::U32, closed, addr);
-    }
+    let before = b.ld(Space::Shared, Type::U32, addr);
+    b.bin_to(BinOp::Or, Type::B32, closed, closed, before);
     b.if_end(inner);
     let open = b.setp(Cmp::Eq, Type::U32, closed, Operand::Imm(0));
     let not_first = b.setp(Cmp::Ne, Type::U64, f.cta, Operand::Imm(0));
