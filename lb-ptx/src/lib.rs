@@ -7,6 +7,7 @@ pub mod builder;
 pub mod codegen;
 pub mod ir;
 pub mod plan;
+pub mod primitives;
 pub mod ptxas;
 pub mod schedules;
 pub mod sim;

@@ -37,17 +37,18 @@
 
 use std::borrow::Cow;
 
-use super::{common_temps, entry_name, Layout, Schedule, ScheduleTemplate};
-use crate::body::{Body, IndexRole, Reduce, Ty};
-use crate::builder::{KernelBuilder, LoopScope};
-use crate::codegen::{
-    emit_body, ptx_type, reduce_combine, reduce_identity, AtomContext, KernelParams,
-};
+use super::{common_temps, entry_name, Schedule, ScheduleTemplate};
+use crate::body::{Body, IndexRole};
+use crate::builder::KernelBuilder;
+use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
 use crate::ir::{
     Address, AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space,
-    Special, Type, UnOp, VoteMode,
+    Special, Type, UnOp,
 };
 use crate::plan::{Grid, KernelPlan, Plan};
+use crate::primitives::walker::Walker;
+use crate::primitives::warp::{ballot, batch_slot, butterfly, shfl};
+use crate::primitives::Layout;
 use crate::{GenError, Options};
 
 /// The `binning` template and its thresholds; `Options::tuning` overrides both (see the module
@@ -474,39 +475,6 @@ impl Smem {
     }
 }
 
-/// Opens the grid-stride loop over block batches (batch `bb` starts at tile `bb * block`; the
-/// loop is left once that is past the tile count) and loads thread `tid64`'s slot of the batch:
-/// returns the loop and `[tile, begin, size, valid]`, where `valid` is 1 for a slot that holds a
-/// tile and the others are its tile index, first atom and atom count (all zero otherwise).
-pub(super) fn batch_slot(
-    b: &mut KernelBuilder,
-    layout: &Layout,
-    params: &KernelParams,
-    checked: bool,
-    (bb, tid64, block): (Reg, Reg, u32),
-) -> (LoopScope, [Reg; 4]) {
-    let batches = b.loop_begin();
-    let first_pos = b.bin(BinOp::Mul, Type::U64, bb, Operand::Imm(block.into()));
-    let over = b.setp(Cmp::Ge, Type::U64, first_pos, layout.tiles);
-    b.break_if(&batches, over, false);
-    let pos = b.bin(BinOp::Add, Type::U64, first_pos, tid64);
-    let tile = b.mov(Type::U64, Operand::Imm(0));
-    let begin = b.mov(Type::U64, Operand::Imm(0));
-    let size = b.mov(Type::U64, Operand::Imm(0));
-    let valid = b.mov(Type::U32, Operand::Imm(0));
-    let in_range = b.setp(Cmp::Lt, Type::U64, pos, layout.tiles);
-    let skip = b.label();
-    b.bra_if(in_range, true, skip);
-    let t = layout.tile(b, params, pos, checked, skip);
-    b.mov_to(Type::U64, tile, t);
-    let (bg, en) = layout.atoms(b, tile);
-    b.mov_to(Type::U64, begin, bg);
-    b.bin_to(BinOp::Sub, Type::U64, size, en, bg);
-    b.mov_to(Type::U32, valid, Operand::Imm(1));
-    b.place(skip);
-    (batches, [tile, begin, size, valid])
-}
-
 /// `@pred st.shared [addr], v`.
 fn st_if(b: &mut KernelBuilder, pred: Reg, ty: Type, addr: Reg, v: Operand) {
     b.emit_guarded(
@@ -522,151 +490,4 @@ fn st_if(b: &mut KernelBuilder, pred: Reg, ty: Type, addr: Reg, v: Operand) {
             src: v,
         },
     );
-}
-
-/// Full-warp ballot of `pred`.
-pub(super) fn ballot(b: &mut KernelBuilder, pred: Reg) -> Reg {
-    let votes = b.reg(RegClass::B32);
-    b.emit(Op::Vote {
-        mode: VoteMode::Ballot,
-        dst: votes,
-        a: pred.into(),
-        mask: Operand::Imm(0xffff_ffff),
-    });
-    votes
-}
-
-fn shfl32(b: &mut KernelBuilder, mode: ShflMode, x: Reg, src: Operand) -> Reg {
-    // The clamp operand: lane 0 bounds `up`; lane 31 bounds the other modes (PTX ISA shfl.sync).
-    let c = if mode == ShflMode::Up { 0 } else { 31 };
-    let dst = b.reg(RegClass::B32);
-    b.emit(Op::Shfl {
-        mode,
-        dst,
-        dst_pred: None,
-        a: x.into(),
-        b: src,
-        c: Operand::Imm(c),
-        mask: Operand::Imm(0xffff_ffff),
-    });
-    dst
-}
-
-/// A full-warp shuffle of a value of any width: 64-bit values move as two halves, floats as
-/// bits.
-pub(super) fn shfl(b: &mut KernelBuilder, mode: ShflMode, x: Reg, ty: Type, src: Operand) -> Reg {
-    match ty.reg_class() {
-        RegClass::B32 => shfl32(b, mode, x, src),
-        RegClass::F32 => {
-            let bits = b.mov(Type::B32, x);
-            let got = shfl32(b, mode, bits, src);
-            b.mov(Type::F32, got)
-        }
-        RegClass::B64 | RegClass::F64 => {
-            let float = ty.reg_class() == RegClass::F64;
-            let bits = if float { b.mov(Type::B64, x) } else { x };
-            let lo = b.cvt(Rounding::None, Type::U32, Type::U64, bits);
-            let hi64 = b.bin(BinOp::Shr, Type::U64, bits, Operand::Imm(32));
-            let hi = b.cvt(Rounding::None, Type::U32, Type::U64, hi64);
-            let lo2 = shfl32(b, mode, lo, src.clone());
-            let hi2 = shfl32(b, mode, hi, src);
-            let lo64 = b.cvt(Rounding::None, Type::U64, Type::U32, lo2);
-            let hi64 = b.cvt(Rounding::None, Type::U64, Type::U32, hi2);
-            let high = b.bin(BinOp::Shl, Type::B64, hi64, Operand::Imm(32));
-            let joined = b.bin(BinOp::Or, Type::B64, high, lo64);
-            if float {
-                b.mov(Type::F64, joined)
-            } else {
-                joined
-            }
-        }
-        RegClass::Pred => unreachable!("predicates are never shuffled"),
-    }
-}
-
-/// Full-warp butterfly of `part`: a fixed tree over the lanes, every lane ends with the total.
-pub(super) fn butterfly(
-    b: &mut KernelBuilder,
-    part: Reg,
-    (ty, red): (Ty, Reduce),
-) -> Result<(), GenError> {
-    let mut d = 1;
-    while d < 32 {
-        let other = shfl(
-            b,
-            ShflMode::Bfly,
-            part,
-            ptx_type(ty),
-            Operand::Imm(d.into()),
-        );
-        reduce_combine(b, ty, red, part, other)?;
-        d *= 2;
-    }
-    Ok(())
-}
-
-/// What an atom walk needs, per lane.
-pub(super) struct Walker<'a> {
-    pub body: &'a Body,
-    pub params: &'a KernelParams,
-    pub checked: bool,
-    pub lane: Option<Reg>,
-}
-
-impl Walker<'_> {
-    /// Emits the body for `atom` of `tile` and returns its contribution.
-    pub fn atom(
-        &self,
-        b: &mut KernelBuilder,
-        tile: Option<Reg>,
-        atom: Reg,
-        rank: Option<Reg>,
-    ) -> Result<Option<Reg>, GenError> {
-        let ctx = AtomContext {
-            tile,
-            atom: Some(atom),
-            lane: self.lane,
-            rank,
-        };
-        emit_body(b, self.body, self.params, &ctx, self.checked)
-    }
-
-    /// Walks atoms `begin + start, begin + start + stride, ..` below `end` of `tile` and returns
-    /// the partial over them in that order (with `reduce`).
-    pub fn stride(
-        &self,
-        b: &mut KernelBuilder,
-        tile: Reg,
-        (begin, end): (Reg, Reg),
-        start: Reg,
-        stride: u32,
-    ) -> Result<Option<Reg>, GenError> {
-        let part = self
-            .body
-            .reduce
-            .map(|(ty, red)| reduce_identity(b, ty, red))
-            .transpose()?;
-        let atom = b.bin(BinOp::Add, Type::U64, begin, start);
-        let atoms = b.loop_begin();
-        let past = b.setp(Cmp::Ge, Type::U64, atom, end);
-        b.break_if(&atoms, past, false);
-        let rank = self
-            .body
-            .roles
-            .contains(&IndexRole::Rank)
-            .then(|| b.bin(BinOp::Sub, Type::U64, atom, begin));
-        let c = self.atom(b, Some(tile), atom, rank)?;
-        if let (Some(part), Some(c), Some((ty, red))) = (part, c, self.body.reduce) {
-            reduce_combine(b, ty, red, part, c)?;
-        }
-        b.bin_to(
-            BinOp::Add,
-            Type::U64,
-            atom,
-            atom,
-            Operand::Imm(stride.into()),
-        );
-        b.loop_end(atoms);
-        Ok(part)
-    }
 }

@@ -43,8 +43,7 @@
 
 use std::borrow::Cow;
 
-use super::binning::{butterfly, shfl};
-use super::{common_temps, Layout, Schedule, ScheduleTemplate};
+use super::{common_temps, Schedule, ScheduleTemplate};
 use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
 use crate::codegen::{emit_body, reduce_combine, reduce_identity, AtomContext, KernelParams};
@@ -53,6 +52,8 @@ use crate::ir::{
     RegClass, Rounding, ShflMode, Space, Special, Type, UnOp, VoteMode,
 };
 use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::primitives::warp::{butterfly, shfl};
+use crate::primitives::Layout;
 use crate::{GenError, Options};
 
 /// The scope whose large tiles share one buffer range and one child launch (paper §2).

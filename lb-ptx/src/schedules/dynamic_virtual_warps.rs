@@ -14,11 +14,11 @@
 //! and carry [`Select::AvgAtomsPerTile`] ranges that cover `0..` exactly once, so the runtime
 //! picks the one whose range holds [`Select::avg_atoms_per_tile`] of the launch.
 
-use super::group_mapped::{build_group, group_plan};
 use super::{Schedule, ScheduleTemplate};
 use crate::body::Body;
 use crate::ir::Kernel;
 use crate::plan::{Plan, Select};
+use crate::primitives::group::{build_group, group_plan};
 use crate::{GenError, Options};
 
 /// The `dynamic_virtual_warps` template.

@@ -27,8 +27,7 @@
 
 use std::borrow::Cow;
 
-use super::binning::{butterfly, Walker};
-use super::{common_temps, entry_name, Layout, Schedule, ScheduleTemplate};
+use super::{common_temps, entry_name, Schedule, ScheduleTemplate};
 use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
@@ -36,6 +35,9 @@ use crate::ir::{
     Address, AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type, UnOp,
 };
 use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::primitives::walker::Walker;
+use crate::primitives::warp::butterfly;
+use crate::primitives::Layout;
 use crate::{GenError, Options};
 
 /// The first bin a warp takes: tiles of at least 32 atoms.

@@ -16,12 +16,14 @@
 //! `row_offsets[i + 1] > d - i - 1`: a tile whose end is at or before an atom is finished first,
 //! as in the walk.
 
-use super::work_oriented::{self, global_end, narrow, select_to, Frame, Share, TileEnds};
 use super::{Schedule, ScheduleTemplate};
 use crate::body::Body;
 use crate::builder::KernelBuilder;
 use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Space, Type};
 use crate::plan::Plan;
+use crate::primitives::work_oriented::{
+    self, global_end, narrow, select_to, Frame, Share, TileEnds,
+};
 use crate::{GenError, IndexWidth, Options};
 
 /// The `merge_path` template.

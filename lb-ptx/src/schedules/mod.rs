@@ -1,10 +1,10 @@
-//! The schedule templates, one file each, the `Schedule` names the attribute accepts, and the
-//! tile-set layout contract every template shares.
+//! The schedule templates, one file each, and the `Schedule` names the attribute accepts.
 //!
 //! A new schedule is one more file: a type implementing [`ScheduleTemplate`], one variant in
 //! [`Schedule`], and one arm in [`Schedule::template`]. Templates reach the tile set only through
-//! [`Layout`] (how many work items, which tile an item is, where a tile's atoms begin and end,
-//! where its output goes), so every schedule agrees on those rules by construction.
+//! [`crate::primitives::Layout`] (how many work items, which tile an item is, where a tile's atoms begin and end,
+//! where its output goes), so every schedule agrees on those rules by construction, and share the rest of their
+//! machinery through [`crate::primitives`]; a schedule file never imports another.
 
 mod binning;
 pub mod consolidate;
@@ -14,17 +14,13 @@ mod lrb;
 mod merge_path;
 pub mod multi_phase;
 mod nonzero_split;
-pub mod partition;
 mod thread_mapped;
 mod two_phase;
-mod work_oriented;
 
 use std::borrow::Cow;
 
-use crate::body::{Body, ParamKind, Ty};
-use crate::builder::KernelBuilder;
-use crate::codegen::{check_index, ptx_type, CsrRegs, KernelParams};
-use crate::ir::{BinOp, Kernel, Label, Operand, Reg, Rounding, Space, Type};
+use crate::body::Body;
+use crate::ir::Kernel;
 use crate::plan::{Plan, Temp, TempCount, TempRole};
 use crate::{GenError, Options};
 
@@ -207,174 +203,4 @@ pub fn common_temps(opts: &Options) -> Vec<Temp> {
         zero: true,
         role: TempRole::ErrorFlag,
     }]
-}
-
-/// One work item: a tile (by its position in the tile set) and, with `lanes`, a lane.
-#[derive(Clone, Copy, Debug)]
-pub struct WorkItem {
-    /// Position in the tile set (`0..tiles`); equal to the tile without a frontier.
-    pub position: Reg,
-    /// The lane (u64), `None` without `lanes`.
-    pub lane: Option<Reg>,
-}
-
-/// The tile-set layout contract, computed once at kernel entry.
-///
-/// - The tile set is seen through its *tile view* ([`KernelParams::csr`]): `csr.row_offsets` is
-///   the tile-offset array and `csr.num_rows` the number of tiles, for every format: a CSR's rows
-///   (`row_offsets`), a CSC's columns (`col_offsets`, `num_cols` tiles) and a COO's rows (the
-///   row offsets its device type computes at upload from the sorted row indices). So a template
-///   that reads tiles only through this struct supports every format.
-/// - Tiles: every tile `0..csr.num_rows`, or with `Options::tiles = Some(p)` the entries of the
-///   `&[u32]` parameter `p` (`tile = frontier[position] as u64`).
-/// - Work items: `tiles × lanes`, item `i` is position `i / lanes`, lane `i % lanes` (so adjacent
-///   threads take adjacent lanes of one tile); `lanes = 1` without `Options::lanes`.
-/// - Atoms of a tile: `csr.row_offsets[tile] .. csr.row_offsets[tile + 1]`; the rank is
-///   `atom - begin`.
-/// - Output of a reducing body: `output[tile * lanes + lane]`.
-#[derive(Clone, Copy, Debug)]
-pub struct Layout {
-    /// The tile view of the tile-set parameter (see above).
-    pub csr: CsrRegs,
-    csr_param: usize,
-    /// Frontier pointer and length.
-    frontier: Option<(Reg, Reg)>,
-    /// The lane count (u64), with `Options::lanes`.
-    pub lanes: Option<Reg>,
-    /// Number of tiles in the tile set (u64).
-    pub tiles: Reg,
-    /// Number of work items, `tiles × lanes` (u64).
-    pub items: Reg,
-}
-
-impl Layout {
-    pub fn new(
-        b: &mut KernelBuilder,
-        body: &Body,
-        opts: &Options,
-        params: &KernelParams,
-    ) -> Result<Layout, GenError> {
-        let csr_param = body.tile_set();
-        let csr = params.csr(csr_param)?;
-        let frontier = match opts.tiles {
-            Some(p) => match body.params.get(p).map(|p| &p.kind) {
-                Some(ParamKind::Slice { elem: Ty::U32, .. }) => Some(params.slice(p)?),
-                _ => {
-                    return Err(GenError::Unsupported(
-                        "`tiles` must name a `&[u32]` parameter".into(),
-                    ))
-                }
-            },
-            None => None,
-        };
-        let lanes = match opts.lanes {
-            Some(p) => match body.params.get(p).map(|p| &p.kind) {
-                Some(ParamKind::Scalar(Ty::U64)) => Some(params.scalar(p)?),
-                _ => {
-                    return Err(GenError::Unsupported(
-                        "`lanes` must name a `usize` parameter".into(),
-                    ))
-                }
-            },
-            None => None,
-        };
-        let tiles = frontier.map_or(csr.num_rows, |(_, len)| len);
-        let items = match lanes {
-            Some(l) => b.bin(BinOp::Mul, Type::U64, tiles, l),
-            None => tiles,
-        };
-        Ok(Layout {
-            csr,
-            csr_param,
-            frontier,
-            lanes,
-            tiles,
-            items,
-        })
-    }
-
-    /// Splits work item `item` (u64, `< items`) into its tile position and lane.
-    pub fn work_item(&self, b: &mut KernelBuilder, item: Reg) -> WorkItem {
-        match self.lanes {
-            Some(l) => {
-                let position = b.bin(BinOp::Div, Type::U64, item, l);
-                let whole = b.bin(BinOp::Mul, Type::U64, position, l);
-                let lane = b.bin(BinOp::Sub, Type::U64, item, whole);
-                WorkItem {
-                    position,
-                    lane: Some(lane),
-                }
-            }
-            None => WorkItem {
-                position: item,
-                lane: None,
-            },
-        }
-    }
-
-    /// The tile at `position` (`< tiles`). Under `checked`, a frontier entry that is not a row
-    /// is recorded as an out-of-range index of the tile-set parameter and the item is skipped
-    /// (branch to `skip`).
-    pub fn tile(
-        &self,
-        b: &mut KernelBuilder,
-        params: &KernelParams,
-        position: Reg,
-        checked: bool,
-        skip: Label,
-    ) -> Reg {
-        let Some((ptr, _)) = self.frontier else {
-            return position;
-        };
-        let addr = b.elem_addr(ptr, position, 4);
-        let raw = b.ld(Space::Global, Type::U32, addr);
-        let tile = b.cvt(Rounding::None, Type::U64, Type::U32, raw);
-        if let Some(flag) = params.error_flag.filter(|_| checked) {
-            check_index(b, flag, tile, self.csr.num_rows, self.csr_param, skip);
-        }
-        tile
-    }
-
-    /// `(row_offsets[tile], row_offsets[tile + 1])`.
-    pub fn atoms(&self, b: &mut KernelBuilder, tile: Reg) -> (Reg, Reg) {
-        let addr = b.elem_addr(self.csr.row_offsets, tile, 8);
-        let begin = b.ld(Space::Global, Type::U64, addr);
-        let next = b.bin(BinOp::Add, Type::U64, addr, Operand::Imm(8));
-        let end = b.ld(Space::Global, Type::U64, next);
-        (begin, end)
-    }
-
-    /// `output[tile * lanes + lane] = value`. Under `checked`, an index past the output's length
-    /// is recorded as parameter `body.params.len()` (the output follows the body's parameters).
-    pub fn store_output(
-        &self,
-        b: &mut KernelBuilder,
-        body: &Body,
-        params: &KernelParams,
-        item: (Reg, Option<Reg>),
-        value: (Reg, Ty),
-        checked: bool,
-    ) -> Result<(), GenError> {
-        let Some((out, out_len)) = params.output else {
-            return Err(GenError::Unsupported(
-                "the body does not reduce, so it has no output".into(),
-            ));
-        };
-        let (tile, lane) = item;
-        let index = match (self.lanes, lane) {
-            (Some(l), Some(lane)) => {
-                let row = b.bin(BinOp::Mul, Type::U64, tile, l);
-                b.bin(BinOp::Add, Type::U64, row, lane)
-            }
-            _ => tile,
-        };
-        let done = b.label();
-        if let Some(flag) = params.error_flag.filter(|_| checked) {
-            check_index(b, flag, index, out_len, body.params.len(), done);
-        }
-        let addr = b.elem_addr(out, index, value.1.size());
-        b.st(Space::Global, ptx_type(value.1), addr, value.0);
-        b.place(done);
-        Ok(())
-    }
 }

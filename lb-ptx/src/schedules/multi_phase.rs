@@ -48,16 +48,16 @@
 //! aligned) and global prefetching through registers beyond what the unrolled pass gives
 //! (§3.3.3).
 
-use super::partition::{self, Search, Staged};
-use super::work_oriented::{
-    self, atom_context, lane_index, narrow, widen, Carry, Chain, Frame, Share, TileAt, Walk,
-};
 use super::{Schedule, ScheduleTemplate};
 use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
 use crate::codegen::{emit_body, ptx_type, reduce_identity};
 use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Space, Type};
 use crate::plan::{Plan, Select};
+use crate::primitives::partition::{self, Search, Staged};
+use crate::primitives::work_oriented::{
+    self, atom_context, lane_index, narrow, widen, Carry, Chain, Frame, Share, TileAt, Walk,
+};
 use crate::{GenError, IndexWidth, Options};
 
 /// The `multi_phase` template.

@@ -13,12 +13,14 @@
 //! a long run of empty tiles is finished by one thread (what merge path balances and this does
 //! not). The walk, carry-out and fix-up are [`super::work_oriented`]'s.
 
-use super::work_oriented::{self, global_end, narrow, select_to, Frame, Share, TileEnds};
 use super::{Schedule, ScheduleTemplate};
 use crate::body::Body;
 use crate::builder::KernelBuilder;
 use crate::ir::{BinOp, Cmp, Kernel, Operand, Reg, Type};
 use crate::plan::Plan;
+use crate::primitives::work_oriented::{
+    self, global_end, narrow, select_to, Frame, Share, TileEnds,
+};
 use crate::{GenError, Options};
 
 /// The `nonzero_split` template.

@@ -10,12 +10,13 @@
 
 use std::borrow::Cow;
 
-use super::{common_temps, entry_name, Layout, Schedule, ScheduleTemplate};
+use super::{common_temps, entry_name, Schedule, ScheduleTemplate};
 use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
 use crate::codegen::{emit_body, reduce_combine, reduce_identity, AtomContext, KernelParams};
 use crate::ir::{BinOp, Cmp, Kernel, Operand, Type};
 use crate::plan::{Grid, KernelPlan, Plan};
+use crate::primitives::Layout;
 use crate::{GenError, Options};
 
 /// The `thread_mapped` template.

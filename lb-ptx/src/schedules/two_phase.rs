@@ -5,13 +5,13 @@
 //! thread gets an even share of atoms; the walk, carry-out and deterministic fix-up are
 //! `work_oriented`'s. Details in [`super::partition`].
 
-use super::partition::{self, Search};
-use super::work_oriented::{self, Frame, Share};
 use super::{Schedule, ScheduleTemplate};
 use crate::body::Body;
 use crate::builder::KernelBuilder;
 use crate::ir::Kernel;
 use crate::plan::Plan;
+use crate::primitives::partition::{self, Search};
+use crate::primitives::work_oriented::{self, Frame, Share};
 use crate::{GenError, Options};
 
 /// The `two_phase` template.

@@ -44,7 +44,6 @@ pub mod frontier_scan;
 
 use std::borrow::Cow;
 
-use super::{common_temps, Layout, Schedule};
 use crate::body::{Body, IndexRole, Reduce, Ty};
 use crate::builder::KernelBuilder;
 use crate::codegen::{
@@ -52,6 +51,8 @@ use crate::codegen::{
 };
 use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type};
 use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::primitives::Layout;
+use crate::schedules::{common_temps, Schedule};
 use crate::{GenError, IndexWidth, Options};
 
 /// The share of a thread when `Options::items_per_thread` is left at 1 (merge path: tiles plus

@@ -24,14 +24,14 @@
 
 use std::borrow::Cow;
 
-use super::work_oriented::{
-    self, blocks_per_lane, global_end, narrow, select_to, temp_index, widen, Frame, Share, TileEnds,
-};
-use super::Schedule;
 use crate::body::Body;
 use crate::builder::KernelBuilder;
 use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type};
 use crate::plan::{KernelPlan, Plan, Select, Temp, TempCount, TempRole};
+use crate::primitives::work_oriented::{
+    self, blocks_per_lane, global_end, narrow, select_to, temp_index, widen, Frame, Share, TileEnds,
+};
+use crate::schedules::Schedule;
 use crate::{GenError, IndexWidth, Options};
 
 /// `block_starts`: u64, one per block of the main kernel plus one. It is the plan's last

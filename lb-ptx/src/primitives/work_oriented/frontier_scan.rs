@@ -24,7 +24,7 @@ use crate::builder::KernelBuilder;
 use crate::codegen::KernelParams;
 use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type};
 use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
-use crate::schedules::Layout;
+use crate::primitives::Layout;
 use crate::{GenError, Options};
 
 /// `tile_offsets`: u64, `len + 1` entries.

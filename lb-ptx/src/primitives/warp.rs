@@ -1,0 +1,123 @@
+//! Warp collectives on a value of any body type (ballot, shuffle, butterfly reduction) and the
+//! block-batch slot loader that the block-cooperative schedules share.
+
+use crate::body::{Reduce, Ty};
+use crate::builder::{KernelBuilder, LoopScope};
+use crate::codegen::{ptx_type, reduce_combine, KernelParams};
+use crate::ir::{BinOp, Cmp, Op, Operand, Reg, RegClass, Rounding, ShflMode, Type, VoteMode};
+use crate::primitives::layout::Layout;
+use crate::GenError;
+
+/// Full-warp ballot of `pred`.
+pub fn ballot(b: &mut KernelBuilder, pred: Reg) -> Reg {
+    let votes = b.reg(RegClass::B32);
+    b.emit(Op::Vote {
+        mode: VoteMode::Ballot,
+        dst: votes,
+        a: pred.into(),
+        mask: Operand::Imm(0xffff_ffff),
+    });
+    votes
+}
+
+fn shfl32(b: &mut KernelBuilder, mode: ShflMode, x: Reg, src: Operand) -> Reg {
+    // The clamp operand: lane 0 bounds `up`; lane 31 bounds the other modes (PTX ISA shfl.sync).
+    let c = if mode == ShflMode::Up { 0 } else { 31 };
+    let dst = b.reg(RegClass::B32);
+    b.emit(Op::Shfl {
+        mode,
+        dst,
+        dst_pred: None,
+        a: x.into(),
+        b: src,
+        c: Operand::Imm(c),
+        mask: Operand::Imm(0xffff_ffff),
+    });
+    dst
+}
+
+/// A full-warp shuffle of a value of any width: 64-bit values move as two halves, floats as
+/// bits.
+pub fn shfl(b: &mut KernelBuilder, mode: ShflMode, x: Reg, ty: Type, src: Operand) -> Reg {
+    match ty.reg_class() {
+        RegClass::B32 => shfl32(b, mode, x, src),
+        RegClass::F32 => {
+            let bits = b.mov(Type::B32, x);
+            let got = shfl32(b, mode, bits, src);
+            b.mov(Type::F32, got)
+        }
+        RegClass::B64 | RegClass::F64 => {
+            let float = ty.reg_class() == RegClass::F64;
+            let bits = if float { b.mov(Type::B64, x) } else { x };
+            let lo = b.cvt(Rounding::None, Type::U32, Type::U64, bits);
+            let hi64 = b.bin(BinOp::Shr, Type::U64, bits, Operand::Imm(32));
+            let hi = b.cvt(Rounding::None, Type::U32, Type::U64, hi64);
+            let lo2 = shfl32(b, mode, lo, src.clone());
+            let hi2 = shfl32(b, mode, hi, src);
+            let lo64 = b.cvt(Rounding::None, Type::U64, Type::U32, lo2);
+            let hi64 = b.cvt(Rounding::None, Type::U64, Type::U32, hi2);
+            let high = b.bin(BinOp::Shl, Type::B64, hi64, Operand::Imm(32));
+            let joined = b.bin(BinOp::Or, Type::B64, high, lo64);
+            if float {
+                b.mov(Type::F64, joined)
+            } else {
+                joined
+            }
+        }
+        RegClass::Pred => unreachable!("predicates are never shuffled"),
+    }
+}
+
+/// Full-warp butterfly of `part`: a fixed tree over the lanes, every lane ends with the total.
+pub fn butterfly(
+    b: &mut KernelBuilder,
+    part: Reg,
+    (ty, red): (Ty, Reduce),
+) -> Result<(), GenError> {
+    let mut d = 1;
+    while d < 32 {
+        let other = shfl(
+            b,
+            ShflMode::Bfly,
+            part,
+            ptx_type(ty),
+            Operand::Imm(d.into()),
+        );
+        reduce_combine(b, ty, red, part, other)?;
+        d *= 2;
+    }
+    Ok(())
+}
+
+/// Opens the grid-stride loop over block batches (batch `bb` starts at tile `bb * block`; the
+/// loop is left once that is past the tile count) and loads thread `tid64`'s slot of the batch:
+/// returns the loop and `[tile, begin, size, valid]`, where `valid` is 1 for a slot that holds a
+/// tile and the others are its tile index, first atom and atom count (all zero otherwise).
+pub fn batch_slot(
+    b: &mut KernelBuilder,
+    layout: &Layout,
+    params: &KernelParams,
+    checked: bool,
+    (bb, tid64, block): (Reg, Reg, u32),
+) -> (LoopScope, [Reg; 4]) {
+    let batches = b.loop_begin();
+    let first_pos = b.bin(BinOp::Mul, Type::U64, bb, Operand::Imm(block.into()));
+    let over = b.setp(Cmp::Ge, Type::U64, first_pos, layout.tiles);
+    b.break_if(&batches, over, false);
+    let pos = b.bin(BinOp::Add, Type::U64, first_pos, tid64);
+    let tile = b.mov(Type::U64, Operand::Imm(0));
+    let begin = b.mov(Type::U64, Operand::Imm(0));
+    let size = b.mov(Type::U64, Operand::Imm(0));
+    let valid = b.mov(Type::U32, Operand::Imm(0));
+    let in_range = b.setp(Cmp::Lt, Type::U64, pos, layout.tiles);
+    let skip = b.label();
+    b.bra_if(in_range, true, skip);
+    let t = layout.tile(b, params, pos, checked, skip);
+    b.mov_to(Type::U64, tile, t);
+    let (bg, en) = layout.atoms(b, tile);
+    b.mov_to(Type::U64, begin, bg);
+    b.bin_to(BinOp::Sub, Type::U64, size, en, bg);
+    b.mov_to(Type::U32, valid, Operand::Imm(1));
+    b.place(skip);
+    (batches, [tile, begin, size, valid])
+}
