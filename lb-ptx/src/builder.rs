@@ -5,7 +5,7 @@
 //! closure based, so that code generators holding other state next to the builder can nest
 //! constructs freely. Everything is numbered in creation order, so output is deterministic.
 
-use crate::ir::{
+use crate::ir::{LdCache, 
     Address, BinOp, Cmp, Guard, Instr, Kernel, Label, Op, Operand, Param, Reg, RegClass, Rounding,
     SharedDecl, Space, Special, Type, UnOp,
 };
@@ -102,6 +102,7 @@ impl KernelBuilder {
             ty,
             dst,
             addr: Address::Symbol { name, offset: 0 },
+            cache: LdCache::Default,
         });
         dst
     }
@@ -263,7 +264,26 @@ impl KernelBuilder {
                 base: addr,
                 offset: 0,
             },
+            cache: LdCache::Default,
         });
+    }
+
+    /// `ld.global{cache}.T dst, [addr+offset]`.
+    pub fn ld_global_to(&mut self, ty: Type, dst: Reg, (addr, offset): (Reg, i64), cache: LdCache) {
+        self.emit(Op::Ld {
+            space: Space::Global,
+            ty,
+            dst,
+            addr: Address::Reg { base: addr, offset },
+            cache,
+        });
+    }
+
+    /// `ld.global{cache}.T d, [addr+offset]` into a fresh register.
+    pub fn ld_global(&mut self, ty: Type, (addr, offset): (Reg, i64), cache: LdCache) -> Reg {
+        let dst = self.reg_for(ty);
+        self.ld_global_to(ty, dst, (addr, offset), cache);
+        dst
     }
 
     pub fn ld(&mut self, space: Space, ty: Type, addr: Reg) -> Reg {

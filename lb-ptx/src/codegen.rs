@@ -29,6 +29,7 @@ use crate::ir::{
     Special, Type, UnOp,
 };
 use crate::plan::{Temp, TempRole};
+use crate::primitives::load;
 use crate::GenError;
 
 /// The PTX type that holds a body value in a register.
@@ -286,6 +287,24 @@ pub struct AtomContext {
     pub atom: Option<Reg>,
     pub lane: Option<Reg>,
     pub rank: Option<Reg>,
+    /// Addresses of `array[atom]` that the schedule's walk keeps current
+    /// ([`crate::primitives::walker`]): the body loads through them instead of computing the
+    /// address from the atom. Only without `checked`, whose guards need the index.
+    pub atom_addrs: [Option<(ArrayRef, Reg)>; MAX_ATOM_ADDRS],
+}
+
+/// How many `array[atom]` addresses a walk may keep (a tile set has at most three atom arrays).
+pub const MAX_ATOM_ADDRS: usize = 3;
+
+impl AtomContext {
+    /// The kept address of `array[atom]`, if the walk keeps one.
+    fn atom_addr(&self, array: ArrayRef) -> Option<Reg> {
+        self.atom_addrs
+            .iter()
+            .flatten()
+            .find(|(a, _)| *a == array)
+            .map(|&(_, r)| r)
+    }
 }
 
 /// Under `checked`: if `index >= len`, records `(1 + param, index)` in the error flag (only the
@@ -401,7 +420,12 @@ pub fn emit_body(
         .iter()
         .map(|&t| b.reg_for(ptx_type(t)))
         .collect();
-    let ret = body.reduce.map(|(t, _)| (b.reg_for(ptx_type(t)), t));
+    // Without `return`, the tail's register is the contribution: no copy into a shared one.
+    let returns = has_return(&body.block);
+    let ret = body
+        .reduce
+        .filter(|_| returns)
+        .map(|(t, _)| (b.reg_for(ptx_type(t)), t));
     let end = b.label();
     let mut lower = Lower {
         b,
@@ -418,7 +442,47 @@ pub fn emit_body(
         lower.b.mov_to(ptx_type(t), r, v);
     }
     lower.b.place(end);
-    Ok(ret.map(|(r, _)| r))
+    match (body.reduce, ret) {
+        (None, _) => Ok(None),
+        (Some(_), Some((r, _))) => Ok(Some(r)),
+        (Some(_), None) => tail.map(Some).ok_or_else(|| {
+            GenError::Unsupported("a reducing body must end in a value or `return` one".into())
+        }),
+    }
+}
+
+/// Whether a `return` statement appears anywhere in `block`.
+fn has_return(block: &Block) -> bool {
+    block.stmts.iter().any(|s| match s {
+        Stmt::Return(_) => true,
+        Stmt::If { then, els, .. } => has_return(then) || has_return(els),
+        Stmt::For { body, .. } => has_return(body),
+        Stmt::Assign { value, .. } | Stmt::Expr(value) => expr_has_return(value),
+        Stmt::Store { index, value, .. } => expr_has_return(index) || expr_has_return(value),
+        Stmt::Push { value, .. } => expr_has_return(value),
+    }) || block.value.as_deref().is_some_and(expr_has_return)
+}
+
+/// Whether a value-`if` inside `e` holds a `return`.
+fn expr_has_return(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::If { cond, then, els } => {
+            expr_has_return(cond) || has_return(then) || has_return(els)
+        }
+        ExprKind::Lit(_)
+        | ExprKind::Local(_)
+        | ExprKind::Index(_)
+        | ExprKind::Scalar(_)
+        | ExprKind::Len(_)
+        | ExprKind::TileSetScalar(_) => false,
+        ExprKind::Load { index, .. } => expr_has_return(index),
+        ExprKind::Unary { arg, .. } | ExprKind::Cast { arg } => expr_has_return(arg),
+        ExprKind::Binary { lhs, rhs, .. } => expr_has_return(lhs) || expr_has_return(rhs),
+        ExprKind::Method { args, .. } => args.iter().any(expr_has_return),
+        ExprKind::Atomic { index, args, .. } => {
+            expr_has_return(index) || args.iter().any(expr_has_return)
+        }
+    }
 }
 
 struct Lower<'a> {
@@ -456,10 +520,65 @@ fn unsupported<T>(what: impl Into<String>) -> Result<T, GenError> {
     Err(GenError::Unsupported(what.into()))
 }
 
-struct ArrayInfo {
-    base: Reg,
-    elem: Ty,
-    param: usize,
+/// The base register, element type and parameter of an array the body indexes.
+pub fn array_info(
+body: &Body,
+params: &KernelParams,
+array: ArrayRef,
+) -> Result<ArrayInfo, GenError> {
+    match array {
+        ArrayRef::Param(p) => {
+            let elem = match body.params.get(p).map(|p| &p.kind) {
+                Some(ParamKind::Slice { elem, .. }) => *elem,
+                _ => return unsupported(format!("parameter {p} is not a slice")),
+            };
+            Ok(ArrayInfo {
+                base: params.slice(p)?.0,
+                elem,
+                param: p,
+            })
+        }
+        ArrayRef::Field(p, field) => {
+            let value = match body.params.get(p).map(|p| &p.kind) {
+                Some(ParamKind::TileSet { value, .. }) => *value,
+                _ => return unsupported(format!("parameter {p} is not a tile set")),
+            };
+            let (kind, regs, row_indices) = params.tile_set(p)?;
+            let (base, elem) = match (kind, field) {
+                (TileSetKind::Csr, CsrField::RowOffsets)
+                | (TileSetKind::Csc, CsrField::ColOffsets) => (regs.row_offsets, Ty::U64),
+                (TileSetKind::Csr | TileSetKind::Coo, CsrField::ColIndices)
+                | (TileSetKind::Csc, CsrField::RowIndices) => (regs.col_indices, Ty::U32),
+                (TileSetKind::Coo, CsrField::RowIndices) => match row_indices {
+                    Some(r) => (r, Ty::U32),
+                    None => return unsupported("a `Coo` parameter without `row_indices`"),
+                },
+                (_, CsrField::Values) => (regs.values, value),
+                (_, CsrField::NumRows | CsrField::NumCols) => {
+                    return unsupported(format!("`{field:?}` is a scalar field, not an array"))
+                }
+                _ => {
+                    return unsupported(format!(
+                        "a `{}` tile set has no field `{field:?}`",
+                        kind.name()
+                    ))
+                }
+            };
+            Ok(ArrayInfo {
+                base,
+                elem,
+                param: p,
+            })
+        }
+    }
+}
+
+/// Where an array lives and what it holds.
+pub struct ArrayInfo {
+    pub base: Reg,
+    pub elem: Ty,
+    /// The body parameter it belongs to.
+    pub param: usize,
 }
 
 impl Lower<'_> {
@@ -662,10 +781,7 @@ impl Lower<'_> {
                 })
             }
             ExprKind::Scalar(p) => self.params.scalar(*p),
-            ExprKind::Load { array, index } => {
-                let i = self.expr(index)?;
-                self.load(*array, i)
-            }
+            ExprKind::Load { array, index } => self.load(*array, index),
             ExprKind::Len(array) | ExprKind::TileSetScalar(array) => self.len(*array),
             ExprKind::Unary { op, arg } => {
                 let a = self.expr(arg)?;
@@ -720,51 +836,7 @@ impl Lower<'_> {
     }
 
     fn array(&self, array: ArrayRef) -> Result<ArrayInfo, GenError> {
-        match array {
-            ArrayRef::Param(p) => {
-                let elem = match self.body.params.get(p).map(|p| &p.kind) {
-                    Some(ParamKind::Slice { elem, .. }) => *elem,
-                    _ => return unsupported(format!("parameter {p} is not a slice")),
-                };
-                Ok(ArrayInfo {
-                    base: self.params.slice(p)?.0,
-                    elem,
-                    param: p,
-                })
-            }
-            ArrayRef::Field(p, field) => {
-                let value = match self.body.params.get(p).map(|p| &p.kind) {
-                    Some(ParamKind::TileSet { value, .. }) => *value,
-                    _ => return unsupported(format!("parameter {p} is not a tile set")),
-                };
-                let (kind, regs, row_indices) = self.params.tile_set(p)?;
-                let (base, elem) = match (kind, field) {
-                    (TileSetKind::Csr, CsrField::RowOffsets)
-                    | (TileSetKind::Csc, CsrField::ColOffsets) => (regs.row_offsets, Ty::U64),
-                    (TileSetKind::Csr | TileSetKind::Coo, CsrField::ColIndices)
-                    | (TileSetKind::Csc, CsrField::RowIndices) => (regs.col_indices, Ty::U32),
-                    (TileSetKind::Coo, CsrField::RowIndices) => match row_indices {
-                        Some(r) => (r, Ty::U32),
-                        None => return unsupported("a `Coo` parameter without `row_indices`"),
-                    },
-                    (_, CsrField::Values) => (regs.values, value),
-                    (_, CsrField::NumRows | CsrField::NumCols) => {
-                        return unsupported(format!("`{field:?}` is a scalar field, not an array"))
-                    }
-                    _ => {
-                        return unsupported(format!(
-                            "a `{}` tile set has no field `{field:?}`",
-                            kind.name()
-                        ))
-                    }
-                };
-                Ok(ArrayInfo {
-                    base,
-                    elem,
-                    param: p,
-                })
-            }
-        }
+        array_info(self.body, self.params, array)
     }
 
     /// `len()` of an array, or a CSR scalar field.
@@ -806,22 +878,36 @@ impl Lower<'_> {
         Ok(Some(skip))
     }
 
-    fn load(&mut self, array: ArrayRef, index: Reg) -> Result<Reg, GenError> {
+    /// `array[index]`, through the walk's kept address when the index is the atom, with the
+    /// cache policy of [`load::Data::of`].
+    fn load(&mut self, array: ArrayRef, index: &Expr) -> Result<Reg, GenError> {
         let info = self.array(array)?;
         let mt = mem_type(info.elem);
         let dst = self.b.reg_for(mt);
-        if self.checked {
-            let zero = if info.elem.is_float() {
-                self.zero_float(info.elem)
-            } else {
-                Operand::Imm(0)
-            };
-            let zt = if mt == Type::U8 { Type::U32 } else { mt };
-            self.b.mov_to(zt, dst, zero);
-        }
-        let skip = self.guard(array, &info, index)?;
-        let addr = self.b.elem_addr(info.base, index, info.elem.size());
-        self.b.ld_to(Space::Global, mt, dst, addr);
+        let at_atom = matches!(index.kind, ExprKind::Index(IndexRole::Atom));
+        let cache = load::Data::of(self.body, array, at_atom).cache();
+        let kept = self.ctx.atom_addr(array).filter(|_| at_atom && !self.checked);
+        let (addr, skip) = match kept {
+            Some(addr) => (addr, None),
+            None => {
+                if self.checked {
+                    let zero = if info.elem.is_float() {
+                        self.zero_float(info.elem)
+                    } else {
+                        Operand::Imm(0)
+                    };
+                    let zt = if mt == Type::U8 { Type::U32 } else { mt };
+                    self.b.mov_to(zt, dst, zero);
+                }
+                let i = self.index(index)?;
+                let skip = match i {
+                    load::Index::U64(i) => self.guard(array, &info, i)?,
+                    load::Index::U32(_) => None,
+                };
+                (load::elem_addr(self.b, info.base, i, info.elem.size()), skip)
+            }
+        };
+        self.b.ld_global_to(mt, dst, (addr, 0), cache);
         if let Some(l) = skip {
             self.b.place(l);
         }
@@ -829,6 +915,17 @@ impl Lower<'_> {
             return Ok(self.b.setp(Cmp::Ne, Type::U32, dst, Operand::Imm(0)));
         }
         Ok(dst)
+    }
+
+    /// An index, kept as the `u32` it was cast from when nothing needs the 64-bit value (no
+    /// bounds check): the address is then one `mul.wide.u32` from it.
+    fn index(&mut self, index: &Expr) -> Result<load::Index, GenError> {
+        if let ExprKind::Cast { arg } = &index.kind {
+            if !self.checked && arg.ty == Ty::U32 && index.ty == Ty::U64 {
+                return Ok(load::Index::U32(self.expr(arg)?));
+            }
+        }
+        Ok(load::Index::U64(self.expr(index)?))
     }
 
     fn zero_float(&self, ty: Ty) -> Operand {

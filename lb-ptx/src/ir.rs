@@ -220,6 +220,38 @@ impl Space {
     }
 }
 
+/// The cache policy of a load from global memory (PTX ISA, `ld`: cache operators and `.nc`).
+///
+/// The policy is a promise about the data, so the layer that knows the data picks it
+/// (`crate::primitives::load`): what no thread of the kernel writes may take the non-coherent
+/// read-only path, and what is read once per atom is streamed so that it does not evict what is
+/// read again (the gathered dense input). The eviction-priority qualifiers of newer targets
+/// (`.L2::evict_first` on 256-bit loads, `createpolicy`) are not used: `.cs` says the same on
+/// every target from sm_75.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum LdCache {
+    /// `ld.global`: coherent, cached at every level.
+    #[default]
+    Default,
+    /// `ld.global.nc`: the non-coherent read-only path, for data no thread writes while the
+    /// kernel runs.
+    ReadOnly,
+    /// `ld.global.cs.nc`: read-only and streamed (evict-first in L1 and L2), for data each
+    /// thread block reads once.
+    Stream,
+}
+
+impl LdCache {
+    /// The qualifiers between the state space and the type.
+    pub fn name(self) -> &'static str {
+        match self {
+            LdCache::Default => "",
+            LdCache::ReadOnly => ".nc",
+            LdCache::Stream => ".cs.nc",
+        }
+    }
+}
+
 /// A memory address: `[base+offset]`, or `[param_name]` for kernel parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Address {
@@ -462,7 +494,7 @@ impl fmt::Display for Label {
 /// | `Setp` | `setp.CMP.T p, a, b;` |
 /// | `Selp` | `selp.T d, a, b, p;` |
 /// | `Cvt` | `cvt{.rn,.rzi}.DT.ST d, a;` |
-/// | `Ld` | `ld.SPACE.T d, [addr];` |
+/// | `Ld` | `ld.SPACE{.nc,.cs.nc}.T d, [addr];` |
 /// | `St` | `st.SPACE.T [addr], a;` |
 /// | `Atom` | `atom.SPACE.OP.T d, [addr], b;` and `atom.SPACE.cas.T d, [addr], b, c;` |
 /// | `Bra` | `bra L3;` (with a guard: `@%p1 bra L3;`) |
@@ -532,6 +564,8 @@ pub enum Op {
         ty: Type,
         dst: Reg,
         addr: Address,
+        /// Cache policy; anything but [`LdCache::Default`] only in the global space.
+        cache: LdCache,
     },
     St {
         space: Space,
@@ -796,7 +830,14 @@ impl fmt::Display for Op {
                 ty,
                 dst,
                 addr,
-            } => write!(f, "ld{}{} {dst}, {addr};", space.name(), ty.suffix()),
+                cache,
+            } => write!(
+                f,
+                "ld{}{}{} {dst}, {addr};",
+                space.name(),
+                cache.name(),
+                ty.suffix()
+            ),
             Op::St {
                 space,
                 ty,

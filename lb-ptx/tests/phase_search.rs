@@ -554,8 +554,9 @@ fn the_expansion_is_unrolled_and_warp_synchronous() {
             .split(".entry ")
             .find(|k| k.starts_with("spmv_multi_phase_u32("))
             .expect("the main kernel");
-        // `spmv` loads a value and an `x` entry per nonzero.
-        assert_eq!(main.matches("ld.global.f32").count(), 2 * items as usize);
+        // `spmv` loads a value (streamed) and an `x` entry (read-only) per nonzero.
+        assert_eq!(main.matches("ld.global.cs.nc.f32").count(), items as usize);
+        assert_eq!(main.matches("ld.global.nc.f32").count(), items as usize);
         assert_eq!(main.matches("bar.warp.sync 4294967295;").count(), 2);
         assert!(main.contains("lb_expansion_slots"));
         let two_phase = generate(

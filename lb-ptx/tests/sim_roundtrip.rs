@@ -200,12 +200,15 @@ fn every_op_module() -> Module {
     ];
     for (i, addr) in addrs.iter().enumerate() {
         let space = if i == 3 { Space::Shared } else { Space::Global };
+        // Every cache policy of a global load round-trips.
+        let cache = [LdCache::Default, LdCache::ReadOnly, LdCache::Stream, LdCache::Default][i % 4];
         body.push(
             Op::Ld {
                 space,
                 ty: Type::U8,
                 dst: b,
                 addr: addr.clone(),
+                cache,
             }
             .into(),
         );
@@ -228,6 +231,7 @@ fn every_op_module() -> Module {
                 name: "out".into(),
                 offset: 0,
             },
+            cache: LdCache::Default,
         }
         .into(),
     );

@@ -66,6 +66,7 @@ use crate::ir::{
 };
 use crate::plan::{Grid, KernelPlan, Plan, Select};
 use crate::primitives::layout::Layout;
+use crate::primitives::walker::Walker;
 use crate::primitives::warp::batch_slot;
 use crate::schedules::{common_temps, Schedule};
 use crate::{GenError, Options};
@@ -417,12 +418,14 @@ impl Walk<'_> {
             atom: Some(atom),
             lane: self.lane,
             rank,
+            ..AtomContext::default()
         };
         emit_body(b, self.body, self.params, &ctx, self.checked)
     }
 
     /// Walks atoms `begin + start, begin + start + stride, ..` below `end` and returns the
-    /// thread's partial over them in that order (with `reduce`).
+    /// thread's partial over them in that order (with `reduce`): the lean walk of
+    /// [`Walker::walk`].
     fn stride(
         &self,
         b: &mut KernelBuilder,
@@ -436,25 +439,19 @@ impl Walk<'_> {
             .reduce
             .map(|(ty, red)| reduce_identity(b, ty, red))
             .transpose()?;
-        let atom = b.bin(BinOp::Add, Type::U64, begin, start);
-        let atoms = b.loop_begin();
-        let past = b.setp(Cmp::Ge, Type::U64, atom, end);
-        b.break_if(&atoms, past, false);
-        let rank = self
-            .wants(IndexRole::Rank)
-            .then(|| b.bin(BinOp::Sub, Type::U64, atom, begin));
-        let c = self.atom(b, tile, atom, rank)?;
-        if let (Some(part), Some(c), Some((ty, red))) = (part, c, self.body.reduce) {
-            reduce_combine(b, ty, red, part, c)?;
-        }
-        b.bin_to(
-            BinOp::Add,
-            Type::U64,
-            atom,
-            atom,
-            Operand::Imm(stride.into()),
-        );
-        b.loop_end(atoms);
+        let first = b.bin(BinOp::Add, Type::U64, begin, start);
+        let walker = Walker {
+            body: self.body,
+            params: self.params,
+            checked: self.checked,
+            lane: self.lane,
+        };
+        walker.walk(b, tile, (begin, first, end), stride, |b, c| {
+            if let (Some(part), Some(c), Some((ty, red))) = (part, c, self.body.reduce) {
+                reduce_combine(b, ty, red, part, c)?;
+            }
+            Ok(())
+        })?;
         Ok(part)
     }
 }

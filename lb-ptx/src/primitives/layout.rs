@@ -4,7 +4,8 @@
 use crate::body::{Body, ParamKind, Ty};
 use crate::builder::KernelBuilder;
 use crate::codegen::{check_index, ptx_type, CsrRegs, KernelParams};
-use crate::ir::{BinOp, Label, Operand, Reg, Rounding, Space, Type};
+use crate::ir::{BinOp, Label, Reg, Rounding, Space, Type};
+use crate::primitives::load::Data;
 use crate::{GenError, Options};
 
 /// One work item: a tile (by its position in the tile set) and, with `lanes`, a lane.
@@ -91,6 +92,11 @@ impl Layout {
         })
     }
 
+    /// Whether the tiles come from a frontier (then a tile's atoms are not the position's).
+    pub fn has_frontier(&self) -> bool {
+        self.frontier.is_some()
+    }
+
     /// Splits work item `item` (u64, `< items`) into its tile position and lane.
     pub fn work_item(&self, b: &mut KernelBuilder, item: Reg) -> WorkItem {
         match self.lanes {
@@ -133,12 +139,12 @@ impl Layout {
         tile
     }
 
-    /// `(row_offsets[tile], row_offsets[tile + 1])`.
+    /// `(row_offsets[tile], row_offsets[tile + 1])`, both through the read-only path.
     pub fn atoms(&self, b: &mut KernelBuilder, tile: Reg) -> (Reg, Reg) {
         let addr = b.elem_addr(self.csr.row_offsets, tile, 8);
-        let begin = b.ld(Space::Global, Type::U64, addr);
-        let next = b.bin(BinOp::Add, Type::U64, addr, Operand::Imm(8));
-        let end = b.ld(Space::Global, Type::U64, next);
+        let cache = Data::ReadOnly.cache();
+        let begin = b.ld_global(Type::U64, (addr, 0), cache);
+        let end = b.ld_global(Type::U64, (addr, 8), cache);
         (begin, end)
     }
 

@@ -4,6 +4,7 @@
 //! set is read and how partial results travel, so every schedule gets the same index widths,
 //! cache policies and collectives by construction:
 //!
+//! - [`load`]: the cache policy of every load and the address arithmetic of an element;
 //! - [`layout`]: the tile-set layout contract (work items, tiles, a tile's atom range, where a
 //!   reduced value is stored);
 //! - [`walker`]: the body emitted for one atom and a thread's walk over a tile's atoms;
@@ -17,6 +18,7 @@
 
 pub mod group;
 pub mod layout;
+pub mod load;
 pub mod partition;
 pub mod walker;
 pub mod warp;

@@ -1,8 +1,17 @@
 //! Atom walks: the body emitted for one atom, and a thread's strided walk over a tile's atoms.
+//!
+//! The walk is where most of a kernel's instructions go, so it is written once, lean: the loop
+//! is rotated (one test per atom, at the bottom), and the tile-set arrays the body reads at
+//! `[atom]` are read through pointers that advance with the walk (strength reduction: one add per
+//! array and atom instead of a shift and an add per load). The atom index itself is kept only
+//! when the body uses it for something else, or under `checked`, whose guards compare it.
 
-use crate::body::{Body, IndexRole};
+use crate::body::{ArrayRef, Block, Body, Expr, ExprKind, IndexRole, Stmt};
 use crate::builder::KernelBuilder;
-use crate::codegen::{emit_body, reduce_combine, reduce_identity, AtomContext, KernelParams};
+use crate::codegen::{
+    array_info, emit_body, reduce_combine, reduce_identity, AtomContext, KernelParams,
+    MAX_ATOM_ADDRS,
+};
 use crate::ir::{BinOp, Cmp, Operand, Reg, Type};
 use crate::GenError;
 
@@ -12,6 +21,15 @@ pub struct Walker<'a> {
     pub params: &'a KernelParams,
     pub checked: bool,
     pub lane: Option<Reg>,
+}
+
+/// One kept pointer: `array[atom]`'s address, the scaled first atom it started from, and the
+/// element size.
+struct Kept {
+    array: ArrayRef,
+    addr: Reg,
+    offset: Reg,
+    elem_bytes: u32,
 }
 
 impl Walker<'_> {
@@ -28,6 +46,7 @@ impl Walker<'_> {
             atom: Some(atom),
             lane: self.lane,
             rank,
+            ..AtomContext::default()
         };
         emit_body(b, self.body, self.params, &ctx, self.checked)
     }
@@ -47,27 +66,236 @@ impl Walker<'_> {
             .reduce
             .map(|(ty, red)| reduce_identity(b, ty, red))
             .transpose()?;
-        let atom = b.bin(BinOp::Add, Type::U64, begin, start);
-        let atoms = b.loop_begin();
-        let past = b.setp(Cmp::Ge, Type::U64, atom, end);
-        b.break_if(&atoms, past, false);
-        let rank = self
-            .body
-            .roles
-            .contains(&IndexRole::Rank)
-            .then(|| b.bin(BinOp::Sub, Type::U64, atom, begin));
-        let c = self.atom(b, Some(tile), atom, rank)?;
-        if let (Some(part), Some(c), Some((ty, red))) = (part, c, self.body.reduce) {
-            reduce_combine(b, ty, red, part, c)?;
-        }
-        b.bin_to(
-            BinOp::Add,
-            Type::U64,
-            atom,
-            atom,
-            Operand::Imm(stride.into()),
-        );
-        b.loop_end(atoms);
+        let first = b.bin(BinOp::Add, Type::U64, begin, start);
+        self.walk(b, Some(tile), (begin, first, end), stride, |b, c| {
+            if let (Some(part), Some(c), Some((ty, red))) = (part, c, self.body.reduce) {
+                reduce_combine(b, ty, red, part, c)?;
+            }
+            Ok(())
+        })?;
         Ok(part)
+    }
+
+    /// Emits the body for atoms `first, first + stride, ..` below `end` of `tile` (whose atoms
+    /// begin at `begin`, for the rank), handing each contribution to `each` in atom order.
+    /// `first` may be advanced in place: the caller must not read it afterwards.
+    pub fn walk(
+        &self,
+        b: &mut KernelBuilder,
+        tile: Option<Reg>,
+        (begin, first, end): (Reg, Reg, Reg),
+        stride: u32,
+        mut each: impl FnMut(&mut KernelBuilder, Option<Reg>) -> Result<(), GenError>,
+    ) -> Result<(), GenError> {
+        let rank_wanted = self.body.roles.contains(&IndexRole::Rank);
+        let kept = KeptAtoms::new(b, self.body, self.params, self.checked, first)?;
+        let keep_atom = rank_wanted || kept.is_none();
+        // The atom advances in place, so it must not be the rank's base.
+        let first = if keep_atom && rank_wanted && first == begin {
+            b.mov(Type::U64, first)
+        } else {
+            first
+        };
+        // Without the atom index the loop runs on the first pointer against its end.
+        let bound = match &kept {
+            Some(k) if !keep_atom => Some(k.bound(b, self.body, self.params, end)?),
+            _ => None,
+        };
+        let (done, top) = (b.label(), b.label());
+        let empty = b.setp(Cmp::Ge, Type::U64, first, end);
+        b.bra_if(empty, false, done);
+        b.place(top);
+        let ctx = AtomContext {
+            tile,
+            atom: keep_atom.then_some(first),
+            lane: self.lane,
+            rank: rank_wanted.then(|| b.bin(BinOp::Sub, Type::U64, first, begin)),
+            atom_addrs: kept.as_ref().map(KeptAtoms::addrs).unwrap_or_default(),
+        };
+        let c = emit_body(b, self.body, self.params, &ctx, self.checked)?;
+        each(b, c)?;
+        if let Some(k) = &kept {
+            k.advance(b, stride);
+        }
+        let more = match bound {
+            Some((addr, stop)) => b.setp(Cmp::Lt, Type::U64, addr, stop),
+            None => {
+                let step = Operand::Imm(stride.into());
+                b.bin_to(BinOp::Add, Type::U64, first, first, step);
+                b.setp(Cmp::Lt, Type::U64, first, end)
+            }
+        };
+        b.bra_if(more, false, top);
+        b.place(done);
+        Ok(())
+    }
+}
+
+/// Pointers to `array[atom]` for every tile-set array the body reads at exactly the atom, for a
+/// walk whose atoms advance by a fixed stride (the body then needs no atom index at all).
+pub struct KeptAtoms {
+    kept: Vec<Kept>,
+}
+
+impl KeptAtoms {
+    /// The pointers at atom `first` (u64), or `None` when the body needs the atom index for
+    /// something else: another use, a rank, or the guards of `checked`.
+    pub fn new(
+        b: &mut KernelBuilder,
+        body: &Body,
+        params: &KernelParams,
+        checked: bool,
+        first: Reg,
+    ) -> Result<Option<KeptAtoms>, GenError> {
+        let uses = AtomUses::of(body);
+        if checked || uses.elsewhere || uses.arrays.is_empty() {
+            return Ok(None);
+        }
+        let mut kept: Vec<Kept> = Vec::with_capacity(uses.arrays.len());
+        for array in uses.arrays {
+            let info = array_info(body, params, array)?;
+            let elem_bytes = info.elem.size();
+            // Arrays of one element size share the scaled index.
+            let offset = match kept.iter().find(|k| k.elem_bytes == elem_bytes) {
+                Some(k) => k.offset,
+                None => scaled(b, first, elem_bytes),
+            };
+            let addr = b.bin(BinOp::Add, Type::U64, info.base, offset);
+            kept.push(Kept {
+                array,
+                addr,
+                offset,
+                elem_bytes,
+            });
+        }
+        Ok(Some(KeptAtoms { kept }))
+    }
+
+    /// The addresses for [`AtomContext::atom_addrs`].
+    pub fn addrs(&self) -> [Option<(ArrayRef, Reg)>; MAX_ATOM_ADDRS] {
+        let mut out = [None; MAX_ATOM_ADDRS];
+        for (slot, k) in out.iter_mut().zip(&self.kept) {
+            *slot = Some((k.array, k.addr));
+        }
+        out
+    }
+
+    /// Moves every pointer `stride` atoms on.
+    pub fn advance(&self, b: &mut KernelBuilder, stride: u32) {
+        for k in &self.kept {
+            let step = i64::from(k.elem_bytes) * i64::from(stride);
+            b.bin_to(BinOp::Add, Type::U64, k.addr, k.addr, Operand::Imm(step));
+        }
+    }
+
+    /// The first pointer and its value at atom `end`: the walk's loop bound.
+    fn bound(
+        &self,
+        b: &mut KernelBuilder,
+        body: &Body,
+        params: &KernelParams,
+        end: Reg,
+    ) -> Result<(Reg, Reg), GenError> {
+        let k = &self.kept[0];
+        let base = array_info(body, params, k.array)?.base;
+        Ok((k.addr, b.elem_addr(base, end, k.elem_bytes)))
+    }
+}
+
+/// `index * elem_bytes` (u64).
+fn scaled(b: &mut KernelBuilder, index: Reg, elem_bytes: u32) -> Reg {
+    if elem_bytes.is_power_of_two() {
+        let shift = Operand::Imm(elem_bytes.trailing_zeros().into());
+        b.bin(BinOp::Shl, Type::B64, index, shift)
+    } else {
+        b.bin(BinOp::Mul, Type::U64, index, Operand::Imm(elem_bytes.into()))
+    }
+}
+
+/// How a body uses the atom index: the tile-set arrays it reads at exactly `[atom]` (each
+/// once, at most [`MAX_ATOM_ADDRS`]), and whether it uses the index anywhere else.
+struct AtomUses {
+    arrays: Vec<ArrayRef>,
+    elsewhere: bool,
+}
+
+impl AtomUses {
+    fn of(body: &Body) -> AtomUses {
+        let mut uses = AtomUses {
+            arrays: Vec::new(),
+            elsewhere: false,
+        };
+        uses.block(&body.block);
+        uses
+    }
+
+    fn block(&mut self, block: &Block) {
+        for s in &block.stmts {
+            match s {
+                Stmt::Assign { value, .. } | Stmt::Expr(value) | Stmt::Push { value, .. } => {
+                    self.expr(value)
+                }
+                Stmt::Store { index, value, .. } => {
+                    self.expr(index);
+                    self.expr(value);
+                }
+                Stmt::If { cond, then, els } => {
+                    self.expr(cond);
+                    self.block(then);
+                    self.block(els);
+                }
+                Stmt::For {
+                    start, end, body, ..
+                } => {
+                    self.expr(start);
+                    self.expr(end);
+                    self.block(body);
+                }
+                Stmt::Return(value) => value.iter().for_each(|v| self.expr(v)),
+            }
+        }
+        if let Some(v) = &block.value {
+            self.expr(v);
+        }
+    }
+
+    fn expr(&mut self, e: &Expr) {
+        match &e.kind {
+            ExprKind::Index(IndexRole::Atom) => self.elsewhere = true,
+            ExprKind::Load {
+                array: array @ ArrayRef::Field(..),
+                index,
+            } if matches!(index.kind, ExprKind::Index(IndexRole::Atom)) => {
+                if !self.arrays.contains(array) {
+                    if self.arrays.len() < MAX_ATOM_ADDRS {
+                        self.arrays.push(*array);
+                    } else {
+                        self.elsewhere = true;
+                    }
+                }
+            }
+            ExprKind::Lit(_)
+            | ExprKind::Local(_)
+            | ExprKind::Index(_)
+            | ExprKind::Scalar(_)
+            | ExprKind::Len(_)
+            | ExprKind::TileSetScalar(_) => {}
+            ExprKind::Load { index, .. } => self.expr(index),
+            ExprKind::Unary { arg, .. } | ExprKind::Cast { arg } => self.expr(arg),
+            ExprKind::Binary { lhs, rhs, .. } => {
+                self.expr(lhs);
+                self.expr(rhs);
+            }
+            ExprKind::Method { args, .. } => args.iter().for_each(|a| self.expr(a)),
+            ExprKind::Atomic { index, args, .. } => {
+                self.expr(index);
+                args.iter().for_each(|a| self.expr(a));
+            }
+            ExprKind::If { cond, then, els } => {
+                self.expr(cond);
+                self.block(then);
+                self.block(els);
+            }
+        }
     }
 }

@@ -49,8 +49,12 @@ use crate::builder::KernelBuilder;
 use crate::codegen::{
     emit_body, ptx_type, reduce_combine, reduce_identity, AtomContext, KernelParams,
 };
-use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type};
+use crate::ir::{
+    Address, BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, ShflMode, Space, Special, Type,
+};
 use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::primitives::walker::KeptAtoms;
+use crate::primitives::warp::shfl;
 use crate::primitives::Layout;
 use crate::schedules::{common_temps, Schedule};
 use crate::{GenError, IndexWidth, Options};
@@ -230,6 +234,67 @@ pub enum TileEnds {
     /// From such a shared array when `fits` (a predicate, uniform over the block), from global
     /// memory otherwise: a block's tiles staged when there was room.
     Staged { base: Reg, first: Reg, fits: Reg },
+}
+
+/// The shared array [`from_next_thread`] passes warp-boundary values through.
+const NEXT_WARP: &str = "lb_next_warp_first";
+
+/// Shared bytes [`from_next_thread`] declares for a block of `block` threads.
+pub fn next_thread_bytes(block: u32) -> u64 {
+    8 * (u64::from(block / 32) + 1)
+}
+
+/// The value `x` (width `Frame::w`) of the block's next thread, and in the block's last thread
+/// what `last` computes (thread 0 runs it). A thread's share ends where the next one's begins, so its end comes from the
+/// neighbour's search instead of a second search of its own (the merge-path SpMV of Merrill and
+/// Garland searches one diagonal per thread the same way). A shuffle inside the warp, shared
+/// memory across warps; one barrier, which every thread of the block must reach.
+pub fn from_next_thread(
+    b: &mut KernelBuilder,
+    f: &Frame,
+    x: Reg,
+    last: &mut dyn FnMut(&mut KernelBuilder) -> Reg,
+) -> Reg {
+    let w = f.w;
+    let warps = (f.block / 32) as u32;
+    b.shared(NEXT_WARP, 8, (warps + 1) * 8);
+    let slots = b.mov(Type::U64, Operand::Symbol(NEXT_WARP.into()));
+    let lane = b.bin(BinOp::And, Type::B64, f.tid, Operand::Imm(31));
+    let warp = b.bin(BinOp::Shr, Type::U64, f.tid, Operand::Imm(5));
+    let down = shfl(b, ShflMode::Down, x, w, Operand::Imm(1));
+    let lead = b.setp(Cmp::Eq, Type::U64, lane, Operand::Imm(0));
+    let mine = b.elem_addr(slots, warp, 8);
+    let wide = widen(b, w, x);
+    let store = |b: &mut KernelBuilder, pred: Reg, addr: Reg, v: Reg| {
+        b.emit_guarded(
+            pred,
+            false,
+            Op::St {
+                space: Space::Shared,
+                ty: Type::U64,
+                addr: Address::Reg {
+                    base: addr,
+                    offset: 0,
+                },
+                src: v.into(),
+            },
+        );
+    };
+    store(b, lead, mine, wide);
+    // Thread 0 finds the block's end (one search, where a search is needed) for the last thread.
+    let first = b.setp(Cmp::Eq, Type::U64, f.tid, Operand::Imm(0));
+    let scope = b.if_begin(first, false);
+    let end_slot = b.bin(BinOp::Add, Type::U64, slots, Operand::Imm(i64::from(warps) * 8));
+    let value = last(b);
+    let value = widen(b, w, value);
+    b.st(Space::Shared, Type::U64, end_slot, value);
+    b.if_end(scope);
+    b.emit(Op::BarSync);
+    let next = b.bin(BinOp::Add, Type::U64, mine, Operand::Imm(8));
+    let across = b.ld(Space::Shared, Type::U64, next);
+    let across = narrow(b, w, across);
+    let tail = b.setp(Cmp::Eq, Type::U64, lane, Operand::Imm(31));
+    b.selp(w, across, down, tail)
 }
 
 /// Converts a u64 register to width `w` (a no-op for U64).
@@ -447,9 +512,29 @@ pub fn main_kernel(
         locate: true,
         wants_begin: wants_rank,
     };
+    // A thread's atoms are consecutive (without a frontier), so the body's atom arrays are
+    // read through pointers that advance one atom per step, across tile ends too.
+    let kept = if f.layout.has_frontier() || wants_rank {
+        None
+    } else {
+        let j0 = widen(&mut b, f.w, s.j0);
+        KeptAtoms::new(&mut b, body, &f.params, opts.checked, j0)?
+    };
     let mut atom = |b: &mut KernelBuilder, at: &TileAt, j: Reg| {
-        let ctx = atom_context(b, &f, at, j, lane, wants_rank);
-        emit_body(b, body, &f.params, &ctx, opts.checked)
+        let ctx = match &kept {
+            Some(k) => AtomContext {
+                tile: Some(at.tile),
+                lane,
+                atom_addrs: k.addrs(),
+                ..AtomContext::default()
+            },
+            None => atom_context(b, &f, at, j, lane, wants_rank),
+        };
+        let value = emit_body(b, body, &f.params, &ctx, opts.checked)?;
+        if let Some(k) = &kept {
+            k.advance(b, 1);
+        }
+        Ok(value)
     };
     let values = walk.run(&mut b, &f, body, &s, lane, opts.checked, &mut atom)?;
     if let (Some(values), Some(reduce)) = (values, body.reduce) {
@@ -498,6 +583,7 @@ pub(crate) fn atom_context(
         atom: Some(atom),
         lane,
         rank,
+        ..AtomContext::default()
     }
 }
 

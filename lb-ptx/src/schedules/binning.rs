@@ -41,7 +41,7 @@ use super::{common_temps, entry_name, Schedule, ScheduleTemplate};
 use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
-use crate::ir::{
+use crate::ir::{LdCache, 
     Address, AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space,
     Special, Type, UnOp,
 };
@@ -342,6 +342,7 @@ impl ScheduleTemplate for Binning {
                         base: addr,
                         offset: 0,
                     },
+                    cache: LdCache::Default,
                 },
             );
             b.bin(BinOp::Sub, Type::U64, k, prev)
@@ -464,6 +465,7 @@ impl Smem {
                         base: addr,
                         offset: 0,
                     },
+                    cache: LdCache::Default,
                 },
             );
             b.emit(Op::BarSync);

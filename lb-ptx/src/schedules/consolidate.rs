@@ -47,7 +47,7 @@ use super::{common_temps, Schedule, ScheduleTemplate};
 use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
 use crate::codegen::{emit_body, reduce_combine, reduce_identity, AtomContext, KernelParams};
-use crate::ir::{
+use crate::ir::{LdCache, 
     Address, AtomOp, BinOp, Cmp, DeviceFunc, Kernel, Label, Op, Operand, Param, ParamDeclTy, Reg,
     RegClass, Rounding, ShflMode, Space, Special, Type, UnOp, VoteMode,
 };
@@ -285,6 +285,7 @@ fn walk(
         atom: Some(atom),
         lane,
         rank,
+        ..AtomContext::default()
     };
     let contribution = emit_body(b, body, &c.params, &ctx, opts.checked)?;
     if let (Some(acc), Some(x), Some((ty, r))) = (acc, contribution, body.reduce) {
@@ -680,6 +681,7 @@ fn block_append(
         ty: Type::U32,
         dst: total,
         addr: shared(0),
+        cache: LdCache::Default,
     });
     let total64 = b.cvt(Rounding::None, Type::U64, Type::U32, total);
     let reserve = b.setp(Cmp::Ne, Type::U32, total, Operand::Imm(0));
@@ -722,6 +724,7 @@ fn block_append(
         ty: Type::U64,
         dst: start,
         addr: shared(8),
+        cache: LdCache::Default,
     });
     store_slot(b, c, (append, position), start, local);
     if let Some(launch) = launch {
@@ -844,6 +847,7 @@ impl Launch<'_> {
                 name: "lb_pb_ret".into(),
                 offset: 0,
             },
+            cache: LdCache::Default,
         });
         b.emit(Op::ScopeEnd);
         let walk_here = b.label();
@@ -860,6 +864,7 @@ impl Launch<'_> {
                     name: p.name.clone(),
                     offset: 0,
                 },
+                cache: LdCache::Default,
             });
             b.emit(Op::St {
                 space: Space::Global,
@@ -938,6 +943,7 @@ impl Launch<'_> {
                 name: "lb_dl_ret".into(),
                 offset: 0,
             },
+            cache: LdCache::Default,
         });
         b.emit(Op::ScopeEnd);
         let launched = b.setp(Cmp::Eq, Type::U32, status, Operand::Imm(0));

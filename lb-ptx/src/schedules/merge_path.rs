@@ -47,7 +47,8 @@ impl ScheduleTemplate for MergePath {
         let scan = body.reduce.map_or(0, |(ty, _)| u64::from(ty.size()) + 4);
         let bytes = u64::from(opts.block)
             * (u64::from(work_oriented::items_per_thread(opts)) * width + scan)
-            + 16;
+            + 16
+            + work_oriented::next_thread_bytes(opts.block);
         if bytes > u64::from(SHARED_LIMIT) {
             return Err(GenError::BadBlock {
                 schedule: Schedule::MergePath.name(),
@@ -174,7 +175,8 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
     };
     let i0 = diagonal_search(b, w, t0, atoms, (first, last), &mut staged_end);
     let j0 = b.bin(BinOp::Sub, w, t0, i0);
-    let i1 = diagonal_search(b, w, t1, atoms, (first, last), &mut staged_end);
+    // The next thread searched this thread's end diagonal; the block's end is `i_end`.
+    let i1 = work_oriented::from_next_thread(b, f, i0, &mut |_| last);
     let j1 = b.bin(BinOp::Sub, w, t1, i1);
     Share {
         i0,

@@ -73,7 +73,14 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
     let (a0, a1) = (narrow(b, w, a0), narrow(b, w, a1));
     let tiles = narrow(b, w, f.layout.tiles);
     let after = tiles_ending_by(b, f, tiles, a0);
-    let i1 = tiles_ending_by(b, f, tiles, a1);
+    // The next thread's search is this thread's end; thread 0 searches the block's end.
+    let i1 = work_oriented::from_next_thread(b, f, after, &mut |b| {
+        let past = b.bin(BinOp::Add, Type::U64, first, Operand::Imm(f.block));
+        let start = b.bin(BinOp::Mul, Type::U64, past, f.per_thread.clone());
+        let end = b.bin(BinOp::Min, Type::U64, start, f.atoms);
+        let end = narrow(b, w, end);
+        tiles_ending_by(b, f, tiles, end)
+    });
     let front = b.setp(Cmp::Eq, Type::U64, thread, Operand::Imm(0));
     let zero = b.mov(w, Operand::Imm(0));
     let i0 = b.selp(w, zero, after, front);

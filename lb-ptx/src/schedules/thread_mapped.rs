@@ -13,8 +13,9 @@ use std::borrow::Cow;
 use super::{common_temps, entry_name, Schedule, ScheduleTemplate};
 use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
-use crate::codegen::{emit_body, reduce_combine, reduce_identity, AtomContext, KernelParams};
-use crate::ir::{BinOp, Cmp, Kernel, Operand, Type};
+use crate::codegen::{reduce_combine, reduce_identity, KernelParams};
+use crate::ir::{Kernel, Operand, Type};
+use crate::primitives::walker::Walker;
 use crate::plan::{Grid, KernelPlan, Plan};
 use crate::primitives::Layout;
 use crate::{GenError, Options};
@@ -60,26 +61,18 @@ impl ScheduleTemplate for ThreadMapped {
             None => None,
         };
 
-        let atom = b.mov(Type::U64, begin);
-        let atoms = b.loop_begin();
-        let done = b.setp(Cmp::Ge, Type::U64, atom, end);
-        b.break_if(&atoms, done, false);
-        let rank = body
-            .roles
-            .contains(&IndexRole::Rank)
-            .then(|| b.bin(BinOp::Sub, Type::U64, atom, begin));
-        let ctx = AtomContext {
-            tile: Some(tile),
-            atom: Some(atom),
+        let walker = Walker {
+            body,
+            params: &params,
+            checked: opts.checked,
             lane,
-            rank,
         };
-        let contribution = emit_body(&mut b, body, &params, &ctx, opts.checked)?;
-        if let (Some(acc), Some(x), Some((ty, r))) = (acc, contribution, body.reduce) {
-            reduce_combine(&mut b, ty, r, acc, x)?;
-        }
-        b.bin_to(BinOp::Add, Type::U64, atom, atom, Operand::Imm(1));
-        b.loop_end(atoms);
+        walker.walk(&mut b, Some(tile), (begin, begin, end), 1, |b, x| {
+            if let (Some(acc), Some(x), Some((ty, r))) = (acc, x, body.reduce) {
+                reduce_combine(b, ty, r, acc, x)?;
+            }
+            Ok(())
+        })?;
 
         if let (Some(acc), Some((ty, _))) = (acc, body.reduce) {
             layout.store_output(

@@ -502,6 +502,7 @@ impl Resolver<'_> {
                 ty,
                 dst,
                 addr,
+                ..
             } => {
                 let Address::Symbol { name, offset: 0 } = addr else {
                     return Err(self.invalid("`ld.param` must read `[param_name]`"));
@@ -521,6 +522,7 @@ impl Resolver<'_> {
                 ty,
                 dst,
                 addr,
+                ..
             } => {
                 if *ty == Type::Pred {
                     return Err(self.unsupported());

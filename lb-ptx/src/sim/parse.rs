@@ -5,7 +5,7 @@
 //! number; no input text makes the parser panic.
 
 use crate::ir::{
-    Address, AtomOp, BinOp, Cmp, DeviceFunc, Guard, Instr, Kernel, Label, Module, Op, Operand,
+    Address, AtomOp, BinOp, Cmp, DeviceFunc, Guard, Instr, Kernel, Label, LdCache, Module, Op, Operand,
     Param, ParamDeclTy, Reg, RegClass, Rounding, SharedDecl, ShflMode, Space, Special, Type, UnOp,
     VoteMode,
 };
@@ -782,8 +782,14 @@ impl Parser {
                     src,
                 })
             }
-            "ld" if n == 3 => {
+            "ld" if (3..=5).contains(&n) => {
                 let space = self.space_of(parts, parts[1])?;
+                let cache = match &parts[2..n - 1] {
+                    [] => LdCache::Default,
+                    ["nc"] if space == Space::Global => LdCache::ReadOnly,
+                    ["cs", "nc"] if space == Space::Global => LdCache::Stream,
+                    _ => return self.unknown(parts),
+                };
                 let ty = self.ty_of(parts, last)?;
                 let dst = self.reg()?;
                 self.comma()?;
@@ -793,6 +799,7 @@ impl Parser {
                     ty,
                     dst,
                     addr,
+                    cache,
                 })
             }
             "st" if n == 3 => {
