@@ -392,11 +392,24 @@ pub(crate) fn range_share(
 ) -> Share {
     let w = f.w;
     let a0 = b.bin(BinOp::Min, Type::U64, start, limit);
-    let stop = b.bin(BinOp::Add, Type::U64, a0, len);
+    let stop = b.bin(BinOp::Add, Type::U64, a0, len.clone());
     let a1 = b.bin(BinOp::Min, Type::U64, stop, limit);
     let (a0, a1) = (narrow(b, w, a0), narrow(b, w, a1));
     let i0 = tiles_before(b, f, st, search, a0);
-    let i1 = tiles_before(b, f, st, search, a1);
+    // Shares are consecutive: this thread ends where the next one starts, and thread 0 finds
+    // where the block's last thread ends (`start` and `len` are those of thread `tid`).
+    let i1 = work_oriented::from_next_thread(b, f, i0, &mut |b| {
+        let behind = b.bin(BinOp::Mul, Type::U64, f.tid, len.clone());
+        let first = b.bin(BinOp::Sub, Type::U64, start, behind);
+        let last_tid = b.mov(Type::U64, Operand::Imm(f.block - 1));
+        let ahead = b.bin(BinOp::Mul, Type::U64, last_tid, len.clone());
+        let last_start = b.bin(BinOp::Add, Type::U64, first, ahead);
+        let a0 = b.bin(BinOp::Min, Type::U64, last_start, limit);
+        let stop = b.bin(BinOp::Add, Type::U64, a0, len.clone());
+        let a1 = b.bin(BinOp::Min, Type::U64, stop, limit);
+        let a1 = narrow(b, w, a1);
+        tiles_before(b, f, st, search, a1)
+    });
     Share {
         i0,
         j0: a0,
