@@ -32,6 +32,9 @@ pub enum Family {
     Stencil,
     /// Rows of 1–3 nonzeros with a few very long rows.
     DenseRows,
+    /// One row holding millions of nonzeros among rows of one nonzero: the shape where a
+    /// schedule that gives a whole tile to one block or warp falls off a cliff.
+    GiantRow,
     /// Tiny matrices where launch overhead dominates.
     Tiny,
 }
@@ -51,7 +54,8 @@ pub fn build(families: &[Family], scale: Scale, seed: u64) -> Vec<Matrix> {
         let family = format!("{f:?}")
             .to_lowercase()
             .replace("powerlaw", "power_law")
-            .replace("denserows", "dense_rows");
+            .replace("denserows", "dense_rows")
+            .replace("giantrow", "giant_row");
         let mut push = |name: String, csr: Csr<f32>| {
             out.push(Matrix {
                 name,
@@ -111,6 +115,13 @@ pub fn build(families: &[Family], scale: Scale, seed: u64) -> Vec<Matrix> {
                     format!("dense_rows-{rows}-d{dense}x{len}"),
                     dense_rows(rows, dense, len, s),
                 );
+            }
+            Family::GiantRow => {
+                let (rows, len) = (
+                    pick(1_000, 1_000_000, 8_000_000),
+                    pick(2_000, 3_000_000, 16_000_000),
+                );
+                push(format!("giant_row-{rows}-{len}"), giant_row(rows, len, s));
             }
             Family::Tiny => {
                 push("tiny-8x8".into(), regular(8, 3, s));
@@ -276,6 +287,14 @@ pub fn stencil7(n: usize, seed: u64) -> Csr<f32> {
         }
     }
     from_rows(n * n * n, rows, &mut rng)
+}
+
+/// `rows` rows of one uniform nonzero, but the middle one holds `len` (`len` columns).
+pub fn giant_row(rows: usize, len: usize, seed: u64) -> Csr<f32> {
+    let lengths: Vec<usize> = (0..rows)
+        .map(|i| if i == rows / 2 { len } else { 1 })
+        .collect();
+    with_lengths(len.max(rows), &lengths, seed)
 }
 
 /// `rows` rows of 1–3 uniform nonzeros, of which `dense` evenly spaced rows hold `len`.

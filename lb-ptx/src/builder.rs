@@ -116,6 +116,11 @@ impl KernelBuilder {
         });
     }
 
+    /// Bytes of static shared memory declared so far.
+    pub fn shared_bytes(&self) -> u64 {
+        self.shared.iter().map(|d| u64::from(d.bytes)).sum()
+    }
+
     pub fn emit(&mut self, op: Op) {
         self.body.push(Instr::from(op));
     }

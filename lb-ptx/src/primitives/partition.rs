@@ -416,5 +416,6 @@ pub(crate) fn range_share(
         i1,
         j1: a1,
         ends: st.ends,
+        block_atoms: None,
     }
 }

@@ -53,7 +53,7 @@ use crate::ir::{
     Address, BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, ShflMode, Space, Special, Type,
 };
 use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
-use crate::primitives::walker::KeptAtoms;
+use crate::primitives::walker::{KeptAtoms, Walker};
 use crate::primitives::warp::shfl;
 use crate::primitives::Layout;
 use crate::schedules::{common_temps, Schedule};
@@ -222,6 +222,9 @@ pub struct Share {
     pub i1: Reg,
     pub j1: Reg,
     pub ends: TileEnds,
+    /// The block's atoms `first..end` (u64), when the schedule knows them without a frontier:
+    /// then [`main_kernel`] may evaluate the body for them in one coalesced pass.
+    pub block_atoms: Option<(Reg, Reg)>,
 }
 
 /// Where `end(i) = offsets[i + 1]` is read during the walk.
@@ -512,15 +515,36 @@ pub fn main_kernel(
         locate: true,
         wants_begin: wants_rank,
     };
-    // A thread's atoms are consecutive (without a frontier), so the body's atom arrays are
-    // read through pointers that advance one atom per step, across tile ends too.
-    let kept = if f.layout.has_frontier() || wants_rank {
+    let staged = match s.block_atoms {
+        Some(range) if stages_values(&b, body, &f) => {
+            Some(stage_values(&mut b, &f, body, opts.checked, range, lane)?)
+        }
+        _ => None,
+    };
+    // A thread's atoms are consecutive (without a frontier), so the body's atom arrays, or the
+    // staged values, are read through pointers that advance one atom per step, across tile ends
+    // too.
+    let kept = if staged.is_some() || f.layout.has_frontier() || wants_rank {
         None
     } else {
         let j0 = widen(&mut b, f.w, s.j0);
         KeptAtoms::new(&mut b, body, &f.params, opts.checked, j0)?
     };
+    let value_ptr = match (staged, s.block_atoms, body.reduce) {
+        (Some(base), Some((first, _)), Some((ty, _))) => {
+            let j0 = widen(&mut b, f.w, s.j0);
+            let k = b.bin(BinOp::Sub, Type::U64, j0, first);
+            Some((b.elem_addr(base, k, ty.size()), ty))
+        }
+        _ => None,
+    };
     let mut atom = |b: &mut KernelBuilder, at: &TileAt, j: Reg| {
+        if let Some((ptr, ty)) = value_ptr {
+            let value = b.ld(Space::Shared, ptx_type(ty), ptr);
+            let step = Operand::Imm(ty.size().into());
+            b.bin_to(BinOp::Add, Type::U64, ptr, ptr, step);
+            return Ok(Some(value));
+        }
         let ctx = match &kept {
             Some(k) => AtomContext {
                 tile: Some(at.tile),
@@ -548,6 +572,64 @@ pub fn main_kernel(
         block_carry(&mut b, &f, plan, body, carry, opts.checked)?;
     }
     Ok(b.finish())
+}
+
+/// The shared array of [`stage_values`].
+const STAGED_VALUES: &str = "lb_staged_values";
+
+/// Whether the main kernel evaluates the body in a coalesced pass first: a reducing body that
+/// needs neither its tile nor its rank (so an atom's value does not depend on where the merge
+/// path puts it), without a frontier, when the values fit in shared memory beside everything
+/// else the kernel stages (the carry scan is declared later, so it is counted here).
+fn stages_values(b: &KernelBuilder, body: &Body, f: &Frame) -> bool {
+    let Some((ty, _)) = body.reduce else {
+        return false;
+    };
+    let positional = body.roles.contains(&IndexRole::Tile) || body.roles.contains(&IndexRole::Rank);
+    let size = u64::from(ty.size());
+    let scan = f.block as u64 * (size + 4);
+    let values = f.capacity as u64 * size;
+    !positional && !f.frontier && b.shared_bytes() + scan + values <= SHARED_LIMIT
+}
+
+/// Static shared memory every target offers a block.
+const SHARED_LIMIT: u64 = 48 * 1024;
+
+/// The block evaluates the body for its atoms `first..end` in a coalesced pass (thread `t` takes
+/// atoms `first + t, first + t + block, ..`) and stages the values in shared memory, as the
+/// merge-path SpMV of Merrill and Garland (SC'16, §4) gathers a tile's nonzero products before
+/// the threads walk their merge paths. Returns the array's base.
+fn stage_values(
+    b: &mut KernelBuilder,
+    f: &Frame,
+    body: &Body,
+    checked: bool,
+    (first, end): (Reg, Reg),
+    lane: Option<Reg>,
+) -> Result<Reg, GenError> {
+    let Some((ty, _)) = body.reduce else {
+        return Err(GenError::Unsupported("staged values need a reducing body".into()));
+    };
+    b.shared(STAGED_VALUES, 8, (f.capacity as u32) * ty.size());
+    let base = b.mov(Type::U64, Operand::Symbol(STAGED_VALUES.into()));
+    let slot = b.elem_addr(base, f.tid, ty.size());
+    let start = b.bin(BinOp::Add, Type::U64, first, f.tid);
+    let walker = Walker {
+        body,
+        params: &f.params,
+        checked,
+        lane,
+    };
+    let step = Operand::Imm(f.block * i64::from(ty.size()));
+    walker.walk(b, None, (first, start, end), f.block as u32, |b, value| {
+        if let Some(v) = value {
+            b.st(Space::Shared, ptx_type(ty), slot, v);
+        }
+        b.bin_to(BinOp::Add, Type::U64, slot, slot, step.clone());
+        Ok(())
+    })?;
+    b.emit(Op::BarSync);
+    Ok(base)
 }
 
 /// The `#[lane]` index: the frame's lane, or 0 when the body asks for it without `lanes`.

@@ -141,6 +141,9 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
     let i_start = b.ld(Space::Shared, Type::U64, bounds);
     let second = b.bin(BinOp::Add, Type::U64, bounds, Operand::Imm(8));
     let i_end = b.ld(Space::Shared, Type::U64, second);
+    // The block's atoms: its diagonals minus the tiles finished before them.
+    let block_first = b.bin(BinOp::Sub, Type::U64, d0, i_start);
+    let block_end = b.bin(BinOp::Sub, Type::U64, d1, i_end);
     let base = b.mov(Type::U64, Operand::Symbol(TILE_ENDS.into()));
     let count = b.bin(BinOp::Sub, Type::U64, i_end, i_start);
     let k = b.mov(Type::U64, f.tid);
@@ -184,6 +187,7 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
         i1,
         j1,
         ends: TileEnds::Shared { base, first },
+        block_atoms: Some((block_first, block_end)),
     }
 }
 
@@ -213,5 +217,6 @@ fn frontier_share(b: &mut KernelBuilder, f: &Frame) -> Share {
         i1,
         j1,
         ends: TileEnds::Global,
+        block_atoms: None,
     }
 }

@@ -90,5 +90,6 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
         i1,
         j1: a1,
         ends: TileEnds::Global,
+        block_atoms: None,
     }
 }
