@@ -52,6 +52,7 @@ use crate::ir::{
     RegClass, Rounding, ShflMode, Space, Special, Type, UnOp, VoteMode,
 };
 use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::primitives::huge;
 use crate::primitives::warp::{butterfly, shfl};
 use crate::primitives::Layout;
 use crate::{GenError, Options};
@@ -96,6 +97,17 @@ pub const COUNT_TEMP: &str = "consolidate_count";
 pub const BUFFER_TEMP: &str = "consolidate_buffer";
 
 const WARP: u32 = 32;
+/// The host-launched child's grid: one warp per `32 · CHILD_ITEMS` atoms of the tile set (per
+/// lane), an upper bound of the buffered atoms that the host can size before the parent has run
+/// (Li, Wu & Becchi §2 size the child by the consolidated work, not one thread block per tile).
+/// A buffered tile has at least `threshold` atoms, so at the default threshold of 32 a warp
+/// takes at most `CHILD_ITEMS` buffered tiles, and fewer when the buffered atoms are fewer than
+/// the tile set's; surplus warps exit at once.
+const CHILD_ITEMS: u32 = 8;
+const CHILD_GRID: Grid = Grid::CoverWork {
+    per_thread: CHILD_ITEMS,
+    count_tiles: false,
+};
 /// Largest child grid a device-side launch asks for; the child's warps stride over the rest.
 const MAX_CHILD_GRID: i64 = 65_535;
 
@@ -173,18 +185,25 @@ impl ScheduleTemplate for Consolidate {
             zero: false,
             role: TempRole::Scratch,
         });
-        let kernel = |entry: String| KernelPlan {
+        // The huge-tile split's list is not cached: its kernels come after the parent, which
+        // must lead the plan (its device-launch twin is named after the first entry).
+        temps.extend(huge::temps(opts, None));
+        let kernel = |entry: String, grid| KernelPlan {
             entry: Cow::Owned(entry),
             block: opts.block,
-            grid: Grid::CoverItems { per_thread: 1 },
+            grid,
             dynamic_shared: 0,
         };
+        // The parent runs on the split's first-kernel grid, which sizes its chunk partials.
+        let mut kernels = vec![
+            kernel(parent.clone(), huge::first_grid()),
+            kernel(format!("{parent}_child"), CHILD_GRID),
+        ];
+        kernels.extend(huge::front_kernels(&parent, opts));
+        kernels.extend(huge::back_kernels(&parent, body, opts));
         Ok(Plan {
             schedule: Cow::Borrowed(self.level.schedule().name()),
-            kernels: Cow::Owned(vec![
-                kernel(parent.clone()),
-                kernel(format!("{parent}_child")),
-            ]),
+            kernels: Cow::Owned(kernels),
             temps: Cow::Owned(temps),
             index_limit: None,
             select: None,
@@ -192,7 +211,7 @@ impl ScheduleTemplate for Consolidate {
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
-        let [parent, child] = &plan.kernels[..] else {
+        let [parent, child, split @ ..] = &plan.kernels[..] else {
             return Err(GenError::Unsupported(
                 "a consolidate plan has a parent and a child kernel".into(),
             ));
@@ -201,12 +220,19 @@ impl ScheduleTemplate for Consolidate {
         let dl_child = format!("{}_dl", child.entry);
         // The device-launched child comes before its parent: PTX resolves the parent's
         // `mov.u64 %rd, child;` only against entries declared earlier.
-        Ok(vec![
+        let mut out = vec![
             self.parent(body, opts, plan, &parent.entry, None)?,
             self.child(body, opts, plan, &child.entry, false)?,
             self.child(body, opts, plan, &dl_child, true)?,
             self.parent(body, opts, plan, &dl_parent, Some(&dl_child))?,
-        ])
+        ];
+        for kp in split {
+            let built = huge::build(body, opts, plan, kp).ok_or_else(|| {
+                GenError::Unsupported(format!("`{}` is not a consolidate kernel", kp.entry))
+            })?;
+            out.push(built?);
+        }
+        Ok(out)
     }
 }
 
@@ -476,6 +502,12 @@ impl Consolidate {
             .tile(&mut b, &c.params, work.position, opts.checked, skip);
         let range = c.layout.atoms(&mut b, tile);
         let n = b.bin(BinOp::Sub, Type::U64, range.1, range.0);
+        if device_child.is_none() {
+            // The host path leaves huge tiles to the split that runs after the child. (The
+            // device path has no such kernels: its children take every large tile.)
+            let split = huge::is_huge(&mut b, n, opts.block);
+            b.bra_if(split, false, skip);
+        }
         let threshold = opts.tuning.consolidate_threshold.unwrap_or(self.threshold);
         b.emit(Op::Setp {
             cmp: Cmp::Ge,
