@@ -52,6 +52,10 @@
 //! small-tile rounds run in 32 bits, which always suffices. The grid is `Grid::CoverItems`, which
 //! counts tile × lane items; with lanes that launches more blocks than there are batches, and the
 //! extra blocks exit at once.
+//!
+//! Huge tiles (at least [`crate::primitives::huge::threshold`] atoms, for every group size) are
+//! empty, invalid slots here: the plan adds the huge-tile split's kernels around this one, and the
+//! split walks them over the whole grid in chunks, folded back in a fixed order.
 
 use std::borrow::Cow;
 

@@ -5,7 +5,7 @@
 //! tile set with one giant tile: that block walks the tile alone while the rest of the GPU idles
 //! (issue 11: one row of millions of nonzeros among a million one-nonzero rows). The
 //! work-oriented schedules have no such cliff because they split the work evenly whatever the
-//! tile sizes (thesis `seeds/001_ea7a499d193f2b3c.txt` §3.3.3); this primitive gives the
+//! tile sizes (the thesis, §3.3.3); this primitive gives the
 //! tile-oriented schedules the same even split for their largest tiles only, in the spirit of Li,
 //! Wu & Becchi's consolidation (§2: the child grid is sized by the consolidated work, not by the
 //! number of consolidated tiles). `binning`, `lrb`, the group family and `consolidate` use it;

@@ -18,7 +18,7 @@
 //! launch:
 //! - **Host fallback** (the plan): kernels `[parent, child]`. The child is launched by the host
 //!   after the parent and reads the buffer's length from the counter the parent wrote; its grid
-//!   is the parent's conservative `CoverItems` rule and surplus warps exit. Runs everywhere,
+//!   follows the tile set's atoms (see "Huge tiles" below) and surplus warps exit. Runs everywhere,
 //!   including the simulator. In this path the scopes differ only in how appends are
 //!   aggregated: one atomic per warp (warp and grid level, warp-aggregated with a ballot) or per
 //!   block (block level, through shared memory); the children of all scopes are the one host
@@ -40,6 +40,15 @@
 //! Determinism: a tile's result depends only on the tile (small: the sequential loop, bitwise
 //! the CPU reference; large: the fixed strided-then-butterfly order), never on which warp or
 //! launch took it, so two launches agree bitwise. No float atomics.
+//!
+//! Huge tiles (at least [`crate::primitives::huge::threshold`] atoms) skip the buffer on the host
+//! path: the parent leaves them to the huge-tile split, whose four kernels run after the child,
+//! so no child warp walks a giant tile alone. The host-launched child's grid follows the work
+//! (Li, Wu & Becchi §2 size the child by the consolidated work): one warp per `32 × 8` atoms of
+//! the tile set, the upper bound of the buffered atoms the host knows before the parent has run,
+//! instead of the parent's one-thread-per-tile grid. The parent runs on the split's first-kernel
+//! grid (tiles plus atoms), which sizes the split's partials. The device-launch twins keep the
+//! one-warp-per-tile children over the scope's range, huge tiles included (not split yet).
 
 use std::borrow::Cow;
 

@@ -18,12 +18,15 @@
 //!    least the block size, one block per tile (strided partials, a butterfly per warp, thread 0
 //!    folds the warps' partials in warp order). No float atomics, so two launches agree bitwise.
 //!
-//! The reorder is recomputed on every launch: caching it per tile set needs a plan-level flag
-//! (a cached temporary role and kernels that run only on a cold cache), which the macro's plan
-//! emitter would have to learn first.
+//! Without a frontier the reorder is cached per tile set (`TempRole::Cached`): the producers run
+//! only on the first launch over a tile set.
 //!
 //! Lanes: each process kernel counts tile × lane work items, so every lane of a tile is its own
 //! item. A frontier with repeats puts each copy in its bin; every copy stores the same bits.
+//!
+//! Huge tiles (at least [`crate::primitives::huge::threshold`] atoms) are binned as usual but
+//! skipped by `_lrb_block` and left to the huge-tile split: its list and scan run first (cached
+//! with the bins, five producers in all), its chunked walk and fix-up last.
 
 use std::borrow::Cow;
 
