@@ -473,7 +473,9 @@ fn lrb_reorder_groups_the_tiles_by_bin() {
             ..opts()
         };
         let (ptx, plan) = gen(&body, &o, Which::S(Schedule::Lrb));
-        assert_eq!(plan.kernels.len(), 6);
+        // The huge-tile split's list and scan, count, scan, scatter, the three process kernels,
+        // the split's walk and fix-up.
+        assert_eq!(plan.kernels.len(), 10);
         let mut mem = Memory::new();
         let mut args = t.upload(&mut mem);
         if let Some(f) = f {
@@ -488,7 +490,7 @@ fn lrb_reorder_groups_the_tiles_by_bin() {
             x.len() as u64,
         ]);
         args.extend([upload(&mut mem, &nan_f32(t.rows())), t.rows() as u64]);
-        let temps = run(&ptx, &plan, (2, 3), args, t.size(f, 1), &mut mem);
+        let temps = run(&ptx, &plan, (2, 5), args, t.size(f, 1), &mut mem);
         let all: Vec<u32> = (0..t.rows() as u32).collect();
         let active = f.unwrap_or(&all);
         let bins = Lrb::BINS as usize;
@@ -664,5 +666,23 @@ proptest! {
         check_spmv(&t, which, grid);
         check_isum(&t, which, grid);
         check_visit(&t, None, which, grid);
+    }
+}
+
+/// Tiles of at least the huge-tile threshold are split over the grid and folded back
+/// deterministically: sums, lanes, min/max, side effects, frontiers, `checked`.
+#[test]
+fn huge_tiles_are_split_across_the_grid() {
+    for s in [Schedule::Binning, Schedule::Lrb] {
+        check_huge_tiles(s, 32);
+    }
+}
+
+/// On one giant row among one-atom rows, the busiest thread's path stays within a small factor
+/// of merge path's instead of walking the giant row in one block.
+#[test]
+fn a_giant_row_has_no_cliff() {
+    for s in [Schedule::Binning, Schedule::Lrb] {
+        check_no_cliff(s, 4);
     }
 }

@@ -8,7 +8,8 @@ mod support;
 use codegen_common::*;
 use lb_ptx::body::*;
 use lb_ptx::ir::Module;
-use lb_ptx::plan::{DeviceLimits, Plan, ProblemSize, TempCount};
+use lb_ptx::plan::{DeviceLimits, Plan, ProblemSize};
+use lb_ptx::primitives::huge;
 use lb_ptx::schedules::consolidate::{Consolidate, Level, COUNT_TEMP, DEFAULT_THRESHOLD};
 use lb_ptx::sim::{self, LaunchConfig, Memory, SimError};
 use lb_ptx::{generate, Options, Schedule, ScheduleTemplate, Tuning};
@@ -72,11 +73,8 @@ fn run(
     limits: DeviceLimits,
     mem: &mut Memory,
 ) -> u64 {
-    for t in plan.temps.iter() {
-        if let TempCount::PerBlock { .. } = t.count {
-            unreachable!("no per-block temporaries")
-        }
-    }
+    // The huge-tile split's partials are per block of the first kernel (the parent), which the
+    // runner sizes from the same limits.
     let runner = Runner {
         limits,
         garbage: 0xEE,
@@ -133,6 +131,33 @@ fn model_sum(contribs: &[f32]) -> f32 {
     parts[0]
 }
 
+/// The huge-tile split's order: per chunk of `CHUNK` atoms the child's order (32 strided
+/// partials and a butterfly), then 32 strided folds of the chunk partials and a butterfly.
+fn model_huge(contribs: &[f32]) -> f32 {
+    let chunks: Vec<f32> = contribs
+        .chunks(huge::CHUNK as usize)
+        .map(butterfly_sum)
+        .collect();
+    butterfly_sum(&chunks)
+}
+
+/// 32 strided partials of `xs` in order, then the butterfly.
+fn butterfly_sum(xs: &[f32]) -> f32 {
+    let mut parts = [0f32; 32];
+    for (i, &x) in xs.iter().enumerate() {
+        parts[i % 32] += x;
+    }
+    let mut d = 1;
+    while d < 32 {
+        let before = parts;
+        for (l, p) in parts.iter_mut().enumerate() {
+            *p = before[l] + before[l ^ d];
+        }
+        d *= 2;
+    }
+    parts[0]
+}
+
 /// SpMV; returns the output bits. Exact tile sets must match the sequential loop, others the
 /// model of the schedule's order, bitwise in both cases.
 fn check_spmv(t: &Tiles, level: Level, limits: DeviceLimits, exact: bool) -> Vec<u32> {
@@ -151,7 +176,9 @@ fn check_spmv(t: &Tiles, level: Level, limits: DeviceLimits, exact: bool) -> Vec
     args.extend([y, t.rows() as u64]);
     let buffered = run(&module, &plan, args, size(t, t.rows(), 1), limits, &mut mem);
     let large = (0..t.rows())
-        .filter(|&r| t.atoms(r).len() as u64 >= DEFAULT_THRESHOLD)
+        .filter(|&r| {
+            (DEFAULT_THRESHOLD..huge::threshold(BLOCK)).contains(&(t.atoms(r).len() as u64))
+        })
         .count();
     assert_eq!(buffered, large as u64, "{level:?}: buffered tiles");
     let got: Vec<u32> = read_words::<4>(&mem, y, t.rows())
@@ -165,6 +192,8 @@ fn check_spmv(t: &Tiles, level: Level, limits: DeviceLimits, exact: bool) -> Vec
             .collect();
         let want = if exact {
             contribs.iter().fold(0f32, |a, &x| a + x)
+        } else if contribs.len() as u64 >= huge::threshold(BLOCK) {
+            model_huge(&contribs)
         } else {
             model_sum(&contribs)
         };
@@ -633,4 +662,24 @@ fn the_device_launch_module_links_against_the_device_runtime() {
     }
     // Best effort: leftovers in the temp dir are harmless.
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Tiles of at least the huge-tile threshold skip the buffer and are split over the grid, at
+/// every level.
+#[test]
+fn huge_tiles_are_split_across_the_grid() {
+    for s in [
+        Schedule::Consolidate,
+        Schedule::ConsolidateBlock,
+        Schedule::ConsolidateWarp,
+    ] {
+        check_huge_tiles(s, 32);
+    }
+}
+
+/// On one giant row among one-atom rows, the busiest thread's path stays within a small factor
+/// of merge path's instead of one child warp walking the row.
+#[test]
+fn a_giant_row_has_no_cliff() {
+    check_no_cliff(Schedule::Consolidate, 4);
 }

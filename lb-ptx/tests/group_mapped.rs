@@ -7,7 +7,7 @@ mod support;
 
 use codegen_common::*;
 use lb_ptx::body::*;
-use lb_ptx::plan::{Plan, ProblemSize, Select};
+use lb_ptx::plan::{DeviceLimits, Plan, ProblemSize, Select};
 use lb_ptx::schedules::DynamicVirtualWarps;
 use lb_ptx::sim::{self, Memory};
 use lb_ptx::{generate, GenError, Generated, Options, Schedule};
@@ -37,9 +37,27 @@ fn opts(schedule: Schedule) -> Options {
 }
 
 /// Runs the kernel of `plan` from `g` over `grid` blocks.
-fn launch(g: &Generated, plan: &Plan, grid: u32, args: &[u64], mem: &mut Memory) {
+fn launch(g: &Generated, plan: &Plan, grid: u32, args: &[u64], mem: &mut Memory) -> Vec<u64> {
+    // Every kernel of the plan (the huge-tile split's too), with its temporaries; the group
+    // walk gets at most `grid` resident blocks.
     let module = sim::parse(&g.ptx).unwrap();
-    launch_kernel(&module, &plan.kernels[0], grid, args, mem);
+    let runner = Runner {
+        limits: DeviceLimits {
+            sm_count: grid,
+            blocks_per_sm: 1,
+        },
+        garbage: 0xCD,
+        zero_error_flags: true,
+        upto: usize::MAX,
+    };
+    // An upper bound of every test's problem (all rows, up to 33 lanes): temporaries and the
+    // split's grids only grow with it.
+    let size = ProblemSize {
+        tiles: args[3],
+        atoms: args[5],
+        lanes: 33,
+    };
+    runner.run(&module, plan, args.to_vec(), size, mem).0
 }
 
 /// Every plan of `schedule` for `body`, each with the generated module.
@@ -343,9 +361,10 @@ fn dynamic_virtual_warps_picks_the_documented_size() {
         assert_eq!(picked.len(), 1, "exactly one plan for {size:?}");
         assert_eq!(picked[0].schedule, "dynamic_virtual_warps");
         assert!(
-            picked[0].kernels[0]
-                .entry
-                .ends_with(&format!("_dynamic_virtual_warps_{n}")),
+            picked[0]
+                .kernels
+                .iter()
+                .any(|k| k.entry.ends_with(&format!("_dynamic_virtual_warps_{n}"))),
             "{size:?} picks N = {n}"
         );
         assert_eq!(
@@ -419,9 +438,8 @@ fn checked_frontier_entries_out_of_range_are_reported_and_skipped() {
         ]);
         let y = upload(&mut mem, &nan_f32(t.rows()));
         args.extend([y, t.rows() as u64]);
-        let flag = upload(&mut mem, &[0; 16]);
-        args.push(flag);
-        launch(&g, &plans[0], 1, &args, &mut mem);
+        // The error flag is the plan's first temporary under `checked`.
+        let flag = launch(&g, &plans[0], 1, &args, &mut mem)[0];
         let words: Vec<u64> = read_words::<8>(&mem, flag, 2)
             .into_iter()
             .map(u64::from_le_bytes)
@@ -560,5 +578,27 @@ proptest! {
         let t = Tiles::new(&sizes);
         let frontier: Vec<u32> = picks.iter().map(|p| p % sizes.len() as u32).collect();
         check_spmv_frontier(&t, &frontier, SCHEDULES[which], 2);
+    }
+}
+
+/// Tiles of at least the huge-tile threshold are split over the grid and folded back
+/// deterministically, for the block and warp walks and a virtual warp.
+#[test]
+fn huge_tiles_are_split_across_the_grid() {
+    for (s, block) in [
+        (Schedule::BlockMapped, 64),
+        (Schedule::WarpMapped, 32),
+        (Schedule::GroupMapped(4), 32),
+    ] {
+        check_huge_tiles(s, block);
+    }
+}
+
+/// On one giant row among one-atom rows, the busiest thread's path stays within a small factor
+/// of merge path's.
+#[test]
+fn a_giant_row_has_no_cliff() {
+    for s in [Schedule::BlockMapped, Schedule::WarpMapped] {
+        check_no_cliff(s, 4);
     }
 }

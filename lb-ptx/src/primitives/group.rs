@@ -52,6 +52,10 @@
 //! small-tile rounds run in 32 bits, which always suffices. The grid is `Grid::CoverItems`, which
 //! counts tile × lane items; with lanes that launches more blocks than there are batches, and the
 //! extra blocks exit at once.
+//!
+//! Huge tiles (at least [`crate::primitives::huge::threshold`] atoms, for every group size) are
+//! empty, invalid slots here: the plan adds the huge-tile split's kernels around this one, and the
+//! split walks them over the whole grid in chunks, folded back in a fixed order.
 
 use std::borrow::Cow;
 
@@ -65,6 +69,7 @@ use crate::ir::{
     Type, UnOp, VoteMode,
 };
 use crate::plan::{Grid, KernelPlan, Plan, Select};
+use crate::primitives::huge;
 use crate::primitives::layout::Layout;
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::batch_slot;
@@ -73,6 +78,7 @@ use crate::{GenError, Options};
 
 /// The plan of a group size `n` under `schedule`, with kernel `entry`.
 pub fn group_plan(
+    body: &Body,
     opts: &Options,
     schedule: Schedule,
     n: u32,
@@ -89,15 +95,20 @@ pub fn group_plan(
             ),
         });
     }
+    let mut kernels = huge::front_kernels(&entry, opts);
+    kernels.push(KernelPlan {
+        entry: Cow::Owned(entry.clone()),
+        block: opts.block,
+        grid: Grid::CoverItems { per_thread: 1 },
+        dynamic_shared: 0,
+    });
+    kernels.extend(huge::back_kernels(&entry, body, opts));
+    let mut temps = common_temps(opts);
+    temps.extend(huge::temps(opts, Some(2)));
     Ok(Plan {
         schedule: Cow::Borrowed(schedule.name()),
-        kernels: Cow::Owned(vec![KernelPlan {
-            entry: Cow::Owned(entry),
-            block: opts.block,
-            grid: Grid::CoverItems { per_thread: 1 },
-            dynamic_shared: 0,
-        }]),
-        temps: Cow::Owned(common_temps(opts)),
+        kernels: Cow::Owned(kernels),
+        temps: Cow::Owned(temps),
         index_limit: None,
         select,
     })
@@ -273,9 +284,31 @@ fn combine_op(reduce: Reduce) -> BinOp {
     }
 }
 
-/// The kernel of group size `n` for `plan`.
-pub fn build_group(body: &Body, opts: &Options, plan: &Plan, n: u32) -> Result<Kernel, GenError> {
-    let kp = &plan.kernels[0];
+/// The kernels of `plan` (made by [`group_plan`]) for group size `n`: the huge-tile split's and
+/// the group walk.
+pub fn build_group(
+    body: &Body,
+    opts: &Options,
+    plan: &Plan,
+    n: u32,
+) -> Result<Vec<Kernel>, GenError> {
+    plan.kernels
+        .iter()
+        .map(|kp| {
+            huge::build(body, opts, plan, kp)
+                .unwrap_or_else(|| group_kernel(body, opts, plan, kp, n))
+        })
+        .collect()
+}
+
+/// The group walk of group size `n`; tiles of the huge-tile split are left to it.
+fn group_kernel(
+    body: &Body,
+    opts: &Options,
+    plan: &Plan,
+    kp: &KernelPlan,
+    n: u32,
+) -> Result<Kernel, GenError> {
     let block = kp.block;
     if n > block || !n.is_power_of_two() || n < 2 {
         return Err(GenError::BadBlock {
@@ -323,8 +356,12 @@ pub fn build_group(body: &Body, opts: &Options, plan: &Plan, n: u32) -> Result<K
     let wants = |role| body.roles.contains(&role);
 
     // Block batches: the trip count depends on the block index only.
-    let (batches, [tile, begin, size, valid]) =
+    let (batches, [tile, begin, size0, valid0]) =
         batch_slot(&mut b, &layout, &params, opts.checked, (bb, tid64, block));
+    // A tile of the huge-tile split is neither walked nor stored here: an empty, invalid slot.
+    let split = huge::is_huge(&mut b, size0, block);
+    let size = b.selp(Type::U64, Operand::Imm(0), size0, split);
+    let valid = b.selp(Type::U32, Operand::Imm(0), valid0, split);
 
     let slot = Slot { tile, begin, size };
     // A wide group keeps its huge tiles; its warps see only the rest.

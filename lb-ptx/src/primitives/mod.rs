@@ -14,9 +14,12 @@
 //!   `group_mapped(N)`, `warp_mapped`, `block_mapped` and `dynamic_virtual_warps` map onto;
 //! - [`work_oriented`]: the even split of the work with its deterministic carry-out and
 //!   fix-up, shared by merge path, nonzero split and the phase searches;
-//! - [`partition`]: the partition and staging of the two- and multi-phase searches.
+//! - [`partition`]: the partition and staging of the two- and multi-phase searches;
+//! - [`huge`]: the huge-tile split of the tile-oriented schedules (binning, lrb, the group
+//!   family, consolidate): tiles too large for one block walked by the whole grid in chunks.
 
 pub mod group;
+pub mod huge;
 pub mod layout;
 pub mod load;
 pub mod partition;

@@ -34,6 +34,12 @@
 //! block size only, never on timing, so two launches agree bitwise.
 //!
 //! Lanes are a loop around the three phases (the slots and the scan are shared by the lanes).
+//!
+//! Huge tiles (at least [`crate::primitives::huge::threshold`] atoms, `4 × block × 16`) are
+//! treated as empty slots here and left to the huge-tile split, whose list and scan run before
+//! this kernel (cached per tile set without a frontier) and whose chunked walk and fix-up run
+//! after it: one block alone would walk such a tile while the rest of the grid idles. Their
+//! results are bitwise reproducible too, in the split's chunked order.
 
 use std::borrow::Cow;
 
@@ -46,6 +52,7 @@ use crate::ir::{LdCache,
     Special, Type, UnOp,
 };
 use crate::plan::{Grid, KernelPlan, Plan};
+use crate::primitives::huge;
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::{ballot, batch_slot, butterfly, shfl};
 use crate::primitives::Layout;
@@ -96,22 +103,45 @@ const NONE: i64 = 0xffff_ffff;
 
 impl ScheduleTemplate for Binning {
     fn plan(&self, body: &Body, opts: &Options) -> Result<Plan, GenError> {
+        let entry = entry_name(body, Schedule::Binning);
+        let mut kernels = huge::front_kernels(&entry, opts);
+        kernels.push(KernelPlan {
+            entry: Cow::Owned(entry.clone()),
+            block: opts.block,
+            grid: Grid::CoverItems { per_thread: 1 },
+            dynamic_shared: 0,
+        });
+        kernels.extend(huge::back_kernels(&entry, body, opts));
+        let mut temps = common_temps(opts);
+        temps.extend(huge::temps(opts, Some(2)));
         Ok(Plan {
             schedule: Cow::Borrowed(Schedule::Binning.name()),
-            kernels: Cow::Owned(vec![KernelPlan {
-                entry: Cow::Owned(entry_name(body, Schedule::Binning)),
-                block: opts.block,
-                grid: Grid::CoverItems { per_thread: 1 },
-                dynamic_shared: 0,
-            }]),
-            temps: Cow::Owned(common_temps(opts)),
+            kernels: Cow::Owned(kernels),
+            temps: Cow::Owned(temps),
             index_limit: None,
             select: None,
         })
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
-        let kp = &plan.kernels[0];
+        plan.kernels
+            .iter()
+            .map(|kp| {
+                huge::build(body, opts, plan, kp).unwrap_or_else(|| self.main(body, opts, plan, kp))
+            })
+            .collect()
+    }
+}
+
+impl Binning {
+    /// The CTA+Warp+Scan kernel; tiles of the huge-tile split are left to it.
+    fn main(
+        &self,
+        body: &Body,
+        opts: &Options,
+        plan: &Plan,
+        kp: &KernelPlan,
+    ) -> Result<Kernel, GenError> {
         let block = kp.block;
         let bthr = opts
             .tuning
@@ -134,8 +164,13 @@ impl ScheduleTemplate for Binning {
         let bb = b.cvt(Rounding::None, Type::U64, Type::U32, ctaid);
         let nblocks = b.cvt(Rounding::None, Type::U64, Type::U32, nctaid);
 
-        let (batches, [tile, begin, size, valid]) =
+        let (batches, [tile, begin, size0, valid0]) =
             batch_slot(&mut b, &layout, &params, opts.checked, (bb, tid64, block));
+        // A tile of the huge-tile split is neither walked nor stored here: an empty, invalid
+        // slot.
+        let split = huge::is_huge(&mut b, size0, block);
+        let size = b.selp(Type::U64, Operand::Imm(0), size0, split);
+        let valid = b.selp(Type::U32, Operand::Imm(0), valid0, split);
 
         // Bins of the slot: huge (CTA), medium (warp), small (scan); invalid slots are small
         // and empty.
@@ -390,7 +425,7 @@ impl ScheduleTemplate for Binning {
         b.emit(Op::BarSync);
         b.bin_to(BinOp::Add, Type::U64, bb, bb, nblocks);
         b.loop_end(batches);
-        Ok(vec![b.finish()])
+        Ok(b.finish())
     }
 }
 

@@ -18,7 +18,7 @@
 //! launch:
 //! - **Host fallback** (the plan): kernels `[parent, child]`. The child is launched by the host
 //!   after the parent and reads the buffer's length from the counter the parent wrote; its grid
-//!   is the parent's conservative `CoverItems` rule and surplus warps exit. Runs everywhere,
+//!   follows the tile set's atoms (see "Huge tiles" below) and surplus warps exit. Runs everywhere,
 //!   including the simulator. In this path the scopes differ only in how appends are
 //!   aggregated: one atomic per warp (warp and grid level, warp-aggregated with a ballot) or per
 //!   block (block level, through shared memory); the children of all scopes are the one host
@@ -40,6 +40,15 @@
 //! Determinism: a tile's result depends only on the tile (small: the sequential loop, bitwise
 //! the CPU reference; large: the fixed strided-then-butterfly order), never on which warp or
 //! launch took it, so two launches agree bitwise. No float atomics.
+//!
+//! Huge tiles (at least [`crate::primitives::huge::threshold`] atoms) skip the buffer on the host
+//! path: the parent leaves them to the huge-tile split, whose four kernels run after the child,
+//! so no child warp walks a giant tile alone. The host-launched child's grid follows the work
+//! (Li, Wu & Becchi §2 size the child by the consolidated work): one warp per `32 × 8` atoms of
+//! the tile set, the upper bound of the buffered atoms the host knows before the parent has run,
+//! instead of the parent's one-thread-per-tile grid. The parent runs on the split's first-kernel
+//! grid (tiles plus atoms), which sizes the split's partials. The device-launch twins keep the
+//! one-warp-per-tile children over the scope's range, huge tiles included (not split yet).
 
 use std::borrow::Cow;
 
@@ -52,6 +61,7 @@ use crate::ir::{LdCache,
     RegClass, Rounding, ShflMode, Space, Special, Type, UnOp, VoteMode,
 };
 use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::primitives::huge;
 use crate::primitives::warp::{butterfly, shfl};
 use crate::primitives::Layout;
 use crate::{GenError, Options};
@@ -96,6 +106,17 @@ pub const COUNT_TEMP: &str = "consolidate_count";
 pub const BUFFER_TEMP: &str = "consolidate_buffer";
 
 const WARP: u32 = 32;
+/// The host-launched child's grid: one warp per `32 · CHILD_ITEMS` atoms of the tile set (per
+/// lane), an upper bound of the buffered atoms that the host can size before the parent has run
+/// (Li, Wu & Becchi §2 size the child by the consolidated work, not one thread block per tile).
+/// A buffered tile has at least `threshold` atoms, so at the default threshold of 32 a warp
+/// takes at most `CHILD_ITEMS` buffered tiles, and fewer when the buffered atoms are fewer than
+/// the tile set's; surplus warps exit at once.
+const CHILD_ITEMS: u32 = 8;
+const CHILD_GRID: Grid = Grid::CoverWork {
+    per_thread: CHILD_ITEMS,
+    count_tiles: false,
+};
 /// Largest child grid a device-side launch asks for; the child's warps stride over the rest.
 const MAX_CHILD_GRID: i64 = 65_535;
 
@@ -173,18 +194,25 @@ impl ScheduleTemplate for Consolidate {
             zero: false,
             role: TempRole::Scratch,
         });
-        let kernel = |entry: String| KernelPlan {
+        // The huge-tile split's list is not cached: its kernels come after the parent, which
+        // must lead the plan (its device-launch twin is named after the first entry).
+        temps.extend(huge::temps(opts, None));
+        let kernel = |entry: String, grid| KernelPlan {
             entry: Cow::Owned(entry),
             block: opts.block,
-            grid: Grid::CoverItems { per_thread: 1 },
+            grid,
             dynamic_shared: 0,
         };
+        // The parent runs on the split's first-kernel grid, which sizes its chunk partials.
+        let mut kernels = vec![
+            kernel(parent.clone(), huge::first_grid()),
+            kernel(format!("{parent}_child"), CHILD_GRID),
+        ];
+        kernels.extend(huge::front_kernels(&parent, opts));
+        kernels.extend(huge::back_kernels(&parent, body, opts));
         Ok(Plan {
             schedule: Cow::Borrowed(self.level.schedule().name()),
-            kernels: Cow::Owned(vec![
-                kernel(parent.clone()),
-                kernel(format!("{parent}_child")),
-            ]),
+            kernels: Cow::Owned(kernels),
             temps: Cow::Owned(temps),
             index_limit: None,
             select: None,
@@ -192,7 +220,7 @@ impl ScheduleTemplate for Consolidate {
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
-        let [parent, child] = &plan.kernels[..] else {
+        let [parent, child, split @ ..] = &plan.kernels[..] else {
             return Err(GenError::Unsupported(
                 "a consolidate plan has a parent and a child kernel".into(),
             ));
@@ -201,12 +229,19 @@ impl ScheduleTemplate for Consolidate {
         let dl_child = format!("{}_dl", child.entry);
         // The device-launched child comes before its parent: PTX resolves the parent's
         // `mov.u64 %rd, child;` only against entries declared earlier.
-        Ok(vec![
+        let mut out = vec![
             self.parent(body, opts, plan, &parent.entry, None)?,
             self.child(body, opts, plan, &child.entry, false)?,
             self.child(body, opts, plan, &dl_child, true)?,
             self.parent(body, opts, plan, &dl_parent, Some(&dl_child))?,
-        ])
+        ];
+        for kp in split {
+            let built = huge::build(body, opts, plan, kp).ok_or_else(|| {
+                GenError::Unsupported(format!("`{}` is not a consolidate kernel", kp.entry))
+            })?;
+            out.push(built?);
+        }
+        Ok(out)
     }
 }
 
@@ -477,6 +512,12 @@ impl Consolidate {
             .tile(&mut b, &c.params, work.position, opts.checked, skip);
         let range = c.layout.atoms(&mut b, tile);
         let n = b.bin(BinOp::Sub, Type::U64, range.1, range.0);
+        if device_child.is_none() {
+            // The host path leaves huge tiles to the split that runs after the child. (The
+            // device path has no such kernels: its children take every large tile.)
+            let split = huge::is_huge(&mut b, n, opts.block);
+            b.bra_if(split, false, skip);
+        }
         let threshold = opts.tuning.consolidate_threshold.unwrap_or(self.threshold);
         b.emit(Op::Setp {
             cmp: Cmp::Ge,

@@ -61,7 +61,7 @@ impl ScheduleTemplate for DynamicVirtualWarps {
             .map(|&(n, min, max)| {
                 let entry = format!("{}_dynamic_virtual_warps_{n}", body.name);
                 let select = Some(Self::select(min, max));
-                group_plan(opts, Schedule::DynamicVirtualWarps, n, entry, select)
+                group_plan(body, opts, Schedule::DynamicVirtualWarps, n, entry, select)
             })
             .collect()
     }
@@ -72,6 +72,6 @@ impl ScheduleTemplate for DynamicVirtualWarps {
             .find(|&&(_, min, max)| plan.select == Some(Self::select(min, max)))
             .map(|&(n, _, _)| n)
             .ok_or_else(|| GenError::Unsupported("not a plan of `dynamic_virtual_warps`".into()))?;
-        Ok(vec![build_group(body, opts, plan, n)?])
+        build_group(body, opts, plan, n)
     }
 }

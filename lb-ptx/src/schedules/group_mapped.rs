@@ -74,10 +74,10 @@ impl GroupMapped {
 impl ScheduleTemplate for GroupMapped {
     fn plan(&self, body: &Body, opts: &Options) -> Result<Plan, GenError> {
         let n = self.group_size(opts)?;
-        group_plan(opts, self.schedule, n, self.entry(body, n), None)
+        group_plan(body, opts, self.schedule, n, self.entry(body, n), None)
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
-        Ok(vec![build_group(body, opts, plan, self.group_size(opts)?)?])
+        build_group(body, opts, plan, self.group_size(opts)?)
     }
 }

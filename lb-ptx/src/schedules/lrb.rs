@@ -18,12 +18,15 @@
 //!    least the block size, one block per tile (strided partials, a butterfly per warp, thread 0
 //!    folds the warps' partials in warp order). No float atomics, so two launches agree bitwise.
 //!
-//! The reorder is recomputed on every launch: caching it per tile set needs a plan-level flag
-//! (a cached temporary role and kernels that run only on a cold cache), which the macro's plan
-//! emitter would have to learn first.
+//! Without a frontier the reorder is cached per tile set (`TempRole::Cached`): the producers run
+//! only on the first launch over a tile set.
 //!
 //! Lanes: each process kernel counts tile × lane work items, so every lane of a tile is its own
 //! item. A frontier with repeats puts each copy in its bin; every copy stores the same bits.
+//!
+//! Huge tiles (at least [`crate::primitives::huge::threshold`] atoms) are binned as usual but
+//! skipped by `_lrb_block` and left to the huge-tile split: its list and scan run first (cached
+//! with the bins, five producers in all), its chunked walk and fix-up last.
 
 use std::borrow::Cow;
 
@@ -35,6 +38,7 @@ use crate::ir::{
     Address, AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type, UnOp,
 };
 use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::primitives::huge;
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::butterfly;
 use crate::primitives::Layout;
@@ -47,8 +51,12 @@ const WARP_BIN: u32 = 6;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Lrb;
 
-/// The kernels' entry suffixes, in launch order.
+/// The kernels' entry suffixes, in launch order (between the huge-tile split's list and scan
+/// before them and its walk and fix-up after).
 const KERNELS: [&str; 6] = ["count", "scan", "scatter", "thread", "warp", "block"];
+/// The leading kernels that only produce cached temporaries: the huge-tile list and its scan,
+/// count, scan and scatter.
+const PRODUCERS: u32 = 5;
 
 impl Lrb {
     /// Bins: bit lengths 0..=64 of a 64-bit atom count.
@@ -74,23 +82,25 @@ const PERM: usize = 2;
 impl ScheduleTemplate for Lrb {
     fn plan(&self, body: &Body, opts: &Options) -> Result<Plan, GenError> {
         let base = entry_name(body, Schedule::Lrb);
-        let kernels = KERNELS
-            .iter()
-            .map(|k| KernelPlan {
-                entry: Cow::Owned(format!("{base}_{k}")),
-                block: if *k == "scan" { 32 } else { opts.block },
-                grid: if *k == "scan" {
-                    Grid::Fixed(1)
-                } else {
-                    Grid::CoverItems { per_thread: 1 }
-                },
-                dynamic_shared: 0,
-            })
-            .collect();
-        // Without a frontier the bins depend only on the tile set: the runtime keeps them with it
-        // and skips count, scan and scatter on later launches.
+        let mut kernels = huge::front_kernels(&base, opts);
+        kernels.extend(KERNELS.iter().map(|k| KernelPlan {
+            entry: Cow::Owned(format!("{base}_{k}")),
+            block: if *k == "scan" { 32 } else { opts.block },
+            grid: if *k == "scan" {
+                Grid::Fixed(1)
+            } else {
+                Grid::CoverItems { per_thread: 1 }
+            },
+            dynamic_shared: 0,
+        }));
+        kernels.extend(huge::back_kernels(&base, body, opts));
+        // Without a frontier the bins and the huge-tile list depend only on the tile set: the
+        // runtime keeps them with it and skips the list, its scan, count, scan and scatter on
+        // later launches.
         let role = match opts.tiles {
-            None => TempRole::Cached { producers: 3 },
+            None => TempRole::Cached {
+                producers: PRODUCERS,
+            },
             Some(_) => TempRole::Scratch,
         };
         let mut temps = common_temps(opts);
@@ -120,6 +130,7 @@ impl ScheduleTemplate for Lrb {
                 role,
             },
         ]);
+        temps.extend(huge::temps(opts, Some(PRODUCERS)));
         Ok(Plan {
             schedule: Cow::Borrowed(Schedule::Lrb.name()),
             kernels: Cow::Owned(kernels),
@@ -132,11 +143,19 @@ impl ScheduleTemplate for Lrb {
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
         let first = common_temps(opts).len();
         let mut out = Vec::new();
-        for (i, kp) in plan.kernels.iter().enumerate() {
+        for kp in plan.kernels.iter() {
+            if let Some(k) = huge::build(body, opts, plan, kp) {
+                out.push(k?);
+                continue;
+            }
+            let name = KERNELS
+                .into_iter()
+                .find(|k| kp.entry.ends_with(&format!("_lrb_{k}")))
+                .ok_or_else(|| GenError::Unsupported(format!("no lrb kernel `{}`", kp.entry)))?;
             let mut b = KernelBuilder::new(kp.entry.as_ref());
             let params = KernelParams::declare(&mut b, body, &plan.temps)?;
             let t = |k: usize| params.temps[first + k];
-            match KERNELS[i] {
+            match name {
                 "count" | "scatter" => {
                     let layout = Layout::new(&mut b, body, opts, &params)?;
                     let gs = b.grid_stride_begin(layout.tiles);
@@ -148,7 +167,7 @@ impl ScheduleTemplate for Lrb {
                     let bin = b.cvt(Rounding::None, Type::U64, Type::U32, bin);
                     let addr = b.elem_addr(t(COUNTS), bin, 8);
                     let slot = atom_add(&mut b, addr);
-                    if KERNELS[i] == "scatter" {
+                    if name == "scatter" {
                         let at = b.elem_addr(t(PERM), slot, 8);
                         b.st(Space::Global, Type::U64, at, tile);
                     }
@@ -361,6 +380,10 @@ impl Process<'_> {
         let done = b.setp(Cmp::Ge, Type::U64, item, items);
         b.break_if(&scope, done, false);
         let (tile, atoms, lane) = self.item(b, item);
+        // A tile of the huge-tile split is left to it; the item is block-uniform, so is the skip.
+        let size = b.bin(BinOp::Sub, Type::U64, atoms.1, atoms.0);
+        let split = huge::is_huge(b, size, block);
+        let mine = b.if_begin(split, true);
         let part = self.walker(lane).stride(b, tile, atoms, tid64, block)?;
         if let (Some(part), Some((ty, red)), Some(smem)) = (part, reduce, smem) {
             let pt = ptx_type(ty);
@@ -393,6 +416,7 @@ impl Process<'_> {
             // The partials are read before the next item rewrites them.
             b.emit(Op::BarSync);
         }
+        b.if_end(mine);
         b.bin_to(BinOp::Add, Type::U64, item, item, blocks);
         b.loop_end(scope);
         Ok(())

@@ -797,3 +797,205 @@ pub fn frontier_cases() -> (Matrix, Vec<(&'static str, Vec<u32>)>) {
     ];
     (m, cases)
 }
+
+/// A small xorshift generator for the huge-tile cases, seeded per run (the seed is in every
+/// failure message, so a failing case can be replayed with `LB_HUGE_SEED`).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn fresh() -> Rng {
+        use std::hash::{BuildHasher, Hasher};
+        let seed = std::env::var("LB_HUGE_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                h.write_u64(0x5eed);
+                h.finish()
+            });
+        Rng(seed | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Uniform in `lo..hi`.
+    pub fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + (self.next() % (hi - lo) as u64) as usize
+    }
+}
+
+/// Tile sets around the huge-tile split for blocks of `block` threads (`t` = the split's
+/// threshold): one giant tile among many one-atom tiles, several huge tiles of awkward sizes
+/// among small and medium ones, a huge first and last tile, empty tiles around a giant one, and
+/// tiles just below and at the threshold. Sizes and positions are drawn from `rng`.
+pub fn huge_tile_sets(rng: &mut Rng, block: u32) -> Vec<(&'static str, Vec<usize>)> {
+    let t = lb_ptx::primitives::huge::threshold(block) as usize;
+    let giant = rng.range(2 * t, 4 * t);
+    let mut one_atom = vec![1; rng.range(200, 600)];
+    let at = rng.range(0, one_atom.len());
+    one_atom[at] = giant;
+    let mut several: Vec<usize> = (0..rng.range(100, 300)).map(|_| rng.range(0, 5)).collect();
+    for size in [t, t + 1, rng.range(t, 3 * t), rng.range(block as usize, t)] {
+        let at = rng.range(0, several.len());
+        several[at] = size;
+    }
+    let mut first = vec![rng.range(t, 2 * t)];
+    first.extend((0..rng.range(50, 150)).map(|_| rng.range(0, 3)));
+    let mut last: Vec<usize> = (0..rng.range(50, 150)).map(|_| rng.range(0, 3)).collect();
+    last.push(rng.range(t, 2 * t));
+    vec![
+        ("one giant tile among one-atom tiles", one_atom),
+        ("several huge tiles", several),
+        ("a huge first tile", first),
+        ("a huge last tile", last),
+        ("empty tiles around a giant one", vec![0, 0, 0, giant, 0, 0]),
+        (
+            "just below and at the threshold",
+            vec![t - 1, 3, t, 0, t - 1],
+        ),
+    ]
+}
+
+/// Every huge-tile check of schedule `s` at block `block`: sums (plain, `checked`, and lanes
+/// k = 1, 3, 33), min and max, a body without `reduce` that must visit every atom once, frontiers
+/// with and without the giant tile, and two launches that agree bitwise.
+pub fn check_huge_tiles(s: Schedule, block: u32) {
+    let mut rng = Rng::fresh();
+    let seed = rng.0;
+    let o = opts(s, block, 1, IndexWidth::U64);
+    let checked = Options {
+        checked: true,
+        ..o.clone()
+    };
+    let lanes = Options {
+        lanes: Some(2),
+        ..o.clone()
+    };
+    for (what, sizes) in huge_tile_sets(&mut rng, block) {
+        let what = format!("{} (block {block}), {what}, seed {seed}", s.name());
+        let m = Matrix::from_lengths(&sizes);
+        let got = run_reduce(&spmv(), &o, 0, &m, None);
+        check_sum(&got, &m, None, &what);
+        assert_eq!(got, run_reduce(&spmv(), &o, 0, &m, None), "{what}: twice");
+        let got = run_reduce(&spmv(), &checked, 0, &m, None);
+        check_sum(&got, &m, None, &format!("{what}, checked"));
+        for reduce in [Reduce::Min, Reduce::Max] {
+            let got = run_reduce(&spmv_reduce(reduce), &o, 0, &m, None);
+            check_min_max(&got, &m, reduce, &format!("{what}, {reduce:?}"));
+        }
+        check_visits(&o, 0, &m, &format!("{what}, visits"));
+        let giant = (0..m.rows()).max_by_key(|&r| m.atoms(r).len()).unwrap() as u32;
+        let others: Vec<u32> = (0..m.rows() as u32).rev().filter(|&r| r != giant).collect();
+        let mut with = others.clone();
+        with.insert(with.len() / 2, giant);
+        with.push(giant);
+        for (which, f) in [("with", &with), ("without", &others)] {
+            let what = format!("{what}, frontier {which} the giant tile");
+            let base = opts(s, block, 1, IndexWidth::U64);
+            let got = run_frontier_reduce(&spmv(), &m, f, &base, 0);
+            check_frontier(&got, &m, f, Reduce::Sum, &what);
+            check_frontier_visits(&m, f, &base, &what);
+        }
+    }
+    // Lanes on the first (smallest-to-simulate) case only: 33 lanes of a giant tile is slow.
+    let sizes = vec![0, huge_tile_sets(&mut rng, block)[2].1[0], 1, 2, 0, 1];
+    let m = Matrix::from_lengths(&sizes);
+    for k in [1, 3, 33] {
+        let what = format!("{} (block {block}), lanes {k}, seed {seed}", s.name());
+        let got = run_reduce(&spmm(), &lanes, 0, &m, Some(k));
+        check_sum(&got, &m, Some(k), &what);
+        assert_eq!(
+            got,
+            run_reduce(&spmm(), &lanes, 0, &m, Some(k)),
+            "{what}: twice"
+        );
+    }
+}
+
+/// The simulated critical path of `plan`: the sum over its kernels (they run one after the
+/// other) of the busiest thread's instruction count, on a device with `limits`.
+pub fn critical_path(g: &lb_ptx::Generated, plan: &Plan, m: &Matrix, limits: DeviceLimits) -> u64 {
+    let module = sim::parse(&g.ptx).unwrap();
+    let mut mem = Memory::new();
+    let mut args = csr_args(&mut mem, m);
+    let x = x_of(m.cols);
+    args.extend([
+        upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
+        x.len() as u64,
+    ]);
+    let y = upload(&mut mem, &vec![0; 4 * m.rows()]);
+    args.extend([y, m.rows() as u64]);
+    let size = size(m, 1);
+    let runner = Runner {
+        limits,
+        garbage: 0xCD,
+        zero_error_flags: true,
+        upto: 0,
+    };
+    let (temps, _) = runner.run(&module, plan, args.clone(), size, &mut mem);
+    args.extend(temps);
+    let mut path = 0;
+    for k in plan.kernels.iter() {
+        let grid = k.grid.blocks(&size, k.block, &limits);
+        let cfg = LaunchConfig {
+            grid,
+            block: k.block,
+            dynamic_shared: k.dynamic_shared,
+        };
+        let stats = sim::launch(&module, &k.entry, cfg, &args, &mut mem).unwrap();
+        path += stats
+            .per_thread_instructions
+            .iter()
+            .max()
+            .copied()
+            .unwrap_or(0);
+    }
+    let got: Vec<u32> = read_words::<4>(&mem, y, m.rows())
+        .into_iter()
+        .map(u32::from_le_bytes)
+        .collect();
+    check_sum(
+        &got,
+        m,
+        None,
+        &format!("critical path of {}", plan.schedule),
+    );
+    path
+}
+
+/// One row of `giant` atoms among `rows` one-atom rows (the giant-row matrix, scaled to
+/// the simulator).
+pub fn giant_row(rows: usize, giant: usize) -> Matrix {
+    let mut sizes = vec![1; rows];
+    sizes[rows / 3] = giant;
+    Matrix::from_lengths(&sizes)
+}
+
+/// Checks that `s`'s critical path on the giant-row matrix is within `factor` of merge path's,
+/// and prints both.
+pub fn check_no_cliff(s: Schedule, factor: u64) {
+    let m = giant_row(6000, 60_000);
+    let limits = DeviceLimits {
+        sm_count: 132,
+        blocks_per_sm: 8,
+    };
+    let path = |s: Schedule| {
+        let g = generate(&spmv(), &opts(s, 128, 1, IndexWidth::U64)).unwrap();
+        critical_path(&g, &g.plans[0], &m, limits)
+    };
+    let (mine, merge) = (path(s), path(Schedule::MergePath));
+    println!(
+        "giant row: {} busiest-thread path {mine}, merge_path {merge}",
+        s.name()
+    );
+    assert!(
+        mine <= factor * merge,
+        "{}: critical path {mine} vs merge_path {merge}",
+        s.name()
+    );
+}

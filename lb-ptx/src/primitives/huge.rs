@@ -1,0 +1,601 @@
+//! The huge-tile split: tiles too large for one block are cut into fixed-size chunks that every
+//! warp of a grid walks at once, then folded back per tile in a fixed order.
+//!
+//! Schedules that give a whole tile to one block (or to one warp or thread) have a cliff on a
+//! tile set with one giant tile: that block walks the tile alone while the rest of the GPU idles
+//! (issue 11: one row of millions of nonzeros among a million one-nonzero rows). The
+//! work-oriented schedules have no such cliff because they split the work evenly whatever the
+//! tile sizes (the thesis, §3.3.3); this primitive gives the
+//! tile-oriented schedules the same even split for their largest tiles only, in the spirit of Li,
+//! Wu & Becchi's consolidation (§2: the child grid is sized by the consolidated work, not by the
+//! number of consolidated tiles). `binning`, `lrb`, the group family and `consolidate` use it;
+//! their own kernels skip every tile of at least [`threshold`] atoms.
+//!
+//! Kernels (entries `{base}_huge_list`, `_huge_scan`, `_huge_walk`, `_huge_fixup`):
+//! 1. **list** (grid [`first_grid`], one thread per tile position): appends every tile of at
+//!    least [`threshold`] atoms to `huge_list` (an atomic cursor in `huge_count[0]`, so the list
+//!    order depends on timing; nothing below depends on it).
+//! 2. **scan** (one warp): `huge_starts[e]` = the chunks of list entries before `e`, a tile of
+//!    `n` atoms being `⌈n / CHUNK⌉` chunks of [`CHUNK`] atoms (`CHUNK = 32 · CHUNK_ITEMS`).
+//!    Without a frontier the list and the starts depend only on the tile set, so they are
+//!    [`TempRole::Cached`] and these two kernels run only on the first launch over a tile set.
+//! 3. **walk** (one warp per `CHUNK` atoms of the whole tile set, so the
+//!    grid follows the work and never the tile count): warp `w` takes chunk × lane items
+//!    `w, w + warps, …`, finds its list entry by a binary search of the starts, and its lanes
+//!    stride over the chunk's atoms in order; a fixed butterfly combines them and lane 0 writes
+//!    the chunk's partial.
+//! 4. **fixup** (with `reduce` only): one warp per list entry × lane; lane `l` folds the chunk
+//!    partials `l, l + 32, …` in chunk order, a butterfly combines the lanes, lane 0 stores the
+//!    output.
+//!
+//! Determinism: a chunk's bounds are fixed offsets inside its tile and every combination (a
+//! lane's atoms in order, the butterflies, a lane's partials in chunk order) is a fixed tree of
+//! the tile's size alone, never of the grid, the block, the list order or timing; no float
+//! atomics. Two launches agree bitwise. Without `reduce` each atom's body runs exactly once per
+//! list entry (once per frontier occurrence of the tile).
+//!
+//! Threshold: [`threshold`] = `HUGE_FACTOR · block · CHUNK_ITEMS` atoms (16 384 for 256
+//! threads): a block walking such a tile keeps each thread busy
+//! for `HUGE_FACTOR · CHUNK_ITEMS` = 64 atoms, four times one split chunk's per-lane share.
+//! Below that, the three extra launches (scan, walk, fix-up; the list is cached) and the chunk
+//! partials' round trip cost more than the block's walk; above it, one block would take at least
+//! four chunks' time on its own while the split spreads the tile over `n / CHUNK` warps.
+//! Every listed tile has at least `4 · block / 32 ≥ 4` chunks.
+//!
+//! Temporaries, sized from tiles and atoms alone: `huge_count` (2 words), `huge_list` (one tile
+//! per tile), `huge_starts` (one per tile plus two) and `huge_partials`: one partial per chunk
+//! and lane. Chunks are at most `1.25 · atoms / CHUNK` (a listed tile of `n ≥ 4 · CHUNK` atoms has
+//! `⌈n / CHUNK⌉ ≤ 1.25 · n / CHUNK` chunks), and the plan's first kernel runs on the
+//! [`first_grid`] (at least `⌈atoms / (block · CHUNK_ITEMS)⌉ × lanes` blocks), so a `PerBlock` temporary
+//! of [`partials_per_block`] 8-byte partials per element holds them.
+
+use std::borrow::Cow;
+
+use crate::body::Body;
+use crate::builder::KernelBuilder;
+use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
+use crate::ir::{BinOp, Cmp, Kernel, Operand, Reg, Rounding, ShflMode, Space, Special, Type};
+use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::primitives::walker::Walker;
+use crate::primitives::warp::{butterfly, shfl};
+use crate::primitives::Layout;
+use crate::{GenError, Options};
+
+/// Atoms per lane of one chunk: a chunk is `32 · CHUNK_ITEMS` atoms, walked by one warp.
+pub const CHUNK_ITEMS: u64 = 16;
+/// Atoms of one chunk.
+pub const CHUNK: u64 = 32 * CHUNK_ITEMS;
+/// A tile is split when one block would walk at least this many chunk shares per thread.
+pub const HUGE_FACTOR: u64 = 4;
+
+/// The entry suffixes of the split's kernels.
+const LIST: &str = "_huge_list";
+const SCAN: &str = "_huge_scan";
+const WALK: &str = "_huge_walk";
+const FIXUP: &str = "_huge_fixup";
+
+const COUNT_TEMP: &str = "huge_count";
+const LIST_TEMP: &str = "huge_list";
+const STARTS_TEMP: &str = "huge_starts";
+const PARTIALS_TEMP: &str = "huge_partials";
+
+/// Tiles with at least this many atoms are split, for blocks of `block` threads (see the module
+/// docs).
+pub fn threshold(block: u32) -> u64 {
+    HUGE_FACTOR * u64::from(block) * CHUNK_ITEMS
+}
+
+/// The grid of a plan's first kernel (the list's, or a schedule's own that comes first), which
+/// sizes `huge_partials`: [`CHUNK_ITEMS`] tiles or atoms per thread, times lanes, so at least one
+/// warp per chunk of atoms per lane and a grid that follows the tile count too.
+pub fn first_grid() -> Grid {
+    Grid::CoverWork {
+        per_thread: CHUNK_ITEMS as u32,
+        count_tiles: true,
+    }
+}
+
+/// The walk's grid: one warp per chunk of the tile set's atoms, per lane (the split's chunks are
+/// at most 1.25 times as many; the warps stride over them).
+fn walk_grid() -> Grid {
+    Grid::CoverWork {
+        per_thread: CHUNK_ITEMS as u32,
+        count_tiles: false,
+    }
+}
+
+/// Partials per `huge_partials` element: `1.25 · block / 32` chunks per first-grid block,
+/// rounded up (see the module docs).
+pub fn partials_per_block(block: u32) -> u32 {
+    (5 * block).div_ceil(4 * 32)
+}
+
+/// The kernels that come before the schedule's own: list and scan (the cache producers).
+pub fn front_kernels(base: &str, opts: &Options) -> Vec<KernelPlan> {
+    vec![
+        kernel(format!("{base}{LIST}"), opts.block, first_grid()),
+        kernel(format!("{base}{SCAN}"), 32, Grid::Fixed(1)),
+    ]
+}
+
+/// The kernels after the schedule's own: the walk, and the fix-up when the body reduces.
+pub fn back_kernels(base: &str, body: &Body, opts: &Options) -> Vec<KernelPlan> {
+    let mut out = vec![kernel(format!("{base}{WALK}"), opts.block, walk_grid())];
+    if body.reduce.is_some() {
+        let grid = Grid::CoverItems { per_thread: 1 };
+        out.push(kernel(format!("{base}{FIXUP}"), opts.block, grid));
+    }
+    out
+}
+
+fn kernel(entry: String, block: u32, grid: Grid) -> KernelPlan {
+    KernelPlan {
+        entry: Cow::Owned(entry),
+        block,
+        grid,
+        dynamic_shared: 0,
+    }
+}
+
+/// The split's temporaries. `producers`: how many leading kernels of the plan produce cached
+/// temporaries, the list and scan among them (`None`: the list is not cached, because its
+/// kernels do not lead the plan); the list is cached only without a frontier.
+pub fn temps(opts: &Options, producers: Option<u32>) -> Vec<Temp> {
+    let role = match (opts.tiles, producers) {
+        (None, Some(producers)) => TempRole::Cached { producers },
+        _ => TempRole::Scratch,
+    };
+    let temp = |name, elem_bytes, count, zero, role| Temp {
+        name: Cow::Borrowed(name),
+        elem_bytes,
+        count,
+        zero,
+        role,
+    };
+    let per_tile = |extra| TempCount::PerTile { per_tile: 1, extra };
+    vec![
+        temp(COUNT_TEMP, 8, TempCount::Fixed(2), true, role),
+        temp(LIST_TEMP, 8, per_tile(1), false, role),
+        temp(STARTS_TEMP, 16, per_tile(2), false, role),
+        temp(
+            PARTIALS_TEMP,
+            8 * partials_per_block(opts.block),
+            TempCount::PerBlock { extra: 1 },
+            false,
+            TempRole::Scratch,
+        ),
+    ]
+}
+
+/// `size >= threshold(block)`: the tile is the split's, and the schedule's kernel skips it.
+pub fn is_huge(b: &mut KernelBuilder, size: Reg, block: u32) -> Reg {
+    b.setp(
+        Cmp::Ge,
+        Type::U64,
+        size,
+        Operand::Imm(threshold(block) as i64),
+    )
+}
+
+/// Builds `kp` if it is one of the split's kernels; `None` if it is the schedule's own.
+pub fn build(
+    body: &Body,
+    opts: &Options,
+    plan: &Plan,
+    kp: &KernelPlan,
+) -> Option<Result<Kernel, GenError>> {
+    let entry = kp.entry.as_ref();
+    let which = [LIST, SCAN, WALK, FIXUP]
+        .into_iter()
+        .find(|s| entry.ends_with(s))?;
+    Some(build_one(body, opts, plan, kp, which))
+}
+
+fn build_one(
+    body: &Body,
+    opts: &Options,
+    plan: &Plan,
+    kp: &KernelPlan,
+    which: &str,
+) -> Result<Kernel, GenError> {
+    let mut b = KernelBuilder::new(kp.entry.as_ref());
+    let params = KernelParams::declare(&mut b, body, &plan.temps)?;
+    let layout = Layout::new(&mut b, body, opts, &params)?;
+    let t = Temps::find(plan, &params)?;
+    let s = Split {
+        body,
+        opts,
+        params: &params,
+        layout: &layout,
+        t,
+    };
+    match which {
+        LIST => s.list(&mut b),
+        SCAN => s.scan(&mut b),
+        WALK => s.walk(&mut b)?,
+        _ => s.fixup(&mut b)?,
+    }
+    Ok(b.finish())
+}
+
+/// The split's temporaries' pointers.
+#[derive(Clone, Copy)]
+struct Temps {
+    count: Reg,
+    list: Reg,
+    starts: Reg,
+    partials: Reg,
+}
+
+impl Temps {
+    /// Word `k` of `huge_count`.
+    fn count_at(&self, b: &mut KernelBuilder, k: i64) -> Reg {
+        b.bin(BinOp::Add, Type::U64, self.count, Operand::Imm(8 * k))
+    }
+
+    /// `starts[2e + k]`: entry `e`'s first chunk (`k = 0`) or first partial (`k = 1`).
+    fn start_at(&self, b: &mut KernelBuilder, e: Reg, k: i64) -> Reg {
+        let at = b.elem_addr(self.starts, e, 16);
+        b.bin(BinOp::Add, Type::U64, at, Operand::Imm(8 * k))
+    }
+
+    fn find(plan: &Plan, params: &KernelParams) -> Result<Temps, GenError> {
+        let temp = |name: &str| {
+            plan.temps
+                .iter()
+                .position(|t| t.name == name)
+                .map(|i| params.temps[i])
+                .ok_or_else(|| GenError::Unsupported(format!("the plan has no `{name}` temporary")))
+        };
+        Ok(Temps {
+            count: temp(COUNT_TEMP)?,
+            list: temp(LIST_TEMP)?,
+            starts: temp(STARTS_TEMP)?,
+            partials: temp(PARTIALS_TEMP)?,
+        })
+    }
+}
+
+/// One kernel of the split.
+struct Split<'a> {
+    body: &'a Body,
+    opts: &'a Options,
+    params: &'a KernelParams,
+    layout: &'a Layout,
+    t: Temps,
+}
+
+/// The warp's index in the grid, the grid's warp count and the lane (u64, u64, `.u32`).
+fn warp_ids(b: &mut KernelBuilder) -> (Reg, Reg, Reg) {
+    let tid = b.special(Special::TidX);
+    let ntid = b.special(Special::NtidX);
+    let ctaid = b.special(Special::CtaidX);
+    let nctaid = b.special(Special::NctaidX);
+    let base = b.bin(BinOp::MulWide, Type::U32, ctaid, ntid);
+    let tid64 = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
+    let thread = b.bin(BinOp::Add, Type::U64, base, tid64);
+    let warp = b.bin(BinOp::Shr, Type::U64, thread, Operand::Imm(5));
+    let all = b.bin(BinOp::MulWide, Type::U32, nctaid, ntid);
+    let warps = b.bin(BinOp::Shr, Type::U64, all, Operand::Imm(5));
+    let lane = b.bin(BinOp::And, Type::B32, tid, Operand::Imm(31));
+    (warp, warps, lane)
+}
+
+impl Split<'_> {
+    /// One thread per tile position: huge tiles are appended to the list.
+    fn list(&self, b: &mut KernelBuilder) {
+        let l = self.layout;
+        let gs = b.grid_stride_begin(l.tiles);
+        let tile = l.tile(b, self.params, gs.item, self.opts.checked, gs.next);
+        let (begin, end) = l.atoms(b, tile);
+        let size = b.bin(BinOp::Sub, Type::U64, end, begin);
+        let huge = is_huge(b, size, self.opts.block);
+        let add = b.if_begin(huge, false);
+        let one = b.mov(Type::U64, Operand::Imm(1));
+        let slot = atom_add(b, self.t.count, one);
+        let at = b.elem_addr(self.t.list, slot, 8);
+        b.st(Space::Global, Type::U64, at, tile);
+        b.if_end(add);
+        b.grid_stride_end(gs);
+    }
+
+    /// One warp: the chunk size, then per entry `e` its first chunk (`starts[2e]`) and first
+    /// partial (`starts[2e + 1]`), and the totals at `e = E`.
+    fn scan(&self, b: &mut KernelBuilder) {
+        let lane = b.special(Special::LaneId);
+        let lane64 = b.cvt(Rounding::None, Type::U64, Type::U32, lane);
+        let entries = b.ld(Space::Global, Type::U64, self.t.count);
+        let chunk = self.chunk_size(b, lane64, entries);
+        let lead = b.setp(Cmp::Eq, Type::U32, lane, Operand::Imm(0));
+        let first = b.if_begin(lead, false);
+        let at = self.t.count_at(b, 1);
+        b.st(Space::Global, Type::U64, at, chunk);
+        b.if_end(first);
+        let runs = [0, 1].map(|_| b.mov(Type::U64, Operand::Imm(0)));
+        let base = b.mov(Type::U64, Operand::Imm(0));
+        let rounds = b.loop_begin();
+        let over = b.setp(Cmp::Ge, Type::U64, base, entries);
+        b.break_if(&rounds, over, false);
+        let e = b.bin(BinOp::Add, Type::U64, base, lane64);
+        let inside = b.setp(Cmp::Lt, Type::U64, e, entries);
+        let size = self.entry_size(b, e, inside);
+        let up = b.bin(BinOp::Add, Type::U64, size, chunk);
+        let up = b.bin(BinOp::Sub, Type::U64, up, Operand::Imm(1));
+        let chunks = b.bin(BinOp::Div, Type::U64, up, chunk);
+        // A tile of one chunk is walked whole by one warp and needs no partial.
+        let single = b.setp(Cmp::Le, Type::U64, chunks, Operand::Imm(1));
+        let parts = b.selp(Type::U64, Operand::Imm(0), chunks, single);
+        for (k, x) in [chunks, parts].into_iter().enumerate() {
+            let incl = warp_scan(b, lane, x);
+            let write = b.if_begin(inside, false);
+            let excl = b.bin(BinOp::Sub, Type::U64, incl, x);
+            let start = b.bin(BinOp::Add, Type::U64, runs[k], excl);
+            let at = self.t.start_at(b, e, k as i64);
+            b.st(Space::Global, Type::U64, at, start);
+            b.if_end(write);
+            let total = shfl(b, ShflMode::Idx, incl, Type::U64, Operand::Imm(31));
+            b.bin_to(BinOp::Add, Type::U64, runs[k], runs[k], total);
+        }
+        b.bin_to(BinOp::Add, Type::U64, base, base, Operand::Imm(32));
+        b.loop_end(rounds);
+        let last = b.if_begin(lead, false);
+        for (k, run) in runs.into_iter().enumerate() {
+            let at = self.t.start_at(b, entries, k as i64);
+            b.st(Space::Global, Type::U64, at, run);
+        }
+        b.if_end(last);
+    }
+
+    /// Atoms of list entry `e` where `inside`, else 0.
+    fn entry_size(&self, b: &mut KernelBuilder, e: Reg, inside: Reg) -> Reg {
+        let size = b.mov(Type::U64, Operand::Imm(0));
+        let read = b.if_begin(inside, false);
+        let at = b.elem_addr(self.t.list, e, 8);
+        let tile = b.ld(Space::Global, Type::U64, at);
+        let (begin, end) = self.layout.atoms(b, tile);
+        b.bin_to(BinOp::Sub, Type::U64, size, end, begin);
+        b.if_end(read);
+        size
+    }
+
+    /// The chunk size, [`CHUNK`] unless the listed atoms `S` exceed the tile set's atoms `A`
+    /// (a frontier that repeats huge tiles): then `CHUNK · ⌈2S / (tiles + A)⌉`, so that the
+    /// partials (at most `2S / chunk`, counting only tiles of two chunks or more) still fit the
+    /// `1.25 · (tiles + A) / CHUNK` of `huge_partials`. `S` is a sum of integers, so the size
+    /// depends on the list's contents and not on its order.
+    fn chunk_size(&self, b: &mut KernelBuilder, lane64: Reg, entries: Reg) -> Reg {
+        let sum = b.mov(Type::U64, Operand::Imm(0));
+        let e = b.mov(Type::U64, lane64);
+        let sums = b.loop_begin();
+        let over = b.setp(Cmp::Ge, Type::U64, e, entries);
+        b.break_if(&sums, over, false);
+        let inside = b.setp(Cmp::Lt, Type::U64, e, entries);
+        let size = self.entry_size(b, e, inside);
+        b.bin_to(BinOp::Add, Type::U64, sum, sum, size);
+        b.bin_to(BinOp::Add, Type::U64, e, e, Operand::Imm(32));
+        b.loop_end(sums);
+        let mut d = 1;
+        while d < 32 {
+            let y = shfl(b, ShflMode::Bfly, sum, Type::U64, Operand::Imm(d));
+            b.bin_to(BinOp::Add, Type::U64, sum, sum, y);
+            d *= 2;
+        }
+        let atoms = self.layout.csr.nnz;
+        let room = b.bin(BinOp::Add, Type::U64, self.layout.tiles, atoms);
+        let twice = b.bin(BinOp::Shl, Type::B64, sum, Operand::Imm(1));
+        let up = b.bin(BinOp::Add, Type::U64, twice, room);
+        let up = b.bin(BinOp::Sub, Type::U64, up, Operand::Imm(1));
+        let factor = b.bin(BinOp::Div, Type::U64, up, room);
+        let fits = b.setp(Cmp::Le, Type::U64, sum, atoms);
+        let factor = b.selp(Type::U64, Operand::Imm(1), factor, fits);
+        b.bin(BinOp::Mul, Type::U64, factor, Operand::Imm(CHUNK as i64))
+    }
+
+    /// Splits `item` into (index, lane) with the layout's lanes (index = item without lanes).
+    fn item_lane(&self, b: &mut KernelBuilder, item: Reg) -> (Reg, Option<Reg>) {
+        let w = self.layout.work_item(b, item);
+        (w.position, w.lane)
+    }
+
+    /// The lane register the body sees (0 when it reads a lane without `lanes`).
+    fn body_lane(&self, b: &mut KernelBuilder, lane: Option<Reg>) -> Option<Reg> {
+        match lane {
+            Some(l) => Some(l),
+            None if self.body.roles.contains(&crate::body::IndexRole::Lane) => {
+                Some(b.mov(Type::U64, Operand::Imm(0)))
+            }
+            None => None,
+        }
+    }
+
+    /// The list entry of `chunk`: the last `e < entries` with `starts[e] <= chunk`.
+    fn entry_of(&self, b: &mut KernelBuilder, chunk: Reg, entries: Reg) -> Reg {
+        let lo = b.mov(Type::U64, Operand::Imm(0));
+        let hi = b.bin(BinOp::Sub, Type::U64, entries, Operand::Imm(1));
+        let search = b.loop_begin();
+        let found = b.setp(Cmp::Ge, Type::U64, lo, hi);
+        b.break_if(&search, found, false);
+        let sum = b.bin(BinOp::Add, Type::U64, lo, hi);
+        let up = b.bin(BinOp::Add, Type::U64, sum, Operand::Imm(1));
+        let mid = b.bin(BinOp::Shr, Type::U64, up, Operand::Imm(1));
+        let at = self.t.start_at(b, mid, 0);
+        let s = b.ld(Space::Global, Type::U64, at);
+        let le = b.setp(Cmp::Le, Type::U64, s, chunk);
+        let below = b.bin(BinOp::Sub, Type::U64, mid, Operand::Imm(1));
+        let lo2 = b.selp(Type::U64, mid, lo, le);
+        let hi2 = b.selp(Type::U64, hi, below, le);
+        b.mov_to(Type::U64, lo, lo2);
+        b.mov_to(Type::U64, hi, hi2);
+        b.loop_end(search);
+        lo
+    }
+
+    /// One warp per chunk × lane item: the chunk's atoms strided over the warp's lanes; lane 0
+    /// writes the chunk's partial, or the output when the chunk is the whole tile.
+    fn walk(&self, b: &mut KernelBuilder) -> Result<(), GenError> {
+        let (warp, warps, lane_w) = warp_ids(b);
+        let lane_w64 = b.cvt(Rounding::None, Type::U64, Type::U32, lane_w);
+        let first = b.setp(Cmp::Eq, Type::U32, lane_w, Operand::Imm(0));
+        let entries = b.ld(Space::Global, Type::U64, self.t.count);
+        let at = self.t.count_at(b, 1);
+        let size = b.ld(Space::Global, Type::U64, at);
+        let at = self.t.start_at(b, entries, 0);
+        let chunks = b.ld(Space::Global, Type::U64, at);
+        let items = match self.layout.lanes {
+            Some(l) => b.bin(BinOp::Mul, Type::U64, chunks, l),
+            None => chunks,
+        };
+        let item = b.mov(Type::U64, warp);
+        let scope = b.loop_begin();
+        let done = b.setp(Cmp::Ge, Type::U64, item, items);
+        b.break_if(&scope, done, false);
+        let (chunk, lane) = self.item_lane(b, item);
+        let e = self.entry_of(b, chunk, entries);
+        let at = b.elem_addr(self.t.list, e, 8);
+        let tile = b.ld(Space::Global, Type::U64, at);
+        let (begin, end) = self.layout.atoms(b, tile);
+        let at = self.t.start_at(b, e, 0);
+        let first_chunk = b.ld(Space::Global, Type::U64, at);
+        let at = self.t.start_at(b, e, 1);
+        let first_part = b.ld(Space::Global, Type::U64, at);
+        let next = self.t.start_at(b, e, 3);
+        let next_part = b.ld(Space::Global, Type::U64, next);
+        let k = b.bin(BinOp::Sub, Type::U64, chunk, first_chunk);
+        let offset = b.bin(BinOp::Mul, Type::U64, k, size);
+        let start = b.bin(BinOp::Add, Type::U64, offset, lane_w64);
+        let chunk_begin = b.bin(BinOp::Add, Type::U64, begin, offset);
+        let chunk_end = b.bin(BinOp::Add, Type::U64, chunk_begin, size);
+        let stop = b.bin(BinOp::Min, Type::U64, chunk_end, end);
+        let lane = self.body_lane(b, lane);
+        let w = Walker {
+            body: self.body,
+            params: self.params,
+            checked: self.opts.checked,
+            lane,
+        };
+        // `begin` is the tile's, so the body's rank is the atom's rank in its tile.
+        let part = w.stride(b, tile, (begin, stop), start, 32)?;
+        if let (Some(part), Some((ty, red))) = (part, self.body.reduce) {
+            butterfly(b, part, (ty, red))?;
+            let whole = b.setp(Cmp::Eq, Type::U64, first_part, next_part);
+            let store = b.if_begin(first, false);
+            let mut split = b.if_begin(whole, true);
+            let p = b.bin(BinOp::Add, Type::U64, first_part, k);
+            let slot = self.slot(b, p, lane);
+            let at = b.elem_addr(self.t.partials, slot, 8);
+            b.st(Space::Global, ptx_type(ty), at, part);
+            b.if_else(&mut split);
+            let checked = self.opts.checked;
+            let out = (tile, lane);
+            self.layout
+                .store_output(b, self.body, self.params, out, (part, ty), checked)?;
+            b.if_end(split);
+            b.if_end(store);
+        }
+        b.bin_to(BinOp::Add, Type::U64, item, item, warps);
+        b.loop_end(scope);
+        Ok(())
+    }
+
+    /// The partial slot of partial `p` and `lane`: `p × lanes + lane`.
+    fn slot(&self, b: &mut KernelBuilder, p: Reg, lane: Option<Reg>) -> Reg {
+        match (self.layout.lanes, lane) {
+            (Some(l), Some(lane)) => {
+                let row = b.bin(BinOp::Mul, Type::U64, p, l);
+                b.bin(BinOp::Add, Type::U64, row, lane)
+            }
+            _ => p,
+        }
+    }
+
+    /// One warp per list entry × lane: the entry's chunk partials folded in a fixed order, the
+    /// tile's output stored by lane 0.
+    fn fixup(&self, b: &mut KernelBuilder) -> Result<(), GenError> {
+        let Some((ty, red)) = self.body.reduce else {
+            return Ok(());
+        };
+        let pt = ptx_type(ty);
+        let (warp, warps, lane_w) = warp_ids(b);
+        let lane_w64 = b.cvt(Rounding::None, Type::U64, Type::U32, lane_w);
+        let first = b.setp(Cmp::Eq, Type::U32, lane_w, Operand::Imm(0));
+        let entries = b.ld(Space::Global, Type::U64, self.t.count);
+        let items = match self.layout.lanes {
+            Some(l) => b.bin(BinOp::Mul, Type::U64, entries, l),
+            None => entries,
+        };
+        let item = b.mov(Type::U64, warp);
+        let scope = b.loop_begin();
+        let done = b.setp(Cmp::Ge, Type::U64, item, items);
+        b.break_if(&scope, done, false);
+        let (e, lane) = self.item_lane(b, item);
+        let at = b.elem_addr(self.t.list, e, 8);
+        let tile = b.ld(Space::Global, Type::U64, at);
+        let at = self.t.start_at(b, e, 1);
+        let c0 = b.ld(Space::Global, Type::U64, at);
+        let next = self.t.start_at(b, e, 3);
+        let c1 = b.ld(Space::Global, Type::U64, next);
+        // A tile walked whole (no partials) was stored by the walk.
+        let whole = b.setp(Cmp::Eq, Type::U64, c0, c1);
+        let skip = b.label();
+        b.bra_if(whole, false, skip);
+        let acc = reduce_identity(b, ty, red)?;
+        let c = b.bin(BinOp::Add, Type::U64, c0, lane_w64);
+        let folds = b.loop_begin();
+        let past = b.setp(Cmp::Ge, Type::U64, c, c1);
+        b.break_if(&folds, past, false);
+        let slot = self.slot(b, c, lane);
+        let at = b.elem_addr(self.t.partials, slot, 8);
+        let v = b.ld(Space::Global, pt, at);
+        reduce_combine(b, ty, red, acc, v)?;
+        b.bin_to(BinOp::Add, Type::U64, c, c, Operand::Imm(32));
+        b.loop_end(folds);
+        butterfly(b, acc, (ty, red))?;
+        let store = b.if_begin(first, false);
+        self.layout.store_output(
+            b,
+            self.body,
+            self.params,
+            (tile, lane),
+            (acc, ty),
+            self.opts.checked,
+        )?;
+        b.if_end(store);
+        b.place(skip);
+        b.bin_to(BinOp::Add, Type::U64, item, item, warps);
+        b.loop_end(scope);
+        Ok(())
+    }
+}
+
+/// Inclusive scan of `x` (u64) over the warp (Hillis–Steele over shuffles); `lane` is `%laneid`.
+fn warp_scan(b: &mut KernelBuilder, lane: Reg, x: Reg) -> Reg {
+    let incl = b.mov(Type::U64, x);
+    let mut d = 1;
+    while d < 32 {
+        let y = shfl(b, ShflMode::Up, incl, Type::U64, Operand::Imm(d));
+        let has = b.setp(Cmp::Ge, Type::U32, lane, Operand::Imm(d));
+        let sum = b.bin(BinOp::Add, Type::U64, incl, y);
+        let keep = b.selp(Type::U64, sum, incl, has);
+        b.mov_to(Type::U64, incl, keep);
+        d *= 2;
+    }
+    incl
+}
+
+/// `atom.global.add.u64 old, [addr], x`; returns `old`.
+fn atom_add(b: &mut KernelBuilder, addr: Reg, x: Reg) -> Reg {
+    let old = b.reg_for(Type::U64);
+    b.emit(crate::ir::Op::Atom {
+        space: Space::Global,
+        op: crate::ir::AtomOp::Add,
+        ty: Type::U64,
+        dst: old,
+        addr: crate::ir::Address::Reg {
+            base: addr,
+            offset: 0,
+        },
+        b: x.into(),
+        c: None,
+    });
+    old
+}
