@@ -64,7 +64,10 @@ fn matrices() -> Vec<(&'static str, Csr<f32>)> {
     vec![
         ("regular-2048x8", lb::generate::uniform(2048, 2048, 8, 11)),
         ("stencil5-48", stencil5(48)),
-        ("power_law-3000", lb::generate::power_law(3000, 3000, 8.0, 13)),
+        (
+            "power_law-3000",
+            lb::generate::power_law(3000, 3000, 8.0, 13),
+        ),
         ("giant_row-4096", giant_row(4096, 16_384)),
     ]
 }
@@ -123,7 +126,9 @@ fn parse(text: &str) -> BTreeMap<String, f64> {
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|l| {
-            let (key, v) = l.rsplit_once('\t').expect("matrix, schedule and a number per line");
+            let (key, v) = l
+                .rsplit_once('\t')
+                .expect("matrix, schedule and a number per line");
             (key.to_string(), v.parse().expect("a number"))
         })
         .collect()

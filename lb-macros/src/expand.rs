@@ -216,6 +216,10 @@ fn plan_tokens(p: &Plan) -> TokenStream {
         let entry = k.entry.as_ref();
         let block = k.block;
         let dynamic_shared = k.dynamic_shared;
+        let min_tile_atoms = match k.min_tile_atoms {
+            Some(m) => quote!(::core::option::Option::Some(#m)),
+            None => quote!(::core::option::Option::None),
+        };
         let grid = match k.grid {
             Grid::CoverItems { per_thread } => {
                 quote!(::lb::__private::Grid::CoverItems { per_thread: #per_thread })
@@ -235,6 +239,7 @@ fn plan_tokens(p: &Plan) -> TokenStream {
                 block: #block,
                 grid: #grid,
                 dynamic_shared: #dynamic_shared,
+                min_tile_atoms: #min_tile_atoms,
             }
         }
     });
@@ -587,6 +592,7 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
                 tiles: #tiles as ::core::primitive::u64,
                 atoms: ::lb::__private::DeviceTileSet::num_atoms(#a) as ::core::primitive::u64,
                 lanes: #lanes as ::core::primitive::u64,
+                max_tile_atoms: #a.stats().max_atoms,
             };
             // A schedule may have several plans (32-bit index arithmetic before 64-bit, variants
             // for different tile sizes): the first whose limit and rule admit the problem runs.

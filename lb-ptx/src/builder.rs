@@ -5,9 +5,9 @@
 //! closure based, so that code generators holding other state next to the builder can nest
 //! constructs freely. Everything is numbered in creation order, so output is deterministic.
 
-use crate::ir::{LdCache, 
-    Address, BinOp, Cmp, Guard, Instr, Kernel, Label, Op, Operand, Param, Reg, RegClass, Rounding,
-    SharedDecl, Space, Special, Type, UnOp,
+use crate::ir::{
+    Address, BinOp, Cmp, Guard, Instr, Kernel, Label, LdCache, Op, Operand, Param, Reg, RegClass,
+    Rounding, SharedDecl, Space, Special, Type, UnOp,
 };
 
 /// Builds one `.entry`.

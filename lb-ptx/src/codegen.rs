@@ -522,9 +522,9 @@ fn unsupported<T>(what: impl Into<String>) -> Result<T, GenError> {
 
 /// The base register, element type and parameter of an array the body indexes.
 pub fn array_info(
-body: &Body,
-params: &KernelParams,
-array: ArrayRef,
+    body: &Body,
+    params: &KernelParams,
+    array: ArrayRef,
 ) -> Result<ArrayInfo, GenError> {
     match array {
         ArrayRef::Param(p) => {
@@ -886,7 +886,10 @@ impl Lower<'_> {
         let dst = self.b.reg_for(mt);
         let at_atom = matches!(index.kind, ExprKind::Index(IndexRole::Atom));
         let cache = load::Data::of(self.body, array, at_atom).cache();
-        let kept = self.ctx.atom_addr(array).filter(|_| at_atom && !self.checked);
+        let kept = self
+            .ctx
+            .atom_addr(array)
+            .filter(|_| at_atom && !self.checked);
         let (addr, skip) = match kept {
             Some(addr) => (addr, None),
             None => {
@@ -904,7 +907,10 @@ impl Lower<'_> {
                     load::Index::U64(i) => self.guard(array, &info, i)?,
                     load::Index::U32(_) => None,
                 };
-                (load::elem_addr(self.b, info.base, i, info.elem.size()), skip)
+                (
+                    load::elem_addr(self.b, info.base, i, info.elem.size()),
+                    skip,
+                )
             }
         };
         self.b.ld_global_to(mt, dst, (addr, 0), cache);

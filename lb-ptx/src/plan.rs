@@ -15,6 +15,9 @@ pub struct ProblemSize {
     pub atoms: u64,
     /// Lanes per atom (1 without `lanes`).
     pub lanes: u64,
+    /// Atoms of the tile set's longest tile (an upper bound on a frontier's): kernels that only
+    /// work on larger tiles are not launched. `u64::MAX` when unknown.
+    pub max_tile_atoms: u64,
 }
 
 /// What the runtime knows about the device when it sizes a grid.
@@ -85,6 +88,17 @@ pub struct KernelPlan {
     pub grid: Grid,
     /// Dynamic shared memory in bytes.
     pub dynamic_shared: u32,
+    /// The kernel does work only for tiles of at least this many atoms, so the runtime skips it
+    /// when [`ProblemSize::max_tile_atoms`] is smaller (the huge-tile split's kernels). `None`:
+    /// always launched.
+    pub min_tile_atoms: Option<u64>,
+}
+
+impl KernelPlan {
+    /// Whether the kernel has work for a problem of `size`.
+    pub fn needed(&self, size: &ProblemSize) -> bool {
+        self.min_tile_atoms.is_none_or(|m| size.max_tile_atoms >= m)
+    }
 }
 
 /// How many elements a temporary holds.

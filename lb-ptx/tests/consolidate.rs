@@ -107,6 +107,7 @@ fn size(t: &Tiles, tiles: usize, lanes: u64) -> ProblemSize {
         tiles: tiles as u64,
         atoms: t.values.len() as u64,
         lanes,
+        max_tile_atoms: u64::MAX,
     }
 }
 

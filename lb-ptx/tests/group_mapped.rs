@@ -56,6 +56,7 @@ fn launch(g: &Generated, plan: &Plan, grid: u32, args: &[u64], mem: &mut Memory)
         tiles: args[3],
         atoms: args[5],
         lanes: 33,
+        max_tile_atoms: u64::MAX,
     };
     runner.run(&module, plan, args.to_vec(), size, mem).0
 }
@@ -353,6 +354,7 @@ fn dynamic_virtual_warps_picks_the_documented_size() {
             tiles,
             atoms,
             lanes: 1,
+            max_tile_atoms: u64::MAX,
         };
         let picked: Vec<&Plan> = plans
             .iter()

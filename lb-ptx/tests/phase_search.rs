@@ -461,6 +461,7 @@ fn plans_put_the_partition_before_the_main_kernel() {
         tiles: 10,
         atoms,
         lanes: 1,
+        max_tile_atoms: u64::MAX,
     };
     for (atoms, std_dev, interpolates) in [
         (90, 0.0, true),

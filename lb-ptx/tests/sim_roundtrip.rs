@@ -201,7 +201,12 @@ fn every_op_module() -> Module {
     for (i, addr) in addrs.iter().enumerate() {
         let space = if i == 3 { Space::Shared } else { Space::Global };
         // Every cache policy of a global load round-trips.
-        let cache = [LdCache::Default, LdCache::ReadOnly, LdCache::Stream, LdCache::Default][i % 4];
+        let cache = [
+            LdCache::Default,
+            LdCache::ReadOnly,
+            LdCache::Stream,
+            LdCache::Default,
+        ][i % 4];
         body.push(
             Op::Ld {
                 space,

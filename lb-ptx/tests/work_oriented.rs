@@ -166,6 +166,7 @@ fn cover_work_grid() {
         tiles: 100,
         atoms: 1000,
         lanes: 3,
+        max_tile_atoms: u64::MAX,
     };
     let merge = Grid::CoverWork {
         per_thread: 7,
@@ -183,6 +184,7 @@ fn cover_work_grid() {
         tiles: 0,
         atoms: 0,
         lanes: 1,
+        max_tile_atoms: u64::MAX,
     };
     assert_eq!(merge.blocks(&empty, 256, &limits), 1);
 }
@@ -245,6 +247,7 @@ fn frontier_with_lanes() {
                 tiles: frontier.len() as u64,
                 atoms: m.nnz() as u64,
                 lanes: k as u64,
+                max_tile_atoms: u64::MAX,
             };
             run_plan(&g, &g.plans[0], args, size, &mut mem);
             let got: Vec<u32> = read_words::<4>(&mem, y, n)

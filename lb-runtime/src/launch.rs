@@ -310,12 +310,21 @@ pub fn execute_cached(
             dev.alloc_raw(bytes, t.zero || t.role == TempRole::ErrorFlag)?,
         ));
     }
+    // Kernels with nothing to do for this tile set (the huge-tile split without a huge tile).
+    let mut needed: Vec<bool> = kernel_plans.iter().map(|k| k.needed(&size)).collect();
     if warm.is_some() {
         // The cached temporaries are already written: their producers do not run again.
+        needed.drain(..producers.min(needed.len()));
         kernels.drain(..producers.min(kernels.len()));
         if !gpu_functions.is_empty() {
             gpu_functions.drain(..producers.min(gpu_functions.len()));
         }
+    }
+    let mut keep = needed.iter();
+    kernels.retain(|_| *keep.next().unwrap_or(&true));
+    if !gpu_functions.is_empty() {
+        let mut keep = needed.iter();
+        gpu_functions.retain(|_| *keep.next().unwrap_or(&true));
     }
     let mut params: Vec<u64> = args.iter().map(|a| a.bits()).collect();
     params.extend(temps.iter().map(|t| t.addr()));
@@ -426,6 +435,7 @@ mod tests {
             block: 64,
             grid: Grid::CoverItems { per_thread: 1 },
             dynamic_shared: 0,
+            min_tile_atoms: None,
         };
         Plan {
             schedule: Cow::Borrowed("consolidate"),

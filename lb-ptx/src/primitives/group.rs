@@ -101,6 +101,7 @@ pub fn group_plan(
         block: opts.block,
         grid: Grid::CoverItems { per_thread: 1 },
         dynamic_shared: 0,
+        min_tile_atoms: None,
     });
     kernels.extend(huge::back_kernels(&entry, body, opts));
     let mut temps = common_temps(opts);

@@ -112,28 +112,37 @@ pub fn partials_per_block(block: u32) -> u32 {
 
 /// The kernels that come before the schedule's own: list and scan (the cache producers).
 pub fn front_kernels(base: &str, opts: &Options) -> Vec<KernelPlan> {
+    let huge = Some(threshold(opts.block));
     vec![
-        kernel(format!("{base}{LIST}"), opts.block, first_grid()),
-        kernel(format!("{base}{SCAN}"), 32, Grid::Fixed(1)),
+        kernel(format!("{base}{LIST}"), opts.block, first_grid(), huge),
+        kernel(format!("{base}{SCAN}"), 32, Grid::Fixed(1), huge),
     ]
 }
 
 /// The kernels after the schedule's own: the walk, and the fix-up when the body reduces.
 pub fn back_kernels(base: &str, body: &Body, opts: &Options) -> Vec<KernelPlan> {
-    let mut out = vec![kernel(format!("{base}{WALK}"), opts.block, walk_grid())];
+    let huge = Some(threshold(opts.block));
+    let mut out = vec![kernel(
+        format!("{base}{WALK}"),
+        opts.block,
+        walk_grid(),
+        huge,
+    )];
     if body.reduce.is_some() {
         let grid = Grid::CoverItems { per_thread: 1 };
-        out.push(kernel(format!("{base}{FIXUP}"), opts.block, grid));
+        out.push(kernel(format!("{base}{FIXUP}"), opts.block, grid, huge));
     }
     out
 }
 
-fn kernel(entry: String, block: u32, grid: Grid) -> KernelPlan {
+/// A kernel of the split, launched only when some tile is huge (`min_tile_atoms`).
+fn kernel(entry: String, block: u32, grid: Grid, min_tile_atoms: Option<u64>) -> KernelPlan {
     KernelPlan {
         entry: Cow::Owned(entry),
         block,
         grid,
         dynamic_shared: 0,
+        min_tile_atoms,
     }
 }
 

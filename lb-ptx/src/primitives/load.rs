@@ -63,7 +63,12 @@ pub fn elem_addr(b: &mut KernelBuilder, base: Reg, index: Index, elem_bytes: u32
     match index {
         Index::U64(i) => b.elem_addr(base, i, elem_bytes),
         Index::U32(i) => {
-            let offset = b.bin(BinOp::MulWide, Type::U32, i, Operand::Imm(elem_bytes.into()));
+            let offset = b.bin(
+                BinOp::MulWide,
+                Type::U32,
+                i,
+                Operand::Imm(elem_bytes.into()),
+            );
             b.bin(BinOp::Add, Type::U64, base, offset)
         }
     }

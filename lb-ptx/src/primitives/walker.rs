@@ -208,7 +208,12 @@ fn scaled(b: &mut KernelBuilder, index: Reg, elem_bytes: u32) -> Reg {
         let shift = Operand::Imm(elem_bytes.trailing_zeros().into());
         b.bin(BinOp::Shl, Type::B64, index, shift)
     } else {
-        b.bin(BinOp::Mul, Type::U64, index, Operand::Imm(elem_bytes.into()))
+        b.bin(
+            BinOp::Mul,
+            Type::U64,
+            index,
+            Operand::Imm(elem_bytes.into()),
+        )
     }
 }
 

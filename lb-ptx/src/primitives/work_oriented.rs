@@ -164,6 +164,7 @@ pub fn plans(
                 block: opts.block,
                 grid,
                 dynamic_shared: 0,
+                min_tile_atoms: None,
             });
             if body.reduce.is_some() {
                 for suffix in ["fixup", "fixup_spans"] {
@@ -172,6 +173,7 @@ pub fn plans(
                         block: opts.block,
                         grid: fixup_grid(per_thread, opts.block, count_tiles),
                         dynamic_shared: 0,
+                        min_tile_atoms: None,
                     });
                 }
             }
@@ -287,7 +289,12 @@ pub fn from_next_thread(
     // Thread 0 finds the block's end (one search, where a search is needed) for the last thread.
     let first = b.setp(Cmp::Eq, Type::U64, f.tid, Operand::Imm(0));
     let scope = b.if_begin(first, false);
-    let end_slot = b.bin(BinOp::Add, Type::U64, slots, Operand::Imm(i64::from(warps) * 8));
+    let end_slot = b.bin(
+        BinOp::Add,
+        Type::U64,
+        slots,
+        Operand::Imm(i64::from(warps) * 8),
+    );
     let value = last(b);
     let value = widen(b, w, value);
     b.st(Space::Shared, Type::U64, end_slot, value);
@@ -608,7 +615,9 @@ fn stage_values(
     lane: Option<Reg>,
 ) -> Result<Reg, GenError> {
     let Some((ty, _)) = body.reduce else {
-        return Err(GenError::Unsupported("staged values need a reducing body".into()));
+        return Err(GenError::Unsupported(
+            "staged values need a reducing body".into(),
+        ));
     };
     b.shared(STAGED_VALUES, 8, (f.capacity as u32) * ty.size());
     let base = b.mov(Type::U64, Operand::Symbol(STAGED_VALUES.into()));

@@ -47,9 +47,9 @@ use super::{common_temps, entry_name, Schedule, ScheduleTemplate};
 use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
-use crate::ir::{LdCache, 
-    Address, AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space,
-    Special, Type, UnOp,
+use crate::ir::{
+    Address, AtomOp, BinOp, Cmp, Kernel, LdCache, Op, Operand, Reg, RegClass, Rounding, ShflMode,
+    Space, Special, Type, UnOp,
 };
 use crate::plan::{Grid, KernelPlan, Plan};
 use crate::primitives::huge;
@@ -110,6 +110,7 @@ impl ScheduleTemplate for Binning {
             block: opts.block,
             grid: Grid::CoverItems { per_thread: 1 },
             dynamic_shared: 0,
+            min_tile_atoms: None,
         });
         kernels.extend(huge::back_kernels(&entry, body, opts));
         let mut temps = common_temps(opts);

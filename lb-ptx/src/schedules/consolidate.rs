@@ -56,9 +56,9 @@ use super::{common_temps, Schedule, ScheduleTemplate};
 use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
 use crate::codegen::{emit_body, reduce_combine, reduce_identity, AtomContext, KernelParams};
-use crate::ir::{LdCache, 
-    Address, AtomOp, BinOp, Cmp, DeviceFunc, Kernel, Label, Op, Operand, Param, ParamDeclTy, Reg,
-    RegClass, Rounding, ShflMode, Space, Special, Type, UnOp, VoteMode,
+use crate::ir::{
+    Address, AtomOp, BinOp, Cmp, DeviceFunc, Kernel, Label, LdCache, Op, Operand, Param,
+    ParamDeclTy, Reg, RegClass, Rounding, ShflMode, Space, Special, Type, UnOp, VoteMode,
 };
 use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
 use crate::primitives::huge;
@@ -202,6 +202,7 @@ impl ScheduleTemplate for Consolidate {
             block: opts.block,
             grid,
             dynamic_shared: 0,
+            min_tile_atoms: None,
         };
         // The parent runs on the split's first-kernel grid, which sizes its chunk partials.
         let mut kernels = vec![

@@ -92,6 +92,7 @@ impl ScheduleTemplate for Lrb {
                 Grid::CoverItems { per_thread: 1 }
             },
             dynamic_shared: 0,
+            min_tile_atoms: None,
         }));
         kernels.extend(huge::back_kernels(&base, body, opts));
         // Without a frontier the bins and the huge-tile list depend only on the tile set: the

@@ -15,8 +15,8 @@ use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
 use crate::codegen::{reduce_combine, reduce_identity, KernelParams};
 use crate::ir::{Kernel, Operand, Type};
-use crate::primitives::walker::Walker;
 use crate::plan::{Grid, KernelPlan, Plan};
+use crate::primitives::walker::Walker;
 use crate::primitives::Layout;
 use crate::{GenError, Options};
 
@@ -33,6 +33,7 @@ impl ScheduleTemplate for ThreadMapped {
                 block: opts.block,
                 grid: Grid::CoverItems { per_thread: 1 },
                 dynamic_shared: 0,
+                min_tile_atoms: None,
             }]),
             temps: Cow::Owned(common_temps(opts)),
             index_limit: None,

@@ -5,9 +5,9 @@
 //! number; no input text makes the parser panic.
 
 use crate::ir::{
-    Address, AtomOp, BinOp, Cmp, DeviceFunc, Guard, Instr, Kernel, Label, LdCache, Module, Op, Operand,
-    Param, ParamDeclTy, Reg, RegClass, Rounding, SharedDecl, ShflMode, Space, Special, Type, UnOp,
-    VoteMode,
+    Address, AtomOp, BinOp, Cmp, DeviceFunc, Guard, Instr, Kernel, Label, LdCache, Module, Op,
+    Operand, Param, ParamDeclTy, Reg, RegClass, Rounding, SharedDecl, ShflMode, Space, Special,
+    Type, UnOp, VoteMode,
 };
 
 /// A parse failure: the 1-based line it was found on and what was wrong.

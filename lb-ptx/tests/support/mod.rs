@@ -249,6 +249,7 @@ pub fn size(m: &Matrix, lanes: usize) -> ProblemSize {
         tiles: m.rows() as u64,
         atoms: m.nnz() as u64,
         lanes: lanes as u64,
+        max_tile_atoms: u64::MAX,
     }
 }
 
@@ -431,6 +432,7 @@ pub fn run_frontier_reduce(
         tiles: frontier.len() as u64,
         atoms: m.nnz() as u64,
         lanes: 1,
+        max_tile_atoms: u64::MAX,
     };
     run_plan(&g, &g.plans[plan_index], args, size, &mut mem);
     read_words::<4>(&mem, y, n)
@@ -501,6 +503,7 @@ pub fn check_frontier_visits(m: &Matrix, frontier: &[u32], base: &Options, what:
         tiles: frontier.len() as u64,
         atoms: n as u64,
         lanes: 1,
+        max_tile_atoms: u64::MAX,
     };
     run_plan(&g, &g.plans[0], args, size, &mut mem);
     let visits: Vec<u32> = read_words::<4>(&mem, visits, n)
@@ -594,6 +597,7 @@ impl Tiles {
             tiles: frontier.map_or(self.rows(), <[u32]>::len) as u64,
             atoms: self.values.len() as u64,
             lanes,
+            max_tile_atoms: u64::MAX,
         }
     }
 }

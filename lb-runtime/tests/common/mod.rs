@@ -68,6 +68,7 @@ const DOUBLE_KERNELS: &[KernelPlan] = &[KernelPlan {
     block: 32,
     grid: Grid::CoverItems { per_thread: 1 },
     dynamic_shared: 0,
+    min_tile_atoms: None,
 }];
 
 pub const DOUBLE_PLAN: Plan = Plan {
@@ -83,6 +84,7 @@ const RAISE_KERNELS: &[KernelPlan] = &[KernelPlan {
     block: 32,
     grid: Grid::Fixed(1),
     dynamic_shared: 0,
+    min_tile_atoms: None,
 }];
 
 const RAISE_TEMPS: &[Temp] = &[Temp {
@@ -106,6 +108,7 @@ pub fn size(tiles: u64) -> ProblemSize {
         tiles,
         atoms: tiles,
         lanes: 1,
+        max_tile_atoms: u64::MAX,
     }
 }
 
@@ -114,6 +117,7 @@ const MISSING_KERNELS: &[KernelPlan] = &[KernelPlan {
     block: 32,
     grid: Grid::Fixed(1),
     dynamic_shared: 0,
+    min_tile_atoms: None,
 }];
 
 pub const MISSING_PLAN: Plan = Plan {

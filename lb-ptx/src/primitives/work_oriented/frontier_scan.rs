@@ -59,6 +59,7 @@ pub fn kernel_plans(main: &str, block: u32, grid: Grid) -> [KernelPlan; 3] {
         block,
         grid,
         dynamic_shared: 0,
+        min_tile_atoms: None,
     })
 }
 
