@@ -349,4 +349,43 @@ impl Body {
             .position(|p| matches!(p.kind, ParamKind::TileSet { .. }))
             .expect("a body has exactly one tile-set parameter")
     }
+
+    /// Whether the body only computes its value: no store, atomic or queue push anywhere. Such
+    /// a body may be evaluated for an atom whose value is then thrown away.
+    pub fn is_pure(&self) -> bool {
+        block_is_pure(&self.block)
+    }
+}
+
+fn block_is_pure(block: &Block) -> bool {
+    block.stmts.iter().all(|s| match s {
+        Stmt::Store { .. } | Stmt::Push { .. } => false,
+        Stmt::Assign { value, .. } | Stmt::Expr(value) => expr_is_pure(value),
+        Stmt::If { cond, then, els } => {
+            expr_is_pure(cond) && block_is_pure(then) && block_is_pure(els)
+        }
+        Stmt::For {
+            start, end, body, ..
+        } => expr_is_pure(start) && expr_is_pure(end) && block_is_pure(body),
+        Stmt::Return(value) => value.as_ref().is_none_or(expr_is_pure),
+    }) && block.value.as_deref().is_none_or(expr_is_pure)
+}
+
+fn expr_is_pure(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Atomic { .. } => false,
+        ExprKind::Lit(_)
+        | ExprKind::Local(_)
+        | ExprKind::Index(_)
+        | ExprKind::Scalar(_)
+        | ExprKind::Len(_)
+        | ExprKind::TileSetScalar(_) => true,
+        ExprKind::Load { index, .. } => expr_is_pure(index),
+        ExprKind::Unary { arg, .. } | ExprKind::Cast { arg } => expr_is_pure(arg),
+        ExprKind::Binary { lhs, rhs, .. } => expr_is_pure(lhs) && expr_is_pure(rhs),
+        ExprKind::Method { args, .. } => args.iter().all(expr_is_pure),
+        ExprKind::If { cond, then, els } => {
+            expr_is_pure(cond) && block_is_pure(then) && block_is_pure(els)
+        }
+    }
 }

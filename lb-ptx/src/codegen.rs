@@ -291,6 +291,11 @@ pub struct AtomContext {
     /// ([`crate::primitives::walker`]): the body loads through them instead of computing the
     /// address from the atom. Only without `checked`, whose guards need the index.
     pub atom_addrs: [Option<(ArrayRef, Reg)>; MAX_ATOM_ADDRS],
+    /// The warp reads this atom together with 31 neighbours (a walk strided by at least the
+    /// warp size), so every line of the atom arrays is used at once and may be streamed
+    /// ([`load::Data::AtomStream`]). A thread that walks consecutive atoms itself needs the line
+    /// to stay in L1 for its next atoms, so it reads them read-only but cached.
+    pub coalesced: bool,
 }
 
 /// How many `array[atom]` addresses a walk may keep (a tile set has at most three atom arrays).
@@ -885,7 +890,7 @@ impl Lower<'_> {
         let mt = mem_type(info.elem);
         let dst = self.b.reg_for(mt);
         let at_atom = matches!(index.kind, ExprKind::Index(IndexRole::Atom));
-        let cache = load::Data::of(self.body, array, at_atom).cache();
+        let cache = load::Data::of(self.body, array, at_atom && self.ctx.coalesced).cache();
         let kept = self
             .ctx
             .atom_addr(array)

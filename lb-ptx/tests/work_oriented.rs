@@ -9,7 +9,7 @@ mod support;
 
 use codegen_common::*;
 use lb_ptx::body::*;
-use lb_ptx::plan::{DeviceLimits, Grid, ProblemSize, TempCount};
+use lb_ptx::plan::{DeviceLimits, Grid, ProblemSize, TempCount, TempRole};
 use lb_ptx::sim::{self, Memory};
 use lb_ptx::{generate, ptxas, GenError, IndexWidth, Options, Schedule};
 use proptest::prelude::*;
@@ -118,40 +118,47 @@ fn plans_have_one_variant_per_index_width() {
             let entries: Vec<&str> = plan.kernels.iter().map(|k| k.entry.as_ref()).collect();
             let main = format!("spmv_{name}_{suffix}");
             let fixups = [format!("{main}_fixup"), format!("{main}_fixup_spans")];
-            assert_eq!(
-                entries,
-                [main.clone(), fixups[0].clone(), fixups[1].clone()]
-            );
-            let count_tiles = s == Schedule::MergePath;
-            let grids = [
-                Grid::CoverWork {
-                    per_thread: 7,
-                    count_tiles,
-                },
-                // The fix-ups: one thread per block of the main kernel.
-                Grid::CoverWork {
-                    per_thread: 7 * 128,
-                    count_tiles,
-                },
-                Grid::CoverWork {
-                    per_thread: 7 * 128,
-                    count_tiles,
-                },
-            ];
+            // merge_path searches its blocks' diagonals in a partition kernel first, cached
+            // with the tile set.
+            let merge = s == Schedule::MergePath;
+            let mut expected = vec![main.clone(), fixups[0].clone(), fixups[1].clone()];
+            if merge {
+                expected.insert(0, format!("{main}_partition"));
+            }
+            assert_eq!(entries, expected);
+            let count_tiles = merge;
+            let main_grid = Grid::CoverWork {
+                per_thread: 7,
+                count_tiles,
+            };
+            // The fix-ups: one thread per block of the main kernel.
+            let fixup_grid = Grid::CoverWork {
+                per_thread: 7 * 128,
+                count_tiles,
+            };
+            let mut grids = vec![main_grid, fixup_grid, fixup_grid];
+            if merge {
+                grids.insert(0, main_grid);
+            }
             for (k, grid) in plan.kernels.iter().zip(grids) {
                 assert_eq!((k.grid, k.block), (grid, 128));
             }
             let per_block: Vec<u32> = plan.temps.iter().map(|t| t.elem_bytes).collect();
-            assert_eq!(per_block, [8, 4, 4], "a key, a carry and a head per block");
-            assert!(plan
-                .temps
-                .iter()
-                .all(|t| t.count == TempCount::PerBlock { extra: 0 } && !t.zero));
+            let expected: &[u32] = if merge { &[8, 4, 4, 8] } else { &[8, 4, 4] };
+            assert_eq!(per_block, expected, "a key, a carry and a head per block");
+            for (i, t) in plan.temps.iter().enumerate() {
+                let bounds = merge && i == 3;
+                let extra = u64::from(bounds);
+                assert_eq!(t.count, TempCount::PerBlock { extra }, "{}", t.name);
+                assert!(!t.zero);
+                assert_eq!(bounds, matches!(t.role, TempRole::Cached { producers: 1 }));
+            }
         }
         let g = generate(&visit_seen(), &opts(s, 128, 4, IndexWidth::U64)).unwrap();
         assert_eq!(g.plans.len(), 1);
-        assert_eq!(g.plans[0].kernels.len(), 1, "no fix-up without reduce");
-        assert!(g.plans[0].temps.is_empty());
+        let merge = usize::from(s == Schedule::MergePath);
+        assert_eq!(g.plans[0].kernels.len(), 1 + merge, "no fix-up without reduce");
+        assert_eq!(g.plans[0].temps.len(), merge, "only merge_path's bounds");
         assert_eq!(g.plans[0].index_limit, None);
     }
 }

@@ -247,6 +247,16 @@ pub fn execute_cached(
         Some(module) => module.without_device_launch.clone().map_or(Ok(()), Err),
         None => Err("the simulator has no device-side launch".to_string()),
     };
+    // The device-launch twin has no huge-tile split: a tile set with a huge tile takes the host
+    // path, whose split kernels spread that tile over the grid.
+    let huge = plan
+        .kernels
+        .iter()
+        .any(|k| k.min_tile_atoms.is_some() && k.needed(&size));
+    let kept = match kept {
+        Ok(()) if huge => Err("a tile is large enough for the huge-tile split".to_string()),
+        kept => kept,
+    };
     let (kernel_plans, notes) = choose_path(ptx, plan, kept);
     for k in &kernel_plans {
         let limits = match (dev.backend(), &gpu_module) {

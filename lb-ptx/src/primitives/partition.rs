@@ -203,12 +203,20 @@ pub(crate) fn plans(
                 },
             );
             let mut temps = base.temps.to_vec();
+            // Without a frontier the partition depends only on the tile set (every lane shares
+            // it, so the first launch's array is long enough for any lane count): it is cached
+            // with the tile set and the partition kernel runs on the first launch only.
+            let role = if opts.tiles.is_none() {
+                TempRole::Cached { producers: 1 }
+            } else {
+                TempRole::Scratch
+            };
             temps.push(Temp {
                 name: Cow::Borrowed(BLOCK_STARTS),
                 elem_bytes: 8,
                 count: TempCount::PerBlock { extra: 1 },
                 zero: false,
-                role: TempRole::Scratch,
+                role,
             });
             out.push(Plan {
                 kernels: Cow::Owned(kernels),

@@ -111,6 +111,7 @@ impl Walker<'_> {
             lane: self.lane,
             rank: rank_wanted.then(|| b.bin(BinOp::Sub, Type::U64, first, begin)),
             atom_addrs: kept.as_ref().map(KeptAtoms::addrs).unwrap_or_default(),
+            coalesced: stride >= 32,
         };
         let c = emit_body(b, self.body, self.params, &ctx, self.checked)?;
         each(b, c)?;

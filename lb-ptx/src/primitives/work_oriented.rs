@@ -623,22 +623,77 @@ fn stage_values(
     let base = b.mov(Type::U64, Operand::Symbol(STAGED_VALUES.into()));
     let slot = b.elem_addr(base, f.tid, ty.size());
     let start = b.bin(BinOp::Add, Type::U64, first, f.tid);
-    let walker = Walker {
-        body,
-        params: &f.params,
-        checked,
-        lane,
-    };
-    let step = Operand::Imm(f.block * i64::from(ty.size()));
-    walker.walk(b, None, (first, start, end), f.block as u32, |b, value| {
-        if let Some(v) = value {
-            b.st(Space::Shared, ptx_type(ty), slot, v);
-        }
-        b.bin_to(BinOp::Add, Type::U64, slot, slot, step.clone());
-        Ok(())
-    })?;
+    if body.is_pure() && !checked {
+        unrolled_values(b, f, body, (start, end), (slot, ty), lane)?;
+    } else {
+        let walker = Walker {
+            body,
+            params: &f.params,
+            checked,
+            lane,
+        };
+        let step = Operand::Imm(f.block * i64::from(ty.size()));
+        walker.walk(b, None, (first, start, end), f.block as u32, |b, value| {
+            if let Some(v) = value {
+                b.st(Space::Shared, ptx_type(ty), slot, v);
+            }
+            b.bin_to(BinOp::Add, Type::U64, slot, slot, step.clone());
+            Ok(())
+        })?;
+    }
     b.emit(Op::BarSync);
     Ok(base)
+}
+
+/// The staging pass of a pure body without branches: each of the thread's `items` atoms
+/// (`start`, `start + block`, ..) is evaluated at `min(atom, end - 1)` and stored only when
+/// in range, so the straight-line code lets every gather of the thread be in flight at once
+/// (memory-level parallelism, what a latency-bound SpMV lives on). A block without atoms skips
+/// it (the branch is uniform).
+fn unrolled_values(
+    b: &mut KernelBuilder,
+    f: &Frame,
+    body: &Body,
+    (start, end): (Reg, Reg),
+    (slot, ty): (Reg, Ty),
+    lane: Option<Reg>,
+) -> Result<(), GenError> {
+    let skip = b.label();
+    let none = b.setp(Cmp::Ge, Type::U64, start, end);
+    b.bra_if(none, false, skip);
+    let last = b.bin(BinOp::Sub, Type::U64, end, Operand::Imm(1));
+    let mut values = Vec::new();
+    for r in 0..f.capacity / f.block {
+        let atom = b.bin(BinOp::Add, Type::U64, start, Operand::Imm(r * f.block));
+        let in_range = b.setp(Cmp::Lt, Type::U64, atom, end);
+        let clamped = b.bin(BinOp::Min, Type::U64, atom, last);
+        let ctx = AtomContext {
+            atom: Some(clamped),
+            lane,
+            coalesced: true,
+            ..AtomContext::default()
+        };
+        if let Some(v) = emit_body(b, body, &f.params, &ctx, false)? {
+            values.push((r, v, in_range));
+        }
+    }
+    for (r, v, in_range) in values {
+        b.emit_guarded(
+            in_range,
+            false,
+            Op::St {
+                space: Space::Shared,
+                ty: ptx_type(ty),
+                addr: Address::Reg {
+                    base: slot,
+                    offset: r * f.block * i64::from(ty.size()),
+                },
+                src: v.into(),
+            },
+        );
+    }
+    b.place(skip);
+    Ok(())
 }
 
 /// The `#[lane]` index: the frame's lane, or 0 when the body asks for it without `lanes`.

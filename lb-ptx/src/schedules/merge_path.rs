@@ -16,11 +16,13 @@
 //! `row_offsets[i + 1] > d - i - 1`: a tile whose end is at or before an atom is finished first,
 //! as in the walk.
 
+use std::borrow::Cow;
+
 use super::{Schedule, ScheduleTemplate};
 use crate::body::Body;
 use crate::builder::KernelBuilder;
-use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Space, Type};
-use crate::plan::Plan;
+use crate::ir::{BinOp, Cmp, Kernel, LdCache, Op, Operand, Reg, Space, Special, Type};
+use crate::plan::{KernelPlan, Plan, Temp, TempCount, TempRole};
 use crate::primitives::work_oriented::{
     self, global_end, narrow, select_to, Frame, Share, TileEnds,
 };
@@ -31,7 +33,7 @@ use crate::{GenError, IndexWidth, Options};
 pub struct MergePath;
 
 const TILE_ENDS: &str = "lb_tile_ends";
-const BOUNDS: &str = "lb_block_bounds";
+const BOUNDS_TEMP: &str = "merge_bounds";
 /// Static shared memory every target offers a block.
 const SHARED_LIMIT: u32 = 48 * 1024;
 
@@ -43,11 +45,10 @@ impl ScheduleTemplate for MergePath {
 
     fn plans(&self, body: &Body, opts: &Options) -> Result<Vec<Plan>, GenError> {
         let width = if opts.index == IndexWidth::U32 { 4 } else { 8 };
-        // Tile ends, the two block bounds, and the carry scan's values and flags.
+        // Tile ends, the carry scan's values and flags, and the neighbour exchange.
         let scan = body.reduce.map_or(0, |(ty, _)| u64::from(ty.size()) + 4);
         let bytes = u64::from(opts.block)
             * (u64::from(work_oriented::items_per_thread(opts)) * width + scan)
-            + 16
             + work_oriented::next_thread_bytes(opts.block);
         if bytes > u64::from(SHARED_LIMIT) {
             return Err(GenError::BadBlock {
@@ -60,12 +61,92 @@ impl ScheduleTemplate for MergePath {
                 ),
             });
         }
-        work_oriented::plans(body, opts, Schedule::MergePath, true)
+        let mut plans = work_oriented::plans(body, opts, Schedule::MergePath, true)?;
+        if opts.tiles.is_none() {
+            for plan in &mut plans {
+                with_partition(plan);
+            }
+        }
+        Ok(plans)
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
-        work_oriented::build(body, opts, plan, true, share)
+        let mut kernels = Vec::new();
+        if opts.tiles.is_none() {
+            kernels.push(partition_kernel(body, opts, plan)?);
+        }
+        kernels.extend(work_oriented::build(body, opts, plan, true, share)?);
+        Ok(kernels)
     }
+}
+
+/// Without a frontier the blocks' diagonals are searched once per tile set: a partition kernel
+/// (one thread per block boundary, Merrill & Garland's "path search" kernel) writes where each
+/// block's share starts into `merge_bounds`, which is cached with the tile set, so on later
+/// launches the main kernel starts walking at once instead of each block first paying a
+/// serial search of the whole tile set in global memory. Every lane shares the partition.
+fn with_partition(plan: &mut Plan) {
+    let mut kernels = plan.kernels.to_vec();
+    let main = kernels[0].clone();
+    kernels.insert(
+        0,
+        KernelPlan {
+            entry: Cow::Owned(format!("{}_partition", main.entry)),
+            ..main
+        },
+    );
+    let mut temps = plan.temps.to_vec();
+    temps.push(Temp {
+        name: Cow::Borrowed(BOUNDS_TEMP),
+        elem_bytes: 8,
+        count: TempCount::PerBlock { extra: 1 },
+        zero: false,
+        role: TempRole::Cached { producers: 1 },
+    });
+    plan.kernels = Cow::Owned(kernels);
+    plan.temps = Cow::Owned(temps);
+}
+
+/// `merge_bounds`: the plan's last temporary ([`with_partition`] pushes it last).
+fn bounds_temp(f: &Frame) -> Reg {
+    *f.params
+        .temps
+        .last()
+        .expect("a merge_path plan without a frontier ends with `merge_bounds`")
+}
+
+/// Thread `g` of the grid writes `merge_bounds[g]`, the tiles finished before diagonal
+/// `g × capacity`, for `g` in `0..=blocks` (blocks of one lane). The grid is the main kernel's,
+/// which has more than `blocks + 1` threads.
+fn partition_kernel(body: &Body, opts: &Options, plan: &Plan) -> Result<Kernel, GenError> {
+    let mut b = KernelBuilder::new(plan.kernels[0].entry.as_ref());
+    let f = work_oriented::frame(&mut b, body, opts, plan, true)?;
+    let bounds = bounds_temp(&f);
+    let done = b.label();
+    let ctaid = b.special(Special::CtaidX);
+    let first = b.bin(BinOp::MulWide, Type::U32, ctaid, Operand::Imm(f.block));
+    let g = b.bin(BinOp::Add, Type::U64, first, f.tid);
+    let blocks = match f.blocks {
+        Some(blocks) => blocks,
+        None => work_oriented::blocks_per_lane(&mut b, f.work, f.capacity),
+    };
+    let past = b.setp(Cmp::Gt, Type::U64, g, blocks);
+    b.bra_if(past, false, done);
+    let d = b.bin(BinOp::Mul, Type::U64, g, Operand::Imm(f.capacity));
+    let d = b.bin(BinOp::Min, Type::U64, d, f.work);
+    let zero = b.mov(Type::U64, Operand::Imm(0));
+    let x = diagonal_search(
+        &mut b,
+        Type::U64,
+        d,
+        f.atoms,
+        (zero, f.layout.tiles),
+        &mut |b, pivot| work_oriented::global_end_u64(b, &f, pivot),
+    );
+    let addr = b.elem_addr(bounds, g, 8);
+    b.st(Space::Global, Type::U64, addr, x);
+    b.place(done);
+    Ok(b.finish())
 }
 
 /// The first `i` in `lo..hi` (clamped to the diagonal) with `end(i) > d - i - 1`: the number of
@@ -107,7 +188,6 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
     }
     let w = f.w;
     let row_offsets = f.offsets;
-    b.shared(BOUNDS, 8, 16);
     b.shared(TILE_ENDS, 8, (f.capacity as u32) * w.size());
 
     let start = b.bin(BinOp::Mul, Type::U64, f.cta, Operand::Imm(f.capacity));
@@ -115,32 +195,11 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
     let stop = b.bin(BinOp::Add, Type::U64, d0, Operand::Imm(f.capacity));
     let d1 = b.bin(BinOp::Min, Type::U64, stop, f.work);
 
-    let bounds = b.mov(Type::U64, Operand::Symbol(BOUNDS.into()));
-    let searcher = b.setp(Cmp::Lt, Type::U64, f.tid, Operand::Imm(2));
-    let scope = b.if_begin(searcher, false);
-    let first = b.setp(Cmp::Eq, Type::U64, f.tid, Operand::Imm(0));
-    let d = b.selp(Type::U64, d0, d1, first);
-    let zero = b.mov(Type::U64, Operand::Imm(0));
-    let x = diagonal_search(
-        b,
-        Type::U64,
-        d,
-        f.atoms,
-        (zero, f.layout.tiles),
-        &mut |b, pivot| {
-            let addr = b.elem_addr(row_offsets, pivot, 8);
-            let next = b.bin(BinOp::Add, Type::U64, addr, Operand::Imm(8));
-            b.ld(Space::Global, Type::U64, next)
-        },
-    );
-    let slot = b.elem_addr(bounds, f.tid, 8);
-    b.st(Space::Shared, Type::U64, slot, x);
-    b.if_end(scope);
-    b.emit(Op::BarSync);
-
-    let i_start = b.ld(Space::Shared, Type::U64, bounds);
-    let second = b.bin(BinOp::Add, Type::U64, bounds, Operand::Imm(8));
-    let i_end = b.ld(Space::Shared, Type::U64, second);
+    // Where the block's diagonals cross the tiles, from the partition kernel.
+    let at = b.elem_addr(bounds_temp(f), f.cta, 8);
+    let cache = LdCache::Default;
+    let i_start = b.ld_global(Type::U64, (at, 0), cache);
+    let i_end = b.ld_global(Type::U64, (at, 8), cache);
     // The block's atoms: its diagonals minus the tiles finished before them.
     let block_first = b.bin(BinOp::Sub, Type::U64, d0, i_start);
     let block_end = b.bin(BinOp::Sub, Type::U64, d1, i_end);

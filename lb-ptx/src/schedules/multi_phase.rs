@@ -51,7 +51,7 @@
 use super::{Schedule, ScheduleTemplate};
 use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
-use crate::codegen::{emit_body, ptx_type, reduce_identity};
+use crate::codegen::{emit_body, ptx_type, reduce_identity, AtomContext};
 use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Space, Type};
 use crate::plan::{Plan, Select};
 use crate::primitives::partition::{self, Search, Staged};
@@ -322,7 +322,11 @@ fn expansion_kernel(
         let position = widen(&mut b, w, position);
         let at = work_oriented::tile_at(&mut b, &f, position, wants_rank, checked);
         let j = narrow(&mut b, w, j);
-        let ctx = atom_context(&mut b, &f, &at, j, lane, wants_rank);
+        // Lane `l` takes atoms `l, l + 32, ..` of the warp's run: coalesced.
+        let ctx = AtomContext {
+            coalesced: true,
+            ..atom_context(&mut b, &f, &at, j, lane, wants_rank)
+        };
         let x = emit_body(&mut b, body, &f.params, &ctx, checked)?;
         if let (Some(x), Some((ty, _))) = (x, body.reduce) {
             b.st(Space::Shared, ptx_type(ty), addr, x);
