@@ -157,7 +157,11 @@ fn plans_have_one_variant_per_index_width() {
         let g = generate(&visit_seen(), &opts(s, 128, 4, IndexWidth::U64)).unwrap();
         assert_eq!(g.plans.len(), 1);
         let merge = usize::from(s == Schedule::MergePath);
-        assert_eq!(g.plans[0].kernels.len(), 1 + merge, "no fix-up without reduce");
+        assert_eq!(
+            g.plans[0].kernels.len(),
+            1 + merge,
+            "no fix-up without reduce"
+        );
         assert_eq!(g.plans[0].temps.len(), merge, "only merge_path's bounds");
         assert_eq!(g.plans[0].index_limit, None);
     }

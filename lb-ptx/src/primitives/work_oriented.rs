@@ -167,13 +167,17 @@ pub fn plans(
                 min_tile_atoms: None,
             });
             if body.reduce.is_some() {
-                for suffix in ["fixup", "fixup_spans"] {
+                // A run of two or more carries needs a tile that covers a whole block's share
+                // (at least `items_per_thread × block` atoms), and only such runs can cross a
+                // fix-up block: without one the spans kernel has nothing to do.
+                let spanning = u64::from(per_thread) * u64::from(opts.block);
+                for (suffix, min_tile_atoms) in [("fixup", None), ("fixup_spans", Some(spanning))] {
                     kernels.push(KernelPlan {
                         entry: Cow::Owned(format!("{main}_{suffix}")),
                         block: opts.block,
                         grid: fixup_grid(per_thread, opts.block, count_tiles),
                         dynamic_shared: 0,
-                        min_tile_atoms: None,
+                        min_tile_atoms,
                     });
                 }
             }
