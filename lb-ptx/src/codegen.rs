@@ -28,7 +28,7 @@ use crate::ir::{
     Address, AtomOp, BinOp, Cmp, Label, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space,
     Special, Type, UnOp,
 };
-use crate::plan::{Temp, TempRole};
+use crate::plan::{OffsetWidth, Plan, TempRole};
 use crate::GenError;
 
 /// The PTX type that holds a body value in a register.
@@ -112,6 +112,38 @@ pub struct KernelParams {
     pub temps: Vec<Reg>,
     /// The pointer of the `ErrorFlag` temporary, if the plan has one.
     pub error_flag: Option<Reg>,
+    /// The width of the tile offsets the kernel reads ([`Plan::offsets`]): the tile set's, and
+    /// the frontier scan's. Read them through [`load_offset`].
+    pub offsets: OffsetWidth,
+}
+
+/// Loads the tile offset at `addr` from an array of `width`, as u64 (a 32-bit offset is
+/// zero-extended). Every read of a tile-offset array goes through here or [`load_offset_as`].
+pub fn load_offset(b: &mut KernelBuilder, width: OffsetWidth, addr: Reg) -> Reg {
+    load_offset_as(b, width, Type::U64, addr)
+}
+
+/// Loads the tile offset at `addr` from an array of `width` into a register of type `ty`
+/// (`U32` or `U64`): a 32-bit offset is loaded as it is stored and widened only for `U64`; a
+/// 64-bit one is narrowed for `U32`.
+pub fn load_offset_as(b: &mut KernelBuilder, width: OffsetWidth, ty: Type, addr: Reg) -> Reg {
+    match (width, ty) {
+        (OffsetWidth::U32, Type::U32) => b.ld(Space::Global, Type::U32, addr),
+        (OffsetWidth::U32, _) => {
+            let raw = b.ld(Space::Global, Type::U32, addr);
+            b.cvt(Rounding::None, Type::U64, Type::U32, raw)
+        }
+        (OffsetWidth::U64, Type::U32) => {
+            let raw = b.ld(Space::Global, Type::U64, addr);
+            b.cvt(Rounding::None, Type::U32, Type::U64, raw)
+        }
+        (OffsetWidth::U64, _) => b.ld(Space::Global, Type::U64, addr),
+    }
+}
+
+/// The address of entry `index` (u64) of a tile-offset array of `width`.
+pub fn offset_addr(b: &mut KernelBuilder, width: OffsetWidth, base: Reg, index: Reg) -> Reg {
+    b.elem_addr(base, index, width.bytes())
 }
 
 fn is_ptx_ident(s: &str) -> bool {
@@ -129,8 +161,9 @@ impl KernelParams {
     pub fn declare(
         b: &mut KernelBuilder,
         body: &Body,
-        temps: &[Temp],
+        plan: &Plan,
     ) -> Result<KernelParams, GenError> {
+        let temps = &plan.temps[..];
         let mut regs = Vec::with_capacity(body.params.len());
         for p in &body.params {
             if !is_ptx_ident(&p.name) {
@@ -212,6 +245,7 @@ impl KernelParams {
             output,
             temps: temp_regs,
             error_flag,
+            offsets: plan.offsets,
         })
     }
 
@@ -460,6 +494,8 @@ struct ArrayInfo {
     base: Reg,
     elem: Ty,
     param: usize,
+    /// A tile-offset field (`u64` to the body) stored with 32-bit offsets.
+    offsets32: bool,
 }
 
 impl Lower<'_> {
@@ -488,6 +524,9 @@ impl Lower<'_> {
                 let v = self.keep(v, value.ty, index);
                 let i = self.expr(index)?;
                 let info = self.array(*array)?;
+                if info.offsets32 {
+                    return unsupported("a tile set's offsets are read-only");
+                }
                 let skip = self.guard(*array, &info, i)?;
                 let addr = self.b.elem_addr(info.base, i, info.elem.size());
                 let src = if info.elem == Ty::Bool {
@@ -730,6 +769,7 @@ impl Lower<'_> {
                     base: self.params.slice(p)?.0,
                     elem,
                     param: p,
+                    offsets32: false,
                 })
             }
             ArrayRef::Field(p, field) => {
@@ -758,10 +798,13 @@ impl Lower<'_> {
                         ))
                     }
                 };
+                let offsets32 = matches!(field, CsrField::RowOffsets | CsrField::ColOffsets)
+                    && self.params.offsets == OffsetWidth::U32;
                 Ok(ArrayInfo {
                     base,
                     elem,
                     param: p,
+                    offsets32,
                 })
             }
         }
@@ -808,6 +851,9 @@ impl Lower<'_> {
 
     fn load(&mut self, array: ArrayRef, index: Reg) -> Result<Reg, GenError> {
         let info = self.array(array)?;
+        if info.offsets32 {
+            return self.load_offset32(array, &info, index);
+        }
         let mt = mem_type(info.elem);
         let dst = self.b.reg_for(mt);
         if self.checked {
@@ -827,6 +873,28 @@ impl Lower<'_> {
         }
         if info.elem == Ty::Bool {
             return Ok(self.b.setp(Cmp::Ne, Type::U32, dst, Operand::Imm(0)));
+        }
+        Ok(dst)
+    }
+
+    /// A body's read of a tile-offset field stored with 32-bit offsets: a 4-byte load,
+    /// zero-extended to the field's `u64`.
+    fn load_offset32(
+        &mut self,
+        array: ArrayRef,
+        info: &ArrayInfo,
+        index: Reg,
+    ) -> Result<Reg, GenError> {
+        let dst = self.b.reg_for(Type::U64);
+        if self.checked {
+            self.b.mov_to(Type::U64, dst, Operand::Imm(0));
+        }
+        let skip = self.guard(array, info, index)?;
+        let addr = offset_addr(self.b, OffsetWidth::U32, info.base, index);
+        let value = load_offset(self.b, OffsetWidth::U32, addr);
+        self.b.mov_to(Type::U64, dst, value);
+        if let Some(l) = skip {
+            self.b.place(l);
         }
         Ok(dst)
     }
@@ -1057,6 +1125,9 @@ impl Lower<'_> {
         };
         let a = self.args(args)?;
         let info = self.array(array)?;
+        if info.offsets32 {
+            return unsupported("a tile set's offsets are read-only");
+        }
         let ty = info.elem;
         let want = if op == AtomicOp::Cas { 2 } else { 1 };
         if a.len() != want {

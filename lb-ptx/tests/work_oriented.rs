@@ -9,7 +9,7 @@ mod support;
 
 use codegen_common::*;
 use lb_ptx::body::*;
-use lb_ptx::plan::{DeviceLimits, Grid, ProblemSize, TempCount};
+use lb_ptx::plan::{DeviceLimits, Grid, OffsetWidth, ProblemSize, TempCount};
 use lb_ptx::sim::{self, Memory};
 use lb_ptx::{generate, ptxas, GenError, IndexWidth, Options, Schedule};
 use proptest::prelude::*;
@@ -108,13 +108,16 @@ fn plans_have_one_variant_per_index_width() {
         let g = generate(&spmv(), &opts(s, 128, 1, IndexWidth::Auto)).unwrap();
         let name = s.name();
         assert_eq!(g.plans.len(), 2);
-        for (plan, (suffix, limit)) in g
-            .plans
-            .iter()
-            .zip([("u32", Some(u64::from(u32::MAX))), ("u64", None)])
-        {
+        for (plan, (suffix, limit, offsets)) in g.plans.iter().zip([
+            ("u32", Some(u64::from(u32::MAX)), OffsetWidth::U32),
+            ("u64", None, OffsetWidth::U64),
+        ]) {
             assert_eq!(plan.schedule, name);
             assert_eq!(plan.index_limit, limit);
+            assert_eq!(
+                plan.offsets, offsets,
+                "the 32-bit index plan reads 32-bit offsets"
+            );
             let entries: Vec<&str> = plan.kernels.iter().map(|k| k.entry.as_ref()).collect();
             let main = format!("spmv_{name}_{suffix}");
             let fixups = [format!("{main}_fixup"), format!("{main}_fixup_spans")];
@@ -148,11 +151,17 @@ fn plans_have_one_variant_per_index_width() {
                 .iter()
                 .all(|t| t.count == TempCount::PerBlock { extra: 0 } && !t.zero));
         }
+        // A forced 64-bit index still reads either offset width.
         let g = generate(&visit_seen(), &opts(s, 128, 4, IndexWidth::U64)).unwrap();
-        assert_eq!(g.plans.len(), 1);
-        assert_eq!(g.plans[0].kernels.len(), 1, "no fix-up without reduce");
-        assert!(g.plans[0].temps.is_empty());
-        assert_eq!(g.plans[0].index_limit, None);
+        assert_eq!(g.plans.len(), 2);
+        let widths: Vec<OffsetWidth> = g.plans.iter().map(|p| p.offsets).collect();
+        assert_eq!(widths, [OffsetWidth::U32, OffsetWidth::U64]);
+        assert_eq!(g.plans[0].kernels[0].entry, format!("visit_{name}_u64_o32"));
+        for plan in &g.plans {
+            assert_eq!(plan.kernels.len(), 1, "no fix-up without reduce");
+            assert!(plan.temps.is_empty());
+            assert_eq!(plan.index_limit, None);
+        }
     }
 }
 
@@ -166,6 +175,7 @@ fn cover_work_grid() {
         tiles: 100,
         atoms: 1000,
         lanes: 3,
+        offsets: OffsetWidth::U64,
     };
     let merge = Grid::CoverWork {
         per_thread: 7,
@@ -183,6 +193,7 @@ fn cover_work_grid() {
         tiles: 0,
         atoms: 0,
         lanes: 1,
+        offsets: OffsetWidth::U64,
     };
     assert_eq!(merge.blocks(&empty, 256, &limits), 1);
 }
@@ -229,7 +240,7 @@ fn frontier_with_lanes() {
             let g = generate(&body, &o).unwrap();
             let x = x_of(m.cols * k);
             let mut mem = Memory::new();
-            let mut args = csr_args(&mut mem, &m);
+            let mut args = csr_args_at(&mut mem, &m, g.plans[0].offsets);
             args.extend([
                 upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
                 x.len() as u64,
@@ -245,6 +256,7 @@ fn frontier_with_lanes() {
                 tiles: frontier.len() as u64,
                 atoms: m.nnz() as u64,
                 lanes: k as u64,
+                offsets: OffsetWidth::U64,
             };
             run_plan(&g, &g.plans[0], args, size, &mut mem);
             let got: Vec<u32> = read_words::<4>(&mem, y, n)

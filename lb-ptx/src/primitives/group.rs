@@ -64,7 +64,7 @@ use crate::ir::{
     Address, BinOp, Cmp, Kernel, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space, Special,
     Type, UnOp, VoteMode,
 };
-use crate::plan::{Grid, KernelPlan, Plan, Select};
+use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Select};
 use crate::primitives::layout::Layout;
 use crate::primitives::warp::batch_slot;
 use crate::schedules::{common_temps, Schedule};
@@ -98,6 +98,7 @@ pub fn group_plan(
         }]),
         temps: Cow::Owned(common_temps(opts)),
         index_limit: None,
+        offsets: OffsetWidth::U64,
         select,
     })
 }
@@ -284,7 +285,7 @@ pub fn build_group(body: &Body, opts: &Options, plan: &Plan, n: u32) -> Result<K
         });
     }
     let mut b = KernelBuilder::new(kp.entry.as_ref());
-    let params = KernelParams::declare(&mut b, body, &plan.temps)?;
+    let params = KernelParams::declare(&mut b, body, plan)?;
     let layout = Layout::new(&mut b, body, opts, &params)?;
 
     let tid = b.special(Special::TidX);

@@ -51,7 +51,7 @@ use crate::ir::{
     Address, AtomOp, BinOp, Cmp, DeviceFunc, Kernel, Label, Op, Operand, Param, ParamDeclTy, Reg,
     RegClass, Rounding, ShflMode, Space, Special, Type, UnOp, VoteMode,
 };
-use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::warp::{butterfly, shfl};
 use crate::primitives::Layout;
 use crate::{GenError, Options};
@@ -187,6 +187,7 @@ impl ScheduleTemplate for Consolidate {
             ]),
             temps: Cow::Owned(temps),
             index_limit: None,
+            offsets: OffsetWidth::U64,
             select: None,
         })
     }
@@ -224,7 +225,7 @@ fn common(
     opts: &Options,
     plan: &Plan,
 ) -> Result<Common, GenError> {
-    let params = KernelParams::declare(b, body, &plan.temps)?;
+    let params = KernelParams::declare(b, body, plan)?;
     let layout = Layout::new(b, body, opts, &params)?;
     let temp = |name: &str| {
         plan.temps
@@ -433,7 +434,7 @@ impl Consolidate {
     ) -> Result<Kernel, GenError> {
         let own_params = if device_child.is_some() {
             let mut probe = KernelBuilder::new(entry);
-            KernelParams::declare(&mut probe, body, &plan.temps)?;
+            KernelParams::declare(&mut probe, body, plan)?;
             probe.finish().params
         } else {
             Vec::new()

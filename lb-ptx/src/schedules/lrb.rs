@@ -34,7 +34,7 @@ use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
 use crate::ir::{
     Address, AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type, UnOp,
 };
-use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::butterfly;
 use crate::primitives::Layout;
@@ -125,6 +125,7 @@ impl ScheduleTemplate for Lrb {
             kernels: Cow::Owned(kernels),
             temps: Cow::Owned(temps),
             index_limit: None,
+            offsets: OffsetWidth::U64,
             select: None,
         })
     }
@@ -134,7 +135,7 @@ impl ScheduleTemplate for Lrb {
         let mut out = Vec::new();
         for (i, kp) in plan.kernels.iter().enumerate() {
             let mut b = KernelBuilder::new(kp.entry.as_ref());
-            let params = KernelParams::declare(&mut b, body, &plan.temps)?;
+            let params = KernelParams::declare(&mut b, body, plan)?;
             let t = |k: usize| params.temps[first + k];
             match KERNELS[i] {
                 "count" | "scatter" => {

@@ -105,7 +105,6 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
         return frontier_share(b, f);
     }
     let w = f.w;
-    let row_offsets = f.offsets;
     b.shared(BOUNDS, 8, 16);
     b.shared(TILE_ENDS, 8, (f.capacity as u32) * w.size());
 
@@ -126,11 +125,7 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
         d,
         f.atoms,
         (zero, f.layout.tiles),
-        &mut |b, pivot| {
-            let addr = b.elem_addr(row_offsets, pivot, 8);
-            let next = b.bin(BinOp::Add, Type::U64, addr, Operand::Imm(8));
-            b.ld(Space::Global, Type::U64, next)
-        },
+        &mut |b, pivot| work_oriented::global_end_u64(b, f, pivot),
     );
     let slot = b.elem_addr(bounds, f.tid, 8);
     b.st(Space::Shared, Type::U64, slot, x);
@@ -147,10 +142,7 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
     let staged = b.setp(Cmp::Ge, Type::U64, k, count);
     b.break_if(&stage, staged, false);
     let tile = b.bin(BinOp::Add, Type::U64, i_start, k);
-    let addr = b.elem_addr(row_offsets, tile, 8);
-    let next = b.bin(BinOp::Add, Type::U64, addr, Operand::Imm(8));
-    let end = b.ld(Space::Global, Type::U64, next);
-    let end = narrow(b, w, end);
+    let end = work_oriented::global_end_as(b, f, w, tile);
     let dst = b.elem_addr(base, k, w.size());
     b.st(Space::Shared, w, dst, end);
     b.bin_to(BinOp::Add, Type::U64, k, k, Operand::Imm(f.block));

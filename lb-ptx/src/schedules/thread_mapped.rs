@@ -15,7 +15,7 @@ use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
 use crate::codegen::{emit_body, reduce_combine, reduce_identity, AtomContext, KernelParams};
 use crate::ir::{BinOp, Cmp, Kernel, Operand, Type};
-use crate::plan::{Grid, KernelPlan, Plan};
+use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan};
 use crate::primitives::Layout;
 use crate::{GenError, Options};
 
@@ -35,13 +35,14 @@ impl ScheduleTemplate for ThreadMapped {
             }]),
             temps: Cow::Owned(common_temps(opts)),
             index_limit: None,
+            offsets: OffsetWidth::U64,
             select: None,
         })
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
         let mut b = KernelBuilder::new(plan.kernels[0].entry.as_ref());
-        let params = KernelParams::declare(&mut b, body, &plan.temps)?;
+        let params = KernelParams::declare(&mut b, body, plan)?;
         let layout = Layout::new(&mut b, body, opts, &params)?;
 
         let gs = b.grid_stride_begin(layout.items);

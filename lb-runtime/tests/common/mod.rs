@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use lb_ptx::plan::{Grid, KernelPlan, Plan, ProblemSize, Temp, TempCount, TempRole};
+use lb_ptx::plan::{Grid, KernelPlan, OffsetWidth, Plan, ProblemSize, Temp, TempCount, TempRole};
 
 /// `y[i] = 2 * x[i]` with a grid-stride loop; params (x, x_len, y, y_len).
 pub const DOUBLE_PTX: &str = "\
@@ -75,6 +75,7 @@ pub const DOUBLE_PLAN: Plan = Plan {
     kernels: Cow::Borrowed(DOUBLE_KERNELS),
     temps: Cow::Borrowed(&[]),
     index_limit: None,
+    offsets: OffsetWidth::U64,
     select: None,
 };
 
@@ -98,6 +99,7 @@ pub const RAISE_PLAN: Plan = Plan {
     kernels: Cow::Borrowed(RAISE_KERNELS),
     temps: Cow::Borrowed(RAISE_TEMPS),
     index_limit: None,
+    offsets: OffsetWidth::U64,
     select: None,
 };
 
@@ -106,6 +108,7 @@ pub fn size(tiles: u64) -> ProblemSize {
         tiles,
         atoms: tiles,
         lanes: 1,
+        offsets: OffsetWidth::U64,
     }
 }
 
@@ -121,5 +124,6 @@ pub const MISSING_PLAN: Plan = Plan {
     kernels: Cow::Borrowed(MISSING_KERNELS),
     temps: Cow::Borrowed(&[]),
     index_limit: None,
+    offsets: OffsetWidth::U64,
     select: None,
 };
