@@ -335,7 +335,12 @@ fn lrb_reuses_its_bins_for_the_same_tile_set_only() {
             .map(|k| k.entry.clone())
             .collect::<Vec<_>>()
     };
-    let producers = ["spmv_lrb_count", "spmv_lrb_scan", "spmv_lrb_scatter"];
+    // The 32-bit-offsets plan: these tile sets are small.
+    let producers = [
+        "spmv_lrb_count_u32",
+        "spmv_lrb_scan_u32",
+        "spmv_lrb_scatter_u32",
+    ];
 
     let mut dy = dev.upload(&vec![f32::NAN; a.num_rows]).unwrap();
     let first = spmv::launch_with(&dev, Schedule::Lrb, &da, &dx, &mut dy).unwrap();

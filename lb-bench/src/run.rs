@@ -65,12 +65,17 @@ impl Problem {
                 spmm::cpu(&abs_a, &abs_x, k, &mut magnitude);
             }
         }
-        let bytes =
-            (a.num_rows as u64 + 1) * 8 + a.nnz() as u64 * 8 + (x.len() + out_len) as u64 * 4;
+        let da = DeviceCsr::upload(dev, a)?;
+        // The offsets at the width the device tile set stores them (4 bytes below 2^32 rows +
+        // nonzeros, 8 above), which is what lb's kernels read.
+        let offset_bytes = u64::from(da.offset_width().bytes());
+        let bytes = (a.num_rows as u64 + 1) * offset_bytes
+            + a.nnz() as u64 * 8
+            + (x.len() + out_len) as u64 * 4;
         Ok(Problem {
             op,
             dev: dev.clone(),
-            da: DeviceCsr::upload(dev, a)?,
+            da,
             dx: dev.upload(&x)?,
             dy: dev.zeros::<f32>(out_len)?,
             want,

@@ -4,7 +4,7 @@
 //! mistake shows one error instead of a cascade at every use.
 
 use lb_ptx::body::{IndexRole, Reduce};
-use lb_ptx::plan::{Grid, Plan, Select, TempCount, TempRole};
+use lb_ptx::plan::{Grid, OffsetWidth, Plan, Select, TempCount, TempRole};
 use lb_ptx::{GenError, Generated, Options, Schedule};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
@@ -166,8 +166,9 @@ fn module(
                 /// The generated schedules, in the order of `PLANS`.
                 pub const SCHEDULES: &[::lb::__private::Schedule] = &[#(#schedules),*];
                 /// The plans of the schedules in `SCHEDULES`, in that order; a schedule may have
-                /// several (32-bit index arithmetic, then 64-bit): the first whose `index_limit`
-                /// admits the problem runs.
+                /// several (32-bit index arithmetic, then 64-bit; one per offset width): the
+                /// first that reads the tile set's offset width and whose `index_limit` admits
+                /// the problem runs.
                 pub const PLANS: &[::lb::__private::Plan] = &[#(#plans),*];
                 /// The first generated schedule (`launch` asks the heuristic among all of them).
                 pub const DEFAULT: ::lb::__private::Schedule = #default;
@@ -292,6 +293,10 @@ fn plan_tokens(p: &Plan) -> TokenStream {
         Some(n) => quote!(::core::option::Option::Some(#n)),
         None => quote!(::core::option::Option::None),
     };
+    let offsets = match p.offsets {
+        OffsetWidth::U32 => quote!(::lb::__private::OffsetWidth::U32),
+        OffsetWidth::U64 => quote!(::lb::__private::OffsetWidth::U64),
+    };
     quote! {
         ::lb::__private::Plan {
             schedule: ::std::borrow::Cow::Borrowed(#schedule),
@@ -299,6 +304,7 @@ fn plan_tokens(p: &Plan) -> TokenStream {
             temps: ::std::borrow::Cow::Borrowed(&[#(#temps),*]),
             index_limit: #index_limit,
             select: #select,
+            offsets: #offsets,
         }
     }
 }
@@ -572,7 +578,7 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
             quote!(::lb::__private::DeviceQueue::check_overflow(#id, #name)?;)
         });
     let too_big = format!(
-        "`{name}`: {{}} tiles + atoms fit no plan of `{{}}` (index range or variant rules)"
+        "`{name}`: {{}} tiles + atoms over {{:?}} offsets fit no plan of `{{}}` (offset width, index range or variant rules)"
     );
     let shape_check = sig.output.as_ref().map(|out| {
         let msg = format!("`{name}`: the output `{out}` has {{}} elements but needs {{}} (tiles × lanes)");
@@ -593,9 +599,11 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
                 atoms: ::lb::__private::DeviceTileSet::num_atoms(#a) as ::core::primitive::u64,
                 lanes: #lanes as ::core::primitive::u64,
                 max_tile_atoms: #a.stats().max_atoms,
+                offsets: ::lb::__private::DeviceTileSet::offset_width(#a),
             };
             // A schedule may have several plans (32-bit index arithmetic before 64-bit, variants
-            // for different tile sizes): the first whose limit and rule admit the problem runs.
+            // for different tile sizes, one per offset width): the first that reads the tile
+            // set's offset width and whose limit and rule admit the problem runs.
             let mut __lb_plans = self::PLANS.iter().filter(|__lb_p| __lb_p.schedule == schedule.name()).peekable();
             if __lb_plans.peek().is_none() {
                 return ::core::result::Result::Err(::lb::__private::Error::ScheduleNotGenerated {
@@ -605,13 +613,14 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
             }
             let __lb_work = __lb_size.tiles.saturating_add(__lb_size.atoms);
             let __lb_plan = match __lb_plans.find(|__lb_p| {
-                __lb_p.index_limit.is_none_or(|__lb_l| __lb_work <= __lb_l)
+                __lb_p.offsets == __lb_size.offsets
+                    && __lb_p.index_limit.is_none_or(|__lb_l| __lb_work <= __lb_l)
                     && __lb_p.select.as_ref().is_none_or(|__lb_r| __lb_r.matches(&__lb_size, #a.stats().std_atoms))
             }) {
                 ::core::option::Option::Some(__lb_p) => __lb_p,
                 ::core::option::Option::None => {
                     return ::core::result::Result::Err(::lb::__private::Error::Shape(::std::format!(
-                        #too_big, __lb_work, schedule.name()
+                        #too_big, __lb_work, __lb_size.offsets, schedule.name()
                     )));
                 }
             };

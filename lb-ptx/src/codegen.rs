@@ -25,10 +25,10 @@ use crate::body::{
 };
 use crate::builder::KernelBuilder;
 use crate::ir::{
-    Address, AtomOp, BinOp, Cmp, Label, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space,
-    Special, Type, UnOp,
+    Address, AtomOp, BinOp, Cmp, Label, LdCache, Op, Operand, Reg, RegClass, Rounding, ShflMode,
+    Space, Special, Type, UnOp,
 };
-use crate::plan::{Temp, TempRole};
+use crate::plan::{OffsetWidth, Plan, TempRole};
 use crate::primitives::load;
 use crate::GenError;
 
@@ -113,6 +113,42 @@ pub struct KernelParams {
     pub temps: Vec<Reg>,
     /// The pointer of the `ErrorFlag` temporary, if the plan has one.
     pub error_flag: Option<Reg>,
+    /// The width of the tile offsets the kernel reads ([`Plan::offsets`]): the tile set's, and
+    /// the frontier scan's. Read them through [`load_offset`].
+    pub offsets: OffsetWidth,
+}
+
+/// Loads the tile offset at `addr` from an array of `width`, as u64 (a 32-bit offset is
+/// zero-extended). Every read of a tile-offset array goes through here or [`load_offset_as`].
+pub fn load_offset(b: &mut KernelBuilder, width: OffsetWidth, addr: Reg) -> Reg {
+    load_offset_as(b, width, Type::U64, addr)
+}
+
+/// Loads the tile offset at `addr` from an array of `width` into a register of type `ty`
+/// (`U32` or `U64`): a 32-bit offset is loaded as it is stored and widened only for `U64`; a
+/// 64-bit one is narrowed for `U32`.
+pub fn load_offset_as(b: &mut KernelBuilder, width: OffsetWidth, ty: Type, addr: Reg) -> Reg {
+    match (width, ty) {
+        (OffsetWidth::U32, Type::U32) => b.ld_global(Type::U32, (addr, 0), OFFSETS),
+        (OffsetWidth::U32, _) => {
+            let raw = b.ld_global(Type::U32, (addr, 0), OFFSETS);
+            b.cvt(Rounding::None, Type::U64, Type::U32, raw)
+        }
+        (OffsetWidth::U64, Type::U32) => {
+            let raw = b.ld_global(Type::U64, (addr, 0), OFFSETS);
+            b.cvt(Rounding::None, Type::U32, Type::U64, raw)
+        }
+        (OffsetWidth::U64, _) => b.ld_global(Type::U64, (addr, 0), OFFSETS),
+    }
+}
+
+/// Tile offsets are never written while a kernel reads them (the tile set's, or a frontier scan's
+/// written by an earlier kernel of the plan): the read-only path.
+const OFFSETS: LdCache = LdCache::ReadOnly;
+
+/// The address of entry `index` (u64) of a tile-offset array of `width`.
+pub fn offset_addr(b: &mut KernelBuilder, width: OffsetWidth, base: Reg, index: Reg) -> Reg {
+    b.elem_addr(base, index, width.bytes())
 }
 
 fn is_ptx_ident(s: &str) -> bool {
@@ -130,8 +166,9 @@ impl KernelParams {
     pub fn declare(
         b: &mut KernelBuilder,
         body: &Body,
-        temps: &[Temp],
+        plan: &Plan,
     ) -> Result<KernelParams, GenError> {
+        let temps = &plan.temps[..];
         let mut regs = Vec::with_capacity(body.params.len());
         for p in &body.params {
             if !is_ptx_ident(&p.name) {
@@ -213,6 +250,7 @@ impl KernelParams {
             output,
             temps: temp_regs,
             error_flag,
+            offsets: plan.offsets,
         })
     }
 
@@ -541,6 +579,7 @@ pub fn array_info(
                 base: params.slice(p)?.0,
                 elem,
                 param: p,
+                offsets32: false,
             })
         }
         ArrayRef::Field(p, field) => {
@@ -569,10 +608,13 @@ pub fn array_info(
                     ))
                 }
             };
+            let offsets32 = matches!(field, CsrField::RowOffsets | CsrField::ColOffsets)
+                && params.offsets == OffsetWidth::U32;
             Ok(ArrayInfo {
                 base,
                 elem,
                 param: p,
+                offsets32,
             })
         }
     }
@@ -584,6 +626,8 @@ pub struct ArrayInfo {
     pub elem: Ty,
     /// The body parameter it belongs to.
     pub param: usize,
+    /// A tile-offset field (`u64` to the body) stored with 32-bit offsets.
+    pub offsets32: bool,
 }
 
 impl Lower<'_> {
@@ -612,6 +656,9 @@ impl Lower<'_> {
                 let v = self.keep(v, value.ty, index);
                 let i = self.expr(index)?;
                 let info = self.array(*array)?;
+                if info.offsets32 {
+                    return unsupported("a tile set's offsets are read-only");
+                }
                 let skip = self.guard(*array, &info, i)?;
                 let addr = self.b.elem_addr(info.base, i, info.elem.size());
                 let src = if info.elem == Ty::Bool {
@@ -887,6 +934,10 @@ impl Lower<'_> {
     /// cache policy of [`load::Data::of`].
     fn load(&mut self, array: ArrayRef, index: &Expr) -> Result<Reg, GenError> {
         let info = self.array(array)?;
+        if info.offsets32 {
+            let i = self.expr(index)?;
+            return self.load_offset32(array, &info, i);
+        }
         let mt = mem_type(info.elem);
         let dst = self.b.reg_for(mt);
         let at_atom = matches!(index.kind, ExprKind::Index(IndexRole::Atom));
@@ -937,6 +988,28 @@ impl Lower<'_> {
             }
         }
         Ok(load::Index::U64(self.expr(index)?))
+    }
+
+    /// A body's read of a tile-offset field stored with 32-bit offsets: a 4-byte load,
+    /// zero-extended to the field's `u64`.
+    fn load_offset32(
+        &mut self,
+        array: ArrayRef,
+        info: &ArrayInfo,
+        index: Reg,
+    ) -> Result<Reg, GenError> {
+        let dst = self.b.reg_for(Type::U64);
+        if self.checked {
+            self.b.mov_to(Type::U64, dst, Operand::Imm(0));
+        }
+        let skip = self.guard(array, info, index)?;
+        let addr = offset_addr(self.b, OffsetWidth::U32, info.base, index);
+        let value = load_offset(self.b, OffsetWidth::U32, addr);
+        self.b.mov_to(Type::U64, dst, value);
+        if let Some(l) = skip {
+            self.b.place(l);
+        }
+        Ok(dst)
     }
 
     fn zero_float(&self, ty: Ty) -> Operand {
@@ -1165,6 +1238,9 @@ impl Lower<'_> {
         };
         let a = self.args(args)?;
         let info = self.array(array)?;
+        if info.offsets32 {
+            return unsupported("a tile set's offsets are read-only");
+        }
         let ty = info.elem;
         let want = if op == AtomicOp::Cas { 2 } else { 1 };
         if a.len() != want {

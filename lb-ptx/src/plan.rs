@@ -18,6 +18,55 @@ pub struct ProblemSize {
     /// Atoms of the tile set's longest tile (an upper bound on a frontier's): kernels that only
     /// work on larger tiles are not launched. `u64::MAX` when unknown.
     pub max_tile_atoms: u64,
+    /// How the tile set stores its tile offsets on the device ([`OffsetWidth::for_tile_set`]);
+    /// only a plan reading that width may run ([`Plan::offsets`]).
+    pub offsets: OffsetWidth,
+}
+
+/// The width of a device tile set's tile offsets (`row_offsets`, `col_offsets`, a COO's derived
+/// row offsets), and of the offsets a plan's kernels read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OffsetWidth {
+    /// `u32` offsets: every offset, and every tile index plus one, fits in 32 bits.
+    U32,
+    /// `u64` offsets: any tile set.
+    #[default]
+    U64,
+}
+
+impl OffsetWidth {
+    /// The largest `tiles + atoms` a tile set with 32-bit offsets may have: `u32::MAX`, the same
+    /// bound as the work-oriented schedules' 32-bit index arithmetic
+    /// (`index_limit = Some(u32::MAX)`), so a tile set stored with 32-bit offsets is always
+    /// admitted by their 32-bit plans.
+    pub const U32_LIMIT: u64 = u32::MAX as u64;
+
+    /// The rule every device tile set follows: 32-bit offsets when `tiles + atoms <=`
+    /// [`Self::U32_LIMIT`], 64-bit otherwise (`tiles`: the tile set's own tiles, not a
+    /// frontier's).
+    pub fn for_tile_set(tiles: u64, atoms: u64) -> OffsetWidth {
+        if tiles.saturating_add(atoms) <= Self::U32_LIMIT {
+            OffsetWidth::U32
+        } else {
+            OffsetWidth::U64
+        }
+    }
+
+    /// Bytes per offset.
+    pub fn bytes(self) -> u32 {
+        match self {
+            OffsetWidth::U32 => 4,
+            OffsetWidth::U64 => 8,
+        }
+    }
+
+    /// `"u32"` or `"u64"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OffsetWidth::U32 => "u32",
+            OffsetWidth::U64 => "u64",
+        }
+    }
 }
 
 /// What the runtime knows about the device when it sizes a grid.
@@ -173,9 +222,42 @@ pub struct Plan {
     /// launch: the rule under which the runtime picks this one. `None`: the plan is not chosen
     /// by problem shape.
     pub select: Option<Select>,
+    /// The width of the tile offsets its kernels read (the tile set's, and a frontier scan's).
+    /// Every schedule has plans for both widths; the runtime runs only a plan whose width is the
+    /// device tile set's ([`ProblemSize::offsets`]) and refuses any other.
+    pub offsets: OffsetWidth,
+}
+
+/// What [`Plan::offsets32_twin`] appends to every entry.
+pub const OFFSETS32_SUFFIX: &str = "_u32";
+
+/// The entry a kernel of a 64-bit-offsets plan has, for an entry of either twin: what a template
+/// that recognises its kernels by name compares.
+pub fn twin_base(entry: &str) -> &str {
+    entry.strip_suffix(OFFSETS32_SUFFIX).unwrap_or(entry)
 }
 
 impl Plan {
+    /// The 32-bit-offsets twin of a plan that reads 64-bit offsets: the same kernels and
+    /// temporaries, every entry suffixed `_u32`. What a schedule without index-width variants
+    /// lists after its own plans ([`crate::ScheduleTemplate::plans`]); the template builds it
+    /// like any plan, reading [`Plan::offsets`].
+    pub fn offsets32_twin(&self) -> Plan {
+        let kernels = self
+            .kernels
+            .iter()
+            .map(|k| KernelPlan {
+                entry: Cow::Owned(format!("{}{OFFSETS32_SUFFIX}", k.entry)),
+                ..k.clone()
+            })
+            .collect::<Vec<_>>();
+        Plan {
+            kernels: Cow::Owned(kernels),
+            offsets: OffsetWidth::U32,
+            ..self.clone()
+        }
+    }
+
     /// The entry of this plan's *device-launch twin*: a kernel that does the work of the whole
     /// plan alone, launching its child grids from the device (CUDA dynamic parallelism), launched
     /// with the first kernel's block and grid. A schedule that has one puts it in the same

@@ -36,8 +36,13 @@ fn binning_tuning(block: u64, warp: u64) -> Tuning {
 
 /// The module text of `template` built by hand, as `generate` would assemble it.
 fn template_ptx(template: &Binning, body: &Body, o: &Options) -> (String, Plan) {
-    let plan = template.plan(body, o).unwrap();
-    let kernels = template.build(body, o, &plan).unwrap();
+    // Every plan, as `generate` emits them: the plan and its 32-bit-offsets twin.
+    let plans = template.plans(body, o).unwrap();
+    let plan = plans[0].clone();
+    let kernels = plans
+        .iter()
+        .flat_map(|p| template.build(body, o, p).unwrap())
+        .collect();
     let module = ir::Module {
         version: (7, 8),
         target: o.target.clone(),
@@ -68,7 +73,8 @@ fn opts() -> Options {
 fn gen(body: &Body, o: &Options, which: Which) -> (String, Plan) {
     let generated = |o: Options| {
         let g = generate(body, &o).unwrap();
-        assert_eq!(g.plans.len(), 1);
+        assert_eq!(g.plans.len(), 2);
+        assert_eq!(g.plans[1], g.plans[0].offsets32_twin());
         (g.ptx, g.plans[0].clone())
     };
     match which {

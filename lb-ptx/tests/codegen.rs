@@ -5,7 +5,7 @@ mod codegen_common;
 
 use codegen_common::*;
 use lb_ptx::body::Body;
-use lb_ptx::plan::{Grid, TempRole};
+use lb_ptx::plan::{Grid, OffsetWidth, TempRole};
 use lb_ptx::{generate, GenError, Options};
 
 fn ptx(body: &Body, opts: &Options) -> String {
@@ -84,8 +84,14 @@ fn float_rem_is_rejected() {
 #[test]
 fn plan_of_thread_mapped() {
     let g = generate(&spmv(), &Options::default()).unwrap();
-    assert_eq!(g.plans.len(), 1);
+    assert_eq!(g.plans.len(), 2);
     let plan = &g.plans[0];
+    assert_eq!(plan.offsets, OffsetWidth::U64);
+    let twin = &g.plans[1];
+    assert_eq!(twin.offsets, OffsetWidth::U32);
+    assert_eq!(twin.kernels[0].entry, "spmv_thread_mapped_u32");
+    assert_eq!(twin.temps, plan.temps);
+    assert!(g.ptx.contains(".visible .entry spmv_thread_mapped_u32("));
     assert_eq!(plan.schedule, "thread_mapped");
     assert_eq!(plan.kernels.len(), 1);
     assert_eq!(plan.kernels[0].entry, "spmv_thread_mapped");
@@ -120,8 +126,12 @@ fn params_follow_the_abi() {
         .lines()
         .filter_map(|l| l.trim().strip_prefix(".param "))
         .collect();
+    // The same list for the 64-bit-offsets kernel and its 32-bit twin (the offsets are a
+    // pointer either way).
+    assert_eq!(names.len(), 22);
+    assert_eq!(names[..11], names[11..]);
     assert_eq!(
-        names,
+        names[..11],
         [
             ".u64 a_row_offsets,",
             ".u64 a_col_indices,",

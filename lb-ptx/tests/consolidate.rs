@@ -8,7 +8,7 @@ mod support;
 use codegen_common::*;
 use lb_ptx::body::*;
 use lb_ptx::ir::Module;
-use lb_ptx::plan::{DeviceLimits, Plan, ProblemSize};
+use lb_ptx::plan::{DeviceLimits, OffsetWidth, Plan, ProblemSize};
 use lb_ptx::primitives::huge;
 use lb_ptx::schedules::consolidate::{Consolidate, Level, COUNT_TEMP, DEFAULT_THRESHOLD};
 use lb_ptx::sim::{self, LaunchConfig, Memory, SimError};
@@ -59,7 +59,8 @@ fn opts(level: Level) -> Options {
 /// The generated module and the schedule's plan.
 fn generated(body: &Body, o: &Options) -> (Module, Plan) {
     let g = generate(body, o).unwrap();
-    assert_eq!(g.plans.len(), 1);
+    assert_eq!(g.plans.len(), 2);
+    assert_eq!(g.plans[1], g.plans[0].offsets32_twin());
     (sim::parse(&g.ptx).unwrap(), g.plans[0].clone())
 }
 
@@ -108,6 +109,7 @@ fn size(t: &Tiles, tiles: usize, lanes: u64) -> ProblemSize {
         atoms: t.values.len() as u64,
         lanes,
         max_tile_atoms: u64::MAX,
+        offsets: OffsetWidth::U64,
     }
 }
 
@@ -464,8 +466,13 @@ fn tuned(level: Level, threshold: u64) -> Options {
 
 /// The module text of `template` built by hand, as `generate` assembles it.
 fn template_ptx(template: &Consolidate, o: &Options) -> String {
-    let plan = template.plan(&spmv(), o).unwrap();
-    let kernels = template.build(&spmv(), o, &plan).unwrap();
+    // Every plan, as `generate` emits them: the plan and its 32-bit-offsets twin.
+    let kernels = template
+        .plans(&spmv(), o)
+        .unwrap()
+        .iter()
+        .flat_map(|p| template.build(&spmv(), o, p).unwrap())
+        .collect();
     Module {
         version: (7, 8),
         target: o.target.clone(),

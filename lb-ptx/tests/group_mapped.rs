@@ -7,7 +7,7 @@ mod support;
 
 use codegen_common::*;
 use lb_ptx::body::*;
-use lb_ptx::plan::{DeviceLimits, Plan, ProblemSize, Select};
+use lb_ptx::plan::{DeviceLimits, OffsetWidth, Plan, ProblemSize, Select};
 use lb_ptx::schedules::DynamicVirtualWarps;
 use lb_ptx::sim::{self, Memory};
 use lb_ptx::{generate, GenError, Generated, Options, Schedule};
@@ -57,6 +57,7 @@ fn launch(g: &Generated, plan: &Plan, grid: u32, args: &[u64], mem: &mut Memory)
         atoms: args[5],
         lanes: 33,
         max_tile_atoms: u64::MAX,
+        offsets: plan.offsets,
     };
     runner.run(&module, plan, args.to_vec(), size, mem).0
 }
@@ -75,7 +76,7 @@ fn check_spmv(t: &Tiles, o: &Options, grid: u32) -> Vec<Vec<u32>> {
     let mut outs = Vec::new();
     for plan in &plans {
         let mut mem = Memory::new();
-        let mut args = t.upload(&mut mem);
+        let mut args = t.upload_at(&mut mem, plan.offsets);
         args.extend([
             upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
             x.len() as u64,
@@ -348,6 +349,11 @@ fn dynamic_virtual_warps_picks_the_documented_size() {
         assert_eq!(DynamicVirtualWarps::size_for(avg), n, "average {avg}");
     }
     let (_, plans) = plans(&spmv(), &opts(Schedule::DynamicVirtualWarps));
+    assert_eq!(plans.len(), 10, "five sizes at each offset width");
+    let plans: Vec<Plan> = plans
+        .into_iter()
+        .filter(|p| p.offsets == OffsetWidth::U64)
+        .collect();
     assert_eq!(plans.len(), 5);
     for (tiles, atoms, n) in [(0, 0, 2), (10, 20, 2), (10, 21, 4), (3, 24, 8), (1, 17, 32)] {
         let size = ProblemSize {
@@ -355,6 +361,7 @@ fn dynamic_virtual_warps_picks_the_documented_size() {
             atoms,
             lanes: 1,
             max_tile_atoms: u64::MAX,
+            offsets: OffsetWidth::U64,
         };
         let picked: Vec<&Plan> = plans
             .iter()
@@ -377,7 +384,7 @@ fn dynamic_virtual_warps_picks_the_documented_size() {
     // Every variant computes the same thing.
     let t = Tiles::new(&(0..40).map(|i| (i * 3) % 11).collect::<Vec<_>>());
     let outs = check_spmv(&t, &opts(Schedule::DynamicVirtualWarps), 2);
-    assert_eq!(outs.len(), 5);
+    assert_eq!(outs.len(), 10, "five sizes at each offset width");
 }
 
 #[test]

@@ -9,7 +9,7 @@ use codegen_common::*;
 use lb_ptx::body::*;
 use lb_ptx::builder::KernelBuilder;
 use lb_ptx::ir::{BinOp, Module, Operand, Rounding, Space, Special, Type};
-use lb_ptx::plan::{ProblemSize, Select, TempCount};
+use lb_ptx::plan::{OffsetWidth, ProblemSize, Select, TempCount};
 use lb_ptx::primitives::partition::{tiles_ending_by, Search};
 use lb_ptx::schedules::multi_phase;
 use lb_ptx::sim::{self, LaunchConfig, Memory};
@@ -323,7 +323,7 @@ fn partition_array_holds_each_blocks_first_tile() {
                 let plan = &g.plans[p];
                 assert!(plan.kernels[0].entry.ends_with("_partition"));
                 let mut mem = Memory::new();
-                let mut args = csr_args(&mut mem, &m);
+                let mut args = csr_args_at(&mut mem, &m, plan.offsets);
                 let n = m.nnz();
                 for bytes in [4, 8, 8] {
                     args.extend([upload(&mut mem, &vec![0; bytes * n]), n as u64]);
@@ -462,6 +462,7 @@ fn plans_put_the_partition_before_the_main_kernel() {
         atoms,
         lanes: 1,
         max_tile_atoms: u64::MAX,
+        offsets: OffsetWidth::U64,
     };
     for (atoms, std_dev, interpolates) in [
         (90, 0.0, true),

@@ -9,7 +9,7 @@ mod support;
 
 use codegen_common::*;
 use lb_ptx::body::*;
-use lb_ptx::plan::{DeviceLimits, Grid, ProblemSize, TempCount, TempRole};
+use lb_ptx::plan::{DeviceLimits, Grid, OffsetWidth, ProblemSize, TempCount, TempRole};
 use lb_ptx::sim::{self, Memory};
 use lb_ptx::{generate, ptxas, GenError, IndexWidth, Options, Schedule};
 use proptest::prelude::*;
@@ -108,13 +108,16 @@ fn plans_have_one_variant_per_index_width() {
         let g = generate(&spmv(), &opts(s, 128, 1, IndexWidth::Auto)).unwrap();
         let name = s.name();
         assert_eq!(g.plans.len(), 2);
-        for (plan, (suffix, limit)) in g
-            .plans
-            .iter()
-            .zip([("u32", Some(u64::from(u32::MAX))), ("u64", None)])
-        {
+        for (plan, (suffix, limit, offsets)) in g.plans.iter().zip([
+            ("u32", Some(u64::from(u32::MAX)), OffsetWidth::U32),
+            ("u64", None, OffsetWidth::U64),
+        ]) {
             assert_eq!(plan.schedule, name);
             assert_eq!(plan.index_limit, limit);
+            assert_eq!(
+                plan.offsets, offsets,
+                "the 32-bit index plan reads 32-bit offsets"
+            );
             let entries: Vec<&str> = plan.kernels.iter().map(|k| k.entry.as_ref()).collect();
             let main = format!("spmv_{name}_{suffix}");
             let fixups = [format!("{main}_fixup"), format!("{main}_fixup_spans")];
@@ -154,16 +157,22 @@ fn plans_have_one_variant_per_index_width() {
                 assert_eq!(bounds, matches!(t.role, TempRole::Cached { producers: 1 }));
             }
         }
+        // A forced 64-bit index still reads either offset width.
         let g = generate(&visit_seen(), &opts(s, 128, 4, IndexWidth::U64)).unwrap();
-        assert_eq!(g.plans.len(), 1);
+        assert_eq!(g.plans.len(), 2);
+        let widths: Vec<OffsetWidth> = g.plans.iter().map(|p| p.offsets).collect();
+        assert_eq!(widths, [OffsetWidth::U32, OffsetWidth::U64]);
         let merge = usize::from(s == Schedule::MergePath);
+        // merge_path's partition kernel comes first.
         assert_eq!(
-            g.plans[0].kernels.len(),
-            1 + merge,
-            "no fix-up without reduce"
+            g.plans[0].kernels[merge].entry,
+            format!("visit_{name}_u64_o32")
         );
-        assert_eq!(g.plans[0].temps.len(), merge, "only merge_path's bounds");
-        assert_eq!(g.plans[0].index_limit, None);
+        for plan in &g.plans {
+            assert_eq!(plan.kernels.len(), 1 + merge, "no fix-up without reduce");
+            assert_eq!(plan.temps.len(), merge, "only merge_path's bounds");
+            assert_eq!(plan.index_limit, None);
+        }
     }
 }
 
@@ -178,6 +187,7 @@ fn cover_work_grid() {
         atoms: 1000,
         lanes: 3,
         max_tile_atoms: u64::MAX,
+        offsets: OffsetWidth::U64,
     };
     let merge = Grid::CoverWork {
         per_thread: 7,
@@ -196,6 +206,7 @@ fn cover_work_grid() {
         atoms: 0,
         lanes: 1,
         max_tile_atoms: u64::MAX,
+        offsets: OffsetWidth::U64,
     };
     assert_eq!(merge.blocks(&empty, 256, &limits), 1);
 }
@@ -242,7 +253,7 @@ fn frontier_with_lanes() {
             let g = generate(&body, &o).unwrap();
             let x = x_of(m.cols * k);
             let mut mem = Memory::new();
-            let mut args = csr_args(&mut mem, &m);
+            let mut args = csr_args_at(&mut mem, &m, g.plans[0].offsets);
             args.extend([
                 upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
                 x.len() as u64,
@@ -259,6 +270,7 @@ fn frontier_with_lanes() {
                 atoms: m.nnz() as u64,
                 lanes: k as u64,
                 max_tile_atoms: u64::MAX,
+                offsets: OffsetWidth::U64,
             };
             run_plan(&g, &g.plans[0], args, size, &mut mem);
             let got: Vec<u32> = read_words::<4>(&mem, y, n)

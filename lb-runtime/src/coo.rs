@@ -9,7 +9,9 @@ use crate::buffer::{DeviceBuffer, Element};
 use crate::cache::TempCache;
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::formats::DeviceOffsets;
 use crate::stats::TileStats;
+use lb_ptx::plan::OffsetWidth;
 
 /// Coordinate format, sorted by row. Fields are public: kernel bodies read them as plain Rust.
 ///
@@ -108,7 +110,8 @@ impl<T> Coo<T> {
 /// A [`Coo`] in device memory, with its row offsets (ABI in `lb_ptx::body::TileSetKind`).
 #[derive(Debug)]
 pub struct DeviceCoo<T: Element> {
-    pub(crate) row_offsets: DeviceBuffer<u64>,
+    /// Computed at upload; 32-bit or 64-bit, see [`DeviceOffsets`].
+    pub(crate) row_offsets: DeviceOffsets,
     pub(crate) row_indices: DeviceBuffer<u32>,
     pub(crate) col_indices: DeviceBuffer<u32>,
     pub(crate) values: DeviceBuffer<T>,
@@ -120,15 +123,25 @@ pub struct DeviceCoo<T: Element> {
 }
 
 impl<T: Element> DeviceCoo<T> {
-    /// Validates `coo`, computes its row offsets, then copies both to `dev`.
+    /// Validates `coo`, computes its row offsets, then copies both to `dev`, the offsets 32-bit
+    /// when [`OffsetWidth::for_tile_set`] allows and 64-bit otherwise.
     pub fn upload(dev: &Device, coo: &Coo<T>) -> Result<Self> {
+        Self::upload_inner(dev, coo, None)
+    }
+
+    /// [`DeviceCoo::upload`] with the row offsets stored at `width` (see
+    /// [`crate::DeviceCsr::upload_with_offsets`]).
+    pub fn upload_with_offsets(dev: &Device, coo: &Coo<T>, width: OffsetWidth) -> Result<Self> {
+        Self::upload_inner(dev, coo, Some(width))
+    }
+
+    fn upload_inner(dev: &Device, coo: &Coo<T>, width: Option<OffsetWidth>) -> Result<Self> {
         coo.validate()?;
         let row_offsets = coo.row_offsets();
-        let offsets: Vec<u64> = row_offsets.iter().map(|&o| o as u64).collect();
         Ok(DeviceCoo {
             cache: TempCache::default(),
             stats: TileStats::of_offsets(coo.num_cols as u64, &row_offsets),
-            row_offsets: dev.upload(&offsets)?,
+            row_offsets: DeviceOffsets::upload(dev, &row_offsets, coo.values.len(), width)?,
             row_indices: dev.upload(&coo.row_indices)?,
             col_indices: dev.upload(&coo.col_indices)?,
             values: dev.upload(&coo.values)?,
@@ -153,6 +166,11 @@ impl<T: Element> DeviceCoo<T> {
 
     pub fn nnz(&self) -> usize {
         self.row_indices.len()
+    }
+
+    /// How the derived row offsets are stored on the device.
+    pub fn offset_width(&self) -> OffsetWidth {
+        self.row_offsets.width()
     }
 
     pub fn device(&self) -> &Device {

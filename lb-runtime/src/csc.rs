@@ -6,12 +6,11 @@ use std::ops::Range;
 use crate::buffer::{DeviceBuffer, Element};
 use crate::cache::TempCache;
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::formats::DeviceOffsets;
 use crate::formats::{validate_compressed, Axes};
+use lb_ptx::plan::OffsetWidth;
 
-fn invalid(msg: String) -> Error {
-    Error::InvalidMatrix(msg)
-}
 use crate::stats::TileStats;
 
 /// Compressed sparse columns. Fields are public: kernel bodies read them as plain Rust.
@@ -75,7 +74,8 @@ impl<T> Csc<T> {
 /// A [`Csc`] in device memory (ABI in `lb_ptx::body::TileSetKind`).
 #[derive(Debug)]
 pub struct DeviceCsc<T: Element> {
-    pub(crate) col_offsets: DeviceBuffer<u64>,
+    /// 32-bit or 64-bit, see [`DeviceOffsets`].
+    pub(crate) col_offsets: DeviceOffsets,
     pub(crate) row_indices: DeviceBuffer<u32>,
     pub(crate) values: DeviceBuffer<T>,
     num_rows: usize,
@@ -86,14 +86,24 @@ pub struct DeviceCsc<T: Element> {
 }
 
 impl<T: Element> DeviceCsc<T> {
-    /// Validates `csc`, then copies it to `dev`.
+    /// Validates `csc`, then copies it to `dev`, its offsets 32-bit when
+    /// [`OffsetWidth::for_tile_set`] allows and 64-bit otherwise.
     pub fn upload(dev: &Device, csc: &Csc<T>) -> Result<Self> {
+        Self::upload_inner(dev, csc, None)
+    }
+
+    /// [`DeviceCsc::upload`] with the offsets stored at `width` (see
+    /// [`crate::DeviceCsr::upload_with_offsets`]).
+    pub fn upload_with_offsets(dev: &Device, csc: &Csc<T>, width: OffsetWidth) -> Result<Self> {
+        Self::upload_inner(dev, csc, Some(width))
+    }
+
+    fn upload_inner(dev: &Device, csc: &Csc<T>, width: Option<OffsetWidth>) -> Result<Self> {
         csc.validate()?;
-        let offsets: Vec<u64> = csc.col_offsets.iter().map(|&o| o as u64).collect();
         Ok(DeviceCsc {
             cache: TempCache::default(),
             stats: TileStats::of_offsets(csc.num_rows as u64, &csc.col_offsets),
-            col_offsets: dev.upload(&offsets)?,
+            col_offsets: DeviceOffsets::upload(dev, &csc.col_offsets, csc.values.len(), width)?,
             row_indices: dev.upload(&csc.row_indices)?,
             values: dev.upload(&csc.values)?,
             num_rows: csc.num_rows,
@@ -119,21 +129,18 @@ impl<T: Element> DeviceCsc<T> {
         self.row_indices.len()
     }
 
+    /// How the column offsets are stored on the device.
+    pub fn offset_width(&self) -> OffsetWidth {
+        self.col_offsets.width()
+    }
+
     pub fn device(&self) -> &Device {
         self.values.device()
     }
 
     /// Copies the matrix back to the host (validated).
     pub fn download(&self) -> Result<Csc<T>> {
-        let col_offsets = self
-            .col_offsets
-            .download()?
-            .into_iter()
-            .map(|o| {
-                usize::try_from(o)
-                    .map_err(|_| invalid(format!("column offset {o} does not fit in usize")))
-            })
-            .collect::<Result<Vec<usize>>>()?;
+        let col_offsets = self.col_offsets.download("column offset")?;
         Csc::new(
             self.num_rows,
             self.num_cols,

@@ -29,6 +29,18 @@ pub enum Error {
         requested: String,
         generated: String,
     },
+    /// A plan whose kernels read tile offsets of one width was asked to run over a tile set
+    /// that stores the other (`lb_ptx::plan::OffsetWidth`); nothing was launched.
+    #[error(
+        "`{schedule}` plan `{entry}` reads {plan_bits}-bit tile offsets, but the tile set stores \
+         {tile_set_bits}-bit ones: run the plan of the tile set's width"
+    )]
+    OffsetWidthMismatch {
+        schedule: String,
+        entry: String,
+        plan_bits: u32,
+        tile_set_bits: u32,
+    },
     /// A kernel entry named by a plan is not in the module.
     #[error("kernel `{0}` is not in the PTX module")]
     MissingKernel(String),

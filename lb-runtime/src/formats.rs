@@ -7,6 +7,8 @@
 use std::borrow::Cow;
 use std::ops::{AddAssign, Range};
 
+use lb_ptx::plan::OffsetWidth;
+
 use crate::buffer::{DeviceBuffer, Element};
 use crate::cache::TempCache;
 use crate::coo::{Coo, DeviceCoo};
@@ -142,11 +144,91 @@ impl<T: Copy + AddAssign> Csr<T> {
     }
 }
 
+/// A device tile set's tile offsets (`num_tiles + 1` entries), stored 32-bit when
+/// [`OffsetWidth::for_tile_set`] allows (`tiles + atoms <= u32::MAX`) and 64-bit otherwise; host
+/// `usize` is not a device type. Kernels read them at the width of their plan
+/// (`Plan::offsets`), which must be this one.
+#[derive(Debug)]
+pub enum DeviceOffsets {
+    U32(DeviceBuffer<u32>),
+    U64(DeviceBuffer<u64>),
+}
+
+impl DeviceOffsets {
+    /// Uploads `offsets` (of a tile set of `tiles` tiles and `atoms` atoms) at `width`, or at
+    /// the rule's width when `None`. 32-bit offsets for a tile set too large for them are an
+    /// [`Error::Shape`].
+    pub(crate) fn upload(
+        dev: &Device,
+        offsets: &[usize],
+        atoms: usize,
+        width: Option<OffsetWidth>,
+    ) -> Result<DeviceOffsets> {
+        let tiles = offsets.len().saturating_sub(1) as u64;
+        let fits = OffsetWidth::for_tile_set(tiles, atoms as u64);
+        match width.unwrap_or(fits) {
+            OffsetWidth::U32 if fits == OffsetWidth::U32 => {
+                let v: Vec<u32> = offsets.iter().map(|&o| o as u32).collect();
+                Ok(DeviceOffsets::U32(dev.upload(&v)?))
+            }
+            OffsetWidth::U32 => Err(Error::Shape(format!(
+                "a tile set of {tiles} tiles and {atoms} atoms cannot store 32-bit offsets \
+                 (tiles + atoms must be at most {})",
+                OffsetWidth::U32_LIMIT
+            ))),
+            OffsetWidth::U64 => {
+                let v: Vec<u64> = offsets.iter().map(|&o| o as u64).collect();
+                Ok(DeviceOffsets::U64(dev.upload(&v)?))
+            }
+        }
+    }
+
+    pub fn width(&self) -> OffsetWidth {
+        match self {
+            DeviceOffsets::U32(_) => OffsetWidth::U32,
+            DeviceOffsets::U64(_) => OffsetWidth::U64,
+        }
+    }
+
+    pub fn device_addr(&self) -> u64 {
+        match self {
+            DeviceOffsets::U32(b) => b.device_addr(),
+            DeviceOffsets::U64(b) => b.device_addr(),
+        }
+    }
+
+    /// Entries (`num_tiles + 1`).
+    pub fn len(&self) -> usize {
+        match self {
+            DeviceOffsets::U32(b) => b.len(),
+            DeviceOffsets::U64(b) => b.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies the offsets back as `usize`; `what` names them in the error of one that does not
+    /// fit.
+    pub(crate) fn download(&self, what: &str) -> Result<Vec<usize>> {
+        let wide: Vec<u64> = match self {
+            DeviceOffsets::U32(b) => b.download()?.into_iter().map(u64::from).collect(),
+            DeviceOffsets::U64(b) => b.download()?,
+        };
+        wide.into_iter()
+            .map(|o| {
+                usize::try_from(o).map_err(|_| invalid(format!("{what} {o} does not fit in usize")))
+            })
+            .collect()
+    }
+}
+
 /// A [`Csr`] in device memory; kernels receive its three arrays and three sizes.
 #[derive(Debug)]
 pub struct DeviceCsr<T: Element> {
-    /// Offsets as u64: host `usize` is not a device type.
-    pub(crate) row_offsets: DeviceBuffer<u64>,
+    /// 32-bit or 64-bit, see [`DeviceOffsets`].
+    pub(crate) row_offsets: DeviceOffsets,
     pub(crate) col_indices: DeviceBuffer<u32>,
     pub(crate) values: DeviceBuffer<T>,
     num_rows: usize,
@@ -158,13 +240,24 @@ pub struct DeviceCsr<T: Element> {
 }
 
 impl<T: Element> DeviceCsr<T> {
-    /// Validates `csr`, then copies it to `dev`.
+    /// Validates `csr`, then copies it to `dev`, its offsets 32-bit when
+    /// [`OffsetWidth::for_tile_set`] allows and 64-bit otherwise.
     pub fn upload(dev: &Device, csr: &Csr<T>) -> Result<Self> {
+        Self::upload_inner(dev, csr, None)
+    }
+
+    /// [`DeviceCsr::upload`] with the offsets stored at `width` (64-bit for any matrix, say, to
+    /// run the 64-bit plans on a small one); 32-bit offsets for a matrix too large for them are
+    /// an [`Error::Shape`].
+    pub fn upload_with_offsets(dev: &Device, csr: &Csr<T>, width: OffsetWidth) -> Result<Self> {
+        Self::upload_inner(dev, csr, Some(width))
+    }
+
+    fn upload_inner(dev: &Device, csr: &Csr<T>, width: Option<OffsetWidth>) -> Result<Self> {
         csr.validate()?;
-        let offsets: Vec<u64> = csr.row_offsets.iter().map(|&o| o as u64).collect();
         Ok(DeviceCsr {
             cache: TempCache::default(),
-            row_offsets: dev.upload(&offsets)?,
+            row_offsets: DeviceOffsets::upload(dev, &csr.row_offsets, csr.nnz(), width)?,
             col_indices: dev.upload(&csr.col_indices)?,
             values: dev.upload(&csr.values)?,
             num_rows: csr.num_rows,
@@ -190,6 +283,11 @@ impl<T: Element> DeviceCsr<T> {
         self.col_indices.len()
     }
 
+    /// How the row offsets are stored on the device.
+    pub fn offset_width(&self) -> OffsetWidth {
+        self.row_offsets.width()
+    }
+
     /// The device holding the matrix.
     pub fn device(&self) -> &Device {
         self.values.device()
@@ -197,14 +295,7 @@ impl<T: Element> DeviceCsr<T> {
 
     /// Copies the matrix back to the host (validated: a kernel may have written into it).
     pub fn download(&self) -> Result<Csr<T>> {
-        let offsets = self.row_offsets.download()?;
-        let row_offsets = offsets
-            .into_iter()
-            .map(|o| {
-                usize::try_from(o)
-                    .map_err(|_| invalid(format!("row offset {o} does not fit in usize")))
-            })
-            .collect::<Result<Vec<usize>>>()?;
+        let row_offsets = self.row_offsets.download("row offset")?;
         Csr::new(
             self.num_rows,
             self.num_cols,
@@ -227,6 +318,8 @@ pub trait TileSet {
 pub trait DeviceTileSet {
     fn num_tiles(&self) -> usize;
     fn num_atoms(&self) -> usize;
+    /// How the tile offsets are stored on the device: only plans reading that width run.
+    fn offset_width(&self) -> OffsetWidth;
     /// The temporaries cached with this tile set (`TempRole::Cached`).
     fn temp_cache(&self) -> &TempCache;
 }
@@ -265,6 +358,9 @@ impl<T: Element> DeviceTileSet for DeviceCsr<T> {
     fn num_atoms(&self) -> usize {
         self.nnz()
     }
+    fn offset_width(&self) -> OffsetWidth {
+        self.offset_width()
+    }
     fn temp_cache(&self) -> &TempCache {
         &self.cache
     }
@@ -277,6 +373,9 @@ impl<T: Element> DeviceTileSet for DeviceCsc<T> {
     fn num_atoms(&self) -> usize {
         self.nnz()
     }
+    fn offset_width(&self) -> OffsetWidth {
+        self.offset_width()
+    }
     fn temp_cache(&self) -> &TempCache {
         &self.cache
     }
@@ -288,6 +387,9 @@ impl<T: Element> DeviceTileSet for DeviceCoo<T> {
     }
     fn num_atoms(&self) -> usize {
         self.nnz()
+    }
+    fn offset_width(&self) -> OffsetWidth {
+        self.offset_width()
     }
     fn temp_cache(&self) -> &TempCache {
         &self.cache

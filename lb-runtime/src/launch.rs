@@ -236,6 +236,18 @@ pub fn execute_cached(
     size: ProblemSize,
     cache: Option<&TempCache>,
 ) -> Result<Launch> {
+    // A plan reads the tile offsets at one width: never launch it over the other.
+    if plan.offsets != size.offsets {
+        return Err(Error::OffsetWidthMismatch {
+            schedule: plan.schedule.to_string(),
+            entry: plan
+                .kernels
+                .first()
+                .map_or_else(String::new, |k| k.entry.to_string()),
+            plan_bits: plan.offsets.bytes() * 8,
+            tile_set_bits: size.offsets.bytes() * 8,
+        });
+    }
     // Grids first: per-block temporaries are sized by the first kernel's grid.
     let mut kernels = Vec::with_capacity(plan.kernels.len());
     let mut gpu_functions = Vec::new();
@@ -453,6 +465,7 @@ mod tests {
             temps: Cow::Owned(Vec::new()),
             index_limit: None,
             select: None,
+            offsets: lb_ptx::plan::OffsetWidth::U64,
         }
     }
 

@@ -26,9 +26,11 @@ pub use coo::{Coo, DeviceCoo};
 pub use csc::{Csc, DeviceCsc};
 pub use device::Device;
 pub use error::{Error, Result};
-pub use formats::{Csr, DeviceCsr, DeviceTileSet, TileSet};
+pub use formats::{Csr, DeviceCsr, DeviceOffsets, DeviceTileSet, TileSet};
 pub use heuristic::choose_schedule;
 pub use launch::{execute, execute_cached, ArgValue, KernelArg, KernelLaunch, Launch};
+/// The width of a device tile set's offsets (`DeviceCsr::offset_width`, `upload_with_offsets`).
+pub use lb_ptx::plan::OffsetWidth;
 pub use mtx::{parse_mtx, read_mtx, write_mtx, MtxValue};
 pub use queue::{DeviceQueue, Queue};
 pub use stats::TileStats;

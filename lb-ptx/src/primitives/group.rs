@@ -68,7 +68,7 @@ use crate::ir::{
     Address, BinOp, Cmp, Kernel, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space, Special,
     Type, UnOp, VoteMode,
 };
-use crate::plan::{Grid, KernelPlan, Plan, Select};
+use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Select};
 use crate::primitives::huge;
 use crate::primitives::layout::Layout;
 use crate::primitives::walker::Walker;
@@ -111,6 +111,7 @@ pub fn group_plan(
         kernels: Cow::Owned(kernels),
         temps: Cow::Owned(temps),
         index_limit: None,
+        offsets: OffsetWidth::U64,
         select,
     })
 }
@@ -319,7 +320,7 @@ fn group_kernel(
         });
     }
     let mut b = KernelBuilder::new(kp.entry.as_ref());
-    let params = KernelParams::declare(&mut b, body, &plan.temps)?;
+    let params = KernelParams::declare(&mut b, body, plan)?;
     let layout = Layout::new(&mut b, body, opts, &params)?;
 
     let tid = b.special(Special::TidX);

@@ -55,7 +55,7 @@ use crate::body::Body;
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
 use crate::ir::{BinOp, Cmp, Kernel, Operand, Reg, Rounding, ShflMode, Space, Special, Type};
-use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::plan::{twin_base, Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::{butterfly, shfl};
 use crate::primitives::Layout;
@@ -193,7 +193,7 @@ pub fn build(
     plan: &Plan,
     kp: &KernelPlan,
 ) -> Option<Result<Kernel, GenError>> {
-    let entry = kp.entry.as_ref();
+    let entry = twin_base(kp.entry.as_ref());
     let which = [LIST, SCAN, WALK, FIXUP]
         .into_iter()
         .find(|s| entry.ends_with(s))?;
@@ -208,7 +208,7 @@ fn build_one(
     which: &str,
 ) -> Result<Kernel, GenError> {
     let mut b = KernelBuilder::new(kp.entry.as_ref());
-    let params = KernelParams::declare(&mut b, body, &plan.temps)?;
+    let params = KernelParams::declare(&mut b, body, plan)?;
     let layout = Layout::new(&mut b, body, opts, &params)?;
     let t = Temps::find(plan, &params)?;
     let s = Split {

@@ -3,9 +3,9 @@
 
 use crate::body::{Body, ParamKind, Ty};
 use crate::builder::KernelBuilder;
-use crate::codegen::{check_index, ptx_type, CsrRegs, KernelParams};
-use crate::ir::{BinOp, Label, Reg, Rounding, Space, Type};
-use crate::primitives::load::Data;
+use crate::codegen::{check_index, load_offset, offset_addr, ptx_type, CsrRegs, KernelParams};
+use crate::ir::{BinOp, Label, Operand, Reg, Rounding, Space, Type};
+use crate::plan::OffsetWidth;
 use crate::{GenError, Options};
 
 /// One work item: a tile (by its position in the tile set) and, with `lanes`, a lane.
@@ -29,7 +29,8 @@ pub struct WorkItem {
 /// - Work items: `tiles × lanes`, item `i` is position `i / lanes`, lane `i % lanes` (so adjacent
 ///   threads take adjacent lanes of one tile); `lanes = 1` without `Options::lanes`.
 /// - Atoms of a tile: `csr.row_offsets[tile] .. csr.row_offsets[tile + 1]`; the rank is
-///   `atom - begin`.
+///   `atom - begin`. The offsets are `u32` or `u64` as the plan says ([`Layout::offsets`]);
+///   read them through [`Layout::atoms`] or [`crate::codegen::load_offset`].
 /// - Output of a reducing body: `output[tile * lanes + lane]`.
 #[derive(Clone, Copy, Debug)]
 pub struct Layout {
@@ -44,6 +45,8 @@ pub struct Layout {
     pub tiles: Reg,
     /// Number of work items, `tiles × lanes` (u64).
     pub items: Reg,
+    /// The width of `csr.row_offsets` (the plan's, [`KernelParams::offsets`]).
+    pub offsets: OffsetWidth,
 }
 
 impl Layout {
@@ -89,6 +92,7 @@ impl Layout {
             lanes,
             tiles,
             items,
+            offsets: params.offsets,
         })
     }
 
@@ -139,12 +143,13 @@ impl Layout {
         tile
     }
 
-    /// `(row_offsets[tile], row_offsets[tile + 1])`, both through the read-only path.
+    /// `(row_offsets[tile], row_offsets[tile + 1])`, u64, read at the plan's offset width through the read-only path.
     pub fn atoms(&self, b: &mut KernelBuilder, tile: Reg) -> (Reg, Reg) {
-        let addr = b.elem_addr(self.csr.row_offsets, tile, 8);
-        let cache = Data::ReadOnly.cache();
-        let begin = b.ld_global(Type::U64, (addr, 0), cache);
-        let end = b.ld_global(Type::U64, (addr, 8), cache);
+        let w = self.offsets;
+        let addr = offset_addr(b, w, self.csr.row_offsets, tile);
+        let begin = load_offset(b, w, addr);
+        let next = b.bin(BinOp::Add, Type::U64, addr, Operand::Imm(w.bytes().into()));
+        let end = load_offset(b, w, next);
         (begin, end)
     }
 

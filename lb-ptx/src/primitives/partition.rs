@@ -339,8 +339,7 @@ pub(crate) fn stage(b: &mut KernelBuilder, f: &Frame) -> Staged {
     let staged = b.setp(Cmp::Ge, Type::U64, k, count);
     b.break_if(&load, staged, false);
     let tile = b.bin(BinOp::Add, Type::U64, s0, k);
-    let end = work_oriented::global_end_u64(b, f, tile);
-    let end = narrow(b, w, end);
+    let end = work_oriented::global_end_as(b, f, w, tile);
     let dst = b.elem_addr(base, k, w.size());
     b.st(Space::Shared, w, dst, end);
     b.bin_to(BinOp::Add, Type::U64, k, k, Operand::Imm(f.block));

@@ -47,12 +47,13 @@ use std::borrow::Cow;
 use crate::body::{Body, IndexRole, Reduce, Ty};
 use crate::builder::KernelBuilder;
 use crate::codegen::{
-    emit_body, ptx_type, reduce_combine, reduce_identity, AtomContext, KernelParams,
+    emit_body, load_offset, load_offset_as, offset_addr, ptx_type, reduce_combine, reduce_identity,
+    AtomContext, KernelParams,
 };
 use crate::ir::{
     Address, BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, ShflMode, Space, Special, Type,
 };
-use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::walker::{KeptAtoms, Walker};
 use crate::primitives::warp::shfl;
 use crate::primitives::Layout;
@@ -117,10 +118,19 @@ pub fn plans(
     count_tiles: bool,
 ) -> Result<Vec<Plan>, GenError> {
     let per_thread = items_per_thread(opts);
-    let widths: &[IndexWidth] = match opts.index {
-        IndexWidth::U32 => &[IndexWidth::U32],
-        IndexWidth::U64 => &[IndexWidth::U64],
-        IndexWidth::Auto => &[IndexWidth::U32, IndexWidth::U64],
+    // (index arithmetic, offsets): a tile set small enough for 32-bit offsets is admitted by
+    // the 32-bit index plan (the same bound), so `auto` needs no 64-bit-index plan reading
+    // 32-bit offsets; a forced 64-bit index does, for the tile sets stored with 32-bit offsets.
+    let widths: &[(IndexWidth, OffsetWidth)] = match opts.index {
+        IndexWidth::U32 => &[(IndexWidth::U32, OffsetWidth::U32)],
+        IndexWidth::U64 => &[
+            (IndexWidth::U64, OffsetWidth::U32),
+            (IndexWidth::U64, OffsetWidth::U64),
+        ],
+        IndexWidth::Auto => &[
+            (IndexWidth::U32, OffsetWidth::U32),
+            (IndexWidth::U64, OffsetWidth::U64),
+        ],
     };
     let grid = Grid::CoverWork {
         per_thread,
@@ -144,16 +154,18 @@ pub fn plans(
             });
         }
     }
-    if opts.tiles.is_some() {
-        temps.extend(frontier_scan::temps());
-    }
     Ok(widths
         .iter()
-        .map(|&w| {
-            let (suffix, index_limit) = match w {
-                IndexWidth::U32 => ("u32", Some(U32_INDEX_LIMIT)),
+        .map(|&(w, offsets)| {
+            let (suffix, index_limit) = match (w, offsets) {
+                (IndexWidth::U32, _) => ("u32", Some(U32_INDEX_LIMIT)),
+                (_, OffsetWidth::U32) => ("u64_o32", None),
                 _ => ("u64", None),
             };
+            let mut temps = temps.clone();
+            if opts.tiles.is_some() {
+                temps.extend(frontier_scan::temps(offsets));
+            }
             let main = format!("{}_{}_{suffix}", body.name, schedule.name());
             let mut kernels = Vec::new();
             if opts.tiles.is_some() {
@@ -184,9 +196,10 @@ pub fn plans(
             Plan {
                 schedule: Cow::Borrowed(schedule.name()),
                 kernels: Cow::Owned(kernels),
-                temps: Cow::Owned(temps.clone()),
+                temps: Cow::Owned(temps),
                 index_limit,
                 select: None,
+                offsets,
             }
         })
         .collect())
@@ -329,18 +342,43 @@ pub fn widen(b: &mut KernelBuilder, w: Type, r: Reg) -> Reg {
     }
 }
 
-/// `offsets[i + 1]` (u64) for u64 `i`.
-pub fn global_end_u64(b: &mut KernelBuilder, frame: &Frame, i: Reg) -> Reg {
-    let addr = b.elem_addr(frame.offsets, i, 8);
-    let next = b.bin(BinOp::Add, Type::U64, addr, Operand::Imm(8));
-    b.ld(Space::Global, Type::U64, next)
+/// `offsets[i]` (u64) for u64 `i`, at the frame's offset width.
+pub fn global_offset_u64(b: &mut KernelBuilder, frame: &Frame, i: Reg) -> Reg {
+    let width = frame.layout.offsets;
+    let addr = offset_addr(b, width, frame.offsets, i);
+    load_offset(b, width, addr)
 }
 
-/// `offsets[i + 1]` in width `w`, for `i` of width `w`.
+/// `offsets[i + 1]` in width `ty` for u64 `i`, at the frame's offset width.
+pub fn global_end_as(b: &mut KernelBuilder, frame: &Frame, ty: Type, i: Reg) -> Reg {
+    let width = frame.layout.offsets;
+    let addr = offset_addr(b, width, frame.offsets, i);
+    let next = b.bin(
+        BinOp::Add,
+        Type::U64,
+        addr,
+        Operand::Imm(width.bytes().into()),
+    );
+    load_offset_as(b, width, ty, next)
+}
+
+/// `offsets[i + 1]` (u64) for u64 `i`.
+pub fn global_end_u64(b: &mut KernelBuilder, frame: &Frame, i: Reg) -> Reg {
+    global_end_as(b, frame, Type::U64, i)
+}
+
+/// `offsets[i + 1]` in width `w`, for `i` of width `w`. With 32-bit offsets and index
+/// arithmetic, `i + 1` stays in 32 bits (it is at most the tile count) and is widened only to
+/// form the address (`mul.wide.u32`).
 pub fn global_end(b: &mut KernelBuilder, frame: &Frame, i: Reg) -> Reg {
+    if frame.w == Type::U32 && frame.layout.offsets == OffsetWidth::U32 {
+        let next = b.bin(BinOp::Add, Type::U32, i, Operand::Imm(1));
+        let bytes = b.bin(BinOp::MulWide, Type::U32, next, Operand::Imm(4));
+        let addr = b.bin(BinOp::Add, Type::U64, frame.offsets, bytes);
+        return load_offset_as(b, OffsetWidth::U32, Type::U32, addr);
+    }
     let i64_ = widen(b, frame.w, i);
-    let end = global_end_u64(b, frame, i64_);
-    narrow(b, frame.w, end)
+    global_end_as(b, frame, frame.w, i64_)
 }
 
 /// `dst = pred ? a : b` into an existing register.
@@ -368,7 +406,7 @@ pub(crate) fn frame(
     plan: &Plan,
     count_tiles: bool,
 ) -> Result<Frame, GenError> {
-    let params = KernelParams::declare(b, body, &plan.temps)?;
+    let params = KernelParams::declare(b, body, plan)?;
     let layout = Layout::new(b, body, opts, &params)?;
     let frontier = opts.tiles.is_some();
     let offsets = if frontier {
@@ -376,8 +414,8 @@ pub(crate) fn frame(
     } else {
         layout.csr.row_offsets
     };
-    let last = b.elem_addr(offsets, layout.tiles, 8);
-    let atoms = b.ld(Space::Global, Type::U64, last);
+    let last = offset_addr(b, layout.offsets, offsets, layout.tiles);
+    let atoms = load_offset(b, layout.offsets, last);
     let with_tiles = |b: &mut KernelBuilder, atoms: Reg| {
         if count_tiles {
             b.bin(BinOp::Add, Type::U64, layout.tiles, atoms)
@@ -476,10 +514,7 @@ pub(crate) fn tile_at(
     checked: bool,
 ) -> TileAt {
     if !f.frontier {
-        let begin = wants_begin.then(|| {
-            let addr = b.elem_addr(f.offsets, i, 8);
-            b.ld(Space::Global, Type::U64, addr)
-        });
+        let begin = wants_begin.then(|| global_offset_u64(b, f, i));
         return TileAt {
             tile: i,
             begin,
@@ -494,10 +529,10 @@ pub(crate) fn tile_at(
     } else {
         tile
     };
-    let addr = b.elem_addr(f.layout.csr.row_offsets, row, 8);
-    let real = b.ld(Space::Global, Type::U64, addr);
-    let addr = b.elem_addr(f.offsets, i, 8);
-    let begin = b.ld(Space::Global, Type::U64, addr);
+    let width = f.layout.offsets;
+    let addr = offset_addr(b, width, f.layout.csr.row_offsets, row);
+    let real = load_offset(b, width, addr);
+    let begin = global_offset_u64(b, f, i);
     let shift = b.bin(BinOp::Sub, Type::U64, real, begin);
     TileAt {
         tile,

@@ -51,7 +51,7 @@ use crate::ir::{
     Address, AtomOp, BinOp, Cmp, Kernel, LdCache, Op, Operand, Reg, RegClass, Rounding, ShflMode,
     Space, Special, Type, UnOp,
 };
-use crate::plan::{Grid, KernelPlan, Plan};
+use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan};
 use crate::primitives::huge;
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::{ballot, batch_slot, butterfly, shfl};
@@ -120,6 +120,7 @@ impl ScheduleTemplate for Binning {
             kernels: Cow::Owned(kernels),
             temps: Cow::Owned(temps),
             index_limit: None,
+            offsets: OffsetWidth::U64,
             select: None,
         })
     }
@@ -151,7 +152,7 @@ impl Binning {
             .unwrap_or(block.into());
         let wthr = opts.tuning.warp_threshold.unwrap_or(self.warp_threshold);
         let mut b = KernelBuilder::new(kp.entry.as_ref());
-        let params = KernelParams::declare(&mut b, body, &plan.temps)?;
+        let params = KernelParams::declare(&mut b, body, plan)?;
         let layout = Layout::new(&mut b, body, opts, &params)?;
         let wants = |role| body.roles.contains(&role);
         let s = Smem::new(&mut b, block);

@@ -60,7 +60,7 @@ use crate::ir::{
     Address, AtomOp, BinOp, Cmp, DeviceFunc, Kernel, Label, LdCache, Op, Operand, Param,
     ParamDeclTy, Reg, RegClass, Rounding, ShflMode, Space, Special, Type, UnOp, VoteMode,
 };
-use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::huge;
 use crate::primitives::warp::{butterfly, shfl};
 use crate::primitives::Layout;
@@ -216,6 +216,7 @@ impl ScheduleTemplate for Consolidate {
             kernels: Cow::Owned(kernels),
             temps: Cow::Owned(temps),
             index_limit: None,
+            offsets: OffsetWidth::U64,
             select: None,
         })
     }
@@ -260,7 +261,7 @@ fn common(
     opts: &Options,
     plan: &Plan,
 ) -> Result<Common, GenError> {
-    let params = KernelParams::declare(b, body, &plan.temps)?;
+    let params = KernelParams::declare(b, body, plan)?;
     let layout = Layout::new(b, body, opts, &params)?;
     let temp = |name: &str| {
         plan.temps
@@ -470,7 +471,7 @@ impl Consolidate {
     ) -> Result<Kernel, GenError> {
         let own_params = if device_child.is_some() {
             let mut probe = KernelBuilder::new(entry);
-            KernelParams::declare(&mut probe, body, &plan.temps)?;
+            KernelParams::declare(&mut probe, body, plan)?;
             probe.finish().params
         } else {
             Vec::new()

@@ -14,7 +14,7 @@
 //! and carry [`Select::AvgAtomsPerTile`] ranges that cover `0..` exactly once, so the runtime
 //! picks the one whose range holds [`Select::avg_atoms_per_tile`] of the launch.
 
-use super::{Schedule, ScheduleTemplate};
+use super::{with_offsets32_twins, Schedule, ScheduleTemplate};
 use crate::body::Body;
 use crate::ir::Kernel;
 use crate::plan::{Plan, Select};
@@ -56,14 +56,15 @@ impl ScheduleTemplate for DynamicVirtualWarps {
     }
 
     fn plans(&self, body: &Body, opts: &Options) -> Result<Vec<Plan>, GenError> {
-        VARIANTS
+        let plans = VARIANTS
             .iter()
             .map(|&(n, min, max)| {
                 let entry = format!("{}_dynamic_virtual_warps_{n}", body.name);
                 let select = Some(Self::select(min, max));
                 group_plan(body, opts, Schedule::DynamicVirtualWarps, n, entry, select)
             })
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(with_offsets32_twins(plans))
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {

@@ -37,7 +37,7 @@ use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
 use crate::ir::{
     Address, AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type, UnOp,
 };
-use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::plan::{twin_base, Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::huge;
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::butterfly;
@@ -137,6 +137,7 @@ impl ScheduleTemplate for Lrb {
             kernels: Cow::Owned(kernels),
             temps: Cow::Owned(temps),
             index_limit: None,
+            offsets: OffsetWidth::U64,
             select: None,
         })
     }
@@ -151,10 +152,10 @@ impl ScheduleTemplate for Lrb {
             }
             let name = KERNELS
                 .into_iter()
-                .find(|k| kp.entry.ends_with(&format!("_lrb_{k}")))
+                .find(|k| twin_base(&kp.entry).ends_with(&format!("_lrb_{k}")))
                 .ok_or_else(|| GenError::Unsupported(format!("no lrb kernel `{}`", kp.entry)))?;
             let mut b = KernelBuilder::new(kp.entry.as_ref());
-            let params = KernelParams::declare(&mut b, body, &plan.temps)?;
+            let params = KernelParams::declare(&mut b, body, plan)?;
             let t = |k: usize| params.temps[first + k];
             match name {
                 "count" | "scatter" => {

@@ -187,7 +187,6 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
         return frontier_share(b, f);
     }
     let w = f.w;
-    let row_offsets = f.offsets;
     b.shared(TILE_ENDS, 8, (f.capacity as u32) * w.size());
 
     let start = b.bin(BinOp::Mul, Type::U64, f.cta, Operand::Imm(f.capacity));
@@ -210,10 +209,7 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
     let staged = b.setp(Cmp::Ge, Type::U64, k, count);
     b.break_if(&stage, staged, false);
     let tile = b.bin(BinOp::Add, Type::U64, i_start, k);
-    let addr = b.elem_addr(row_offsets, tile, 8);
-    let next = b.bin(BinOp::Add, Type::U64, addr, Operand::Imm(8));
-    let end = b.ld(Space::Global, Type::U64, next);
-    let end = narrow(b, w, end);
+    let end = work_oriented::global_end_as(b, f, w, tile);
     let dst = b.elem_addr(base, k, w.size());
     b.st(Space::Shared, w, dst, end);
     b.bin_to(BinOp::Add, Type::U64, k, k, Operand::Imm(f.block));

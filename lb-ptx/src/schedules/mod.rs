@@ -178,12 +178,21 @@ pub trait ScheduleTemplate {
 
     /// Every plan of the schedule, in the order the runtime considers them (a schedule with
     /// variants, such as a 32-bit and a 64-bit one, returns several); each is built separately.
+    /// Every schedule has plans for both [`crate::plan::OffsetWidth`]s: by default `plan` (64-bit
+    /// offsets) and its [`Plan::offsets32_twin`].
     fn plans(&self, body: &Body, opts: &Options) -> Result<Vec<Plan>, GenError> {
-        Ok(vec![self.plan(body, opts)?])
+        Ok(with_offsets32_twins(vec![self.plan(body, opts)?]))
     }
 
     /// The plan's kernels, in launch order, named as in `plan.kernels`.
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError>;
+}
+
+/// `plans` (reading 64-bit offsets) followed by their [`Plan::offsets32_twin`]s, in the same
+/// order: the plan list of a schedule without index-width variants.
+pub fn with_offsets32_twins(plans: Vec<Plan>) -> Vec<Plan> {
+    let twins: Vec<Plan> = plans.iter().map(Plan::offsets32_twin).collect();
+    plans.into_iter().chain(twins).collect()
 }
 
 /// The `.entry` name of a schedule's (first) kernel: `{body}_{schedule}`.

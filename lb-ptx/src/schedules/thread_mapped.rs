@@ -15,7 +15,7 @@ use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
 use crate::codegen::{reduce_combine, reduce_identity, KernelParams};
 use crate::ir::{Kernel, Operand, Type};
-use crate::plan::{Grid, KernelPlan, Plan};
+use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan};
 use crate::primitives::walker::Walker;
 use crate::primitives::Layout;
 use crate::{GenError, Options};
@@ -37,13 +37,14 @@ impl ScheduleTemplate for ThreadMapped {
             }]),
             temps: Cow::Owned(common_temps(opts)),
             index_limit: None,
+            offsets: OffsetWidth::U64,
             select: None,
         })
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
         let mut b = KernelBuilder::new(plan.kernels[0].entry.as_ref());
-        let params = KernelParams::declare(&mut b, body, &plan.temps)?;
+        let params = KernelParams::declare(&mut b, body, plan)?;
         let layout = Layout::new(&mut b, body, opts, &params)?;
 
         let gs = b.grid_stride_begin(layout.items);

@@ -9,7 +9,7 @@
 use crate::codegen_common::*;
 use lb_ptx::body::*;
 use lb_ptx::ir::Module;
-use lb_ptx::plan::{DeviceLimits, KernelPlan, Plan, ProblemSize, TempCount, TempRole};
+use lb_ptx::plan::{DeviceLimits, KernelPlan, OffsetWidth, Plan, ProblemSize, TempCount, TempRole};
 use lb_ptx::sim::{self, LaunchConfig, Memory};
 use lb_ptx::{generate, IndexWidth, Options, Schedule};
 
@@ -90,9 +90,25 @@ impl Matrix {
     }
 }
 
+/// Tile offsets as a plan of `width` reads them.
+pub fn offsets_bytes(offsets: &[u64], width: OffsetWidth) -> Vec<u8> {
+    match width {
+        OffsetWidth::U32 => offsets
+            .iter()
+            .flat_map(|&o| u32::try_from(o).unwrap().to_le_bytes())
+            .collect(),
+        OffsetWidth::U64 => bytes_of(offsets, u64::to_le_bytes),
+    }
+}
+
 pub fn csr_args(mem: &mut Memory, m: &Matrix) -> Vec<u64> {
+    csr_args_at(mem, m, OffsetWidth::U64)
+}
+
+/// [`csr_args`] with the offsets stored at `width`.
+pub fn csr_args_at(mem: &mut Memory, m: &Matrix, width: OffsetWidth) -> Vec<u64> {
     vec![
-        upload(mem, &bytes_of(&m.offsets, u64::to_le_bytes)),
+        upload(mem, &offsets_bytes(&m.offsets, width)),
         upload(mem, &bytes_of(&m.indices, u32::to_le_bytes)),
         upload(mem, &bytes_of(&m.values, f32::to_le_bytes)),
         m.rows() as u64,
@@ -250,6 +266,7 @@ pub fn size(m: &Matrix, lanes: usize) -> ProblemSize {
         atoms: m.nnz() as u64,
         lanes: lanes as u64,
         max_tile_atoms: u64::MAX,
+        offsets: OffsetWidth::U64,
     }
 }
 
@@ -266,10 +283,11 @@ pub fn run_reduce(
     k: Option<usize>,
 ) -> Vec<u32> {
     let g = generate(body, o).unwrap();
+    let width = g.plans[plan_index].offsets;
     let lanes = k.unwrap_or(1);
     let x = x_of(m.cols * lanes);
     let mut mem = Memory::new();
-    let mut args = csr_args(&mut mem, m);
+    let mut args = csr_args_at(&mut mem, m, width);
     args.extend([
         upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
         x.len() as u64,
@@ -331,7 +349,7 @@ pub fn check_min_max(got: &[u32], m: &Matrix, reduce: Reduce, what: &str) {
 pub fn check_visits(o: &Options, plan_index: usize, m: &Matrix, what: &str) {
     let g = generate(&visit_seen(), o).unwrap();
     let mut mem = Memory::new();
-    let mut args = csr_args(&mut mem, m);
+    let mut args = csr_args_at(&mut mem, m, g.plans[plan_index].offsets);
     let n = m.nnz();
     let visits = upload(&mut mem, &vec![0u8; 4 * n]);
     let seen = upload(&mut mem, &vec![0xEE; 8 * n]);
@@ -417,7 +435,7 @@ pub fn run_frontier_reduce(
     let g = generate(&body, &o).unwrap();
     let x = x_of(m.cols);
     let mut mem = Memory::new();
-    let mut args = csr_args(&mut mem, m);
+    let mut args = csr_args_at(&mut mem, m, g.plans[plan_index].offsets);
     args.extend([
         upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
         x.len() as u64,
@@ -433,6 +451,7 @@ pub fn run_frontier_reduce(
         atoms: m.nnz() as u64,
         lanes: 1,
         max_tile_atoms: u64::MAX,
+        offsets: OffsetWidth::U64,
     };
     run_plan(&g, &g.plans[plan_index], args, size, &mut mem);
     read_words::<4>(&mem, y, n)
@@ -489,7 +508,7 @@ pub fn check_frontier_visits(m: &Matrix, frontier: &[u32], base: &Options, what:
     };
     let g = generate(&body, &o).unwrap();
     let mut mem = Memory::new();
-    let mut args = csr_args(&mut mem, m);
+    let mut args = csr_args_at(&mut mem, m, g.plans[0].offsets);
     let n = m.nnz();
     let visits = upload(&mut mem, &vec![0u8; 4 * n]);
     let seen = upload(&mut mem, &vec![0xEE; 8 * n]);
@@ -504,6 +523,7 @@ pub fn check_frontier_visits(m: &Matrix, frontier: &[u32], base: &Options, what:
         atoms: n as u64,
         lanes: 1,
         max_tile_atoms: u64::MAX,
+        offsets: OffsetWidth::U64,
     };
     run_plan(&g, &g.plans[0], args, size, &mut mem);
     let visits: Vec<u32> = read_words::<4>(&mem, visits, n)
@@ -582,8 +602,13 @@ impl Tiles {
     }
 
     pub fn upload(&self, mem: &mut Memory) -> Vec<u64> {
+        self.upload_at(mem, OffsetWidth::U64)
+    }
+
+    /// [`Tiles::upload`] with the offsets stored at `width`.
+    pub fn upload_at(&self, mem: &mut Memory, width: OffsetWidth) -> Vec<u64> {
         vec![
-            upload(mem, &bytes_of(&self.offsets, u64::to_le_bytes)),
+            upload(mem, &offsets_bytes(&self.offsets, width)),
             upload(mem, &bytes_of(&self.cols, u32::to_le_bytes)),
             upload(mem, &bytes_of(&self.values, f32::to_le_bytes)),
             self.rows() as u64,
@@ -598,6 +623,7 @@ impl Tiles {
             atoms: self.values.len() as u64,
             lanes,
             max_tile_atoms: u64::MAX,
+            offsets: OffsetWidth::U64,
         }
     }
 }
@@ -926,7 +952,7 @@ pub fn check_huge_tiles(s: Schedule, block: u32) {
 pub fn critical_path(g: &lb_ptx::Generated, plan: &Plan, m: &Matrix, limits: DeviceLimits) -> u64 {
     let module = sim::parse(&g.ptx).unwrap();
     let mut mem = Memory::new();
-    let mut args = csr_args(&mut mem, m);
+    let mut args = csr_args_at(&mut mem, m, plan.offsets);
     let x = x_of(m.cols);
     args.extend([
         upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
@@ -934,7 +960,10 @@ pub fn critical_path(g: &lb_ptx::Generated, plan: &Plan, m: &Matrix, limits: Dev
     ]);
     let y = upload(&mut mem, &vec![0; 4 * m.rows()]);
     args.extend([y, m.rows() as u64]);
-    let size = size(m, 1);
+    let size = ProblemSize {
+        offsets: plan.offsets,
+        ..size(m, 1)
+    };
     let runner = Runner {
         limits,
         garbage: 0xCD,

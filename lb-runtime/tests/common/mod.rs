@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use lb_ptx::plan::{Grid, KernelPlan, Plan, ProblemSize, Temp, TempCount, TempRole};
+use lb_ptx::plan::{Grid, KernelPlan, OffsetWidth, Plan, ProblemSize, Temp, TempCount, TempRole};
 
 /// `y[i] = 2 * x[i]` with a grid-stride loop; params (x, x_len, y, y_len).
 pub const DOUBLE_PTX: &str = "\
@@ -76,6 +76,7 @@ pub const DOUBLE_PLAN: Plan = Plan {
     kernels: Cow::Borrowed(DOUBLE_KERNELS),
     temps: Cow::Borrowed(&[]),
     index_limit: None,
+    offsets: OffsetWidth::U64,
     select: None,
 };
 
@@ -100,6 +101,7 @@ pub const RAISE_PLAN: Plan = Plan {
     kernels: Cow::Borrowed(RAISE_KERNELS),
     temps: Cow::Borrowed(RAISE_TEMPS),
     index_limit: None,
+    offsets: OffsetWidth::U64,
     select: None,
 };
 
@@ -109,6 +111,7 @@ pub fn size(tiles: u64) -> ProblemSize {
         atoms: tiles,
         lanes: 1,
         max_tile_atoms: u64::MAX,
+        offsets: OffsetWidth::U64,
     }
 }
 
@@ -125,5 +128,6 @@ pub const MISSING_PLAN: Plan = Plan {
     kernels: Cow::Borrowed(MISSING_KERNELS),
     temps: Cow::Borrowed(&[]),
     index_limit: None,
+    offsets: OffsetWidth::U64,
     select: None,
 };

@@ -23,21 +23,21 @@ use crate::body::Body;
 use crate::builder::KernelBuilder;
 use crate::codegen::KernelParams;
 use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type};
-use crate::plan::{Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::Layout;
 use crate::{GenError, Options};
 
-/// `tile_offsets`: u64, `len + 1` entries.
+/// `tile_offsets`: `len + 1` entries of the plan's offset width ([`Plan::offsets`]).
 pub const TILE_OFFSETS: &str = "tile_offsets";
 /// `chunk_sums`: u64, one per chunk of `block` entries (at most `len + 1`).
 const CHUNK_SUMS: &str = "chunk_sums";
 const SCAN: &str = "lb_offsets_scan";
 
-/// The two temporaries the scan needs.
-pub fn temps() -> [Temp; 2] {
-    [TILE_OFFSETS, CHUNK_SUMS].map(|name| Temp {
+/// The two temporaries the scan needs, `tile_offsets` of width `offsets`.
+pub fn temps(offsets: OffsetWidth) -> [Temp; 2] {
+    [(TILE_OFFSETS, offsets.bytes()), (CHUNK_SUMS, 8)].map(|(name, elem_bytes)| Temp {
         name: Cow::Borrowed(name),
-        elem_bytes: 8,
+        elem_bytes,
         count: TempCount::PerTile {
             per_tile: 1,
             extra: 1,
@@ -100,6 +100,19 @@ fn block_scan(b: &mut KernelBuilder, block: i64, tid: Reg, value: Reg) -> (Reg, 
     (sum, base)
 }
 
+/// `tile_offsets[i] = value` (u64 `i` and `value`) at the plan's offset width (a 32-bit plan
+/// keeps the low half: its frontier's atoms fit in 32 bits).
+fn store_offset(b: &mut KernelBuilder, width: OffsetWidth, base: Reg, i: Reg, value: Reg) {
+    let addr = b.elem_addr(base, i, width.bytes());
+    match width {
+        OffsetWidth::U32 => {
+            let low = b.cvt(Rounding::None, Type::U32, Type::U64, value);
+            b.st(Space::Global, Type::U32, addr, low);
+        }
+        OffsetWidth::U64 => b.st(Space::Global, Type::U64, addr, value),
+    }
+}
+
 /// The atoms of frontier entry `i` (u64), 0 when `i >= len` or (under `checked`) when the entry
 /// is not a row, which [`Layout::tile`] records.
 fn tile_size(
@@ -129,7 +142,7 @@ fn chunks_kernel(
     offsets: bool,
 ) -> Result<Kernel, GenError> {
     let mut b = KernelBuilder::new(plan.kernels[index].entry.as_ref());
-    let params = KernelParams::declare(&mut b, body, &plan.temps)?;
+    let params = KernelParams::declare(&mut b, body, plan)?;
     let layout = Layout::new(&mut b, body, opts, &params)?;
     let sums = params.temps[temp_index(plan, CHUNK_SUMS)?];
     let out = params.temps[temp_index(plan, TILE_OFFSETS)?];
@@ -158,8 +171,7 @@ fn chunks_kernel(
         let prefix = b.ld(Space::Global, Type::U64, addr);
         let before = b.bin(BinOp::Sub, Type::U64, sum, size);
         let offset = b.bin(BinOp::Add, Type::U64, prefix, before);
-        let addr = b.elem_addr(out, i, 8);
-        b.st(Space::Global, Type::U64, addr, offset);
+        store_offset(&mut b, params.offsets, out, i, offset);
         b.if_end(scope);
     } else {
         let last = b.setp(Cmp::Eq, Type::U64, tid, Operand::Imm(block - 1));
@@ -178,7 +190,7 @@ fn chunks_kernel(
 /// the frontier's total atoms to `tile_offsets[len]`.
 fn chunk_scan_kernel(body: &Body, opts: &Options, plan: &Plan) -> Result<Kernel, GenError> {
     let mut b = KernelBuilder::new(plan.kernels[1].entry.as_ref());
-    let params = KernelParams::declare(&mut b, body, &plan.temps)?;
+    let params = KernelParams::declare(&mut b, body, plan)?;
     let layout = Layout::new(&mut b, body, opts, &params)?;
     let sums = params.temps[temp_index(plan, CHUNK_SUMS)?];
     let out = params.temps[temp_index(plan, TILE_OFFSETS)?];
@@ -216,8 +228,7 @@ fn chunk_scan_kernel(body: &Body, opts: &Options, plan: &Plan) -> Result<Kernel,
 
     let first = b.setp(Cmp::Eq, Type::U64, tid, Operand::Imm(0));
     let scope = b.if_begin(first, false);
-    let addr = b.elem_addr(out, layout.tiles, 8);
-    b.st(Space::Global, Type::U64, addr, total);
+    store_offset(&mut b, params.offsets, out, layout.tiles, total);
     b.if_end(scope);
     Ok(b.finish())
 }
