@@ -64,6 +64,11 @@ for group in "${groups[@]}"; do
         sanitize "$tool" spmm "$bin/example-spmm" --rows 3000 --k 33 --reps 1
         sanitize "$tool" sssp "$bin/example-sssp" --vertices 3000
         sanitize "$tool" bfs "$bin/example-bfs" --vertices 3000
+        # One row of 3 M nonzeros among a million one-nonzero rows: the huge-tile split of
+        # binning, lrb, the group family and consolidate (host path), SpMV and SpMM.
+        sanitize "$tool" giant-row "$bin/lb-bench" --scale medium --families giant-row \
+          --ops spmv,spmm8 --no-cusparse --quiet --reps 1 --warmup 0 --energy-ms 1 \
+          --copy-bytes 1048576 --schedules binning,lrb,block_mapped,warp_mapped,consolidate,merge_path
         # The tuned variants (multi_phase's iteration factors, consolidate's levels, tuned
         # thresholds) on the small corpus.
         sanitize "$tool" variants "$bin/lb-bench" --ops spmv --variants --no-cusparse --quiet \

@@ -74,18 +74,18 @@ fn matrices() -> Vec<(&'static str, Csr<f32>)> {
 
 /// The f64 reference, independent of the macro.
 fn check(a: &Csr<f32>, x: &[f32], got: &[f32], what: &str) {
-    for row in 0..a.num_rows {
+    assert_eq!(got.len(), a.num_rows, "{what}: output length");
+    for (row, &value) in got.iter().enumerate().take(a.num_rows) {
         let (mut exact, mut magnitude) = (0.0f64, 0.0f64);
         for nz in a.row(row) {
             let term = f64::from(a.values[nz]) * f64::from(x[a.col_indices[nz] as usize]);
             exact += term;
             magnitude += term.abs();
         }
-        let err = (f64::from(got[row]) - exact).abs();
+        let err = (f64::from(value) - exact).abs();
         assert!(
             err <= 1e-5 * magnitude.max(1e-30),
-            "{what}: row {row}: got {}, f64 reference {exact}",
-            got[row]
+            "{what}: row {row}: got {value}, f64 reference {exact}"
         );
     }
 }

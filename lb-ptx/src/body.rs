@@ -353,39 +353,70 @@ impl Body {
     /// Whether the body only computes its value: no store, atomic or queue push anywhere. Such
     /// a body may be evaluated for an atom whose value is then thrown away.
     pub fn is_pure(&self) -> bool {
-        block_is_pure(&self.block)
+        !self.block.any(
+            &mut |s| matches!(s, Stmt::Store { .. } | Stmt::Push { .. }),
+            &mut |e| matches!(e.kind, ExprKind::Atomic { .. }),
+        )
     }
 }
 
-fn block_is_pure(block: &Block) -> bool {
-    block.stmts.iter().all(|s| match s {
-        Stmt::Store { .. } | Stmt::Push { .. } => false,
-        Stmt::Assign { value, .. } | Stmt::Expr(value) => expr_is_pure(value),
-        Stmt::If { cond, then, els } => {
-            expr_is_pure(cond) && block_is_pure(then) && block_is_pure(els)
-        }
-        Stmt::For {
-            start, end, body, ..
-        } => expr_is_pure(start) && expr_is_pure(end) && block_is_pure(body),
-        Stmt::Return(value) => value.as_ref().is_none_or(expr_is_pure),
-    }) && block.value.as_deref().is_none_or(expr_is_pure)
+impl Block {
+    /// Whether `stmt` holds for a statement or `expr` for an expression anywhere in the block,
+    /// nested blocks and sub-expressions included (statements before their expressions, each
+    /// expression before its operands).
+    pub fn any(
+        &self,
+        stmt: &mut dyn FnMut(&Stmt) -> bool,
+        expr: &mut dyn FnMut(&Expr) -> bool,
+    ) -> bool {
+        self.stmts.iter().any(|s| {
+            stmt(s)
+                || match s {
+                    Stmt::Assign { value, .. } | Stmt::Expr(value) | Stmt::Push { value, .. } => {
+                        value.any(stmt, expr)
+                    }
+                    Stmt::Store { index, value, .. } => {
+                        index.any(stmt, expr) || value.any(stmt, expr)
+                    }
+                    Stmt::If { cond, then, els } => {
+                        cond.any(stmt, expr) || then.any(stmt, expr) || els.any(stmt, expr)
+                    }
+                    Stmt::For {
+                        start, end, body, ..
+                    } => start.any(stmt, expr) || end.any(stmt, expr) || body.any(stmt, expr),
+                    Stmt::Return(value) => value.as_ref().is_some_and(|v| v.any(stmt, expr)),
+                }
+        }) || self.value.as_deref().is_some_and(|v| v.any(stmt, expr))
+    }
 }
 
-fn expr_is_pure(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::Atomic { .. } => false,
-        ExprKind::Lit(_)
-        | ExprKind::Local(_)
-        | ExprKind::Index(_)
-        | ExprKind::Scalar(_)
-        | ExprKind::Len(_)
-        | ExprKind::TileSetScalar(_) => true,
-        ExprKind::Load { index, .. } => expr_is_pure(index),
-        ExprKind::Unary { arg, .. } | ExprKind::Cast { arg } => expr_is_pure(arg),
-        ExprKind::Binary { lhs, rhs, .. } => expr_is_pure(lhs) && expr_is_pure(rhs),
-        ExprKind::Method { args, .. } => args.iter().all(expr_is_pure),
-        ExprKind::If { cond, then, els } => {
-            expr_is_pure(cond) && block_is_pure(then) && block_is_pure(els)
+impl Expr {
+    /// [`Block::any`] for an expression and everything inside it.
+    pub fn any(
+        &self,
+        stmt: &mut dyn FnMut(&Stmt) -> bool,
+        expr: &mut dyn FnMut(&Expr) -> bool,
+    ) -> bool {
+        if expr(self) {
+            return true;
+        }
+        match &self.kind {
+            ExprKind::Lit(_)
+            | ExprKind::Local(_)
+            | ExprKind::Index(_)
+            | ExprKind::Scalar(_)
+            | ExprKind::Len(_)
+            | ExprKind::TileSetScalar(_) => false,
+            ExprKind::Load { index, .. } => index.any(stmt, expr),
+            ExprKind::Unary { arg, .. } | ExprKind::Cast { arg } => arg.any(stmt, expr),
+            ExprKind::Binary { lhs, rhs, .. } => lhs.any(stmt, expr) || rhs.any(stmt, expr),
+            ExprKind::Method { args, .. } => args.iter().any(|a| a.any(stmt, expr)),
+            ExprKind::Atomic { index, args, .. } => {
+                index.any(stmt, expr) || args.iter().any(|a| a.any(stmt, expr))
+            }
+            ExprKind::If { cond, then, els } => {
+                cond.any(stmt, expr) || then.any(stmt, expr) || els.any(stmt, expr)
+            }
         }
     }
 }

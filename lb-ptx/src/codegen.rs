@@ -496,36 +496,7 @@ pub fn emit_body(
 
 /// Whether a `return` statement appears anywhere in `block`.
 fn has_return(block: &Block) -> bool {
-    block.stmts.iter().any(|s| match s {
-        Stmt::Return(_) => true,
-        Stmt::If { then, els, .. } => has_return(then) || has_return(els),
-        Stmt::For { body, .. } => has_return(body),
-        Stmt::Assign { value, .. } | Stmt::Expr(value) => expr_has_return(value),
-        Stmt::Store { index, value, .. } => expr_has_return(index) || expr_has_return(value),
-        Stmt::Push { value, .. } => expr_has_return(value),
-    }) || block.value.as_deref().is_some_and(expr_has_return)
-}
-
-/// Whether a value-`if` inside `e` holds a `return`.
-fn expr_has_return(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::If { cond, then, els } => {
-            expr_has_return(cond) || has_return(then) || has_return(els)
-        }
-        ExprKind::Lit(_)
-        | ExprKind::Local(_)
-        | ExprKind::Index(_)
-        | ExprKind::Scalar(_)
-        | ExprKind::Len(_)
-        | ExprKind::TileSetScalar(_) => false,
-        ExprKind::Load { index, .. } => expr_has_return(index),
-        ExprKind::Unary { arg, .. } | ExprKind::Cast { arg } => expr_has_return(arg),
-        ExprKind::Binary { lhs, rhs, .. } => expr_has_return(lhs) || expr_has_return(rhs),
-        ExprKind::Method { args, .. } => args.iter().any(expr_has_return),
-        ExprKind::Atomic { index, args, .. } => {
-            expr_has_return(index) || args.iter().any(expr_has_return)
-        }
-    }
+    block.any(&mut |s| matches!(s, Stmt::Return(_)), &mut |_| false)
 }
 
 struct Lower<'a> {

@@ -57,23 +57,19 @@
 //! empty, invalid slots here: the plan adds the huge-tile split's kernels around this one, and the
 //! split walks them over the whole grid in chunks, folded back in a fixed order.
 
-use std::borrow::Cow;
-
 use crate::body::{Body, IndexRole, Reduce, Ty};
 use crate::builder::KernelBuilder;
-use crate::codegen::{
-    emit_body, ptx_type, reduce_combine, reduce_identity, AtomContext, KernelParams,
-};
+use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
 use crate::ir::{
     Address, BinOp, Cmp, Kernel, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space, Special,
     Type, UnOp, VoteMode,
 };
-use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Select};
+use crate::plan::{KernelPlan, Plan, Select};
 use crate::primitives::huge;
 use crate::primitives::layout::Layout;
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::batch_slot;
-use crate::schedules::{common_temps, Schedule};
+use crate::schedules::Schedule;
 use crate::{GenError, Options};
 
 /// The plan of a group size `n` under `schedule`, with kernel `entry`.
@@ -95,25 +91,7 @@ pub fn group_plan(
             ),
         });
     }
-    let mut kernels = huge::front_kernels(&entry, opts);
-    kernels.push(KernelPlan {
-        entry: Cow::Owned(entry.clone()),
-        block: opts.block,
-        grid: Grid::CoverItems { per_thread: 1 },
-        dynamic_shared: 0,
-        min_tile_atoms: None,
-    });
-    kernels.extend(huge::back_kernels(&entry, body, opts));
-    let mut temps = common_temps(opts);
-    temps.extend(huge::temps(opts, Some(2)));
-    Ok(Plan {
-        schedule: Cow::Borrowed(schedule.name()),
-        kernels: Cow::Owned(kernels),
-        temps: Cow::Owned(temps),
-        index_limit: None,
-        offsets: OffsetWidth::U64,
-        select,
-    })
+    Ok(huge::plan_around(body, opts, schedule, entry, select))
 }
 
 /// Shared memory for `N > 32`, per thread: the slot's first atom, end atom and tile (u64 each);
@@ -444,6 +422,16 @@ impl Walk<'_> {
         self.body.roles.contains(&role)
     }
 
+    /// The shared walker of [`crate::primitives::walker`] for this lane.
+    fn walker(&self) -> Walker<'_> {
+        Walker {
+            body: self.body,
+            params: self.params,
+            checked: self.checked,
+            lane: self.lane,
+        }
+    }
+
     /// Emits the body for `atom` of `tile` (rank `atom - begin`) and returns its contribution.
     fn atom(
         &self,
@@ -452,46 +440,20 @@ impl Walk<'_> {
         atom: Reg,
         rank: Option<Reg>,
     ) -> Result<Option<Reg>, GenError> {
-        let ctx = AtomContext {
-            tile,
-            atom: Some(atom),
-            lane: self.lane,
-            rank,
-            ..AtomContext::default()
-        };
-        emit_body(b, self.body, self.params, &ctx, self.checked)
+        self.walker().atom(b, tile, atom, rank)
     }
 
     /// Walks atoms `begin + start, begin + start + stride, ..` below `end` and returns the
-    /// thread's partial over them in that order (with `reduce`): the lean walk of
-    /// [`Walker::walk`].
+    /// thread's partial over them in that order (with `reduce`).
     fn stride(
         &self,
         b: &mut KernelBuilder,
         tile: Option<Reg>,
-        (begin, end): (Reg, Reg),
+        range: (Reg, Reg),
         start: Reg,
         stride: u32,
     ) -> Result<Option<Reg>, GenError> {
-        let part = self
-            .body
-            .reduce
-            .map(|(ty, red)| reduce_identity(b, ty, red))
-            .transpose()?;
-        let first = b.bin(BinOp::Add, Type::U64, begin, start);
-        let walker = Walker {
-            body: self.body,
-            params: self.params,
-            checked: self.checked,
-            lane: self.lane,
-        };
-        walker.walk(b, tile, (begin, first, end), stride, |b, c| {
-            if let (Some(part), Some(c), Some((ty, red))) = (part, c, self.body.reduce) {
-                reduce_combine(b, ty, red, part, c)?;
-            }
-            Ok(())
-        })?;
-        Ok(part)
+        self.walker().stride(b, tile, range, start, stride)
     }
 }
 

@@ -55,10 +55,13 @@ use crate::body::Body;
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
 use crate::ir::{BinOp, Cmp, Kernel, Operand, Reg, Rounding, ShflMode, Space, Special, Type};
-use crate::plan::{twin_base, Grid, KernelPlan, Plan, Temp, TempCount, TempRole};
+use crate::plan::{
+    twin_base, Grid, KernelPlan, OffsetWidth, Plan, Select, Temp, TempCount, TempRole,
+};
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::{butterfly, shfl};
 use crate::primitives::Layout;
+use crate::schedules::{common_temps, Schedule};
 use crate::{GenError, Options};
 
 /// Atoms per lane of one chunk: a chunk is `32 · CHUNK_ITEMS` atoms, walked by one warp.
@@ -108,6 +111,37 @@ fn walk_grid() -> Grid {
 /// rounded up (see the module docs).
 pub fn partials_per_block(block: u32) -> u32 {
     (5 * block).div_ceil(4 * 32)
+}
+
+/// The plan of a schedule whose one kernel `entry` (a `CoverItems` grid of one item per thread)
+/// leaves huge tiles to the split: the split's list and scan, the kernel, the split's walk and
+/// fix-up, and their temporaries after the error flag.
+pub fn plan_around(
+    body: &Body,
+    opts: &Options,
+    schedule: Schedule,
+    entry: String,
+    select: Option<Select>,
+) -> Plan {
+    let mut kernels = front_kernels(&entry, opts);
+    kernels.push(KernelPlan {
+        entry: Cow::Owned(entry.clone()),
+        block: opts.block,
+        grid: Grid::CoverItems { per_thread: 1 },
+        dynamic_shared: 0,
+        min_tile_atoms: None,
+    });
+    kernels.extend(back_kernels(&entry, body, opts));
+    let mut temps = common_temps(opts);
+    temps.extend(self::temps(opts, Some(2)));
+    Plan {
+        schedule: Cow::Borrowed(schedule.name()),
+        kernels: Cow::Owned(kernels),
+        temps: Cow::Owned(temps),
+        index_limit: None,
+        offsets: OffsetWidth::U64,
+        select,
+    }
 }
 
 /// The kernels that come before the schedule's own: list and scan (the cache producers).

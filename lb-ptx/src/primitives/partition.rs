@@ -334,16 +334,7 @@ pub(crate) fn stage(b: &mut KernelBuilder, f: &Frame) -> Staged {
 
     let base = b.mov(Type::U64, Operand::Symbol(STAGED_ENDS.into()));
     let scope = b.if_begin(fits, false);
-    let k = b.mov(Type::U64, f.tid);
-    let load = b.loop_begin();
-    let staged = b.setp(Cmp::Ge, Type::U64, k, count);
-    b.break_if(&load, staged, false);
-    let tile = b.bin(BinOp::Add, Type::U64, s0, k);
-    let end = work_oriented::global_end_as(b, f, w, tile);
-    let dst = b.elem_addr(base, k, w.size());
-    b.st(Space::Shared, w, dst, end);
-    b.bin_to(BinOp::Add, Type::U64, k, k, Operand::Imm(f.block));
-    b.loop_end(load);
+    work_oriented::stage_tile_ends(b, f, base, (s0, count));
     b.if_end(scope);
     b.emit(Op::BarSync);
     let (lo, hi) = (narrow(b, w, s0), narrow(b, w, s1));

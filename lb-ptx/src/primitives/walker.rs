@@ -6,7 +6,7 @@
 //! array and atom instead of a shift and an add per load). The atom index itself is kept only
 //! when the body uses it for something else, or under `checked`, whose guards compare it.
 
-use crate::body::{ArrayRef, Block, Body, Expr, ExprKind, IndexRole, Stmt};
+use crate::body::{ArrayRef, Body, ExprKind, IndexRole};
 use crate::builder::KernelBuilder;
 use crate::codegen::{
     array_info, emit_body, reduce_combine, reduce_identity, AtomContext, KernelParams,
@@ -56,18 +56,19 @@ impl Walker<'_> {
     pub fn stride(
         &self,
         b: &mut KernelBuilder,
-        tile: Reg,
+        tile: impl Into<Option<Reg>>,
         (begin, end): (Reg, Reg),
         start: Reg,
         stride: u32,
     ) -> Result<Option<Reg>, GenError> {
+        let tile = tile.into();
         let part = self
             .body
             .reduce
             .map(|(ty, red)| reduce_identity(b, ty, red))
             .transpose()?;
         let first = b.bin(BinOp::Add, Type::U64, begin, start);
-        self.walk(b, Some(tile), (begin, first, end), stride, |b, c| {
+        self.walk(b, tile, (begin, first, end), stride, |b, c| {
             if let (Some(part), Some(c), Some((ty, red))) = (part, c, self.body.reduce) {
                 reduce_combine(b, ty, red, part, c)?;
             }
@@ -227,81 +228,30 @@ struct AtomUses {
 
 impl AtomUses {
     fn of(body: &Body) -> AtomUses {
-        let mut uses = AtomUses {
-            arrays: Vec::new(),
-            elsewhere: false,
-        };
-        uses.block(&body.block);
-        uses
-    }
-
-    fn block(&mut self, block: &Block) {
-        for s in &block.stmts {
-            match s {
-                Stmt::Assign { value, .. } | Stmt::Expr(value) | Stmt::Push { value, .. } => {
-                    self.expr(value)
-                }
-                Stmt::Store { index, value, .. } => {
-                    self.expr(index);
-                    self.expr(value);
-                }
-                Stmt::If { cond, then, els } => {
-                    self.expr(cond);
-                    self.block(then);
-                    self.block(els);
-                }
-                Stmt::For {
-                    start, end, body, ..
-                } => {
-                    self.expr(start);
-                    self.expr(end);
-                    self.block(body);
-                }
-                Stmt::Return(value) => value.iter().for_each(|v| self.expr(v)),
-            }
-        }
-        if let Some(v) = &block.value {
-            self.expr(v);
-        }
-    }
-
-    fn expr(&mut self, e: &Expr) {
-        match &e.kind {
-            ExprKind::Index(IndexRole::Atom) => self.elsewhere = true,
-            ExprKind::Load {
-                array: array @ ArrayRef::Field(..),
-                index,
-            } if matches!(index.kind, ExprKind::Index(IndexRole::Atom)) => {
-                if !self.arrays.contains(array) {
-                    if self.arrays.len() < MAX_ATOM_ADDRS {
-                        self.arrays.push(*array);
-                    } else {
-                        self.elsewhere = true;
+        let mut arrays: Vec<ArrayRef> = Vec::new();
+        // Uses of the atom index, and those that are the whole index of a kept array's load.
+        let (mut uses, mut kept) = (0, 0);
+        body.block.any(&mut |_| false, &mut |e| {
+            match &e.kind {
+                ExprKind::Index(IndexRole::Atom) => uses += 1,
+                ExprKind::Load {
+                    array: array @ ArrayRef::Field(..),
+                    index,
+                } if matches!(index.kind, ExprKind::Index(IndexRole::Atom)) => {
+                    if !arrays.contains(array) && arrays.len() < MAX_ATOM_ADDRS {
+                        arrays.push(*array);
+                    }
+                    if arrays.contains(array) {
+                        kept += 1;
                     }
                 }
+                _ => {}
             }
-            ExprKind::Lit(_)
-            | ExprKind::Local(_)
-            | ExprKind::Index(_)
-            | ExprKind::Scalar(_)
-            | ExprKind::Len(_)
-            | ExprKind::TileSetScalar(_) => {}
-            ExprKind::Load { index, .. } => self.expr(index),
-            ExprKind::Unary { arg, .. } | ExprKind::Cast { arg } => self.expr(arg),
-            ExprKind::Binary { lhs, rhs, .. } => {
-                self.expr(lhs);
-                self.expr(rhs);
-            }
-            ExprKind::Method { args, .. } => args.iter().for_each(|a| self.expr(a)),
-            ExprKind::Atomic { index, args, .. } => {
-                self.expr(index);
-                args.iter().for_each(|a| self.expr(a));
-            }
-            ExprKind::If { cond, then, els } => {
-                self.expr(cond);
-                self.block(then);
-                self.block(els);
-            }
+            false
+        });
+        AtomUses {
+            arrays,
+            elsewhere: uses > kept,
         }
     }
 }

@@ -324,6 +324,23 @@ pub fn from_next_thread(
     b.selp(w, across, down, tail)
 }
 
+/// The block copies the end offsets of tiles `first .. first + count` (u64) into the shared
+/// array at `base`, width `Frame::w`, thread `t` taking entries `t, t + block, ..` (coalesced).
+/// The caller places the barrier.
+pub fn stage_tile_ends(b: &mut KernelBuilder, f: &Frame, base: Reg, (first, count): (Reg, Reg)) {
+    let w = f.w;
+    let k = b.mov(Type::U64, f.tid);
+    let stage = b.loop_begin();
+    let staged = b.setp(Cmp::Ge, Type::U64, k, count);
+    b.break_if(&stage, staged, false);
+    let tile = b.bin(BinOp::Add, Type::U64, first, k);
+    let end = global_end_as(b, f, w, tile);
+    let dst = b.elem_addr(base, k, w.size());
+    b.st(Space::Shared, w, dst, end);
+    b.bin_to(BinOp::Add, Type::U64, k, k, Operand::Imm(f.block));
+    b.loop_end(stage);
+}
+
 /// Converts a u64 register to width `w` (a no-op for U64).
 pub fn narrow(b: &mut KernelBuilder, w: Type, r: Reg) -> Reg {
     if w == Type::U64 {

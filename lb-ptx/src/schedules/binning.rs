@@ -41,9 +41,7 @@
 //! after it: one block alone would walk such a tile while the rest of the grid idles. Their
 //! results are bitwise reproducible too, in the split's chunked order.
 
-use std::borrow::Cow;
-
-use super::{common_temps, entry_name, Schedule, ScheduleTemplate};
+use super::{entry_name, Schedule, ScheduleTemplate};
 use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
@@ -51,7 +49,7 @@ use crate::ir::{
     Address, AtomOp, BinOp, Cmp, Kernel, LdCache, Op, Operand, Reg, RegClass, Rounding, ShflMode,
     Space, Special, Type, UnOp,
 };
-use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan};
+use crate::plan::{KernelPlan, Plan};
 use crate::primitives::huge;
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::{ballot, batch_slot, butterfly, shfl};
@@ -104,25 +102,13 @@ const NONE: i64 = 0xffff_ffff;
 impl ScheduleTemplate for Binning {
     fn plan(&self, body: &Body, opts: &Options) -> Result<Plan, GenError> {
         let entry = entry_name(body, Schedule::Binning);
-        let mut kernels = huge::front_kernels(&entry, opts);
-        kernels.push(KernelPlan {
-            entry: Cow::Owned(entry.clone()),
-            block: opts.block,
-            grid: Grid::CoverItems { per_thread: 1 },
-            dynamic_shared: 0,
-            min_tile_atoms: None,
-        });
-        kernels.extend(huge::back_kernels(&entry, body, opts));
-        let mut temps = common_temps(opts);
-        temps.extend(huge::temps(opts, Some(2)));
-        Ok(Plan {
-            schedule: Cow::Borrowed(Schedule::Binning.name()),
-            kernels: Cow::Owned(kernels),
-            temps: Cow::Owned(temps),
-            index_limit: None,
-            offsets: OffsetWidth::U64,
-            select: None,
-        })
+        Ok(huge::plan_around(
+            body,
+            opts,
+            Schedule::Binning,
+            entry,
+            None,
+        ))
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {

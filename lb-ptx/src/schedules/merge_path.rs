@@ -204,16 +204,7 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
     let block_end = b.bin(BinOp::Sub, Type::U64, d1, i_end);
     let base = b.mov(Type::U64, Operand::Symbol(TILE_ENDS.into()));
     let count = b.bin(BinOp::Sub, Type::U64, i_end, i_start);
-    let k = b.mov(Type::U64, f.tid);
-    let stage = b.loop_begin();
-    let staged = b.setp(Cmp::Ge, Type::U64, k, count);
-    b.break_if(&stage, staged, false);
-    let tile = b.bin(BinOp::Add, Type::U64, i_start, k);
-    let end = work_oriented::global_end_as(b, f, w, tile);
-    let dst = b.elem_addr(base, k, w.size());
-    b.st(Space::Shared, w, dst, end);
-    b.bin_to(BinOp::Add, Type::U64, k, k, Operand::Imm(f.block));
-    b.loop_end(stage);
+    work_oriented::stage_tile_ends(b, f, base, (i_start, count));
     b.emit(Op::BarSync);
 
     let mine = b.bin(BinOp::Mul, Type::U64, f.tid, f.per_thread.clone());
