@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the release test and example binaries and lb-bench here (no CUDA needed: cudarc loads the driver at
 # run time), strips them and copies them with scripts/gpu-run.sh into .gpu/, the ignored folder
-# that travels to the GPU machine (64 MiB at most).
+# that travels to the GPU machine (kept under 64 MiB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=.gpu
@@ -36,6 +36,6 @@ du -sh "$out"
 ls -l "$out/bin"
 size=$(du -sm "$out" | cut -f1)
 if [ "$size" -gt 64 ]; then
-  echo "gpu-bundle: $size MiB is over the 64 MiB the device tool carries" >&2
+  echo "gpu-bundle: $size MiB is over the 64 MiB budget of .gpu/" >&2
   exit 1
 fi
