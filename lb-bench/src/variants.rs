@@ -1,6 +1,7 @@
 //! Tuned SpMV variants (`--variants`): the knobs of single schedules that the `auto` list does
 //! not cover — `multi_phase`'s iteration factor, `consolidate`'s block and warp levels and
-//! threshold, `binning`'s thresholds — timed like the schedules and excluded from `auto`'s oracle.
+//! threshold, `binning`'s thresholds, the work-oriented schedules' items per thread — timed like
+//! the schedules and excluded from `auto`'s oracle.
 
 use lb::prelude::*;
 
@@ -35,6 +36,19 @@ spmv_variant! {
 spmv_variant! {
     /// `binning` with a warp from 8 atoms and the whole block from 1024.
     spmv_binning_8_1024: schedule = "binning", warp_threshold = 8, block_threshold = 1024
+}
+
+spmv_variant! {
+    /// `merge_path` with 11 and 15 work items per thread (the default is 7).
+    spmv_merge_11: schedule = "merge_path", items_per_thread = 11
+}
+spmv_variant! {
+    /// `merge_path` with 15 work items per thread.
+    spmv_merge_15: schedule = "merge_path", items_per_thread = 15
+}
+spmv_variant! {
+    /// `multi_phase` with 11 atoms per thread (the default is 7).
+    spmv_multi_11: schedule = "multi_phase", items_per_thread = 11
 }
 
 /// Launches one variant: `y = A·x`.
@@ -72,6 +86,18 @@ pub const SPMV: &[Variant] = &[
     Variant {
         name: "binning[warp=8,block=1024]",
         launch: |d, a, x, y| spmv_binning_8_1024::launch_with(d, Schedule::Binning, a, x, y),
+    },
+    Variant {
+        name: "merge_path[items=11]",
+        launch: |d, a, x, y| spmv_merge_11::launch_with(d, Schedule::MergePath, a, x, y),
+    },
+    Variant {
+        name: "merge_path[items=15]",
+        launch: |d, a, x, y| spmv_merge_15::launch_with(d, Schedule::MergePath, a, x, y),
+    },
+    Variant {
+        name: "multi_phase[items=11]",
+        launch: |d, a, x, y| spmv_multi_11::launch_with(d, Schedule::MultiPhase, a, x, y),
     },
 ];
 

@@ -350,6 +350,15 @@ impl Body {
             .expect("a body has exactly one tile-set parameter")
     }
 
+    /// Whether the body reads index `role` anywhere (a parameter it declares but never reads
+    /// does not count).
+    pub fn reads(&self, role: IndexRole) -> bool {
+        self.roles.contains(&role)
+            && self
+                .block
+                .any(&mut |_| false, &mut |e| e.kind == ExprKind::Index(role))
+    }
+
     /// Whether the body only computes its value: no store, atomic or queue push anywhere. Such
     /// a body may be evaluated for an atom whose value is then thrown away.
     pub fn is_pure(&self) -> bool {

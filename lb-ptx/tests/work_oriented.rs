@@ -130,13 +130,15 @@ fn plans_have_one_variant_per_index_width() {
             }
             assert_eq!(entries, expected);
             let count_tiles = merge;
+            // merge_path's default is 11 items per thread, the others' 7.
+            let items = if merge { 11 } else { 7 };
             let main_grid = Grid::CoverWork {
-                per_thread: 7,
+                per_thread: items,
                 count_tiles,
             };
             // The fix-ups: one thread per block of the main kernel.
             let fixup_grid = Grid::CoverWork {
-                per_thread: 7 * 128,
+                per_thread: items * 128,
                 count_tiles,
             };
             let mut grids = vec![main_grid, fixup_grid, fixup_grid];

@@ -138,7 +138,8 @@ impl Group {
         } else {
             self.c_idx()
         };
-        let dst = b.reg(RegClass::B32);
+        // `shfl.sync.b32` moves any 32-bit register, a float's too (PTX ISA): no bit casts.
+        let dst = b.reg(x.class);
         b.emit(Op::Shfl {
             mode,
             dst,
@@ -151,15 +152,10 @@ impl Group {
         dst
     }
 
-    /// A shuffle of a value of any width: 64-bit values move as two halves, floats as bits.
+    /// A shuffle of a value of any width: 64-bit values move as two halves.
     fn shfl(&self, b: &mut KernelBuilder, mode: ShflMode, x: Reg, ty: Type, src: Operand) -> Reg {
         match ty.reg_class() {
-            RegClass::B32 => self.shfl32(b, mode, x, src),
-            RegClass::F32 => {
-                let bits = b.mov(Type::B32, x);
-                let got = self.shfl32(b, mode, bits, src);
-                b.mov(Type::F32, got)
-            }
+            RegClass::B32 | RegClass::F32 => self.shfl32(b, mode, x, src),
             RegClass::B64 | RegClass::F64 => {
                 let bits = if ty.reg_class() == RegClass::F64 {
                     b.mov(Type::B64, x)

@@ -23,7 +23,8 @@ pub fn ballot(b: &mut KernelBuilder, pred: Reg) -> Reg {
 fn shfl32(b: &mut KernelBuilder, mode: ShflMode, x: Reg, src: Operand) -> Reg {
     // The clamp operand: lane 0 bounds `up`; lane 31 bounds the other modes (PTX ISA shfl.sync).
     let c = if mode == ShflMode::Up { 0 } else { 31 };
-    let dst = b.reg(RegClass::B32);
+    // `shfl.sync.b32` moves any 32-bit register, a float's too (PTX ISA): no bit casts.
+    let dst = b.reg(x.class);
     b.emit(Op::Shfl {
         mode,
         dst,
@@ -36,16 +37,10 @@ fn shfl32(b: &mut KernelBuilder, mode: ShflMode, x: Reg, src: Operand) -> Reg {
     dst
 }
 
-/// A full-warp shuffle of a value of any width: 64-bit values move as two halves, floats as
-/// bits.
+/// A full-warp shuffle of a value of any width: 64-bit values move as two halves.
 pub fn shfl(b: &mut KernelBuilder, mode: ShflMode, x: Reg, ty: Type, src: Operand) -> Reg {
     match ty.reg_class() {
-        RegClass::B32 => shfl32(b, mode, x, src),
-        RegClass::F32 => {
-            let bits = b.mov(Type::B32, x);
-            let got = shfl32(b, mode, bits, src);
-            b.mov(Type::F32, got)
-        }
+        RegClass::B32 | RegClass::F32 => shfl32(b, mode, x, src),
         RegClass::B64 | RegClass::F64 => {
             let float = ty.reg_class() == RegClass::F64;
             let bits = if float { b.mov(Type::B64, x) } else { x };

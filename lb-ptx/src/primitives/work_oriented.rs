@@ -645,18 +645,29 @@ const STAGED_VALUES: &str = "lb_staged_values";
 /// path puts it), without a frontier, when the values fit in shared memory beside everything
 /// else the kernel stages (the carry scan is declared later, so it is counted here).
 fn stages_values(b: &KernelBuilder, body: &Body, f: &Frame) -> bool {
-    let Some((ty, _)) = body.reduce else {
-        return false;
-    };
-    let positional = body.roles.contains(&IndexRole::Tile) || body.roles.contains(&IndexRole::Rank);
-    let size = u64::from(ty.size());
-    let scan = f.block as u64 * (size + 4);
-    let values = f.capacity as u64 * size;
-    !positional && !f.frontier && b.shared_bytes() + scan + values <= SHARED_LIMIT
+    may_stage_values(body, f.frontier)
+        && b.shared_bytes() + staged_values_bytes(body, f.block as u32, f.capacity as u64)
+            <= SHARED_LIMIT
+}
+
+/// Whether a body's values may be staged at all (see [`stages_values`]): it reduces, reads
+/// neither its tile nor its rank, and there is no frontier.
+pub fn may_stage_values(body: &Body, frontier: bool) -> bool {
+    body.reduce.is_some()
+        && !body.reads(IndexRole::Tile)
+        && !body.reads(IndexRole::Rank)
+        && !frontier
+}
+
+/// Shared bytes the staged values and the carry scan (declared after them) take for a block of
+/// `block` threads staging `capacity` values.
+pub fn staged_values_bytes(body: &Body, block: u32, capacity: u64) -> u64 {
+    let size = body.reduce.map_or(0, |(ty, _)| u64::from(ty.size()));
+    u64::from(block) * (size + 4) + capacity * size
 }
 
 /// Static shared memory every target offers a block.
-const SHARED_LIMIT: u64 = 48 * 1024;
+pub const SHARED_LIMIT: u64 = 48 * 1024;
 
 /// The block evaluates the body for its atoms `first..end` in a coalesced pass (thread `t` takes
 /// atoms `first + t, first + t + block, ..`) and stages the values in shared memory, as the

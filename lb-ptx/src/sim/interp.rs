@@ -610,7 +610,11 @@ impl Resolver<'_> {
                 mask,
             } => POp::Shfl {
                 mode: *mode,
-                dst: self.reg_of(*dst, RegClass::B32)?,
+                // Any 32-bit register: a float moves as its bits.
+                dst: match dst.class {
+                    RegClass::F32 => self.reg(*dst)?,
+                    _ => self.reg_of(*dst, RegClass::B32)?,
+                },
                 dst_pred: match dst_pred {
                     Some(p) => Some(self.reg_of(*p, RegClass::Pred)?),
                     None => None,
