@@ -25,8 +25,8 @@ use crate::body::{
 };
 use crate::builder::KernelBuilder;
 use crate::ir::{
-    Address, AtomOp, BinOp, Cmp, Label, LdCache, Op, Operand, Reg, RegClass, Rounding, ShflMode,
-    Space, Special, Type, UnOp,
+    Address, AtomOp, BinOp, Cmp, Label, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space,
+    Special, Type, UnOp,
 };
 use crate::plan::{OffsetWidth, Plan, TempRole};
 use crate::primitives::load;
@@ -129,22 +129,22 @@ pub fn load_offset(b: &mut KernelBuilder, width: OffsetWidth, addr: Reg) -> Reg 
 /// 64-bit one is narrowed for `U32`.
 pub fn load_offset_as(b: &mut KernelBuilder, width: OffsetWidth, ty: Type, addr: Reg) -> Reg {
     match (width, ty) {
-        (OffsetWidth::U32, Type::U32) => b.ld_global(Type::U32, (addr, 0), OFFSETS),
+        (OffsetWidth::U32, Type::U32) => b.ld_global(Type::U32, (addr, 0), OFFSETS.cache()),
         (OffsetWidth::U32, _) => {
-            let raw = b.ld_global(Type::U32, (addr, 0), OFFSETS);
+            let raw = b.ld_global(Type::U32, (addr, 0), OFFSETS.cache());
             b.cvt(Rounding::None, Type::U64, Type::U32, raw)
         }
         (OffsetWidth::U64, Type::U32) => {
-            let raw = b.ld_global(Type::U64, (addr, 0), OFFSETS);
+            let raw = b.ld_global(Type::U64, (addr, 0), OFFSETS.cache());
             b.cvt(Rounding::None, Type::U32, Type::U64, raw)
         }
-        (OffsetWidth::U64, _) => b.ld_global(Type::U64, (addr, 0), OFFSETS),
+        (OffsetWidth::U64, _) => b.ld_global(Type::U64, (addr, 0), OFFSETS.cache()),
     }
 }
 
 /// Tile offsets are never written while a kernel reads them (the tile set's, or a frontier scan's
-/// written by an earlier kernel of the plan): the read-only path.
-const OFFSETS: LdCache = LdCache::ReadOnly;
+/// written by an earlier kernel of the plan): the read-only path of [`load::Data`].
+const OFFSETS: load::Data = load::Data::ReadOnly;
 
 /// The address of entry `index` (u64) of a tile-offset array of `width`.
 pub fn offset_addr(b: &mut KernelBuilder, width: OffsetWidth, base: Reg, index: Reg) -> Reg {

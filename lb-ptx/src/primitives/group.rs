@@ -69,6 +69,7 @@ use crate::primitives::huge;
 use crate::primitives::layout::Layout;
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::batch_slot;
+use crate::primitives::warp::butterfly_with;
 use crate::schedules::Schedule;
 use crate::{GenError, Options};
 
@@ -460,21 +461,11 @@ fn butterfly(
     b: &mut KernelBuilder,
     g: &Group,
     part: Reg,
-    (ty, red): (Ty, Reduce),
+    reduce: (Ty, Reduce),
 ) -> Result<(), GenError> {
-    let mut d = 1;
-    while d < g.n {
-        let other = g.shfl(
-            b,
-            ShflMode::Bfly,
-            part,
-            ptx_type(ty),
-            Operand::Imm(d.into()),
-        );
-        reduce_combine(b, ty, red, part, other)?;
-        d *= 2;
-    }
-    Ok(())
+    butterfly_with(b, part, reduce, g.n, &mut |b, x, ty, d| {
+        g.shfl(b, ShflMode::Bfly, x, ty, d)
+    })
 }
 
 /// The shuffle path's per-batch state (`N <= 32`).

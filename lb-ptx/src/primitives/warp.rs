@@ -64,20 +64,26 @@ pub fn shfl(b: &mut KernelBuilder, mode: ShflMode, x: Reg, ty: Type, src: Operan
 }
 
 /// Full-warp butterfly of `part`: a fixed tree over the lanes, every lane ends with the total.
-pub fn butterfly(
+pub fn butterfly(b: &mut KernelBuilder, part: Reg, reduce: (Ty, Reduce)) -> Result<(), GenError> {
+    butterfly_with(b, part, reduce, 32, &mut |b, x, ty, d| {
+        shfl(b, ShflMode::Bfly, x, ty, d)
+    })
+}
+
+/// A butterfly over `width` lanes (a power of two up to 32) with the given `shfl(x, type,
+/// distance)`: a fixed tree over the lanes' ranks, so every lane ends with the same bits (each
+/// step combines the same two values and the operations commute). The group walk passes its
+/// sub-warp shuffle here.
+pub fn butterfly_with(
     b: &mut KernelBuilder,
     part: Reg,
     (ty, red): (Ty, Reduce),
+    width: u32,
+    shfl: &mut dyn FnMut(&mut KernelBuilder, Reg, Type, Operand) -> Reg,
 ) -> Result<(), GenError> {
     let mut d = 1;
-    while d < 32 {
-        let other = shfl(
-            b,
-            ShflMode::Bfly,
-            part,
-            ptx_type(ty),
-            Operand::Imm(d.into()),
-        );
+    while d < width {
+        let other = shfl(b, part, ptx_type(ty), Operand::Imm(d.into()));
         reduce_combine(b, ty, red, part, other)?;
         d *= 2;
     }
