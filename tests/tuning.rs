@@ -1,7 +1,8 @@
 //! The per-schedule tuning keys end to end: kernels whose `binning` and `consolidate` thresholds
 //! come from the attribute, launched on `Device::default()` (the simulator here, the GPU on a GPU
 //! machine) against the generated CPU reference and an f64 loop, on random matrices with empty
-//! rows and one giant row.
+//! rows and one giant row. The kernels round every operation as the CPU does (`fma = false`),
+//! so the tiles a schedule sums in atom order must match the CPU reference bitwise.
 
 use lb::prelude::*;
 use proptest::prelude::*;
@@ -13,7 +14,8 @@ use rand_chacha::ChaCha8Rng;
     block_threshold = 64,
     warp_threshold = 4,
     reduce = "sum",
-    output = "y"
+    output = "y",
+    fma = false
 )]
 pub fn spmv_binned(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
     a.values[nz] * x[a.col_indices[nz] as usize]
@@ -23,7 +25,8 @@ pub fn spmv_binned(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
     schedule = "consolidate, consolidate(block), consolidate(warp)",
     consolidate_threshold = 0,
     reduce = "sum",
-    output = "y"
+    output = "y",
+    fma = false
 )]
 pub fn spmv_all_buffered(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
     a.values[nz] * x[a.col_indices[nz] as usize]
@@ -33,7 +36,8 @@ pub fn spmv_all_buffered(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
     schedule = "consolidate, consolidate(block), consolidate(warp)",
     consolidate_threshold = 1000,
     reduce = "sum",
-    output = "y"
+    output = "y",
+    fma = false
 )]
 pub fn spmv_giant_buffered(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
     a.values[nz] * x[a.col_indices[nz] as usize]

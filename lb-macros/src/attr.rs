@@ -65,6 +65,7 @@ struct RawArgs {
     index: Option<IndexArg>,
     #[darling(default)]
     checked: bool,
+    fma: Option<bool>,
     block_threshold: Option<Knob<u64>>,
     warp_threshold: Option<Knob<u64>>,
     consolidate_threshold: Option<Knob<u64>>,
@@ -90,6 +91,8 @@ pub struct Args {
     pub target_span: Span,
     pub index: IndexWidth,
     pub checked: bool,
+    /// Contract a product summed once into one `fma` (`fma = false` turns it off).
+    pub fma: bool,
     /// The tuning keys, each validated and tuning a schedule that is generated.
     pub tuning: Tuning,
 }
@@ -202,6 +205,7 @@ pub fn parse(attr: TokenStream) -> syn::Result<Args> {
         target_span,
         index,
         checked: raw.checked,
+        fma: raw.fma.unwrap_or(true),
         tuning,
     })
 }

@@ -34,6 +34,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
         lanes: sig.lanes.map(|i| sig.body_index(i)),
         tiles: sig.tiles.map(|i| sig.body_index(i)),
         tuning: args.tuning,
+        fma: args.fma,
     };
     let generated = lb_ptx::generate(&body, &options).map_err(|e| {
         let span = match e {

@@ -31,7 +31,9 @@ use proc_macro::TokenStream;
 /// `&[u32]` parameter listing the active tiles), `lanes` (a `usize` parameter; needs a
 /// `#[lane]` parameter), `block` (threads per block, a power of two from 32 to 1024; 256),
 /// `items_per_thread` (1), `target` (`"sm_75"` or newer; `"sm_75"`), `index` (`"u32"`, `"u64"`,
-/// `"auto"`), `checked` (bounds-checked memory accesses that report instead of faulting).
+/// `"auto"`), `checked` (bounds-checked memory accesses that report instead of faulting), `fma`
+/// (`true`: a product summed once is one fused multiply-add, as CUDA C++ compiles it; `false`
+/// rounds every operation as the CPU reference does).
 ///
 /// Tuning keys, each accepted only when its schedule is generated: `block_threshold` and
 /// `warp_threshold` (`binning`: tiles of at least that many atoms are gathered by the block or by

@@ -41,6 +41,7 @@ pub struct LoopScope {
 pub struct GridStride {
     /// The current item (u64).
     pub item: Reg,
+    count: Reg,
     stride: Reg,
     pub next: Label,
     scope: LoopScope,
@@ -373,12 +374,18 @@ impl KernelBuilder {
         let tid64 = self.cvt(Rounding::None, Type::U64, Type::U32, tid);
         let item = self.bin(BinOp::Add, Type::U64, base, tid64);
         let stride = self.bin(BinOp::MulWide, Type::U32, nctaid, ntid);
-        let scope = self.loop_begin();
-        let done = self.setp(Cmp::Ge, Type::U64, item, count);
-        self.break_if(&scope, done, false);
+        // Rotated: one test before the first item, then one per item at the bottom.
+        let scope = LoopScope {
+            head: self.label(),
+            exit: self.label(),
+        };
+        let none = self.setp(Cmp::Ge, Type::U64, item, count);
+        self.break_if(&scope, none, false);
+        self.place(scope.head);
         let next = self.label();
         GridStride {
             item,
+            count,
             stride,
             next,
             scope,
@@ -388,7 +395,9 @@ impl KernelBuilder {
     pub fn grid_stride_end(&mut self, gs: GridStride) {
         self.place(gs.next);
         self.bin_to(BinOp::Add, Type::U64, gs.item, gs.item, gs.stride);
-        self.loop_end(gs.scope);
+        let more = self.setp(Cmp::Lt, Type::U64, gs.item, gs.count);
+        self.bra_if(more, false, gs.scope.head);
+        self.place(gs.scope.exit);
     }
 
     /// Appends `ret;` and returns the kernel.

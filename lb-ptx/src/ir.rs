@@ -281,7 +281,8 @@ impl fmt::Display for Address {
 }
 
 /// Two-operand arithmetic and logic. Float `Add`/`Sub`/`Mul`/`Div` are emitted with `.rn` so that
-/// ptxas never contracts them into an FMA: the CPU reference rounds each operation separately.
+/// ptxas never contracts them into an FMA on its own: the one contraction lb makes, a product
+/// summed once, is an explicit `fma` written by `crate::optimize`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BinOp {
     Add,

@@ -6,6 +6,7 @@ pub mod body;
 pub mod builder;
 pub mod codegen;
 pub mod ir;
+pub mod optimize;
 pub mod plan;
 pub mod primitives;
 pub mod ptxas;
@@ -45,6 +46,10 @@ pub struct Options {
     pub tiles: Option<usize>,
     /// Per-schedule knobs; `None` keeps the schedule's default.
     pub tuning: Tuning,
+    /// Contract a product summed once into one `fma` (what CUDA C++ does by default): one
+    /// rounding instead of two. `false` rounds every operation as the CPU reference does, so a
+    /// schedule that sums in atom order matches it bitwise.
+    pub fma: bool,
 }
 
 /// The knobs of single schedules, from the attribute's keys of the same names. A schedule reads
@@ -74,6 +79,7 @@ impl Default for Options {
             lanes: None,
             tiles: None,
             tuning: Tuning::default(),
+            fma: true,
         }
     }
 }
@@ -138,7 +144,7 @@ pub fn generate(body: &body::Body, opts: &Options) -> Result<Generated, GenError
         for plan in template.plans(body, opts)? {
             // Plans of one schedule may share kernels (`multi_phase`'s variants share all but
             // their partition): a kernel is emitted once per entry name.
-            for kernel in template.build(body, opts, &plan)? {
+            for kernel in template.kernels(body, opts, &plan)? {
                 match kernels.iter().find(|k: &&ir::Kernel| k.name == kernel.name) {
                     None => kernels.push(kernel),
                     Some(same) if *same == kernel => {}

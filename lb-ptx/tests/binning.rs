@@ -41,7 +41,7 @@ fn template_ptx(template: &Binning, body: &Body, o: &Options) -> (String, Plan) 
     let plan = plans[0].clone();
     let kernels = plans
         .iter()
-        .flat_map(|p| template.build(body, o, p).unwrap())
+        .flat_map(|p| template.kernels(body, o, p).unwrap())
         .collect();
     let module = ir::Module {
         version: (7, 8),

@@ -82,26 +82,40 @@ fn run(ptx: &str, entry: &str, args: &[u64], mem: &mut Memory) {
     sim::launch(&module, entry, cfg, args, mem).unwrap();
 }
 
+/// `thread_mapped` SpMV against the sequential loop, bitwise: with fused multiply-adds by default
+/// (`acc = v.mul_add(x, acc)`), and rounding every operation as the CPU does under `fma: false`.
 #[test]
 fn spmv_matches_the_sequential_loop_bitwise() {
     let m = matrix(150, 90);
     let x: Vec<f32> = (0..m.cols).map(|i| (i as f32 * 0.71).cos() * 3.3).collect();
-    let mut mem = Memory::new();
-    let mut args = csr_args(&mut mem, &m);
-    args.push(upload(&mut mem, &f32_bytes(&x)));
-    args.push(x.len() as u64);
-    let y = upload(&mut mem, &vec![0xAB; 4 * m.rows]);
-    args.extend([y, m.rows as u64]);
-    let g = generate(&spmv(), &Options::default()).unwrap();
-    run(&g.ptx, "spmv_thread_mapped", &args, &mut mem);
+    for fma in [true, false] {
+        let mut mem = Memory::new();
+        let mut args = csr_args(&mut mem, &m);
+        args.push(upload(&mut mem, &f32_bytes(&x)));
+        args.push(x.len() as u64);
+        let y = upload(&mut mem, &vec![0xAB; 4 * m.rows]);
+        args.extend([y, m.rows as u64]);
+        let opts = Options {
+            fma,
+            ..Options::default()
+        };
+        let g = generate(&spmv(), &opts).unwrap();
+        assert_eq!(g.ptx.contains("fma.rn.f32"), fma, "fma: {fma}");
+        run(&g.ptx, "spmv_thread_mapped", &args, &mut mem);
 
-    let got = read_f32(&mem, y, m.rows);
-    for (r, got) in got.iter().enumerate() {
-        let mut acc = 0f32;
-        for nz in m.offsets[r] as usize..m.offsets[r + 1] as usize {
-            acc += m.values[nz] * x[m.indices[nz] as usize];
+        let got = read_f32(&mem, y, m.rows);
+        for (r, got) in got.iter().enumerate() {
+            let mut acc = 0f32;
+            for nz in m.offsets[r] as usize..m.offsets[r + 1] as usize {
+                let (v, xv) = (m.values[nz], x[m.indices[nz] as usize]);
+                acc = if fma {
+                    v.mul_add(xv, acc)
+                } else {
+                    acc + v * xv
+                };
+            }
+            assert_eq!(got.to_bits(), acc.to_bits(), "fma: {fma}: row {r}");
         }
-        assert_eq!(got.to_bits(), acc.to_bits(), "row {r}");
     }
 }
 
@@ -128,7 +142,7 @@ fn spmm_lanes_match() {
         for j in 0..k {
             let mut acc = 0f32;
             for nz in m.offsets[r] as usize..m.offsets[r + 1] as usize {
-                acc += m.values[nz] * b[m.indices[nz] as usize * k + j];
+                acc = m.values[nz].mul_add(b[m.indices[nz] as usize * k + j], acc);
             }
             assert_eq!(got[r * k + j].to_bits(), acc.to_bits(), "row {r} lane {j}");
         }

@@ -163,8 +163,15 @@ fn butterfly_sum(xs: &[f32]) -> f32 {
 
 /// SpMV; returns the output bits. Exact tile sets must match the sequential loop, others the
 /// model of the schedule's order, bitwise in both cases.
+///
+/// The order models sum separately rounded products, so they run the kernel under `fma: false`;
+/// the exact case keeps the default fused multiply-adds.
 fn check_spmv(t: &Tiles, level: Level, limits: DeviceLimits, exact: bool) -> Vec<u32> {
-    let (module, plan) = generated(&spmv(), &opts(level));
+    let o = Options {
+        fma: exact,
+        ..opts(level)
+    };
+    let (module, plan) = generated(&spmv(), &o);
     let x = xvec(t.ncols);
     let mut mem = Memory::new();
     let mut args = t.upload(&mut mem);
@@ -194,7 +201,10 @@ fn check_spmv(t: &Tiles, level: Level, limits: DeviceLimits, exact: bool) -> Vec
             .map(|nz| t.values[nz] * x[t.cols[nz] as usize])
             .collect();
         let want = if exact {
-            contribs.iter().fold(0f32, |a, &x| a + x)
+            // One thread sums the tile in atom order, each product fused into the sum.
+            t.atoms(r).fold(0f32, |a, nz| {
+                t.values[nz].mul_add(x[t.cols[nz] as usize], a)
+            })
         } else if contribs.len() as u64 >= huge::threshold(BLOCK) {
             model_huge(&contribs)
         } else {
@@ -406,7 +416,7 @@ fn with_threshold(level: Level, threshold: u64) -> (Module, Plan) {
     let template = Consolidate::with_threshold(level, threshold);
     let o = opts(level);
     let plan = template.plan(&spmv(), &o).unwrap();
-    let kernels = template.build(&spmv(), &o, &plan).unwrap();
+    let kernels = template.kernels(&spmv(), &o, &plan).unwrap();
     let module = Module {
         version: (7, 8),
         target: o.target.clone(),
@@ -471,7 +481,7 @@ fn template_ptx(template: &Consolidate, o: &Options) -> String {
         .plans(&spmv(), o)
         .unwrap()
         .iter()
-        .flat_map(|p| template.build(&spmv(), o, p).unwrap())
+        .flat_map(|p| template.kernels(&spmv(), o, p).unwrap())
         .collect();
     Module {
         version: (7, 8),

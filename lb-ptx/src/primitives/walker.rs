@@ -102,6 +102,9 @@ impl Walker<'_> {
             Some(k) if !keep_atom => Some(k.bound(b, self.body, self.params, end)?),
             _ => None,
         };
+        if let (1, Some(kept), Some(bound)) = (stride, &kept, bound) {
+            return self.walk_pairs(b, tile, kept, bound, each);
+        }
         let (done, top) = (b.label(), b.label());
         let empty = b.setp(Cmp::Ge, Type::U64, first, end);
         b.bra_if(empty, false, done);
@@ -128,6 +131,60 @@ impl Walker<'_> {
             }
         };
         b.bra_if(more, false, top);
+        b.place(done);
+        Ok(())
+    }
+}
+
+impl Walker<'_> {
+    /// The walk of consecutive atoms through kept pointers, two atoms per trip: pairs while two
+    /// or more are left, then the last one if the count was odd. Half the loop's adds, tests and
+    /// branches per atom, and two independent gathers in flight; the contributions still reach
+    /// `each` in atom order. `addr` runs from the first atom's address to `stop`, the end's.
+    fn walk_pairs(
+        &self,
+        b: &mut KernelBuilder,
+        tile: Option<Reg>,
+        kept: &KeptAtoms,
+        (addr, stop): (Reg, Reg),
+        mut each: impl FnMut(&mut KernelBuilder, Option<Reg>) -> Result<(), GenError>,
+    ) -> Result<(), GenError> {
+        let step = i64::from(kept.kept[0].elem_bytes);
+        // The last atom's address. Signed comparisons against it: with an empty tile at address 0
+        // it is -step, below every address.
+        let last = b.bin(BinOp::Sub, Type::U64, stop, Operand::Imm(step));
+        let (tail, done, top) = (b.label(), b.label(), b.label());
+        let few = b.setp(Cmp::Ge, Type::S64, addr, last);
+        b.bra_if(few, false, tail);
+        b.place(top);
+        for second in [false, true] {
+            let ctx = AtomContext {
+                tile,
+                lane: self.lane,
+                atom_addrs: if second {
+                    kept.next_addrs(b)
+                } else {
+                    kept.addrs()
+                },
+                ..AtomContext::default()
+            };
+            let c = emit_body(b, self.body, self.params, &ctx, self.checked)?;
+            each(b, c)?;
+        }
+        kept.advance(b, 2);
+        let more = b.setp(Cmp::Lt, Type::S64, addr, last);
+        b.bra_if(more, false, top);
+        b.place(tail);
+        let none = b.setp(Cmp::Gt, Type::S64, addr, last);
+        b.bra_if(none, false, done);
+        let ctx = AtomContext {
+            tile,
+            lane: self.lane,
+            atom_addrs: kept.addrs(),
+            ..AtomContext::default()
+        };
+        let c = emit_body(b, self.body, self.params, &ctx, self.checked)?;
+        each(b, c)?;
         b.place(done);
         Ok(())
     }
@@ -178,6 +235,17 @@ impl KeptAtoms {
         let mut out = [None; MAX_ATOM_ADDRS];
         for (slot, k) in out.iter_mut().zip(&self.kept) {
             *slot = Some((k.array, k.addr));
+        }
+        out
+    }
+
+    /// The addresses of the next atom's elements, one element past the kept ones (each an add
+    /// that [`crate::optimize`] folds into the load's offset).
+    fn next_addrs(&self, b: &mut KernelBuilder) -> [Option<(ArrayRef, Reg)>; MAX_ATOM_ADDRS] {
+        let mut out = [None; MAX_ATOM_ADDRS];
+        for (slot, k) in out.iter_mut().zip(&self.kept) {
+            let next = Operand::Imm(k.elem_bytes.into());
+            *slot = Some((k.array, b.bin(BinOp::Add, Type::U64, k.addr, next)));
         }
         out
     }

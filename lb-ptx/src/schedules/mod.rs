@@ -186,6 +186,16 @@ pub trait ScheduleTemplate {
 
     /// The plan's kernels, in launch order, named as in `plan.kernels`.
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError>;
+
+    /// The plan's kernels as [`crate::generate`] emits them: [`Self::build`]'s, through the IR
+    /// passes of [`crate::optimize`].
+    fn kernels(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
+        let mut kernels = self.build(body, opts, plan)?;
+        for k in &mut kernels {
+            crate::optimize::kernel(k, opts.fma);
+        }
+        Ok(kernels)
+    }
 }
 
 /// `plans` (reading 64-bit offsets) followed by their [`Plan::offsets32_twin`]s, in the same

@@ -6,7 +6,8 @@
 //! thread"; static, approximate, flat) and Listing 4.2 (tiles strided by the grid size, atoms
 //! `atoms_per_tile[tile] .. atoms_per_tile[tile + 1]`). Because one thread combines a tile's
 //! contributions left to right in the body's type, starting from the identity, the result is
-//! bitwise the sequential CPU loop's.
+//! bitwise the sequential CPU loop's (with `Options::fma` off; with it on, the loop that fuses
+//! each product into the sum). The walk takes two atoms per trip (`Walker`).
 
 use std::borrow::Cow;
 

@@ -1,0 +1,660 @@
+//! The IR passes every finished kernel goes through: floating-point contraction of a product into
+//! the sum that consumes it, and removal of side-effect-free instructions whose result nobody
+//! reads.
+//!
+//! The schedules and the body generator emit straightforward code and leave these two
+//! clean-ups here, so that a template never has to ask which of its parameters or temporaries a
+//! given body ends up using. Both passes are flow-insensitive and only need a register's
+//! static definitions and uses, which keeps them obviously correct on the structured code the
+//! builder emits.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::ir::{Address, BinOp, Instr, Kernel, Label, Op, Operand, Reg, Space, Type};
+
+/// Runs the passes on `kernel` in place; `fma` allows the contraction ([`crate::Options::fma`]).
+pub fn kernel(kernel: &mut Kernel, fma: bool) {
+    remove_branches_to_next(&mut kernel.body);
+    remove_unused_labels(&mut kernel.body);
+    coalesce_copies(&mut kernel.body);
+    if fma {
+        contract_fma(&mut kernel.body);
+    }
+    narrow_zero_extensions(&mut kernel.body);
+    reuse_common_values(&mut kernel.body);
+    fold_address_offsets(&mut kernel.body);
+    remove_dead(&mut kernel.body);
+}
+
+/// The registers `instr` reads, guard included, in operand order (a register read twice appears
+/// twice).
+pub fn uses(instr: &Instr) -> Vec<Reg> {
+    let mut out = Vec::new();
+    visit_uses(&mut instr.clone(), &mut |r| out.push(*r));
+    out
+}
+
+/// Replaces every read of `from` in `instr` by `to`.
+fn rename_uses(instr: &mut Instr, from: Reg, to: Reg) {
+    visit_uses(instr, &mut |r| {
+        if *r == from {
+            *r = to;
+        }
+    });
+}
+
+/// Calls `f` on every register `instr` reads, guard included, in operand order.
+fn visit_uses(instr: &mut Instr, f: &mut dyn FnMut(&mut Reg)) {
+    if let Some(g) = &mut instr.guard {
+        f(&mut g.pred);
+    }
+    let operand = |o: &mut Operand, f: &mut dyn FnMut(&mut Reg)| {
+        if let Operand::Reg(r) = o {
+            f(r);
+        }
+    };
+    let address = |a: &mut Address, f: &mut dyn FnMut(&mut Reg)| {
+        if let Address::Reg { base, .. } = a {
+            f(base);
+        }
+    };
+    match &mut instr.op {
+        Op::Mov { src, .. } | Op::Un { a: src, .. } | Op::Cvt { src, .. } => operand(src, f),
+        Op::Bin { a, b, .. } | Op::Setp { a, b, .. } => {
+            operand(a, f);
+            operand(b, f);
+        }
+        Op::Fma { a, b, c, .. } => {
+            operand(a, f);
+            operand(b, f);
+            operand(c, f);
+        }
+        Op::Selp { a, b, pred, .. } => {
+            operand(a, f);
+            operand(b, f);
+            f(pred);
+        }
+        Op::Ld { addr, .. } => address(addr, f),
+        Op::St { addr, src, .. } => {
+            address(addr, f);
+            operand(src, f);
+        }
+        Op::Atom { addr, b, c, .. } => {
+            address(addr, f);
+            operand(b, f);
+            if let Some(c) = c {
+                operand(c, f);
+            }
+        }
+        Op::WarpSync { mask } => operand(mask, f),
+        Op::Shfl { a, b, c, mask, .. } => {
+            for o in [a, b, c, mask] {
+                operand(o, f);
+            }
+        }
+        Op::Vote { a, mask, .. } => {
+            operand(a, f);
+            operand(mask, f);
+        }
+        Op::Bra { .. }
+        | Op::Label(_)
+        | Op::BarSync
+        | Op::MemBar
+        | Op::ActiveMask { .. }
+        | Op::Ret
+        | Op::ScopeBegin
+        | Op::ScopeEnd
+        | Op::ParamDecl { .. }
+        | Op::Call { .. } => {}
+    }
+}
+
+/// The register `op` writes when writing it is all it does: `None` for stores, atomics,
+/// collectives, control flow and global or shared loads (a load may fault, and a shared load
+/// may be what orders a warp's exchange).
+fn pure_def(op: &Op) -> Option<Reg> {
+    pure_def_mut(&mut op.clone()).copied()
+}
+
+/// Keeps the instructions whose `keep` entry is true.
+fn retain_marked(body: &mut Vec<Instr>, keep: &[bool]) {
+    let mut index = 0;
+    body.retain(|_| {
+        index += 1;
+        keep[index - 1]
+    });
+}
+
+/// The destination of a pure instruction, to rename it.
+fn pure_def_mut(op: &mut Op) -> Option<&mut Reg> {
+    match op {
+        Op::Mov { dst, .. }
+        | Op::Bin { dst, .. }
+        | Op::Un { dst, .. }
+        | Op::Fma { dst, .. }
+        | Op::Setp { dst, .. }
+        | Op::Selp { dst, .. }
+        | Op::Cvt { dst, .. } => Some(dst),
+        Op::Ld {
+            space: Space::Param,
+            dst,
+            ..
+        } => Some(dst),
+        _ => None,
+    }
+}
+
+/// How many times each register is read anywhere in `body`.
+fn use_counts(body: &[Instr]) -> BTreeMap<Reg, usize> {
+    let mut counts = BTreeMap::new();
+    for instr in body {
+        for r in uses(instr) {
+            *counts.entry(r).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// Removes the pure instructions whose destination no instruction reads, until none is left.
+fn remove_dead(body: &mut Vec<Instr>) {
+    loop {
+        let counts = use_counts(body);
+        let before = body.len();
+        body.retain(|i| pure_def(&i.op).is_none_or(|d| counts.contains_key(&d)));
+        if body.len() == before {
+            return;
+        }
+    }
+}
+
+/// How many instructions write each register (pure ones and all others).
+fn def_counts(body: &[Instr]) -> BTreeMap<Reg, usize> {
+    let mut defs = BTreeMap::new();
+    for instr in body {
+        let d = match &instr.op {
+            Op::Ld { dst, .. }
+            | Op::Atom { dst, .. }
+            | Op::Vote { dst, .. }
+            | Op::ActiveMask { dst } => Some(*dst),
+            Op::Shfl { dst, dst_pred, .. } => {
+                if let Some(p) = dst_pred {
+                    *defs.entry(*p).or_insert(0) += 1;
+                }
+                Some(*dst)
+            }
+            op => pure_def(op),
+        };
+        if let Some(d) = d {
+            *defs.entry(d).or_insert(0) += 1;
+        }
+    }
+    defs
+}
+
+/// Removes an unconditional or guarded `bra L` when nothing but labels separates it from `L:`:
+/// the body generator ends every `return` with one, and the last one falls through.
+fn remove_branches_to_next(body: &mut Vec<Instr>) {
+    let mut keep = vec![true; body.len()];
+    for (i, instr) in body.iter().enumerate() {
+        let Op::Bra { target } = instr.op else {
+            continue;
+        };
+        let next = body[i + 1..]
+            .iter()
+            .find(|j| !matches!(j.op, Op::Label(l) if l != target));
+        if next.is_some_and(|j| j.op == Op::Label(target)) {
+            keep[i] = false;
+        }
+    }
+    retain_marked(body, &keep);
+}
+
+/// Drops the labels no branch targets: they mark no control-flow merge, and without them the
+/// straight-line stretches the other passes look at are longer.
+fn remove_unused_labels(body: &mut Vec<Instr>) {
+    let targets = branch_targets(body);
+    body.retain(|i| !matches!(i.op, Op::Label(l) if !targets.contains(&l)));
+}
+
+fn branch_targets(body: &[Instr]) -> BTreeSet<Label> {
+    body.iter()
+        .filter_map(|i| match i.op {
+            Op::Bra { target } => Some(target),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `reg` keeps its value from just after instruction `from` to just before `to`: no
+/// label (a merge point) and no write of `reg` in between.
+fn unchanged_between(body: &[Instr], reg: Reg, from: usize, to: usize) -> bool {
+    body[from + 1..to]
+        .iter()
+        .all(|i| !matches!(i.op, Op::Label(_)) && !writes(&i.op).contains(&reg))
+}
+
+/// Every register `op` writes.
+fn writes(op: &Op) -> Vec<Reg> {
+    match op {
+        Op::Ld { dst, .. }
+        | Op::Atom { dst, .. }
+        | Op::Vote { dst, .. }
+        | Op::ActiveMask { dst } => vec![*dst],
+        Op::Shfl { dst, dst_pred, .. } => std::iter::once(*dst).chain(*dst_pred).collect(),
+        op => pure_def(op).into_iter().collect(),
+    }
+}
+
+/// The straight-line reads of a register written once at `def`: the indices of every
+/// instruction that reads it, when all of them follow `def` with no label in between.
+fn straight_uses(body: &[Instr], reg: Reg, def: usize) -> Option<Vec<usize>> {
+    let mut at = Vec::new();
+    for (j, instr) in body.iter().enumerate() {
+        if uses(instr).contains(&reg) {
+            if j <= def {
+                return None;
+            }
+            at.push(j);
+        }
+    }
+    let last = *at.last()?;
+    body[def + 1..last]
+        .iter()
+        .all(|i| !matches!(i.op, Op::Label(_)))
+        .then_some(at)
+}
+
+/// Folds `add.u64 t, base, k` into the loads and stores that use `t` as their address
+/// (`[t+o]` becomes `[base+k+o]`) when that is all `t` is used for, within the same straight
+/// line and with `base` unchanged: the walks address an atom's neighbours this way.
+fn fold_address_offsets(body: &mut [Instr]) {
+    let defs = def_counts(body);
+    for i in 0..body.len() {
+        let (t, base, k) = match (&body[i].guard, &body[i].op) {
+            (
+                None,
+                Op::Bin {
+                    op: BinOp::Add,
+                    ty: Type::U64 | Type::S64 | Type::B64,
+                    dst,
+                    a: Operand::Reg(base),
+                    b: Operand::Imm(k),
+                },
+            ) if defs.get(dst) == Some(&1) && *dst != *base => (*dst, *base, *k),
+            _ => continue,
+        };
+        let Some(at) = straight_uses(body, t, i) else {
+            continue;
+        };
+        let only_addresses = at.iter().all(|&j| {
+            matches!(&body[j].op,
+                Op::Ld { addr: Address::Reg { base: b, .. }, .. }
+                | Op::St { addr: Address::Reg { base: b, .. }, src: Operand::Imm(_) | Operand::F32(_) | Operand::F64(_), .. }
+                if *b == t)
+                || matches!(&body[j].op, Op::St { addr: Address::Reg { base: b, .. }, src: Operand::Reg(r), .. } if *b == t && *r != t)
+        });
+        let last = *at.last().expect("straight_uses returns at least one use");
+        if !only_addresses || !unchanged_between(body, base, i, last) {
+            continue;
+        }
+        for &j in &at {
+            if let Op::Ld { addr, .. } | Op::St { addr, .. } = &mut body[j].op {
+                if let Address::Reg { base: b, offset } = addr {
+                    *b = base;
+                    *offset += k;
+                }
+            }
+        }
+    }
+}
+
+/// Where `reg` is the zero extension `cvt.u64.u32 reg, r` written once, the 32-bit `r`.
+fn zero_extended(body: &[Instr], defs: &BTreeMap<Reg, usize>, reg: Reg) -> Option<(usize, Reg)> {
+    if defs.get(&reg) != Some(&1) {
+        return None;
+    }
+    body.iter()
+        .enumerate()
+        .find_map(|(i, instr)| match (&instr.guard, &instr.op) {
+            (
+                None,
+                Op::Cvt {
+                    dst_ty: Type::U64,
+                    src_ty: Type::U32,
+                    dst,
+                    src: Operand::Reg(r),
+                    ..
+                },
+            ) if *dst == reg => Some((i, *r)),
+            _ => None,
+        })
+}
+
+/// Works on the 32-bit values behind zero extensions where the 64-bit one is not needed:
+/// `setp.CMP.u64` of two extended values compares the 32-bit ones, and `shl.b64 d, x, k` of an
+/// extended `x` is `mul.wide.u32 d, r, 2^k`. The extension then usually has no reader left and
+/// goes. The 32-bit offsets of a tile set are read this way.
+fn narrow_zero_extensions(body: &mut [Instr]) {
+    let defs = def_counts(body);
+    for j in 0..body.len() {
+        let narrowed = match &body[j].op {
+            Op::Setp {
+                cmp,
+                ty: Type::U64,
+                dst,
+                a: Operand::Reg(a),
+                b: Operand::Reg(b),
+            } if !matches!(cmp, crate::ir::Cmp::Neu) => {
+                match (
+                    zero_extended(body, &defs, *a),
+                    zero_extended(body, &defs, *b),
+                ) {
+                    (Some((ia, ra)), Some((ib, rb)))
+                        if ia < j
+                            && ib < j
+                            && unchanged_between(body, ra, ia, j)
+                            && unchanged_between(body, rb, ib, j)
+                            && unchanged_between(body, *a, ia, j)
+                            && unchanged_between(body, *b, ib, j) =>
+                    {
+                        Some(Op::Setp {
+                            cmp: *cmp,
+                            ty: Type::U32,
+                            dst: *dst,
+                            a: Operand::Reg(ra),
+                            b: Operand::Reg(rb),
+                        })
+                    }
+                    _ => None,
+                }
+            }
+            Op::Bin {
+                op: BinOp::Shl,
+                ty: Type::B64 | Type::U64,
+                dst,
+                a: Operand::Reg(a),
+                b: Operand::Imm(k @ 0..=31),
+            } => match zero_extended(body, &defs, *a) {
+                Some((ia, ra)) if ia < j && unchanged_between(body, ra, ia, j) => Some(Op::Bin {
+                    op: BinOp::MulWide,
+                    ty: Type::U32,
+                    dst: *dst,
+                    a: Operand::Reg(ra),
+                    b: Operand::Imm(1 << k),
+                }),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(op) = narrowed {
+            body[j].op = op;
+        }
+    }
+}
+
+/// The instruction with its destination blanked: two pure instructions with the same key compute
+/// the same value from the same operands.
+fn value_key(instr: &Instr) -> Option<(Reg, String)> {
+    if instr.guard.is_some() {
+        return None;
+    }
+    let mut op = instr.op.clone();
+    let dst = pure_def_mut(&mut op)?;
+    let def = *dst;
+    dst.index = u32::MAX;
+    Some((def, format!("{op:?}")))
+}
+
+/// Reuses a value computed earlier instead of computing it again (the tile's index scaled for the
+/// offsets and again for the output, say), for instructions `i < j` with the same [`value_key`]
+/// when `i`'s value is still there at `j` and after:
+/// - `i`'s and `j`'s destinations are written once, and `i`'s operands nowhere in `(i, j)`;
+/// - every label in `(i, j]` is the target only of branches inside `(i, j)`, so every path to
+///   `j` comes through `i` since its last run;
+/// - `j`'s value is read only in the straight line after `j`, where those reads are renamed.
+fn reuse_common_values(body: &mut Vec<Instr>) {
+    let defs = def_counts(body);
+    let mut sources: BTreeMap<Label, Vec<usize>> = BTreeMap::new();
+    for (k, instr) in body.iter().enumerate() {
+        if let Op::Bra { target } = instr.op {
+            sources.entry(target).or_default().push(k);
+        }
+    }
+    let keys: Vec<Option<(Reg, String)>> = body.iter().map(value_key).collect();
+    let mut keep = vec![true; body.len()];
+    let mut renames: Vec<(Reg, Reg, Vec<usize>)> = Vec::new();
+    for j in 0..body.len() {
+        let Some((dst_j, key)) = &keys[j] else {
+            continue;
+        };
+        if defs.get(dst_j) != Some(&1) {
+            continue;
+        }
+        let found = (0..j).rev().find(|&i| {
+            keep[i]
+                && keys[i].as_ref().is_some_and(|(dst_i, k)| {
+                    k == key && defs.get(dst_i) == Some(&1) && reaches(body, &sources, i, j)
+                })
+        });
+        let Some(i) = found else {
+            continue;
+        };
+        let Some(at) = straight_uses(body, *dst_j, j) else {
+            continue;
+        };
+        let dst_i = keys[i].as_ref().expect("matched above").0;
+        keep[j] = false;
+        renames.push((*dst_j, dst_i, at));
+    }
+    for (from, to, at) in renames {
+        for j in at {
+            rename_uses(&mut body[j], from, to);
+        }
+    }
+    retain_marked(body, &keep);
+}
+
+/// Whether `i`'s operands keep their values to `j` and every path into `(i, j]` enters through
+/// `i` (see [`reuse_common_values`]).
+fn reaches(body: &[Instr], sources: &BTreeMap<Label, Vec<usize>>, i: usize, j: usize) -> bool {
+    let operands = uses(&body[i]);
+    body[i + 1..=j].iter().enumerate().all(|(o, instr)| {
+        let k = i + 1 + o;
+        let entered_inside = match instr.op {
+            Op::Label(l) => sources
+                .get(&l)
+                .is_none_or(|from| from.iter().all(|&f| f > i && f < j)),
+            _ => true,
+        };
+        entered_inside && (k == j || writes(&instr.op).iter().all(|w| !operands.contains(w)))
+    })
+}
+
+/// Folds `op s, ...; mov d, s` into `op d, ...` when `s` is written by that one instruction and
+/// read by that one `mov`: the body generator copies a `return`ed value into the result register,
+/// and the copy hides the product from [`contract_fma`].
+fn coalesce_copies(body: &mut Vec<Instr>) {
+    let counts = use_counts(body);
+    let defs = def_counts(body);
+    let mut keep = vec![true; body.len()];
+    for i in 1..body.len() {
+        let (d, s) = match (&body[i].guard, &body[i].op) {
+            (
+                None,
+                Op::Mov {
+                    dst,
+                    src: Operand::Reg(src),
+                    ..
+                },
+            ) if dst.class == src.class => (*dst, *src),
+            _ => continue,
+        };
+        if counts.get(&s) != Some(&1) || defs.get(&s) != Some(&1) || !keep[i - 1] {
+            continue;
+        }
+        let prev = &mut body[i - 1];
+        if prev.guard.is_some() {
+            continue;
+        }
+        if let Some(dst) = pure_def_mut(&mut prev.op).filter(|dst| **dst == s) {
+            *dst = d;
+            keep[i] = false;
+        }
+    }
+    retain_marked(body, &keep);
+}
+
+/// Rewrites `mul.rn d, a, b` directly followed by `add.rn e, x, d` (or `d, x`) into
+/// `fma.rn e, a, b, x` when `d` is read nowhere else and written nowhere else.
+///
+/// This is the contraction CUDA C++ compilers apply by default (`--fmad=true`): one rounding
+/// instead of two, so the result is at least as accurate as the separately rounded pair, and
+/// the dot product at the heart of SpMV costs one instruction per atom instead of two. Only
+/// labels no branch targets may sit between the two instructions, so that both run on exactly
+/// the same paths.
+fn contract_fma(body: &mut Vec<Instr>) {
+    let targets = branch_targets(body);
+    let counts = use_counts(body);
+    let defs = def_counts(body);
+    let mut removed = vec![false; body.len()];
+    for i in 0..body.len() {
+        let (ty, d, a, b) = match (&body[i].guard, &body[i].op) {
+            (
+                None,
+                Op::Bin {
+                    op: BinOp::Mul,
+                    ty,
+                    dst,
+                    a,
+                    b,
+                },
+            ) if ty.is_float() => (*ty, *dst, a.clone(), b.clone()),
+            _ => continue,
+        };
+        if counts.get(&d) != Some(&1) || defs.get(&d) != Some(&1) {
+            continue;
+        }
+        let Some(j) = (i + 1..body.len())
+            .find(|&j| !matches!(body[j].op, Op::Label(l) if !targets.contains(&l)))
+        else {
+            continue;
+        };
+        let other = match (&body[j].guard, &body[j].op) {
+            (
+                None,
+                Op::Bin {
+                    op: BinOp::Add,
+                    ty: add_ty,
+                    a: x,
+                    b: y,
+                    ..
+                },
+            ) if *add_ty == ty => match (x, y) {
+                (Operand::Reg(r), other) | (other, Operand::Reg(r)) if *r == d => other.clone(),
+                _ => continue,
+            },
+            _ => continue,
+        };
+        let Op::Bin { dst: e, .. } = body[j].op else {
+            unreachable!("matched as an add above")
+        };
+        body[j].op = Op::Fma {
+            ty,
+            dst: e,
+            a,
+            b,
+            c: other,
+        };
+        removed[i] = true;
+    }
+    let keep: Vec<bool> = removed.iter().map(|r| !r).collect();
+    retain_marked(body, &keep);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::KernelBuilder;
+    use crate::ir::Cmp;
+
+    fn optimized(k: KernelBuilder) -> String {
+        let mut kernel = k.finish();
+        super::kernel(&mut kernel, true);
+        kernel.to_string()
+    }
+
+    #[test]
+    fn a_product_summed_once_becomes_one_fma() {
+        let mut k = KernelBuilder::new("k");
+        let p = k.load_param("p", Type::U64);
+        let a = k.ld(Space::Global, Type::F32, p);
+        let acc = k.mov(Type::F32, Operand::F32(0));
+        let prod = k.bin(BinOp::Mul, Type::F32, a, a);
+        let skip = k.label();
+        k.place(skip);
+        k.bin_to(BinOp::Add, Type::F32, acc, acc, prod);
+        k.st(Space::Global, Type::F32, p, acc);
+        let text = optimized(k);
+        assert!(text.contains("fma.rn.f32 %f1, %f0, %f0, %f1;"), "{text}");
+        assert!(!text.contains("mul.rn"), "{text}");
+    }
+
+    #[test]
+    fn a_product_read_twice_or_across_a_branch_target_stays() {
+        let mut k = KernelBuilder::new("k");
+        let p = k.load_param("p", Type::U64);
+        let a = k.ld(Space::Global, Type::F32, p);
+        let prod = k.bin(BinOp::Mul, Type::F32, a, a);
+        let sum = k.bin(BinOp::Add, Type::F32, prod, a);
+        k.st(Space::Global, Type::F32, p, prod);
+        k.st(Space::Global, Type::F32, p, sum);
+        let target = k.label();
+        let pred = k.setp(Cmp::Lt, Type::F32, a, a);
+        k.bra_if(pred, false, target);
+        let other = k.bin(BinOp::Mul, Type::F32, a, a);
+        k.place(target);
+        let sum2 = k.bin(BinOp::Add, Type::F32, other, a);
+        k.st(Space::Global, Type::F32, p, sum2);
+        let text = optimized(k);
+        assert!(!text.contains("fma"), "{text}");
+    }
+
+    #[test]
+    fn a_returned_product_is_copied_into_place_and_contracted() {
+        let mut k = KernelBuilder::new("k");
+        let p = k.load_param("p", Type::U64);
+        let a = k.ld(Space::Global, Type::F32, p);
+        let acc = k.mov(Type::F32, Operand::F32(0));
+        let result = k.reg_for(Type::F32);
+        let ret = k.label();
+        let prod = k.bin(BinOp::Mul, Type::F32, a, a);
+        k.mov_to(Type::F32, result, prod);
+        k.bra(ret);
+        k.place(ret);
+        k.bin_to(BinOp::Add, Type::F32, acc, acc, result);
+        k.st(Space::Global, Type::F32, p, acc);
+        let text = optimized(k);
+        assert!(text.contains("fma.rn.f32 %f1, %f0, %f0, %f1;"), "{text}");
+        assert!(
+            !text.contains("bra") && !text.contains("mov.f32 %f2"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn unread_parameters_and_arithmetic_go() {
+        let mut k = KernelBuilder::new("k");
+        let p = k.load_param("p", Type::U64);
+        let unused = k.load_param("n", Type::U64);
+        let dead = k.bin(BinOp::Add, Type::U64, unused, Operand::Imm(1));
+        let _deader = k.bin(BinOp::Shl, Type::B64, dead, Operand::Imm(2));
+        k.st(Space::Global, Type::U64, p, p);
+        let text = optimized(k);
+        assert!(!text.contains("[n]") && !text.contains("shl"), "{text}");
+        assert!(
+            text.contains(".param .u64 n"),
+            "the signature stays: {text}"
+        );
+        assert!(text.contains("ld.param.u64 %rd0, [p];"), "{text}");
+    }
+}
