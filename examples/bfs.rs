@@ -8,6 +8,8 @@
 //! The table shows iterations, traversed edges and traversed edges per second: kernel time on a
 //! GPU, wall-clock time of the whole driver on the simulator.
 
+mod common;
+use common::{number, MAX_ROWS};
 use lb::algorithms::{bfs, bfs_levels, schedules};
 use lb::prelude::*;
 use std::process::ExitCode;
@@ -27,14 +29,9 @@ fn parse_args() -> Result<Args, String> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
-        let mut number = |name: &str| -> Result<usize, String> {
-            let v = it.next().ok_or_else(|| format!("{name} needs a value"))?;
-            v.parse()
-                .map_err(|_| format!("{name} needs a whole number, got `{v}`"))
-        };
         match arg.as_str() {
-            "--vertices" => args.vertices = number("--vertices")?.max(1),
-            "--source" => args.source = number("--source")?,
+            "--vertices" => args.vertices = number(&mut it, "--vertices", 1..=MAX_ROWS)?,
+            "--source" => args.source = number(&mut it, "--source", 0..=MAX_ROWS - 1)?,
             "-h" | "--help" => {
                 return Err("usage: bfs [graph.mtx] [--vertices N] [--source S]".to_string())
             }

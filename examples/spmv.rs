@@ -6,6 +6,8 @@
 //! a power law, `--reps N` sets the timed repetitions on a GPU.
 //! On a GPU the table shows time and GB/s; on the simulator, instructions and warp efficiency.
 
+mod common;
+use common::{number, MAX_ROWS};
 use lb::prelude::*;
 use std::process::ExitCode;
 
@@ -31,15 +33,10 @@ fn parse_args() -> Result<Args, String> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
-        let mut number = |name: &str| -> Result<usize, String> {
-            let v = it.next().ok_or_else(|| format!("{name} needs a value"))?;
-            v.parse()
-                .map_err(|_| format!("{name} needs a whole number, got `{v}`"))
-        };
         match arg.as_str() {
-            "--rows" => args.rows = number("--rows")?,
-            "--regular" => args.regular = Some(number("--regular")?),
-            "--reps" => args.reps = number("--reps")?.max(1),
+            "--rows" => args.rows = number(&mut it, "--rows", 1..=MAX_ROWS)?,
+            "--regular" => args.regular = Some(number(&mut it, "--regular", 1..=1 << 16)?),
+            "--reps" => args.reps = number(&mut it, "--reps", 1..=1_000_000)?,
             "-h" | "--help" => {
                 return Err(
                     "usage: spmv [matrix.mtx] [--rows N] [--regular K] [--reps N]".to_string(),

@@ -6,6 +6,8 @@
 //! form. The default (2^27 rows × 33) has 4 429 185 024 nonzeros and needs about 37 GB of device
 //! memory and twice that on the host; `--rows 1000` runs anywhere, on the simulator too.
 
+mod common;
+use common::{number, MAX_ROWS};
 use lb::prelude::*;
 use std::process::ExitCode;
 
@@ -32,30 +34,52 @@ fn x_at(c: usize) -> f32 {
     (c % 3) as f32
 }
 
-fn parse(args: &[String], name: &str, default: usize) -> Result<usize, String> {
-    match args.iter().position(|a| a == name) {
-        None => Ok(default),
-        Some(i) => args
-            .get(i + 1)
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| format!("{name} needs a whole number")),
+/// `--rows R`, `--per-row K` and `--reps N`, each at least 1; anything else is an error.
+fn parse_args() -> Result<(usize, usize, usize), String> {
+    let (mut rows, mut per_row, mut reps) = (1 << 27, 33, 3);
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--rows" => rows = number(&mut it, "--rows", 1..=MAX_ROWS)?,
+            "--per-row" => per_row = number(&mut it, "--per-row", 1..=1 << 16)?,
+            "--reps" => reps = number(&mut it, "--reps", 1..=1_000)?,
+            _ => {
+                return Err(format!(
+                    "unknown argument `{arg}`; usage: spmv_huge [--rows R] [--per-row K] [--reps N]"
+                ))
+            }
+        }
     }
+    Ok((rows, per_row, reps))
+}
+
+/// A vector of `n` elements, or an error naming the bytes that could not be had (instead of
+/// the process aborting).
+fn vec_for<T>(n: usize, what: &str) -> Result<Vec<T>, String> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        format!(
+            "cannot allocate {n} {what} ({} bytes) on the host: try a smaller --rows",
+            n.saturating_mul(std::mem::size_of::<T>())
+        )
+    })?;
+    Ok(v)
 }
 
 fn run() -> Result<bool, Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let rows = parse(&args, "--rows", 1 << 27)?;
-    let per_row = parse(&args, "--per-row", 33)?;
-    let reps = parse(&args, "--reps", 3)?.max(1);
-    let nnz = rows * per_row;
+    let (rows, per_row, reps) = parse_args()?;
+    let nnz = rows
+        .checked_mul(per_row)
+        .ok_or("--rows × --per-row overflows the address space")?;
     println!(
         "matrix: {rows} rows × {per_row} = {nnz} nonzeros ({:.2} × 2^32), {COLS} columns",
         nnz as f64 / 2f64.powi(32)
     );
 
-    let row_offsets: Vec<usize> = (0..=rows).map(|r| r * per_row).collect();
-    let mut col_indices = Vec::with_capacity(nnz);
-    let mut values = Vec::with_capacity(nnz);
+    let mut row_offsets = vec_for(rows + 1, "row offsets")?;
+    row_offsets.extend((0..=rows).map(|r| r * per_row));
+    let mut col_indices = vec_for(nnz, "column indices")?;
+    let mut values = vec_for(nnz, "values")?;
     for row in 0..rows {
         for k in 0..per_row {
             col_indices.push(column(row, k));

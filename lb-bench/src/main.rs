@@ -104,17 +104,17 @@ pub struct Cli {
     #[arg(long, default_value_t = 3)]
     pub warmup: usize,
     /// GPU time budget per run in ms: fewer repetitions (at least 3) when one call is slow.
-    #[arg(long, default_value_t = 2000.0)]
+    #[arg(long, default_value_t = 2000.0, value_parser = non_negative)]
     pub budget_ms: f64,
     /// Wall time in ms of the batch of calls measured for energy: NVML's counter advances in
     /// coarse steps, so the batch runs until this much time has passed (at least one call).
-    #[arg(long, default_value_t = 500.0)]
+    #[arg(long, default_value_t = 500.0, value_parser = non_negative)]
     pub energy_ms: f64,
     /// Bytes per device-to-device copy when measuring the copy bandwidth.
     #[arg(long, default_value_t = 1 << 30)]
     pub copy_bytes: usize,
     /// Largest relative error (to the sum of the magnitudes of a row's terms) that passes.
-    #[arg(long, default_value_t = 1e-4)]
+    #[arg(long, default_value_t = 1e-4, value_parser = non_negative)]
     pub tolerance: f64,
     /// Also time the tuned SpMV variants: `multi_phase` with other iteration factors,
     /// `consolidate` at the block and warp levels and with another threshold, `binning` with
@@ -136,6 +136,16 @@ pub struct Cli {
     /// No progress bar (it is also hidden when stderr is not a terminal).
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// A finite, non-negative number: a NaN tolerance would pass every comparison and turn
+/// verification off, and a NaN or negative budget would make no sense.
+fn non_negative(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        Ok(v) => Err(format!("{v} is not a finite number of at least 0")),
+        Err(e) => Err(format!("`{text}` is not a number: {e}")),
+    }
 }
 
 fn main() -> ExitCode {

@@ -195,3 +195,25 @@ fn bad_input_is_an_error_not_a_panic() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown schedule `no_such`"));
 }
+
+#[test]
+fn a_nan_or_negative_tolerance_or_budget_is_refused() {
+    for (flag, value) in [
+        ("--tolerance", "nan"),
+        ("--tolerance", "-1"),
+        ("--tolerance", "inf"),
+        ("--budget-ms", "NaN"),
+        ("--energy-ms", "-0.5"),
+    ] {
+        let out = bench()
+            .args(["--sim", &format!("{flag}={value}")])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {err}");
+        assert!(
+            err.contains(flag) && err.contains("at least 0") && !err.contains("panicked"),
+            "{flag} {value}: {err}"
+        );
+    }
+}

@@ -3,7 +3,7 @@
 //! (docs/runtime-contract.md). On error, [`fallback`] emits stand-ins with the same names so one
 //! mistake shows one error instead of a cascade at every use.
 
-use lb_ptx::body::{IndexRole, Reduce};
+use lb_ptx::body::{Gather, GatherBound, IndexRole, Reduce};
 use lb_ptx::plan::{Grid, OffsetWidth, Plan, Select, TempCount, TempRole};
 use lb_ptx::{GenError, Generated, Options, Schedule};
 use proc_macro2::{Span, TokenStream};
@@ -22,7 +22,18 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
     let args = attr::parse(attr)?;
     let sig = parse::parse(&func, &args)?;
     let typed = check::check(&sig, &func.block)?;
-    let name = func.sig.ident.to_string();
+    let name = syn::ext::IdentExt::unraw(&func.sig.ident).to_string();
+    if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return Err(syn::Error::new(
+            func.sig.ident.span(),
+            format!(
+                "the kernel name `{name}` cannot be used in PTX, whose entry names are ASCII \
+                 letters, digits and `_`: rename the function"
+            ),
+        ));
+    }
     let body = lower::lower(&name, &sig, &func.block, &typed)?;
     let options = Options {
         schedules: args.schedules.clone(),
@@ -45,7 +56,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
     })?;
     let mut user_fn = user_fn(&func);
     allow_schedule_params(&mut user_fn, &sig);
-    let module = module(&func, &args, &sig, Some(&generated))?;
+    let module = module(&func, &args, &sig, Some((&generated, &body.gathers())))?;
     Ok(quote! { #user_fn #module })
 }
 
@@ -136,7 +147,7 @@ fn module(
     func: &ItemFn,
     args: &Args,
     sig: &Sig,
-    generated: Option<&Generated>,
+    generated: Option<(&Generated, &[Gather])>,
 ) -> syn::Result<TokenStream> {
     let vis = &func.vis;
     let name = &func.sig.ident;
@@ -146,7 +157,7 @@ fn module(
     );
 
     let consts = match generated {
-        Some(g) => {
+        Some((g, _)) => {
             let ptx = &g.ptx;
             let schedules = args
                 .schedules
@@ -186,7 +197,7 @@ fn module(
     };
 
     let cpu = cpu_fn(func, sig, generated.is_some());
-    let launchers = launchers(func, sig, generated.is_some());
+    let launchers = launchers(func, sig, generated.map(|(_, gathers)| gathers));
     // The placeholders' bodies ignore their parameters.
     let unused = generated.is_none().then(|| quote!(unused_variables,));
     Ok(quote! {
@@ -493,7 +504,9 @@ fn cpu_fn(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
     }
 }
 
-fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
+/// The launchers; `gathers` is `None` for the placeholders of [`fallback`].
+fn launchers(func: &ItemFn, sig: &Sig, gathers: Option<&[Gather]>) -> TokenStream {
+    let real = gathers.is_some();
     let name = &func.sig.ident;
     let params = params(sig, true);
     let names: Vec<TokenStream> = sig
@@ -569,6 +582,46 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
         .output
         .as_ref()
         .map(|out| quote!(::lb::__private::KernelArg::push_args(&*#out, &mut __lb_args);));
+    // `x[a.col_indices[nz] as usize]` stays inside `x` when `x` covers the tile set's columns
+    // (the upload validated every index against them): one comparison here instead of one per
+    // access on the GPU, where a short `x` would be an out-of-bounds read.
+    let gather_checks = gathers.unwrap_or_default().iter().map(|g| {
+        let slice = &sig.body_params().nth(g.slice).expect("a body parameter").ident;
+        let ts = &sig.body_params().nth(g.tile_set).expect("a body parameter").ident;
+        let (what, count) = match g.bound {
+            GatherBound::Columns => (format!("`{ts}.col_indices`"), quote!(#ts.num_cols())),
+            GatherBound::Rows => (format!("`{ts}.row_indices`"), quote!(#ts.num_rows())),
+            GatherBound::Tiles => (
+                "the tile index".to_string(),
+                quote!(::lb::__private::DeviceTileSet::num_tiles(#ts)),
+            ),
+        };
+        let msg = format!(
+            "`{name}`: `{slice}` has {{}} elements, but the kernel indexes it with {what}, which \
+             goes up to {{}}: pass a `{slice}` of at least that length"
+        );
+        quote! {
+            if #slice.len() < #count {
+                return ::core::result::Result::Err(::lb::__private::Error::Shape(::std::format!(#msg, #slice.len(), #count)));
+            }
+        }
+    });
+    // Addresses of another device's memory would read or overwrite whatever lives there in
+    // this device's address space: refuse them before anything is launched.
+    let device_checks = sig
+        .body_params()
+        .map(|p| &p.ident)
+        .chain(sig.output.iter())
+        .map(|id| {
+            let what = format!("`{name}`: the argument `{id}`");
+            quote! {
+                if !::lb::__private::KernelArg::on_device(&#id, dev) {
+                    return ::core::result::Result::Err(::lb::__private::Error::DeviceMismatch {
+                        what: ::std::string::ToString::to_string(#what),
+                    });
+                }
+            }
+        });
     // A push past a queue's capacity is counted but not stored: report it instead of losing it.
     let overflow_checks = sig
         .body_params()
@@ -608,7 +661,7 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
             let mut __lb_plans = self::PLANS.iter().filter(|__lb_p| __lb_p.schedule == schedule.name()).peekable();
             if __lb_plans.peek().is_none() {
                 return ::core::result::Result::Err(::lb::__private::Error::ScheduleNotGenerated {
-                    requested: ::std::string::ToString::to_string(schedule.name()),
+                    requested: ::std::string::ToString::to_string(&schedule),
                     generated: self::SCHEDULES.iter().map(|__lb_s| __lb_s.name()).collect::<::std::vec::Vec<_>>().join(", "),
                 });
             }
@@ -626,6 +679,8 @@ fn launchers(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
                 }
             };
             #shape_check
+            #(#gather_checks)*
+            #(#device_checks)*
             let mut __lb_args = ::std::vec::Vec::new();
             #(#pushes)*
             #out_push

@@ -59,7 +59,15 @@ use proc_macro::TokenStream;
 /// `SCHEDULES`, `PLANS`, `DEFAULT`, `cpu(...)` (the sequential reference, calling the function
 /// for every atom), `launch(dev, ...)` and `launch_with(dev, schedule, ...)`. The function must
 /// be declared at module level (not inside another function's body): the module calls it as
-/// `super::name`.
+/// `super::name`. Its name and its parameters' names become PTX names: ASCII letters, digits and
+/// `_` (a raw identifier such as `r#type` is written without its `r#`).
+///
+/// What a launch checks before it launches anything (each an `Err`, nothing written): the
+/// schedule was generated; a plan admits the problem; the output holds tiles × lanes values;
+/// every slice the body indexes with `a.col_indices[atom]` (directly or through a `let` assigned
+/// once) holds at least `a.num_cols()` elements, with `a.row_indices[atom]` `a.num_rows()`, with
+/// the `#[tile]` index the tile count; and every argument was allocated by the launching
+/// `Device`. Other indices are checked per access only under `checked`.
 #[proc_macro_attribute]
 pub fn load_balanced(attr: TokenStream, item: TokenStream) -> TokenStream {
     let (attr, item) = (

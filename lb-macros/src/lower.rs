@@ -34,7 +34,8 @@ pub fn lower(name: &str, sig: &Sig, block: &syn::Block, typed: &Typed) -> syn::R
     let params = sig
         .body_params()
         .map(|p| Param {
-            name: p.ident.to_string(),
+            // A raw identifier (`r#type`) names the same thing without its prefix.
+            name: syn::ext::IdentExt::unraw(&p.ident).to_string(),
             kind: match p.role {
                 Role::TileSet { kind, value } => ParamKind::TileSet {
                     kind,

@@ -399,6 +399,137 @@ impl Block {
     }
 }
 
+/// A slice the body indexes only with values a launch can bound once on the host: a tile set's
+/// own index array at the atom (`x[a.col_indices[nz] as usize]`, directly or through a local
+/// assigned once from it), whose entries the tile set's upload validated against its column
+/// (or row) count, or the tile index. One comparison of the slice's length at launch then
+/// covers every such access on the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gather {
+    /// The slice (index into `Body::params`).
+    pub slice: usize,
+    /// The tile set (index into `Body::params`).
+    pub tile_set: usize,
+    /// What bounds the index.
+    pub bound: GatherBound,
+}
+
+/// The tile-set count an index of a [`Gather`] stays below.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GatherBound {
+    /// `col_indices` entries: below `num_cols`.
+    Columns,
+    /// `row_indices` entries: below `num_rows`.
+    Rows,
+    /// The tile index: below the tile count.
+    Tiles,
+}
+
+impl Body {
+    /// The body's [`Gather`]s, each once: loads and atomics, then stores.
+    pub fn gathers(&self) -> Vec<Gather> {
+        let tile_set = self.tile_set();
+        let locals = self.index_locals(tile_set);
+        let (mut stored, mut read) = (Vec::new(), Vec::new());
+        self.block.any(
+            &mut |s| {
+                if let Stmt::Store { array, index, .. } = s {
+                    stored.extend(gather(array, index, tile_set, &locals));
+                }
+                false
+            },
+            &mut |e| {
+                if let ExprKind::Load { array, index } | ExprKind::Atomic { array, index, .. } =
+                    &e.kind
+                {
+                    read.extend(gather(array, index, tile_set, &locals));
+                }
+                false
+            },
+        );
+        let mut out: Vec<Gather> = Vec::new();
+        for g in read.into_iter().chain(stored) {
+            if !out.contains(&g) {
+                out.push(g);
+            }
+        }
+        out
+    }
+
+    /// Locals assigned exactly once, from a bounded index (see [`bounded_index`]).
+    fn index_locals(&self, tile_set: usize) -> Vec<(LocalId, (usize, GatherBound))> {
+        let mut assigned: Vec<(LocalId, Option<(usize, GatherBound)>)> = Vec::new();
+        self.block.any(
+            &mut |s| {
+                if let Stmt::Assign { local, value }
+                | Stmt::For {
+                    var: local,
+                    start: value,
+                    ..
+                } = s
+                {
+                    let bound = match s {
+                        Stmt::Assign { .. } => bounded_index(value, tile_set, &[]),
+                        _ => None,
+                    };
+                    match assigned.iter_mut().find(|(l, _)| l == local) {
+                        Some(seen) => seen.1 = None,
+                        None => assigned.push((*local, bound)),
+                    }
+                }
+                false
+            },
+            &mut |_| false,
+        );
+        assigned
+            .into_iter()
+            .filter_map(|(l, b)| b.map(|b| (l, b)))
+            .collect()
+    }
+}
+
+/// The [`Gather`] of `array[index]`, if it is one.
+fn gather(
+    array: &ArrayRef,
+    index: &Expr,
+    tile_set: usize,
+    locals: &[(LocalId, (usize, GatherBound))],
+) -> Option<Gather> {
+    match (array, bounded_index(index, tile_set, locals)) {
+        (ArrayRef::Param(slice), Some((tile_set, bound))) => Some(Gather {
+            slice: *slice,
+            tile_set,
+            bound,
+        }),
+        _ => None,
+    }
+}
+
+/// Under any casts: `a.col_indices[atom]` or `a.row_indices[atom]`, a local in `locals`, or the
+/// tile index (of the body's one tile set, parameter `tile_set`); the tile set and the bound.
+fn bounded_index(
+    mut index: &Expr,
+    tile_set: usize,
+    locals: &[(LocalId, (usize, GatherBound))],
+) -> Option<(usize, GatherBound)> {
+    while let ExprKind::Cast { arg } = &index.kind {
+        index = arg;
+    }
+    match &index.kind {
+        ExprKind::Load {
+            array: ArrayRef::Field(tile_set, field),
+            index,
+        } if matches!(index.kind, ExprKind::Index(IndexRole::Atom)) => match field {
+            CsrField::ColIndices => Some((*tile_set, GatherBound::Columns)),
+            CsrField::RowIndices => Some((*tile_set, GatherBound::Rows)),
+            _ => None,
+        },
+        ExprKind::Index(IndexRole::Tile) => Some((tile_set, GatherBound::Tiles)),
+        ExprKind::Local(l) => locals.iter().find(|(id, _)| id == l).map(|&(_, b)| b),
+        _ => None,
+    }
+}
+
 impl Expr {
     /// [`Block::any`] for an expression and everything inside it.
     pub fn any(

@@ -151,7 +151,7 @@ pub fn offset_addr(b: &mut KernelBuilder, width: OffsetWidth, base: Reg, index: 
     b.elem_addr(base, index, width.bytes())
 }
 
-fn is_ptx_ident(s: &str) -> bool {
+pub(crate) fn is_ptx_ident(s: &str) -> bool {
     let mut chars = s.chars();
     let first_ok = match chars.next() {
         Some(c) if c.is_ascii_alphabetic() => true,

@@ -124,6 +124,13 @@ pub fn generate(body: &body::Body, opts: &Options) -> Result<Generated, GenError
     if !target_ok(&opts.target) {
         return Err(GenError::BadTarget(opts.target.clone()));
     }
+    if !codegen::is_ptx_ident(&body.name) {
+        return Err(GenError::Unsupported(format!(
+            "the kernel name `{}` cannot be used in PTX entry names: use ASCII letters, digits \
+             and `_`",
+            body.name
+        )));
+    }
     let mut kernels = Vec::new();
     let mut plans = Vec::with_capacity(opts.schedules.len());
     for (i, &schedule) in opts.schedules.iter().enumerate() {

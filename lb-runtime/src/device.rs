@@ -250,7 +250,9 @@ impl Device {
     /// Copies a buffer back to the host. Waits for all earlier work on the device.
     pub fn download<T: Element>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
         if !self.same(buf.device()) {
-            return Err(Error::DeviceMismatch);
+            return Err(Error::DeviceMismatch {
+                what: "the buffer to download".into(),
+            });
         }
         Ok(from_bytes(&self.read_raw(&buf.raw)?))
     }
@@ -259,7 +261,9 @@ impl Device {
     /// snapshot of distances before a launch that may have to be undone.
     pub fn copy<T: Element>(&self, src: &DeviceBuffer<T>, dst: &mut DeviceBuffer<T>) -> Result<()> {
         if !self.same(src.device()) || !self.same(dst.device()) {
-            return Err(Error::DeviceMismatch);
+            return Err(Error::DeviceMismatch {
+                what: "a buffer of the copy".into(),
+            });
         }
         if src.len() != dst.len() {
             return Err(Error::Shape(format!(
@@ -278,13 +282,17 @@ impl Device {
                 .map_err(|e| Error::cuda("copying on the GPU", e)),
             (Storage::Sim(s), Storage::Sim(d)) => {
                 let Backend::Sim(sim) = &self.inner.backend else {
-                    return Err(Error::DeviceMismatch);
+                    return Err(Error::DeviceMismatch {
+                        what: "a simulator buffer".into(),
+                    });
                 };
                 let mut mem = sim.memory();
                 let data = mem.read(*s, bytes as u64)?;
                 Ok(mem.write(*d, &data)?)
             }
-            _ => Err(Error::DeviceMismatch),
+            _ => Err(Error::DeviceMismatch {
+                what: "a buffer of the copy".into(),
+            }),
         }
     }
 
@@ -407,7 +415,9 @@ impl Device {
                 .memcpy_htod(data, &mut slice.slice_mut(0..data.len()))
                 .map_err(|e| Error::cuda("copying to the GPU", e)),
             (Storage::Sim(addr), Backend::Sim(sim)) => Ok(sim.memory().write(*addr, data)?),
-            _ => Err(Error::DeviceMismatch),
+            _ => Err(Error::DeviceMismatch {
+                what: "the buffer written".into(),
+            }),
         }
     }
 
@@ -430,7 +440,9 @@ impl Device {
             (Storage::Sim(addr), Backend::Sim(sim)) => {
                 Ok(sim.memory().read(*addr, raw.bytes as u64)?)
             }
-            _ => Err(Error::DeviceMismatch),
+            _ => Err(Error::DeviceMismatch {
+                what: "the buffer read".into(),
+            }),
         }
     }
 }

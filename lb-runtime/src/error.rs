@@ -44,9 +44,13 @@ pub enum Error {
     /// A kernel entry named by a plan is not in the module.
     #[error("kernel `{0}` is not in the PTX module")]
     MissingKernel(String),
-    /// A buffer was used with a device other than the one that allocated it.
-    #[error("a buffer was used with a device other than the one that allocated it")]
-    DeviceMismatch,
+    /// Device memory was used with a device other than the one that allocated it; `what`
+    /// names it (a launch's argument, or the buffer of a copy).
+    #[error(
+        "{what} belongs to another device than the one it was used with: upload it to this \
+         device, or use it with the device that allocated it"
+    )]
+    DeviceMismatch { what: String },
     /// A kernel pushed more items into the queue `param` than it holds. The items that fit are
     /// kept; grow the queue to `needed` (after undoing the launch's other effects) and rerun.
     #[error("queue `{param}` overflowed: needed {needed} slots, the queue holds {capacity}")]

@@ -43,17 +43,33 @@ impl ArgValue {
 /// A launch argument: appends the `.param` values it stands for, in order.
 pub trait KernelArg {
     fn push_args(&self, out: &mut Vec<ArgValue>);
+
+    /// Whether the argument's device memory, if it has any, belongs to `dev`. A launch checks
+    /// every argument first and refuses one of another device (`Error::DeviceMismatch`): its
+    /// addresses mean nothing, or another allocation, in `dev`'s address space.
+    fn on_device(&self, dev: &Device) -> bool {
+        let _ = dev;
+        true
+    }
 }
 
 impl<A: KernelArg + ?Sized> KernelArg for &A {
     fn push_args(&self, out: &mut Vec<ArgValue>) {
         (**self).push_args(out);
     }
+
+    fn on_device(&self, dev: &Device) -> bool {
+        (**self).on_device(dev)
+    }
 }
 
 impl<A: KernelArg + ?Sized> KernelArg for &mut A {
     fn push_args(&self, out: &mut Vec<ArgValue>) {
         (**self).push_args(out);
+    }
+
+    fn on_device(&self, dev: &Device) -> bool {
+        (**self).on_device(dev)
     }
 }
 
@@ -62,6 +78,10 @@ impl<T: Element> KernelArg for DeviceBuffer<T> {
     fn push_args(&self, out: &mut Vec<ArgValue>) {
         out.push(ArgValue::U64(self.device_addr()));
         out.push(ArgValue::U64(self.len() as u64));
+    }
+
+    fn on_device(&self, dev: &Device) -> bool {
+        dev.same(self.device())
     }
 }
 
@@ -75,6 +95,10 @@ impl<T: Element> KernelArg for DeviceCsr<T> {
         out.push(ArgValue::U64(self.num_cols() as u64));
         out.push(ArgValue::U64(self.nnz() as u64));
     }
+
+    fn on_device(&self, dev: &Device) -> bool {
+        dev.same(self.device())
+    }
 }
 
 /// Column offsets, row indices and values (addresses), then rows, columns and nonzeros.
@@ -86,6 +110,10 @@ impl<T: Element> KernelArg for DeviceCsc<T> {
         out.push(ArgValue::U64(self.num_rows() as u64));
         out.push(ArgValue::U64(self.num_cols() as u64));
         out.push(ArgValue::U64(self.nnz() as u64));
+    }
+
+    fn on_device(&self, dev: &Device) -> bool {
+        dev.same(self.device())
     }
 }
 
@@ -101,6 +129,10 @@ impl<T: Element> KernelArg for DeviceCoo<T> {
         out.push(ArgValue::U64(self.num_cols() as u64));
         out.push(ArgValue::U64(self.nnz() as u64));
     }
+
+    fn on_device(&self, dev: &Device) -> bool {
+        dev.same(self.device())
+    }
 }
 
 /// Items address, counter address, capacity.
@@ -109,6 +141,10 @@ impl KernelArg for DeviceQueue {
         out.push(ArgValue::U64(self.items.device_addr()));
         out.push(ArgValue::U64(self.count.device_addr()));
         out.push(ArgValue::U64(self.capacity() as u64));
+    }
+
+    fn on_device(&self, dev: &Device) -> bool {
+        dev.same(self.device())
     }
 }
 

@@ -36,9 +36,8 @@ pub struct WorkItem {
 pub struct Layout {
     /// The tile view of the tile-set parameter (see above).
     pub csr: CsrRegs,
-    csr_param: usize,
-    /// Frontier pointer and length.
-    frontier: Option<(Reg, Reg)>,
+    /// Frontier pointer and length, and its parameter.
+    frontier: Option<(Reg, Reg, usize)>,
     /// The lane count (u64), with `Options::lanes`.
     pub lanes: Option<Reg>,
     /// Number of tiles in the tile set (u64).
@@ -56,11 +55,13 @@ impl Layout {
         opts: &Options,
         params: &KernelParams,
     ) -> Result<Layout, GenError> {
-        let csr_param = body.tile_set();
-        let csr = params.csr(csr_param)?;
+        let csr = params.csr(body.tile_set())?;
         let frontier = match opts.tiles {
             Some(p) => match body.params.get(p).map(|p| &p.kind) {
-                Some(ParamKind::Slice { elem: Ty::U32, .. }) => Some(params.slice(p)?),
+                Some(ParamKind::Slice { elem: Ty::U32, .. }) => {
+                    let (ptr, len) = params.slice(p)?;
+                    Some((ptr, len, p))
+                }
                 _ => {
                     return Err(GenError::Unsupported(
                         "`tiles` must name a `&[u32]` parameter".into(),
@@ -80,14 +81,13 @@ impl Layout {
             },
             None => None,
         };
-        let tiles = frontier.map_or(csr.num_rows, |(_, len)| len);
+        let tiles = frontier.map_or(csr.num_rows, |(_, len, _)| len);
         let items = match lanes {
             Some(l) => b.bin(BinOp::Mul, Type::U64, tiles, l),
             None => tiles,
         };
         Ok(Layout {
             csr,
-            csr_param,
             frontier,
             lanes,
             tiles,
@@ -120,9 +120,9 @@ impl Layout {
         }
     }
 
-    /// The tile at `position` (`< tiles`). Under `checked`, a frontier entry that is not a row
-    /// is recorded as an out-of-range index of the tile-set parameter and the item is skipped
-    /// (branch to `skip`).
+    /// The tile at `position` (`< tiles`). Under `checked`, a frontier entry that is not a tile
+    /// of the tile set is recorded as an out-of-bounds value of the frontier parameter (the entry
+    /// is what is wrong, not the tile set) and the item is skipped (branch to `skip`).
     pub fn tile(
         &self,
         b: &mut KernelBuilder,
@@ -131,14 +131,14 @@ impl Layout {
         checked: bool,
         skip: Label,
     ) -> Reg {
-        let Some((ptr, _)) = self.frontier else {
+        let Some((ptr, _, frontier_param)) = self.frontier else {
             return position;
         };
         let addr = b.elem_addr(ptr, position, 4);
         let raw = b.ld(Space::Global, Type::U32, addr);
         let tile = b.cvt(Rounding::None, Type::U64, Type::U32, raw);
         if let Some(flag) = params.error_flag.filter(|_| checked) {
-            check_index(b, flag, tile, self.csr.num_rows, self.csr_param, skip);
+            check_index(b, flag, tile, self.csr.num_rows, frontier_param, skip);
         }
         tile
     }

@@ -171,6 +171,18 @@ impl Schedule {
     }
 }
 
+/// The attribute's spelling, with the group size written out even for a size no template has
+/// (which [`Schedule::name`], a `&'static str`, can only show as `group_mapped(?)`): what error
+/// messages print.
+impl std::fmt::Display for Schedule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Schedule::GroupMapped(n) => write!(f, "group_mapped({n})"),
+            other => f.write_str(other.name()),
+        }
+    }
+}
+
 /// A schedule template: the run-time plan, and the kernels that plan launches.
 pub trait ScheduleTemplate {
     /// The plan for `body` under `opts`; its temporaries fix the kernels' trailing params.

@@ -103,7 +103,7 @@ pub enum SimError {
     HostAccess { addr: u64, bytes: u64, why: String },
     #[error("deadlock: {0}")]
     Deadlock(String),
-    #[error("step limit of {0} thread-instructions reached: the kernel may be hung (spinning on a flag nobody sets?)")]
+    #[error("step limit of {0} thread-instructions reached: the kernel may be hung (spinning on a flag nobody sets?), or the problem is larger than the simulator is meant for (it runs about 10^7 thread-instructions a second): run it on a GPU, or shrink it")]
     StepLimit(u64),
     #[error("no kernel named `{0}` in the module")]
     UnknownEntry(String),

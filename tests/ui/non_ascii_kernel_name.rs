@@ -1,0 +1,8 @@
+use lb::prelude::*;
+
+#[load_balanced(schedule = "thread_mapped", reduce = "sum", output = "y")]
+fn 矩阵(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
+
+fn main() {}
