@@ -12,12 +12,14 @@ use syn::{FnArg, ItemFn};
 
 use crate::attr::{self, Args};
 use crate::check;
+use crate::depth;
 use crate::lower;
 use crate::parse::{self, is_role_attr, Role, Sig};
 use crate::types::STy;
 
 /// The whole expansion, or every error found on the way.
 pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    depth::check(item.clone())?;
     let func: ItemFn = syn::parse2(item)?;
     let args = attr::parse(attr)?;
     let sig = parse::parse(&func, &args)?;
@@ -56,7 +58,14 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
     })?;
     let mut user_fn = user_fn(&func);
     allow_schedule_params(&mut user_fn, &sig);
-    let module = module(&func, &args, &sig, Some((&generated, &body.gathers())))?;
+    // Under `checked` every access reports its own index; the host comparison would only hide
+    // which one.
+    let gathers = if args.checked {
+        Vec::new()
+    } else {
+        body.gathers()
+    };
+    let module = module(&func, &args, &sig, Some((&generated, &gathers)))?;
     Ok(quote! { #user_fn #module })
 }
 

@@ -1,12 +1,14 @@
 //! `#[load_balanced]`: turns the work of one atom, written as a Rust function, into PTX for the
 //! requested schedules, their plans, a CPU reference and typed launchers (see the `lb` crate).
 //!
-//! The phases are one module each: `attr` (the attribute's keys), `parse` (parameter roles),
+//! The phases are one module each: `depth` (a guard on how deep the body nests), `attr` (the
+//! attribute's keys), `parse` (parameter roles),
 //! `check` (names and types of the body), `lower` (to lb-ptx's body IR), `expand` (the emitted
 //! items). Each phase collects its errors and reports them together; nothing panics.
 
 mod attr;
 mod check;
+mod depth;
 mod expand;
 mod lower;
 mod parse;
@@ -66,8 +68,10 @@ use proc_macro::TokenStream;
 /// schedule was generated; a plan admits the problem; the output holds tiles × lanes values;
 /// every slice the body indexes with `a.col_indices[atom]` (directly or through a `let` assigned
 /// once) holds at least `a.num_cols()` elements, with `a.row_indices[atom]` `a.num_rows()`, with
-/// the `#[tile]` index the tile count; and every argument was allocated by the launching
-/// `Device`. Other indices are checked per access only under `checked`.
+/// the `#[tile]` index the tile count (without `checked`; with it, the per-access checks report
+/// the offending index instead); and every argument was allocated by the launching `Device`.
+/// Other indices are checked per access only under `checked`. A statement may nest at most 1024
+/// operators and brackets (a sum of more terms is a compile error asking for `let` steps).
 #[proc_macro_attribute]
 pub fn load_balanced(attr: TokenStream, item: TokenStream) -> TokenStream {
     let (attr, item) = (
