@@ -63,7 +63,7 @@ const ROWS_PER_BYTE: usize = 8;
 /// and every off-diagonal entry is mirrored.
 ///
 /// The size line is untrusted, so it is checked against the text before anything is allocated:
-/// - the entry count must fit in the text after the size line, at [`MIN_ENTRY_BYTES`] per
+/// - the entry count must fit in the text after the size line, at 4 bytes per
 ///   entry (a larger one is a truncated file or a corrupt count);
 /// - the row count drives the only allocation not backed by text (a CSR stores `rows + 1`
 ///   offsets even with no entries), so it may be at most `max(2^24, 8 × text bytes)`: a 30-byte
