@@ -102,7 +102,7 @@ fn bad_source_is_an_error() {
         bfs(&dev, &dg, 99, Schedule::ThreadMapped),
         Err(Error::Shape(_))
     ));
-    let rect = DeviceCsr::upload(&dev, &Csr::<f32>::empty(3, 4)).unwrap();
+    let rect = DeviceCsr::upload(&dev, &Csr::<f32>::empty(3, 4).unwrap()).unwrap();
     assert!(matches!(
         sssp(&dev, &rect, 0, Schedule::ThreadMapped),
         Err(Error::Shape(_))
@@ -112,7 +112,7 @@ fn bad_source_is_an_error() {
 #[test]
 fn isolated_source_finishes_in_one_iteration() {
     let dev = device();
-    let g = Csr::<f32>::empty(5, 5);
+    let g = Csr::<f32>::empty(5, 5).unwrap();
     let dg = DeviceCsr::upload(&dev, &g).unwrap();
     let r = sssp(&dev, &dg, 2, Schedule::WarpMapped).unwrap();
     assert_eq!((r.iterations, r.edges), (1, 0));

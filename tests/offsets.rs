@@ -63,11 +63,11 @@ fn small_tile_sets_store_u32_offsets_and_run_the_u32_kernels() {
         assert_eq!(da.download().unwrap(), a, "round trip at 32 bits");
         spmv_everywhere(&da, &a, &random_vec(a.num_cols, 3), false);
 
-        let csc = a.to_csc();
+        let csc = a.to_csc().unwrap();
         let dc = DeviceCsc::upload(&dev, &csc).unwrap();
         assert_eq!(dc.offset_width(), OffsetWidth::U32);
         assert_eq!(dc.download().unwrap(), csc);
-        let coo = a.to_coo();
+        let coo = a.to_coo().unwrap();
         let dcoo = DeviceCoo::upload(&dev, &coo).unwrap();
         assert_eq!(dcoo.offset_width(), OffsetWidth::U32);
         assert_eq!(dcoo.download().unwrap(), coo);
@@ -84,11 +84,11 @@ fn forced_u64_offsets_run_the_u64_kernels() {
         assert_eq!(da.download().unwrap(), a, "round trip at 64 bits");
         spmv_everywhere(&da, &a, &random_vec(a.num_cols, 4), true);
 
-        let csc = a.to_csc();
+        let csc = a.to_csc().unwrap();
         let dc = DeviceCsc::upload_with_offsets(&dev, &csc, OffsetWidth::U64).unwrap();
         assert_eq!(dc.offset_width(), OffsetWidth::U64);
         assert_eq!(dc.download().unwrap(), csc);
-        let coo = a.to_coo();
+        let coo = a.to_coo().unwrap();
         let dcoo = DeviceCoo::upload_with_offsets(&dev, &coo, OffsetWidth::U64).unwrap();
         assert_eq!(dcoo.offset_width(), OffsetWidth::U64);
         assert_eq!(dcoo.download().unwrap(), coo);
@@ -101,7 +101,7 @@ fn csc_and_coo_run_every_schedule_at_both_widths() {
     let a = random_csr(Shape::Random, 70, 50, 11);
     let x_rows = random_vec(a.num_rows, 12);
     let x_cols = random_vec(a.num_cols, 13);
-    let (csc, coo) = (a.to_csc(), a.to_coo());
+    let (csc, coo) = (a.to_csc().unwrap(), a.to_coo().unwrap());
     let mut want_t = vec![0f32; a.num_cols];
     csc_spmv_t::cpu(&csc, &x_rows, &mut want_t);
     let mut want = vec![0f32; a.num_rows];

@@ -49,14 +49,14 @@ fn sorted(mut v: Vec<u32>) -> Vec<u32> {
 fn conversions_round_trip_and_validate() {
     for (i, shape) in SHAPES.into_iter().enumerate() {
         let a = random_csr(shape, 97, 61, i as u64);
-        let csc = a.to_csc();
+        let csc = a.to_csc().unwrap();
         csc.validate().unwrap();
-        assert_eq!(csc.to_csr(), a, "{shape:?}: CSR → CSC → CSR");
-        let coo = a.to_coo();
+        assert_eq!(csc.to_csr().unwrap(), a, "{shape:?}: CSR → CSC → CSR");
+        let coo = a.to_coo().unwrap();
         coo.validate().unwrap();
-        assert_eq!(coo.to_csr(), a, "{shape:?}: CSR → COO → CSR");
-        assert_eq!(coo.to_csc(), csc, "{shape:?}: COO → CSC");
-        assert_eq!(csc.to_coo(), coo, "{shape:?}: CSC → COO");
+        assert_eq!(coo.to_csr().unwrap(), a, "{shape:?}: CSR → COO → CSR");
+        assert_eq!(coo.to_csc().unwrap(), csc, "{shape:?}: COO → CSC");
+        assert_eq!(csc.to_coo().unwrap(), coo, "{shape:?}: CSC → COO");
         for j in 0..csc.num_cols {
             for e in csc.col(j) {
                 let r = csc.row_indices[e] as usize;
@@ -105,7 +105,7 @@ fn device_queue_clear_and_grow() {
 
 fn check_coo(a: &Csr<f32>, seed: u64) {
     let dev = device();
-    let coo = a.to_coo();
+    let coo = a.to_coo().unwrap();
     let x = random_vec(a.num_cols, seed);
     let mut reference = vec![f32::NAN; a.num_rows];
     coo_spmv::cpu(&coo, &x, &mut reference);
@@ -131,7 +131,7 @@ fn check_coo(a: &Csr<f32>, seed: u64) {
 
 fn check_csc(a: &Csr<f32>, seed: u64) {
     let dev = device();
-    let csc = a.to_csc();
+    let csc = a.to_csc().unwrap();
     let x = random_vec(a.num_rows, seed);
     let mut reference = vec![f32::NAN; a.num_cols];
     csc_spmv_t::cpu(&csc, &x, &mut reference);
@@ -187,7 +187,7 @@ fn check_lanes(a: &Csr<f32>, k: usize, seed: u64) {
         .collect();
     let mut reference = vec![f32::NAN; a.num_rows * k];
     spmm::cpu(a, &b, k, &mut reference);
-    let coo = a.to_coo();
+    let coo = a.to_coo().unwrap();
     let mut coo_reference = vec![f32::NAN; a.num_rows * k];
     coo_spmm::cpu(&coo, &b, k, &mut coo_reference);
     let (da, dcoo, db) = (
@@ -308,7 +308,7 @@ fn check_loops_and_format_frontiers(a: &Csr<f32>, seed: u64) {
         );
     }
 
-    let (coo, csc) = (a.to_coo(), a.to_csc());
+    let (coo, csc) = (a.to_coo().unwrap(), a.to_csc().unwrap());
     let rows = random_frontier(a.num_rows, 40, seed);
     let cols = random_frontier(a.num_cols, 40, seed ^ 1);
     // Row r appears once per atom of r, per listing; the CSC's rows once per atom of each column.

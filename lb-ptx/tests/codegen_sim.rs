@@ -8,7 +8,7 @@ use lb_ptx::sim::{self, LaunchConfig, Memory};
 use lb_ptx::{generate, Options};
 
 fn upload(mem: &mut Memory, bytes: &[u8]) -> u64 {
-    let addr = mem.alloc(bytes.len().max(1) as u64);
+    let addr = mem.alloc(bytes.len().max(1) as u64).unwrap();
     mem.write(addr, bytes).unwrap();
     addr
 }

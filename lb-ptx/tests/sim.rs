@@ -33,7 +33,7 @@ fn cfg(grid: u32, block: u32) -> LaunchConfig {
 }
 
 fn upload_u32(mem: &mut Memory, data: &[u32]) -> u64 {
-    let a = mem.alloc(4 * data.len() as u64);
+    let a = mem.alloc(4 * data.len() as u64).unwrap();
     let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
     mem.write(a, &bytes).unwrap();
     a
@@ -58,7 +58,7 @@ fn download_u64(mem: &Memory, a: u64, n: usize) -> Vec<u64> {
 /// Runs a one-thread kernel `k(out, x, y, z)` that writes `slots` u64 results and returns them.
 fn run_scalar(m: &Module, entry: &str, slots: usize, args: [u64; 3]) -> Vec<u64> {
     let mut mem = Memory::new();
-    let out = mem.alloc(8 * slots as u64);
+    let out = mem.alloc(8 * slots as u64).unwrap();
     launch(
         m,
         entry,
@@ -601,7 +601,7 @@ L2:
         .collect();
     let mut mem = Memory::new();
     let inp = upload_u32(&mut mem, &data);
-    let out = mem.alloc(4 * blocks as u64);
+    let out = mem.alloc(4 * blocks as u64).unwrap();
     let stats = launch(&m, "reduce", cfg(blocks, 256), &[inp, out], &mut mem).unwrap();
     let want: Vec<u32> = data
         .chunks(256)
@@ -674,8 +674,8 @@ fn shuffles_all_modes_and_widths() {
                 let c = if mode == "up" { seg } else { seg | 0x1f };
                 let mut mem = Memory::new();
                 let inp = upload_u32(&mut mem, &vals);
-                let out = mem.alloc(128);
-                let pout = mem.alloc(128);
+                let out = mem.alloc(128).unwrap();
+                let pout = mem.alloc(128).unwrap();
                 launch(
                     &m,
                     &format!("shfl_{mode}"),
@@ -719,7 +719,7 @@ L2:
 \tbra L1;";
     let m = module(&[("late", "u64:out", body)]);
     let mut mem = Memory::new();
-    let out = mem.alloc(128);
+    let out = mem.alloc(128).unwrap();
     launch(&m, "late", cfg(1, 32), &[out], &mut mem).unwrap();
     let val = |t: u32| t * 3 + u32::from(t < 16);
     let want: Vec<u32> = (0..32).map(|t| val(t ^ 16)).collect();
@@ -761,7 +761,7 @@ fn votes() {
     for data in cases {
         let mut mem = Memory::new();
         let inp = upload_u32(&mut mem, &data);
-        let out = mem.alloc(8 * 64);
+        let out = mem.alloc(8 * 64).unwrap();
         launch(&m, "vote", cfg(1, 64), &[inp, out], &mut mem).unwrap();
         let got = download_u32(&mem, out, 128);
         for (w, chunk) in data.chunks(32).enumerate() {
@@ -805,7 +805,7 @@ fn sub_warp_votes_stay_inside_their_member_mask() {
     let data: Vec<u32> = (0..32).map(|i| u32::from(i < 16 || i % 2 == 0)).collect();
     let mut mem = Memory::new();
     let inp = upload_u32(&mut mem, &data);
-    let out = mem.alloc(8 * 32);
+    let out = mem.alloc(8 * 32).unwrap();
     launch(&m, "halves", cfg(1, 32), &[inp, out], &mut mem).unwrap();
     let got = download_u32(&mem, out, 64);
     let high_ballot = (16..32)
@@ -850,7 +850,7 @@ L3:
 \tret;";
     let m = module(&[("div", "u64:out", body)]);
     let mut mem = Memory::new();
-    let out = mem.alloc(4 * 64);
+    let out = mem.alloc(4 * 64).unwrap();
     let stats = launch(&m, "div", cfg(1, 64), &[out], &mut mem).unwrap();
     let want: Vec<u32> = (0..64)
         .map(|t| t % 4 + if t % 2 == 1 { 100 } else { 0 })
@@ -918,7 +918,11 @@ L5:
 \tret;";
     let m = module(&[("spin", "u64:flag u64:data u64:out", body)]);
     let mut mem = Memory::new();
-    let (flag, data, out) = (mem.alloc(4), mem.alloc(4), mem.alloc(4));
+    let (flag, data, out) = (
+        mem.alloc(4).unwrap(),
+        mem.alloc(4).unwrap(),
+        mem.alloc(4).unwrap(),
+    );
     let stats = launch(&m, "spin", cfg(2, 32), &[flag, data, out], &mut mem).unwrap();
     assert_eq!(download_u32(&mem, out, 1), vec![4242]);
     assert!(stats.per_thread_instructions[32] > 100, "block 1 spun");
@@ -950,7 +954,7 @@ fn atomics_global_and_shared() {
 \tret;";
     let m = module(&[("atom", "u64:out", body)]);
     let mut mem = Memory::new();
-    let out = mem.alloc(40);
+    let out = mem.alloc(40).unwrap();
     launch(&m, "atom", cfg(3, 100), &[out], &mut mem).unwrap();
     let w = download_u32(&mem, out, 10);
     assert_eq!(w[0], 300);
@@ -985,7 +989,7 @@ fn dynamic_shared_memory_and_partial_warp() {
 \tret;";
     let m = module(&[("dyn", "u64:out", body)]);
     let mut mem = Memory::new();
-    let out = mem.alloc(8 * 40);
+    let out = mem.alloc(8 * 40).unwrap();
     let c = LaunchConfig {
         grid: 1,
         block: 40,
@@ -1035,7 +1039,7 @@ fn many_blocks_beyond_the_resident_window() {
 \tret;";
     let m = module(&[("many", "u64:out", body)]);
     let mut mem = Memory::new();
-    let out = mem.alloc(4 * 300 * 64);
+    let out = mem.alloc(4 * 300 * 64).unwrap();
     launch(&m, "many", cfg(300, 64), &[out], &mut mem).unwrap();
     assert_eq!(download_u32(&mem, out, 300 * 64), vec![300; 300 * 64]);
 }
@@ -1055,7 +1059,7 @@ const LOAD_AT: &str = "
 fn out_of_bounds_and_use_after_free_are_reported() {
     let m = module(&[("load", "u64:buf u64:idx", LOAD_AT)]);
     let mut mem = Memory::new();
-    let buf = mem.alloc(40);
+    let buf = mem.alloc(40).unwrap();
     launch(&m, "load", cfg(2, 32), &[buf, 9], &mut mem).unwrap();
     match launch(&m, "load", cfg(2, 32), &[buf, 10], &mut mem) {
         Err(SimError::OutOfBounds {
@@ -1201,9 +1205,9 @@ fn bytes_load_zero_extended_and_store_low_byte() {
     let m = module(&[("bytes", "u64:inp u64:out", body)]);
     let mut mem = Memory::new();
     let data: Vec<u8> = (0..40u32).map(|i| (i * 37 + 200) as u8).collect();
-    let inp = mem.alloc(40);
+    let inp = mem.alloc(40).unwrap();
     mem.write(inp, &data).unwrap();
-    let out = mem.alloc(160);
+    let out = mem.alloc(160).unwrap();
     launch(&m, "bytes", cfg(1, 40), &[inp, out], &mut mem).unwrap();
     let want: Vec<u32> = data.iter().map(|&b| u32::from(b)).collect();
     assert_eq!(download_u32(&mem, out, 40), want);
@@ -1228,7 +1232,7 @@ fn launches_are_deterministic() {
     let m = module(&[("race", "u64:out", body)]);
     let run = || {
         let mut mem = Memory::new();
-        let out = mem.alloc(8 + 4 * 4 * 256);
+        let out = mem.alloc(8 + 4 * 4 * 256).unwrap();
         let s = launch(&m, "race", cfg(4, 100), &[out], &mut mem).unwrap();
         (s, mem.read(out, 8 + 4 * 4 * 256).unwrap())
     };

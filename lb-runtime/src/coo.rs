@@ -9,7 +9,7 @@ use crate::buffer::{DeviceBuffer, Element};
 use crate::cache::TempCache;
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::formats::DeviceOffsets;
+use crate::formats::{zero_offsets, DeviceOffsets};
 use crate::stats::TileStats;
 use lb_ptx::plan::OffsetWidth;
 
@@ -92,9 +92,10 @@ impl<T> Coo<T> {
     }
 
     /// Where each row's entries begin (`num_rows + 1` entries): the tile offsets. Assumes the
-    /// invariants (rows in range and sorted).
-    pub fn row_offsets(&self) -> Vec<usize> {
-        let mut offsets = vec![0usize; self.num_rows + 1];
+    /// invariants (rows in range and sorted). A row count whose offsets overflow or cannot be
+    /// allocated is an [`Error::InvalidMatrix`] naming the bytes asked for.
+    pub fn row_offsets(&self) -> Result<Vec<usize>> {
+        let mut offsets = zero_offsets(self.num_rows, "row")?;
         for &r in &self.row_indices {
             if let Some(o) = offsets.get_mut(r as usize + 1) {
                 *o += 1;
@@ -103,7 +104,7 @@ impl<T> Coo<T> {
         for r in 0..self.num_rows {
             offsets[r + 1] += offsets[r];
         }
-        offsets
+        Ok(offsets)
     }
 }
 
@@ -137,7 +138,7 @@ impl<T: Element> DeviceCoo<T> {
 
     fn upload_inner(dev: &Device, coo: &Coo<T>, width: Option<OffsetWidth>) -> Result<Self> {
         coo.validate()?;
-        let row_offsets = coo.row_offsets();
+        let row_offsets = coo.row_offsets()?;
         Ok(DeviceCoo {
             cache: TempCache::default(),
             stats: TileStats::of_offsets(coo.num_cols as u64, &row_offsets),

@@ -384,10 +384,10 @@ impl Device {
             }
             Backend::Sim(sim) => {
                 let mut mem = sim.memory();
-                let addr = mem.alloc(bytes.max(1) as u64);
-                if zero {
-                    mem.write(addr, &vec![0u8; bytes])?;
-                }
+                // Simulated memory starts zeroed, so `zero` needs no host-side buffer of zeros
+                // (which would abort the process for a size the host cannot hold); a size the
+                // simulator refuses is an `Error::Sim` naming it.
+                let addr = mem.alloc(bytes.max(1) as u64)?;
                 Storage::Sim(addr)
             }
         };

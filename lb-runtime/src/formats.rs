@@ -36,6 +36,44 @@ fn invalid(msg: String) -> Error {
     Error::InvalidMatrix(msg)
 }
 
+/// An empty vector with room for `n` items. Sizes come from user data (a file header, a row
+/// count), so a request the host cannot meet is an [`Error::InvalidMatrix`] naming `what` and
+/// the bytes asked for, never an abort.
+pub(crate) fn try_with_capacity<T>(n: usize, what: &str) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        invalid(match n.checked_mul(std::mem::size_of::<T>()) {
+            Some(bytes) => format!(
+                "{what} need {bytes} bytes, which the host cannot allocate: check the sizes \
+                 (a size read from a file may be corrupt)"
+            ),
+            None => format!(
+                "{what} need more than {} bytes: check the sizes (a size read from a file may \
+                 be corrupt)",
+                usize::MAX
+            ),
+        })
+    })?;
+    Ok(v)
+}
+
+/// `tiles + 1` zero offsets, the start of a compressed format's offsets, allocated fallibly
+/// (see [`try_with_capacity`]); `axis` names the tiles ("row", "column").
+pub(crate) fn zero_offsets(tiles: usize, axis: &str) -> Result<Vec<usize>> {
+    let n = tiles.checked_add(1).ok_or_else(|| {
+        invalid(format!(
+            "{tiles} {axis}s need {tiles} + 1 offsets, more than a usize can count: check the \
+             {axis} count"
+        ))
+    })?;
+    let mut offsets = try_with_capacity(n, &format!("the offsets of {tiles} {axis}s"))?;
+    offsets.resize(n, 0);
+    Ok(offsets)
+}
+
+/// The largest count a u32 index addresses (indices `0..2^32`).
+const U32_RANGE: u64 = u32::MAX as u64 + 1;
+
 impl<T> Csr<T> {
     /// A matrix from its arrays, after checking every invariant.
     pub fn new(
@@ -80,26 +118,40 @@ impl<T> Csr<T> {
     }
 
     /// An `num_rows × num_cols` matrix with no entries.
-    pub fn empty(num_rows: usize, num_cols: usize) -> Csr<T> {
-        Csr {
+    ///
+    /// Fallible like the other constructors, because even an empty CSR stores `num_rows + 1`
+    /// row offsets: a row count from user data can overflow that length or ask for more memory
+    /// than the host has, and either is an [`Error::InvalidMatrix`] (with the bytes asked for)
+    /// rather than an abort. More than 2^32 columns is an error too (column indices are u32).
+    pub fn empty(num_rows: usize, num_cols: usize) -> Result<Csr<T>> {
+        if num_cols as u64 > U32_RANGE {
+            return Err(invalid(format!(
+                "{num_cols} columns exceed the u32 index range"
+            )));
+        }
+        Ok(Csr {
             num_rows,
             num_cols,
-            row_offsets: vec![0; num_rows + 1],
+            row_offsets: zero_offsets(num_rows, "row")?,
             col_indices: Vec::new(),
             values: Vec::new(),
-        }
+        })
     }
 }
 
 impl<T: Copy + AddAssign> Csr<T> {
     /// A matrix from `(row, col, value)` triplets in any order. Rows come out sorted by column,
     /// and duplicate `(row, col)` pairs are summed into one entry (as Matrix Market readers do).
+    ///
+    /// A triplet outside the matrix, more than 2^32 columns, or a row count whose `num_rows + 1`
+    /// offsets overflow or cannot be allocated is an [`Error::InvalidMatrix`]; every allocation
+    /// is fallible, so no size aborts the process.
     pub fn from_triplets(
         num_rows: usize,
         num_cols: usize,
         mut triplets: Vec<(usize, usize, T)>,
     ) -> Result<Csr<T>> {
-        if num_cols as u64 > u64::from(u32::MAX) + 1 {
+        if num_cols as u64 > U32_RANGE {
             return Err(invalid(format!(
                 "{num_cols} columns exceed the u32 index range"
             )));
@@ -115,9 +167,10 @@ impl<T: Copy + AddAssign> Csr<T> {
         }
         // Stable, so duplicates are summed in input order: deterministic float rounding.
         triplets.sort_by_key(|&(r, c, _)| (r, c));
-        let mut row_offsets = vec![0usize; num_rows + 1];
-        let mut col_indices: Vec<u32> = Vec::with_capacity(triplets.len());
-        let mut values: Vec<T> = Vec::with_capacity(triplets.len());
+        let mut row_offsets = zero_offsets(num_rows, "row")?;
+        let what = format!("the entries of {} triplets", triplets.len());
+        let mut col_indices: Vec<u32> = try_with_capacity(triplets.len(), &what)?;
+        let mut values: Vec<T> = try_with_capacity(triplets.len(), &what)?;
         let mut last: Option<(usize, usize)> = None;
         for (r, c, v) in triplets {
             if last == Some((r, c)) {
@@ -346,8 +399,12 @@ impl<T> TileSet for Coo<T> {
     fn num_tiles(&self) -> usize {
         self.num_rows
     }
+    /// # Panics
+    /// If the host cannot allocate the `num_rows + 1` offsets: the trait is infallible, and the
+    /// CPU reference that calls it would need memory of that order to run anyway.
+    /// [`Coo::row_offsets`] is the fallible form.
     fn tile_offsets(&self) -> Cow<'_, [usize]> {
-        Cow::Owned(self.row_offsets())
+        Cow::Owned(self.row_offsets().unwrap_or_else(|e| panic!("{e}")))
     }
 }
 
@@ -396,25 +453,39 @@ impl<T: Element> DeviceTileSet for DeviceCoo<T> {
     }
 }
 
-/// Transposes a compressed structure (`major` offsets over `indices` < `minor`): the offsets of
-/// the other dimension, its indices, and for each new position the old one it comes from. Stable,
-/// so each new tile lists its entries in the old major order (CSR → CSC keeps rows sorted).
+/// Transposes a compressed structure (`major` offsets over `indices` < `minor`, already
+/// validated): the offsets of the other dimension, its indices, and for each new position the
+/// old one it comes from. Stable, so each new tile lists its entries in the old major order
+/// (CSR → CSC keeps rows sorted). The new indices are u32, so more than 2^32 majors is an
+/// [`Error::InvalidMatrix`]; allocations are fallible (see [`try_with_capacity`]).
 fn transpose(
+    axes: &Axes,
     minor: usize,
     offsets: &[usize],
     indices: &[u32],
-) -> (Vec<usize>, Vec<u32>, Vec<usize>) {
-    let mut new_offsets = vec![0usize; minor + 1];
+) -> Result<(Vec<usize>, Vec<u32>, Vec<usize>)> {
+    let majors = offsets.len().saturating_sub(1);
+    if majors as u64 > U32_RANGE {
+        return Err(invalid(format!(
+            "{majors} {}s exceed the u32 index range of the transposed format",
+            axes.major
+        )));
+    }
+    let mut new_offsets = zero_offsets(minor, axes.minor)?;
     for &i in indices {
         new_offsets[i as usize + 1] += 1;
     }
     for j in 0..minor {
         new_offsets[j + 1] += new_offsets[j];
     }
-    let mut next = new_offsets.clone();
-    let mut new_indices = vec![0u32; indices.len()];
-    let mut from = vec![0usize; indices.len()];
-    for major in 0..offsets.len().saturating_sub(1) {
+    let mut next = try_with_capacity(new_offsets.len(), "the transpose's cursors")?;
+    next.extend_from_slice(&new_offsets);
+    let what = format!("the transpose of {} entries", indices.len());
+    let mut new_indices = try_with_capacity(indices.len(), &what)?;
+    new_indices.resize(indices.len(), 0u32);
+    let mut from = try_with_capacity(indices.len(), &what)?;
+    from.resize(indices.len(), 0usize);
+    for major in 0..majors {
         for e in offsets[major]..offsets[major + 1] {
             let slot = &mut next[indices[e] as usize];
             new_indices[*slot] = major as u32;
@@ -422,73 +493,105 @@ fn transpose(
             *slot += 1;
         }
     }
-    (new_offsets, new_indices, from)
+    Ok((new_offsets, new_indices, from))
 }
 
+/// `values` gathered in the order `from` lists, allocated fallibly.
+fn gather<T: Clone>(values: &[T], from: &[usize]) -> Result<Vec<T>> {
+    let mut out = try_with_capacity(from.len(), &format!("{} values", from.len()))?;
+    out.extend(from.iter().map(|&e| values[e].clone()));
+    Ok(out)
+}
+
+// The conversions validate their source first (the fields are public, so it may be anything)
+// and allocate fallibly: an invalid source or a size the host cannot hold is an error, never a
+// panic or an abort.
+
 impl<T: Clone> Csr<T> {
-    /// The same matrix by columns (rows sorted within each column).
-    pub fn to_csc(&self) -> Csc<T> {
-        let (col_offsets, row_indices, from) =
-            transpose(self.num_cols, &self.row_offsets, &self.col_indices);
-        Csc {
+    /// The same matrix by columns (rows sorted within each column). More than 2^32 rows is an
+    /// error (CSC row indices are u32), as is an invalid `self`.
+    pub fn to_csc(&self) -> Result<Csc<T>> {
+        self.validate()?;
+        let (col_offsets, row_indices, from) = transpose(
+            &Axes::CSR,
+            self.num_cols,
+            &self.row_offsets,
+            &self.col_indices,
+        )?;
+        Ok(Csc {
             num_rows: self.num_rows,
             num_cols: self.num_cols,
             col_offsets,
             row_indices,
-            values: from.iter().map(|&e| self.values[e].clone()).collect(),
-        }
+            values: gather(&self.values, &from)?,
+        })
     }
 
-    /// The same entries as coordinates, in the same (row) order.
-    pub fn to_coo(&self) -> Coo<T> {
-        let row_indices = (0..self.num_rows)
-            .flat_map(|r| std::iter::repeat_n(r as u32, self.row(r).len()))
-            .collect();
-        Coo {
+    /// The same entries as coordinates, in the same (row) order. More than 2^32 rows is an
+    /// error (COO row indices are u32), as is an invalid `self`.
+    pub fn to_coo(&self) -> Result<Coo<T>> {
+        self.validate()?;
+        if self.num_rows as u64 > U32_RANGE {
+            return Err(invalid(format!(
+                "{} rows exceed the u32 index range of a COO",
+                self.num_rows
+            )));
+        }
+        let mut row_indices = try_with_capacity(self.nnz(), "the row indices of a COO")?;
+        row_indices.extend(
+            (0..self.num_rows).flat_map(|r| std::iter::repeat_n(r as u32, self.row(r).len())),
+        );
+        Ok(Coo {
             num_rows: self.num_rows,
             num_cols: self.num_cols,
             row_indices,
             col_indices: self.col_indices.clone(),
             values: self.values.clone(),
-        }
+        })
     }
 }
 
 impl<T: Clone> Csc<T> {
-    /// The same matrix by rows (columns sorted within each row).
-    pub fn to_csr(&self) -> Csr<T> {
-        let (row_offsets, col_indices, from) =
-            transpose(self.num_rows, &self.col_offsets, &self.row_indices);
-        Csr {
+    /// The same matrix by rows (columns sorted within each row); an invalid `self` is an error.
+    pub fn to_csr(&self) -> Result<Csr<T>> {
+        self.validate()?;
+        let (row_offsets, col_indices, from) = transpose(
+            &Axes::CSC,
+            self.num_rows,
+            &self.col_offsets,
+            &self.row_indices,
+        )?;
+        Ok(Csr {
             num_rows: self.num_rows,
             num_cols: self.num_cols,
             row_offsets,
             col_indices,
-            values: from.iter().map(|&e| self.values[e].clone()).collect(),
-        }
+            values: gather(&self.values, &from)?,
+        })
     }
 
     /// The same entries as coordinates, sorted by row.
-    pub fn to_coo(&self) -> Coo<T> {
-        self.to_csr().to_coo()
+    pub fn to_coo(&self) -> Result<Coo<T>> {
+        self.to_csr()?.to_coo()
     }
 }
 
 impl<T: Clone> Coo<T> {
-    /// The same entries by rows, in the same order.
-    pub fn to_csr(&self) -> Csr<T> {
-        Csr {
+    /// The same entries by rows, in the same order; an invalid `self` is an error.
+    pub fn to_csr(&self) -> Result<Csr<T>> {
+        self.validate()?;
+        Ok(Csr {
             num_rows: self.num_rows,
             num_cols: self.num_cols,
-            row_offsets: self.row_offsets(),
+            row_offsets: self.row_offsets()?,
             col_indices: self.col_indices.clone(),
             values: self.values.clone(),
-        }
+        })
     }
 
     /// The same matrix by columns.
-    pub fn to_csc(&self) -> Csc<T> {
-        self.to_csr().to_csc()
+    pub fn to_csc(&self) -> Result<Csc<T>> {
+        self.to_csr()?.to_csc()
     }
 }
 
@@ -530,7 +633,7 @@ pub(crate) fn validate_compressed(
         offsets: name,
     } = axes;
     // Indices are u32, so 2^32 is the most they can address.
-    if minors as u64 > u64::from(u32::MAX) + 1 {
+    if minors as u64 > U32_RANGE {
         return Err(invalid(format!(
             "{minors} {minor}s exceed the u32 index range"
         )));

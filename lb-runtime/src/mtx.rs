@@ -50,8 +50,29 @@ pub fn read_mtx<T: MtxValue>(path: impl AsRef<Path>) -> Result<Csr<T>> {
     parse_mtx(&text)
 }
 
+/// The fewest bytes an entry line takes: `1 1` and its newline.
+const MIN_ENTRY_BYTES: usize = 4;
+
+/// Rows the reader accepts whatever the text's length (2^24: 128 MiB of row offsets).
+const ROW_FLOOR: usize = 1 << 24;
+
+/// Further rows the reader accepts per byte of text.
+const ROWS_PER_BYTE: usize = 8;
+
 /// Parses Matrix Market text. Duplicate entries are summed; symmetric files list one triangle
 /// and every off-diagonal entry is mirrored.
+///
+/// The size line is untrusted, so it is checked against the text before anything is allocated:
+/// - the entry count must fit in the text after the size line, at 4 bytes per
+///   entry (a larger one is a truncated file or a corrupt count);
+/// - the row count drives the only allocation not backed by text (a CSR stores `rows + 1`
+///   offsets even with no entries), so it may be at most `max(2^24, 8 × text bytes)`: a 30-byte
+///   file cannot declare a billion rows and make the reader spend gigabytes (a matrix that
+///   really is that tall and empty is better built with [`Csr::empty`]);
+/// - the column count must fit the u32 column indices.
+///
+/// Every allocation is fallible: one the host cannot meet is an error naming the bytes asked
+/// for, never an abort.
 pub fn parse_mtx<T: MtxValue>(text: &str) -> Result<Csr<T>> {
     let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
     let (_, banner) = lines
@@ -143,10 +164,54 @@ pub fn parse_mtx<T: MtxValue>(text: &str) -> Result<Csr<T>> {
             format!("{cols} columns exceed the u32 index range"),
         ));
     }
+    // `size` borrows from `text`, so its end is where the entry lines begin.
+    let rest = text.len() - (size.as_ptr() as usize - text.as_ptr() as usize + size.len());
+    // The last line needs no newline, hence the extra byte.
+    let max_entries = (rest + 1) / MIN_ENTRY_BYTES;
+    if entries > max_entries {
+        return Err(err(
+            size_line,
+            format!(
+                "the size line declares {entries} entries, but the {rest} bytes after it hold at \
+                 most {max_entries} (an entry line takes at least {MIN_ENTRY_BYTES} bytes): the \
+                 file is truncated or the entry count is wrong"
+            ),
+        ));
+    }
+    let max_rows = ROW_FLOOR.max(text.len().saturating_mul(ROWS_PER_BYTE));
+    if rows > max_rows {
+        return Err(err(
+            size_line,
+            format!(
+                "the size line declares {rows} rows, more than the {max_rows} a file of {} bytes \
+                 may declare (the row offsets alone would take {} bytes): the row count is \
+                 probably corrupt; build a matrix that really is this tall and sparse with \
+                 `Csr::empty` or `Csr::from_triplets`",
+                text.len(),
+                rows.saturating_add(1)
+                    .saturating_mul(std::mem::size_of::<usize>())
+            ),
+        ));
+    }
 
     let expect = if field == Field::Pattern { 2 } else { 3 };
-    // Cap the reservation: the header's count is unchecked until the entries are read.
-    let mut triplets = Vec::with_capacity(entries.min(1 << 24) * if symmetric { 2 } else { 1 });
+    // Bounded by the text's length (checked above), but still fallible: the host may be short.
+    let capacity = if symmetric {
+        entries.checked_mul(2)
+    } else {
+        Some(entries)
+    }
+    .ok_or_else(|| err(size_line, format!("{entries} entries overflow a usize")))?;
+    let mut triplets = Vec::new();
+    triplets.try_reserve_exact(capacity).map_err(|_| {
+        err(
+            size_line,
+            format!(
+                "{entries} entries need {} bytes, which the host cannot allocate",
+                capacity.saturating_mul(std::mem::size_of::<(usize, usize, T)>())
+            ),
+        )
+    })?;
     let mut read = 0usize;
     for (line, l) in content {
         if read == entries {
@@ -215,7 +280,8 @@ pub fn parse_mtx<T: MtxValue>(text: &str) -> Result<Csr<T>> {
             format!("the file ends after {read} of {entries} entries"),
         ));
     }
-    Csr::from_triplets(rows, cols, triplets)
+    // The sizes were checked above, so an error here is the host running out of memory.
+    Csr::from_triplets(rows, cols, triplets).map_err(|e| err(size_line, e.to_string()))
 }
 
 fn parse_value<T: MtxValue>(s: &str, line: usize) -> Result<T> {

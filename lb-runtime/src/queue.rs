@@ -54,7 +54,9 @@ pub struct DeviceQueue {
 }
 
 impl DeviceQueue {
-    /// An empty queue with room for `capacity` items.
+    /// An empty queue with room for `capacity` items. A capacity whose bytes overflow a usize
+    /// is an [`Error::Shape`], and one the device cannot allocate is an error naming the bytes
+    /// (on the simulator, [`Error::Sim`]); neither panics.
     pub fn new(dev: &Device, capacity: usize) -> Result<DeviceQueue> {
         Ok(DeviceQueue {
             items: dev.zeros(capacity)?,

@@ -68,7 +68,7 @@ fn device_csr_round_trip() {
     let d = DeviceCsr::upload(&dev, &m).unwrap();
     assert_eq!((d.num_rows(), d.num_cols(), d.nnz()), (200, 150, m.nnz()));
     assert_eq!(d.download().unwrap(), m);
-    let empty = Csr::<f64>::empty(0, 0);
+    let empty = Csr::<f64>::empty(0, 0).unwrap();
     assert_eq!(
         DeviceCsr::upload(&dev, &empty).unwrap().download().unwrap(),
         empty

@@ -26,7 +26,7 @@ fn accepts_valid_and_empty_matrices() {
     Csr::<f32>::new(0, 5, vec![0], vec![], vec![]).unwrap();
     Csr::<f32>::new(4, 2, vec![0; 5], vec![], vec![]).unwrap();
     assert_eq!(
-        Csr::<f32>::empty(4, 2),
+        Csr::<f32>::empty(4, 2).unwrap(),
         Csr::new(4, 2, vec![0; 5], vec![], vec![]).unwrap()
     );
 }

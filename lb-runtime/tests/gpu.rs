@@ -32,7 +32,7 @@ fn buffers_and_csr_round_trip() {
     assert_eq!(dev.zeros::<i64>(3).unwrap().download().unwrap(), [0, 0, 0]);
     let m = lb_runtime::generate::power_law(1000, 800, 8.0, 3);
     assert_eq!(DeviceCsr::upload(&dev, &m).unwrap().download().unwrap(), m);
-    let empty = Csr::<f32>::empty(0, 0);
+    let empty = Csr::<f32>::empty(0, 0).unwrap();
     assert_eq!(
         DeviceCsr::upload(&dev, &empty).unwrap().download().unwrap(),
         empty

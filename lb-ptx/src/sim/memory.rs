@@ -44,16 +44,25 @@ impl Memory {
 
     /// Allocates `bytes` zeroed bytes and returns their device address (256-byte aligned, never 0).
     ///
-    /// # Panics
-    /// If `bytes` is 2^40 (1 TiB) or more: the offset would not fit in an address.
-    pub fn alloc(&mut self, bytes: u64) -> u64 {
-        assert!(
-            bytes <= OFFSET_MASK,
-            "simulated allocation of {bytes} bytes is too large"
-        );
+    /// A size of 2^40 bytes (1 TiB) or more is [`SimError::AllocTooLarge`] (the offset would
+    /// not fit in an address), and one the host cannot provide is
+    /// [`SimError::AllocFailed`]: simulated sizes come from user data, so neither may abort the
+    /// process.
+    pub fn alloc(&mut self, bytes: u64) -> Result<u64, SimError> {
+        if bytes > OFFSET_MASK {
+            return Err(SimError::AllocTooLarge {
+                bytes,
+                max: OFFSET_MASK,
+            });
+        }
+        let len = usize::try_from(bytes).map_err(|_| SimError::AllocFailed { bytes })?;
+        let mut data = Vec::new();
+        data.try_reserve_exact(len)
+            .map_err(|_| SimError::AllocFailed { bytes })?;
+        data.resize(len, 0);
         let id = self.slots.len() as u64;
-        self.slots.push(Slot::Live(vec![0; bytes as usize]));
-        id << OFFSET_BITS
+        self.slots.push(Slot::Live(data));
+        Ok(id << OFFSET_BITS)
     }
 
     /// Frees the allocation starting at `addr`. Addresses that are not the start of a live
@@ -170,8 +179,8 @@ mod tests {
     #[test]
     fn alloc_is_aligned_nonzero_and_zeroed() {
         let mut m = Memory::new();
-        let a = m.alloc(10);
-        let b = m.alloc(0);
+        let a = m.alloc(10).unwrap();
+        let b = m.alloc(0).unwrap();
         assert!(a != 0 && a & 255 == 0 && b & 255 == 0 && a != b);
         assert_eq!(m.read(a, 10).unwrap(), vec![0; 10]);
         assert!(m.read(b, 1).is_err());
@@ -181,7 +190,7 @@ mod tests {
     #[test]
     fn byte_granular_bounds_and_free() {
         let mut m = Memory::new();
-        let a = m.alloc(6);
+        let a = m.alloc(6).unwrap();
         m.write(a + 2, &[1, 2, 3, 4]).unwrap();
         assert!(m.write(a + 3, &[1, 2, 3, 4]).is_err());
         assert_eq!(m.load(a + 4, 1), Ok(3));
@@ -192,5 +201,21 @@ mod tests {
         m.free(a);
         assert_eq!(m.load(a, 1), Err(Fault::UseAfterFree));
         assert!(m.read(a, 1).is_err());
+    }
+
+    #[test]
+    fn oversized_allocations_are_errors() {
+        let mut m = Memory::new();
+        for bytes in [OFFSET_MASK + 1, u64::MAX] {
+            assert_eq!(
+                m.alloc(bytes),
+                Err(SimError::AllocTooLarge {
+                    bytes,
+                    max: OFFSET_MASK
+                })
+            );
+        }
+        // The failed requests took no ids: the next allocation still works.
+        assert!(m.alloc(8).is_ok());
     }
 }

@@ -119,6 +119,10 @@ pub enum SimError {
     Invalid(String),
     #[error("unsupported by the simulator: {0}")]
     Unsupported(String),
+    #[error("simulated allocation of {bytes} bytes is too large: the simulator allocates at most {max} bytes per buffer; use a smaller size or a GPU")]
+    AllocTooLarge { bytes: u64, max: u64 },
+    #[error("the host could not provide the {bytes} bytes of a simulated allocation: use a smaller size or a GPU")]
+    AllocFailed { bytes: u64 },
 }
 
 /// Runs `entry` over the whole grid with the [`DEFAULT_STEP_LIMIT`].
