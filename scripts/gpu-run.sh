@@ -3,7 +3,8 @@
 #   bash scripts/gpu-run.sh [GROUP...]      (default: every group)
 # Groups: tests (the device test binaries), spmv (the SpMV example on the default, >50M-nonzero
 # power-law and regular matrices), sanitize (compute-sanitizer memcheck, racecheck and synccheck
-# on the examples), apps (SpMM k = 8/32/128, SSSP and BFS on a >50M-edge power-law graph), huge
+# on the examples), sanitize-tests (memcheck on every device test binary: every schedule on every
+# test body; not in the default set), apps (SpMM k = 8/32/128, SSSP and BFS on a >50M-edge power-law graph), huge
 # (SpMV with more than 2^32 nonzeros, about 37 GB of device memory). The logs are packed into
 # $OUT/logs.tgz (or .gpu/out/logs.tgz) and a summary goes to stdout.
 set -uo pipefail
@@ -73,6 +74,14 @@ for group in "${groups[@]}"; do
         # thresholds) on the small corpus.
         sanitize "$tool" variants "$bin/lb-bench" --ops spmv --variants --no-cusparse --quiet \
           --reps 3 --warmup 0 --energy-ms 1 --copy-bytes 1048576
+      done
+      ;;
+    sanitize-tests)
+      # Every schedule on every test body of the device test binaries, under memcheck (the
+      # consolidation test needs no device-side launch here: memcheck runs the host path too).
+      unset LB_REQUIRE_DEVICE_LAUNCH
+      for t in "$bin"/test-*; do
+        sanitize memcheck "$(basename "$t")" "$t" --test-threads=1 --include-ignored
       done
       ;;
     apps)

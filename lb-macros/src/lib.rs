@@ -15,6 +15,8 @@ mod parse;
 mod types;
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;
 
 use proc_macro::TokenStream;

@@ -441,8 +441,8 @@ fn checked_frontier_entries_out_of_range_are_reported_and_skipped() {
         assert_eq!(plan.temps[0].role, TempRole::ErrorFlag);
         assert_eq!(
             read_u64(&mem, temps[0], 2),
-            [1, 9],
-            "{w:?}: the tile set (parameter 0) indexed at 9"
+            [2, 9],
+            "{w:?}: the frontier (parameter 1) holds 9, no tile of the tile set"
         );
         let got = read_words::<4>(&mem, y, t.rows());
         for r in [0usize, 2, 3] {

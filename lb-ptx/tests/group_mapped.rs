@@ -455,8 +455,8 @@ fn checked_frontier_entries_out_of_range_are_reported_and_skipped() {
             .collect();
         assert_eq!(
             words,
-            [1, 9],
-            "{s:?}: the tile set (parameter 0) indexed at 9"
+            [2, 9],
+            "{s:?}: the frontier (parameter 1) holds 9, no tile of the tile set"
         );
         let got = read_words::<4>(&mem, y, t.rows());
         for r in [0usize, 2, 3] {
