@@ -77,11 +77,20 @@ for group in "${groups[@]}"; do
       done
       ;;
     sanitize-tests)
-      # Every schedule on every test body of the device test binaries, under memcheck (the
-      # consolidation test needs no device-side launch here: memcheck runs the host path too).
+      # Every schedule on every test body of the test binaries that use the GPU, under memcheck.
+      # The tests call the driver with bad PTX and missing kernels on purpose, so API errors are
+      # not reported; every kernel's memory accesses are. (misuse and offsets run on the
+      # simulator only.)
+      # LB_SANITIZE_TOOL picks racecheck or synccheck instead; they refuse modules with
+      # device-side launches, so consolidate then takes its host path (see `sanitize`).
       unset LB_REQUIRE_DEVICE_LAUNCH
-      for t in "$bin"/test-*; do
-        sanitize memcheck "$(basename "$t")" "$t" --test-threads=1 --include-ignored
+      tool=${LB_SANITIZE_TOOL:-memcheck}
+      devrt=()
+      [ "$tool" != memcheck ] && devrt=(env LB_CUDADEVRT=/nonexistent/libcudadevrt.a)
+      for name in ${LB_SANITIZE_TESTS:-apps device device_launch gpu kernels tile_sets tuning}; do
+        step "$tool-test-$name" ${devrt[@]+"${devrt[@]}"} compute-sanitizer --tool "$tool" \
+          --report-api-errors no --error-exitcode 9 "$bin/test-$name" --test-threads=1 \
+          --include-ignored
       done
       ;;
     apps)

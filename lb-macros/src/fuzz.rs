@@ -203,3 +203,46 @@ proptest! {
         }
     }
 }
+
+/// The long run, by hand: `LB_FUZZ_CASES=100000 cargo test --release -p lb-macros long_run --
+/// --ignored --nocapture` (`LB_FUZZ_SEED` replays another seed). Prints how many mutated bodies
+/// the front end accepted and refused; a panic fails it. docs/fuzzing.md records the runs.
+#[test]
+#[ignore = "minutes of fuzzing; run by hand (docs/fuzzing.md)"]
+fn long_run() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let cases: u32 = std::env::var("LB_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let seed: u64 = std::env::var("LB_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_261_122);
+    let mut seed_bytes = [0u8; 32];
+    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
+    );
+    let strategy = (
+        body(),
+        prop::collection::vec((0usize..400, 0usize..100, 0u8..3), 0..4),
+    );
+    let (mut accepted, mut refused) = (0u64, 0u64);
+    for _ in 0..cases {
+        let (body, edits) = strategy
+            .new_tree(&mut runner)
+            .expect("a generated case")
+            .current();
+        match front_end(&mutate(&body, &edits)) {
+            Ok(()) => accepted += 1,
+            Err(messages) => {
+                assert!(messages.iter().all(|m| !m.trim().is_empty()));
+                refused += 1;
+            }
+        }
+    }
+    eprintln!("seed {seed}: {cases} bodies, {accepted} accepted, {refused} refused, 0 panics");
+}

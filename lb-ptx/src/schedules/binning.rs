@@ -406,6 +406,10 @@ impl Binning {
             b.if_end(store);
         }
         if let Some((l, scope)) = lane_loop {
+            // The next lane's first vote rewrites the slot that slower warps may still be
+            // reading to leave this lane's last vote (with no scan round, nothing else orders
+            // them): racecheck saw that write-after-read on SpMM.
+            b.emit(Op::BarSync);
             b.bin_to(BinOp::Add, Type::U64, l, l, Operand::Imm(1));
             b.loop_end(scope);
         }
