@@ -47,6 +47,19 @@ pub struct GridStride {
     scope: LoopScope,
 }
 
+/// `st.SPACE.T [addr], src`.
+fn store(space: Space, ty: Type, addr: Reg, src: Operand) -> Op {
+    Op::St {
+        space,
+        ty,
+        addr: Address::Reg {
+            base: addr,
+            offset: 0,
+        },
+        src,
+    }
+}
+
 fn class_index(class: RegClass) -> usize {
     RegClass::ALL
         .iter()
@@ -299,15 +312,12 @@ impl KernelBuilder {
     }
 
     pub fn st(&mut self, space: Space, ty: Type, addr: Reg, src: impl Into<Operand>) {
-        self.emit(Op::St {
-            space,
-            ty,
-            addr: Address::Reg {
-                base: addr,
-                offset: 0,
-            },
-            src: src.into(),
-        });
+        self.emit(store(space, ty, addr, src.into()));
+    }
+
+    /// `@pred st.SPACE.T [addr], src`: a store by the threads where `pred` holds.
+    pub fn st_if(&mut self, pred: Reg, space: Space, ty: Type, addr: Reg, src: impl Into<Operand>) {
+        self.emit_guarded(pred, false, store(space, ty, addr, src.into()));
     }
 
     /// The address of element `index` (u64) of an array at `base` with `elem_bytes`-byte elements.
@@ -364,16 +374,22 @@ impl KernelBuilder {
         self.place(scope.exit);
     }
 
-    /// Opens `for item in (global thread id..count).step_by(grid size)` with u64 `count`.
-    pub fn grid_stride_begin(&mut self, count: Reg) -> GridStride {
+    /// The thread's index in the grid and the grid's thread count (u64 both).
+    pub fn grid_thread(&mut self) -> (Reg, Reg) {
         let tid = self.special(Special::TidX);
         let ntid = self.special(Special::NtidX);
         let ctaid = self.special(Special::CtaidX);
         let nctaid = self.special(Special::NctaidX);
         let base = self.bin(BinOp::MulWide, Type::U32, ctaid, ntid);
         let tid64 = self.cvt(Rounding::None, Type::U64, Type::U32, tid);
-        let item = self.bin(BinOp::Add, Type::U64, base, tid64);
-        let stride = self.bin(BinOp::MulWide, Type::U32, nctaid, ntid);
+        let thread = self.bin(BinOp::Add, Type::U64, base, tid64);
+        let threads = self.bin(BinOp::MulWide, Type::U32, nctaid, ntid);
+        (thread, threads)
+    }
+
+    /// Opens `for item in (global thread id..count).step_by(grid size)` with u64 `count`.
+    pub fn grid_stride_begin(&mut self, count: Reg) -> GridStride {
+        let (item, stride) = self.grid_thread();
         // Rotated: one test before the first item, then one per item at the bottom.
         let scope = LoopScope {
             head: self.label(),

@@ -514,20 +514,9 @@ struct Lower<'a> {
 /// operand may, an earlier operand that is a local's register must be copied first, because Rust
 /// has already read it.
 fn may_assign(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::If { .. } => true,
-        ExprKind::Lit(_)
-        | ExprKind::Local(_)
-        | ExprKind::Index(_)
-        | ExprKind::Scalar(_)
-        | ExprKind::Len(_)
-        | ExprKind::TileSetScalar(_) => false,
-        ExprKind::Load { index, .. } => may_assign(index),
-        ExprKind::Unary { arg, .. } | ExprKind::Cast { arg } => may_assign(arg),
-        ExprKind::Binary { lhs, rhs, .. } => may_assign(lhs) || may_assign(rhs),
-        ExprKind::Method { args, .. } => args.iter().any(may_assign),
-        ExprKind::Atomic { index, args, .. } => may_assign(index) || args.iter().any(may_assign),
-    }
+    e.any(&mut |_| false, &mut |e| {
+        matches!(e.kind, ExprKind::If { .. })
+    })
 }
 
 fn unsupported<T>(what: impl Into<String>) -> Result<T, GenError> {

@@ -102,15 +102,7 @@ fn run(
     size: ProblemSize,
     mem: &mut Memory,
 ) -> Vec<u64> {
-    let runner = Runner {
-        limits: DeviceLimits {
-            sm_count: grid,
-            blocks_per_sm: 1,
-        },
-        garbage: 0xCD,
-        zero_error_flags: true,
-        upto,
-    };
+    let runner = Runner::resident(grid, upto);
     runner
         .run(&sim::parse(ptx).unwrap(), plan, args, size, mem)
         .0

@@ -119,19 +119,7 @@ fn model_sum(contribs: &[f32]) -> f32 {
     if (contribs.len() as u64) < DEFAULT_THRESHOLD {
         return contribs.iter().fold(0f32, |a, &x| a + x);
     }
-    let mut parts = [0f32; 32];
-    for (i, &x) in contribs.iter().enumerate() {
-        parts[i % 32] += x;
-    }
-    let mut d = 1;
-    while d < 32 {
-        let before = parts;
-        for (l, p) in parts.iter_mut().enumerate() {
-            *p = before[l] + before[l ^ d];
-        }
-        d *= 2;
-    }
-    parts[0]
+    butterfly_sum(contribs)
 }
 
 /// The huge-tile split's order: per chunk of `CHUNK` atoms the child's order (32 strided

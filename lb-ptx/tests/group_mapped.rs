@@ -41,15 +41,7 @@ fn launch(g: &Generated, plan: &Plan, grid: u32, args: &[u64], mem: &mut Memory)
     // Every kernel of the plan (the huge-tile split's too), with its temporaries; the group
     // walk gets at most `grid` resident blocks.
     let module = sim::parse(&g.ptx).unwrap();
-    let runner = Runner {
-        limits: DeviceLimits {
-            sm_count: grid,
-            blocks_per_sm: 1,
-        },
-        garbage: 0xCD,
-        zero_error_flags: true,
-        upto: usize::MAX,
-    };
+    let runner = Runner::resident(grid, usize::MAX);
     // An upper bound of every test's problem (all rows, up to 33 lanes): temporaries and the
     // split's grids only grow with it.
     let size = ProblemSize {

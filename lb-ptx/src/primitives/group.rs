@@ -61,8 +61,8 @@ use crate::body::{Body, IndexRole, Reduce, Ty};
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
 use crate::ir::{
-    Address, BinOp, Cmp, Kernel, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space, Special,
-    Type, UnOp, VoteMode,
+    BinOp, Cmp, Kernel, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space, Special, Type, UnOp,
+    VoteMode,
 };
 use crate::plan::{KernelPlan, Plan, Select};
 use crate::primitives::huge;
@@ -805,19 +805,7 @@ impl Wide {
         }
         let lead = b.setp(Cmp::Eq, Type::U32, g.r, Operand::Imm(0));
         let addr = self.mask_addr(b, self.warp);
-        b.emit_guarded(
-            lead,
-            false,
-            Op::St {
-                space: Space::Shared,
-                ty: Type::B32,
-                addr: Address::Reg {
-                    base: addr,
-                    offset: 0,
-                },
-                src: votes.into(),
-            },
-        );
+        b.st_if(lead, Space::Shared, Type::B32, addr, votes);
         b.emit(Op::BarSync);
         let limit = b.mov(Type::U32, Operand::Imm(0));
         for group in 0..self.block / self.n {
@@ -888,19 +876,7 @@ impl Wide {
             butterfly(b, g, part, (ty, red))?;
             let lead = b.setp(Cmp::Eq, Type::U32, g.r, Operand::Imm(0));
             let addr = self.part_addr(b, self.warp);
-            b.emit_guarded(
-                lead,
-                false,
-                Op::St {
-                    space: Space::Shared,
-                    ty: pt,
-                    addr: Address::Reg {
-                        base: addr,
-                        offset: 0,
-                    },
-                    src: part.into(),
-                },
-            );
+            b.st_if(lead, Space::Shared, pt, addr, part);
             b.emit(Op::BarSync);
             // The owner folds the warps' partials in warp order.
             let own = b.setp(Cmp::Eq, Type::U32, self.rank, j);

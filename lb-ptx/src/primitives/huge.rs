@@ -59,7 +59,7 @@ use crate::plan::{
     twin_base, Grid, KernelPlan, OffsetWidth, Plan, Select, Temp, TempCount, TempRole,
 };
 use crate::primitives::walker::Walker;
-use crate::primitives::warp::{butterfly, shfl};
+use crate::primitives::warp::{butterfly, grid_warps, shfl};
 use crate::primitives::Layout;
 use crate::schedules::{common_temps, Schedule};
 use crate::{GenError, Options};
@@ -308,22 +308,6 @@ struct Split<'a> {
     t: Temps,
 }
 
-/// The warp's index in the grid, the grid's warp count and the lane (u64, u64, `.u32`).
-fn warp_ids(b: &mut KernelBuilder) -> (Reg, Reg, Reg) {
-    let tid = b.special(Special::TidX);
-    let ntid = b.special(Special::NtidX);
-    let ctaid = b.special(Special::CtaidX);
-    let nctaid = b.special(Special::NctaidX);
-    let base = b.bin(BinOp::MulWide, Type::U32, ctaid, ntid);
-    let tid64 = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
-    let thread = b.bin(BinOp::Add, Type::U64, base, tid64);
-    let warp = b.bin(BinOp::Shr, Type::U64, thread, Operand::Imm(5));
-    let all = b.bin(BinOp::MulWide, Type::U32, nctaid, ntid);
-    let warps = b.bin(BinOp::Shr, Type::U64, all, Operand::Imm(5));
-    let lane = b.bin(BinOp::And, Type::B32, tid, Operand::Imm(31));
-    (warp, warps, lane)
-}
-
 impl Split<'_> {
     /// One thread per tile position: huge tiles are appended to the list.
     fn list(&self, b: &mut KernelBuilder) {
@@ -476,7 +460,7 @@ impl Split<'_> {
     /// One warp per chunk × lane item: the chunk's atoms strided over the warp's lanes; lane 0
     /// writes the chunk's partial, or the output when the chunk is the whole tile.
     fn walk(&self, b: &mut KernelBuilder) -> Result<(), GenError> {
-        let (warp, warps, lane_w) = warp_ids(b);
+        let (warp, warps, lane_w) = grid_warps(b);
         let lane_w64 = b.cvt(Rounding::None, Type::U64, Type::U32, lane_w);
         let first = b.setp(Cmp::Eq, Type::U32, lane_w, Operand::Imm(0));
         let entries = b.ld(Space::Global, Type::U64, self.t.count);
@@ -558,7 +542,7 @@ impl Split<'_> {
             return Ok(());
         };
         let pt = ptx_type(ty);
-        let (warp, warps, lane_w) = warp_ids(b);
+        let (warp, warps, lane_w) = grid_warps(b);
         let lane_w64 = b.cvt(Rounding::None, Type::U64, Type::U32, lane_w);
         let first = b.setp(Cmp::Eq, Type::U32, lane_w, Operand::Imm(0));
         let entries = b.ld(Space::Global, Type::U64, self.t.count);

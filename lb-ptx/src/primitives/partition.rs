@@ -26,10 +26,10 @@ use std::borrow::Cow;
 
 use crate::body::Body;
 use crate::builder::KernelBuilder;
-use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type};
+use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Type};
 use crate::plan::{KernelPlan, Plan, Select, Temp, TempCount, TempRole};
 use crate::primitives::work_oriented::{
-    self, blocks_per_lane, global_end, narrow, select_to, temp_index, widen, Frame, Share, TileEnds,
+    self, boundary_thread, global_end, narrow, select_to, temp_index, widen, Frame, Share, TileEnds,
 };
 use crate::schedules::Schedule;
 use crate::{GenError, IndexWidth, Options};
@@ -278,15 +278,7 @@ fn partition_kernel(
     let starts = f.params.temps[temp_index(plan, BLOCK_STARTS)?];
     let w = f.w;
     let done = b.label();
-    let ctaid = b.special(Special::CtaidX);
-    let first = b.bin(BinOp::MulWide, Type::U32, ctaid, Operand::Imm(f.block));
-    let g = b.bin(BinOp::Add, Type::U64, first, f.tid);
-    let blocks = match f.blocks {
-        Some(blocks) => blocks,
-        None => blocks_per_lane(&mut b, f.work, f.capacity),
-    };
-    let past = b.setp(Cmp::Gt, Type::U64, g, blocks);
-    b.bra_if(past, false, done);
+    let g = boundary_thread(&mut b, &f, done);
     let chunk = chunk(&mut b, &f);
     let a = b.bin(BinOp::Mul, Type::U64, g, chunk);
     let a = b.bin(BinOp::Min, Type::U64, a, f.atoms);

@@ -4,7 +4,9 @@
 use crate::body::{Reduce, Ty};
 use crate::builder::{KernelBuilder, LoopScope};
 use crate::codegen::{ptx_type, reduce_combine, KernelParams};
-use crate::ir::{BinOp, Cmp, Op, Operand, Reg, RegClass, Rounding, ShflMode, Type, VoteMode};
+use crate::ir::{
+    BinOp, Cmp, Op, Operand, Reg, RegClass, Rounding, ShflMode, Special, Type, VoteMode,
+};
 use crate::primitives::layout::Layout;
 use crate::GenError;
 
@@ -121,4 +123,14 @@ pub fn batch_slot(
     b.mov_to(Type::U32, valid, Operand::Imm(1));
     b.place(skip);
     (batches, [tile, begin, size, valid])
+}
+
+/// The warp's index in the grid, the grid's warp count (u64 both) and the lane (`%laneid`,
+/// `.u32`): for kernels that map one item to a warp.
+pub fn grid_warps(b: &mut KernelBuilder) -> (Reg, Reg, Reg) {
+    let (thread, threads) = b.grid_thread();
+    let warp = b.bin(BinOp::Shr, Type::U64, thread, Operand::Imm(5));
+    let warps = b.bin(BinOp::Shr, Type::U64, threads, Operand::Imm(5));
+    let lane = b.special(Special::LaneId);
+    (warp, warps, lane)
 }

@@ -51,7 +51,7 @@ use crate::codegen::{
     AtomContext, KernelParams,
 };
 use crate::ir::{
-    Address, BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, ShflMode, Space, Special, Type,
+    Address, BinOp, Cmp, Kernel, Label, Op, Operand, Reg, Rounding, ShflMode, Space, Special, Type,
 };
 use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::walker::{KeptAtoms, Walker};
@@ -288,19 +288,7 @@ pub fn from_next_thread(
     let mine = b.elem_addr(slots, warp, 8);
     let wide = widen(b, w, x);
     let store = |b: &mut KernelBuilder, pred: Reg, addr: Reg, v: Reg| {
-        b.emit_guarded(
-            pred,
-            false,
-            Op::St {
-                space: Space::Shared,
-                ty: Type::U64,
-                addr: Address::Reg {
-                    base: addr,
-                    offset: 0,
-                },
-                src: v.into(),
-            },
-        );
+        b.st_if(pred, Space::Shared, Type::U64, addr, v);
     };
     store(b, lead, mine, wide);
     // Thread 0 finds the block's end (one search, where a search is needed) for the last thread.
@@ -489,6 +477,21 @@ pub(crate) fn frame(
         tid,
         lane,
     })
+}
+
+/// Thread `g` of a boundary kernel's grid (u64), one boundary per main-kernel block and one
+/// past the last: threads past the lane's [`blocks_per_lane`] branch to `done`.
+pub(crate) fn boundary_thread(b: &mut KernelBuilder, f: &Frame, done: Label) -> Reg {
+    let ctaid = b.special(Special::CtaidX);
+    let first = b.bin(BinOp::MulWide, Type::U32, ctaid, Operand::Imm(f.block));
+    let g = b.bin(BinOp::Add, Type::U64, first, f.tid);
+    let blocks = match f.blocks {
+        Some(blocks) => blocks,
+        None => blocks_per_lane(b, f.work, f.capacity),
+    };
+    let past = b.setp(Cmp::Gt, Type::U64, g, blocks);
+    b.bra_if(past, false, done);
+    g
 }
 
 /// The main kernel's blocks per lane, `max(1, ⌈work / per_block⌉)` (u64), as

@@ -208,7 +208,7 @@ impl Binning {
         let votes = b.loop_begin();
         let lead = b.setp(Cmp::Eq, Type::U32, tid, Operand::Imm(0));
         let vote = s.vote(&mut b);
-        st_if(&mut b, lead, Type::U32, vote, Operand::Imm(NONE));
+        b.st_if(lead, Space::Shared, Type::U32, vote, Operand::Imm(NONE));
         b.emit(Op::BarSync);
         let mine = b.setp(Cmp::Ne, Type::U32, cand, Operand::Imm(0));
         // An atomic min, not racing plain stores: the lowest candidate wins, every time, and
@@ -254,7 +254,7 @@ impl Binning {
             butterfly(&mut b, part, red)?;
             let first = b.setp(Cmp::Eq, Type::U32, lane_w, Operand::Imm(0));
             let addr = s.part(&mut b, warp);
-            st_if(&mut b, first, ptx_type(red.0), addr, part.into());
+            b.st_if(first, Space::Shared, ptx_type(red.0), addr, part);
             b.emit(Op::BarSync);
             let fold = b.if_begin(lead, false);
             let total = reduce_identity(&mut b, red.0, red.1)?;
@@ -502,21 +502,4 @@ impl Smem {
         }
         incl
     }
-}
-
-/// `@pred st.shared [addr], v`.
-fn st_if(b: &mut KernelBuilder, pred: Reg, ty: Type, addr: Reg, v: Operand) {
-    b.emit_guarded(
-        pred,
-        false,
-        Op::St {
-            space: Space::Shared,
-            ty,
-            addr: Address::Reg {
-                base: addr,
-                offset: 0,
-            },
-            src: v,
-        },
-    );
 }

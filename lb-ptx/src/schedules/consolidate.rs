@@ -62,7 +62,7 @@ use crate::ir::{
 };
 use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::huge;
-use crate::primitives::warp::{butterfly, shfl};
+use crate::primitives::warp::{butterfly, grid_warps, shfl};
 use crate::primitives::Layout;
 use crate::{GenError, Options};
 
@@ -401,17 +401,7 @@ impl Consolidate {
             let count = b.ld(Space::Global, Type::U64, c.count_ptr);
             (b.mov(Type::U64, Operand::Imm(0)), count)
         };
-        let tid = b.special(Special::TidX);
-        let ntid = b.special(Special::NtidX);
-        let ctaid = b.special(Special::CtaidX);
-        let nctaid = b.special(Special::NctaidX);
-        let laneid = b.special(Special::LaneId);
-        let base = b.bin(BinOp::MulWide, Type::U32, ctaid, ntid);
-        let tid64 = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
-        let thread = b.bin(BinOp::Add, Type::U64, base, tid64);
-        let warp = b.bin(BinOp::Shr, Type::U64, thread, Operand::Imm(5));
-        let threads = b.bin(BinOp::MulWide, Type::U32, nctaid, ntid);
-        let warps = b.bin(BinOp::Shr, Type::U64, threads, Operand::Imm(5));
+        let (warp, warps, laneid) = grid_warps(&mut b);
         let lane64 = b.cvt(Rounding::None, Type::U64, Type::U32, laneid);
         let is_first = b.setp(Cmp::Eq, Type::U32, laneid, Operand::Imm(0));
 
@@ -794,19 +784,7 @@ fn store_slot(
     let index64 = b.cvt(Rounding::None, Type::U64, Type::U32, index);
     let slot = b.bin(BinOp::Add, Type::U64, start, index64);
     let addr = b.elem_addr(c.buffer, slot, 8);
-    b.emit_guarded(
-        append,
-        false,
-        Op::St {
-            space: Space::Global,
-            ty: Type::U64,
-            addr: Address::Reg {
-                base: addr,
-                offset: 0,
-            },
-            src: position.into(),
-        },
-    );
+    b.st_if(append, Space::Global, Type::U64, addr, position);
 }
 
 /// A device-side launch of `child` (dynamic parallelism) from one thread.

@@ -40,7 +40,7 @@ use crate::ir::{
 use crate::plan::{twin_base, Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::huge;
 use crate::primitives::walker::Walker;
-use crate::primitives::warp::butterfly;
+use crate::primitives::warp::{butterfly, grid_warps};
 use crate::primitives::Layout;
 use crate::{GenError, Options};
 
@@ -331,17 +331,7 @@ impl Process<'_> {
 
     /// One warp per item; lane 0 stores.
     fn per_warp(&self, b: &mut KernelBuilder, items: Reg) -> Result<(), GenError> {
-        let tid = b.special(Special::TidX);
-        let ntid = b.special(Special::NtidX);
-        let ctaid = b.special(Special::CtaidX);
-        let nctaid = b.special(Special::NctaidX);
-        let base = b.bin(BinOp::MulWide, Type::U32, ctaid, ntid);
-        let tid64 = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
-        let thread = b.bin(BinOp::Add, Type::U64, base, tid64);
-        let item = b.bin(BinOp::Shr, Type::U64, thread, Operand::Imm(5));
-        let all = b.bin(BinOp::MulWide, Type::U32, nctaid, ntid);
-        let warps = b.bin(BinOp::Shr, Type::U64, all, Operand::Imm(5));
-        let lane_w = b.bin(BinOp::And, Type::B32, tid, Operand::Imm(31));
+        let (item, warps, lane_w) = grid_warps(b);
         let lane_w64 = b.cvt(Rounding::None, Type::U64, Type::U32, lane_w);
         let first = b.setp(Cmp::Eq, Type::U32, lane_w, Operand::Imm(0));
         let scope = b.loop_begin();
@@ -391,19 +381,7 @@ impl Process<'_> {
             let pt = ptx_type(ty);
             butterfly(b, part, (ty, red))?;
             let addr = b.elem_addr(smem, warp, 8);
-            b.emit_guarded(
-                first,
-                false,
-                Op::St {
-                    space: Space::Shared,
-                    ty: pt,
-                    addr: Address::Reg {
-                        base: addr,
-                        offset: 0,
-                    },
-                    src: part.into(),
-                },
-            );
+            b.st_if(first, Space::Shared, pt, addr, part);
             b.emit(Op::BarSync);
             let fold = b.if_begin(lead, false);
             let total = reduce_identity(b, ty, red)?;

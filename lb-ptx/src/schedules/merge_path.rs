@@ -21,7 +21,7 @@ use std::borrow::Cow;
 use super::{Schedule, ScheduleTemplate};
 use crate::body::Body;
 use crate::builder::KernelBuilder;
-use crate::ir::{BinOp, Cmp, Kernel, LdCache, Op, Operand, Reg, Space, Special, Type};
+use crate::ir::{BinOp, Cmp, Kernel, LdCache, Op, Operand, Reg, Space, Type};
 use crate::plan::{KernelPlan, Plan, Temp, TempCount, TempRole};
 use crate::primitives::work_oriented::{
     self, global_end, narrow, select_to, Frame, Share, TileEnds,
@@ -157,15 +157,7 @@ fn partition_kernel(body: &Body, opts: &Options, plan: &Plan) -> Result<Kernel, 
     let f = work_oriented::frame(&mut b, body, opts, plan, true)?;
     let bounds = bounds_temp(&f);
     let done = b.label();
-    let ctaid = b.special(Special::CtaidX);
-    let first = b.bin(BinOp::MulWide, Type::U32, ctaid, Operand::Imm(f.block));
-    let g = b.bin(BinOp::Add, Type::U64, first, f.tid);
-    let blocks = match f.blocks {
-        Some(blocks) => blocks,
-        None => work_oriented::blocks_per_lane(&mut b, f.work, f.capacity),
-    };
-    let past = b.setp(Cmp::Gt, Type::U64, g, blocks);
-    b.bra_if(past, false, done);
+    let g = work_oriented::boundary_thread(&mut b, &f, done);
     let d = b.bin(BinOp::Mul, Type::U64, g, Operand::Imm(f.capacity));
     let d = b.bin(BinOp::Min, Type::U64, d, f.work);
     let zero = b.mov(Type::U64, Operand::Imm(0));

@@ -128,6 +128,20 @@ pub struct Runner {
 }
 
 impl Runner {
+    /// At most `grid` resident blocks (one per SM), garbage `0xCD` in the temporaries, zeroed
+    /// error flags, the first `upto` kernels.
+    pub fn resident(grid: u32, upto: usize) -> Runner {
+        Runner {
+            limits: DeviceLimits {
+                sm_count: grid,
+                blocks_per_sm: 1,
+            },
+            garbage: 0xCD,
+            zero_error_flags: true,
+            upto,
+        }
+    }
+
     /// Runs the first `upto` kernels of `plan` like the runtime does: grids from the plan's rule
     /// under `limits`, temporaries sized by `TempCount`, allocated and appended to `args`.
     /// Returns the temporaries' addresses and the first kernel's grid.
