@@ -7,7 +7,7 @@ mod support;
 
 use codegen_common::*;
 use lb_ptx::body::*;
-use lb_ptx::plan::{DeviceLimits, Plan, ProblemSize, TempRole};
+use lb_ptx::plan::{Plan, ProblemSize, TempRole};
 use lb_ptx::schedules::{Binning, Lrb};
 use lb_ptx::sim::{self, Memory};
 use lb_ptx::{generate, ir, Options, Schedule, ScheduleTemplate, Tuning};

@@ -7,7 +7,7 @@ mod support;
 
 use codegen_common::*;
 use lb_ptx::body::*;
-use lb_ptx::plan::{DeviceLimits, OffsetWidth, Plan, ProblemSize, Select};
+use lb_ptx::plan::{OffsetWidth, Plan, ProblemSize, Select};
 use lb_ptx::schedules::DynamicVirtualWarps;
 use lb_ptx::sim::{self, Memory};
 use lb_ptx::{generate, GenError, Generated, Options, Schedule};
