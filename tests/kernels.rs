@@ -256,33 +256,105 @@ fn short_output_is_an_error_not_a_fault() {
     ));
 }
 
+/// Every schedule promises determinism (docs/schedules.md): equal inputs give bitwise equal
+/// outputs, launch after launch. The matrices make the promise hard to keep: rows split across
+/// threads and blocks (the fix-ups), one row long enough for the huge-tile split (which runs
+/// with the default block of 256 from 16 384 atoms), empty rows between long ones, and on a GPU
+/// enough blocks that their order of completion varies. Each output is also held to the f64
+/// reference, so a schedule that is wrong the same way every time fails too.
 #[test]
 fn repeated_launches_are_bitwise_identical() {
     let dev = device();
-    let a = random_csr(Shape::Alternating, 700, 500, 11);
-    let x = random_vec(500, 12);
-    let (da, dx) = (
+    // A GPU schedules blocks differently from run to run; the simulator does not, so a few runs
+    // suffice there and keep the suite quick.
+    let runs = if dev.is_gpu() { 20 } else { 2 };
+    let matrices = [
+        ("alternating", random_csr(Shape::Alternating, 700, 500, 11)),
+        ("one giant row", giant_row_matrix()),
+    ];
+    for (name, a) in &matrices {
+        let x = random_vec(a.num_cols, 12);
+        let (da, dx) = (DeviceCsr::upload(&dev, a).unwrap(), dev.upload(&x).unwrap());
+        for &s in spmv::SCHEDULES {
+            let mut first: Option<Vec<u32>> = None;
+            for run in 0..runs {
+                let mut dy = dev.upload(&vec![f32::NAN; a.num_rows]).unwrap();
+                spmv::launch_with(&dev, s, &da, &dx, &mut dy).unwrap();
+                let y = dev.download(&dy).unwrap();
+                let bits: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+                match &first {
+                    None => {
+                        assert_spmv_close(a, &x, &y, &format!("{name}, {}", s.name()));
+                        first = Some(bits);
+                    }
+                    Some(want) => {
+                        let differ = bits.iter().zip(want).filter(|(g, w)| g != w).count();
+                        assert!(
+                            differ == 0,
+                            "{name}: {} is not deterministic: run {run} differs from the first \
+                             in {differ} rows",
+                            s.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A power law of 3 000 rows with row 1 000 replaced by 20 000 atoms: long enough for the
+/// huge-tile split (16 384 atoms at the default block of 256).
+fn giant_row_matrix() -> Csr<f32> {
+    let base = lb::generate::power_law(3000, 25_000, 6.0, 21);
+    let mut triplets: Vec<(usize, usize, f32)> = (0..base.num_rows)
+        .filter(|&r| r != 1000)
+        .flat_map(|r| {
+            let base = &base;
+            base.row(r)
+                .map(move |nz| (r, base.col_indices[nz] as usize, base.values[nz]))
+        })
+        .collect();
+    // 20 000 atoms in row 1000.
+    triplets.extend((0..20_000).map(|c| (1000, c, 0.25 + (c % 13) as f32 * 0.5)));
+    Csr::from_triplets(3000, 25_000, triplets).unwrap()
+}
+
+/// The same promise with lanes: SpMM with 5 columns over the giant row, whose huge-tile split
+/// and fix-up then run per lane.
+#[test]
+fn repeated_spmm_launches_are_bitwise_identical() {
+    let dev = device();
+    let runs = if dev.is_gpu() { 20 } else { 2 };
+    let (a, k) = (giant_row_matrix(), 5);
+    let b = random_vec(a.num_cols * k, 13);
+    let (da, db) = (
         DeviceCsr::upload(&dev, &a).unwrap(),
-        dev.upload(&x).unwrap(),
+        dev.upload(&b).unwrap(),
     );
-    for &s in spmv::SCHEDULES {
-        let mut runs = Vec::new();
-        for _ in 0..3 {
-            let mut dy = dev.upload(&vec![f32::NAN; a.num_rows]).unwrap();
-            spmv::launch_with(&dev, s, &da, &dx, &mut dy).unwrap();
-            runs.push(
-                dev.download(&dy)
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.to_bits())
-                    .collect::<Vec<_>>(),
+    for &s in spmm::SCHEDULES {
+        let mut first: Option<Vec<u32>> = None;
+        for run in 0..runs {
+            let mut c = dev.upload(&vec![f32::NAN; a.num_rows * k]).unwrap();
+            spmm::launch_with(&dev, s, &da, &db, k, &mut c).unwrap();
+            let got = dev.download(&c).unwrap();
+            let bits: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+            let Some(want) = &first else {
+                for j in 0..k {
+                    let column: Vec<f32> = (0..a.num_rows).map(|r| got[r * k + j]).collect();
+                    let bj: Vec<f32> = (0..a.num_cols).map(|c| b[c * k + j]).collect();
+                    assert_spmv_close(&a, &bj, &column, &format!("{}, lane {j}", s.name()));
+                }
+                first = Some(bits);
+                continue;
+            };
+            let differ = bits.iter().zip(want).filter(|(g, w)| g != w).count();
+            assert!(
+                differ == 0,
+                "{} SpMM is not deterministic: run {run} differs from the first in {differ} \
+                 entries",
+                s.name()
             );
         }
-        assert!(
-            runs.windows(2).all(|w| w[0] == w[1]),
-            "{} is not deterministic",
-            s.name()
-        );
     }
 }
 

@@ -34,7 +34,9 @@
 //! The 32 threads of a warp own 32 × `K` consecutive atoms, so each warp works on its own part
 //! of the buffer and only the warp synchronizes between the sub-phases (`bar.warp.sync`, §3.3.5:
 //! "splitting the shared memory in chunks of the same size on which each warp can operate
-//! independently"). The block synchronizes only to stage the offsets and to scan its carries.
+//! independently"). The block synchronizes only to stage the offsets, in the neighbour exchange
+//! that ends each thread's share, and to scan its carries (without a reduction, at the end of a
+//! round instead: the next round's exchange must not overwrite a slot another warp still reads).
 //!
 //! **Determinism.** A thread still sums its atoms left to right in registers; the rounds of a
 //! block are chained ([`work_oriented::Chain`]): a round's segmented scan starts from the carry of
@@ -363,10 +365,11 @@ fn expansion_kernel(
     }
     b.break_if(&rounds, last, false);
     if body.reduce.is_none() {
-        // The next round's writes must not overtake this round's reads of the warp's slots.
-        b.emit(Op::WarpSync {
-            mask: Operand::Imm(FULL_WARP),
-        });
+        // The next round's writes must not overtake this round's reads: of the warp's slots,
+        // and of the neighbour exchange of `partition::range_share`, where the first lane of
+        // the next warp overwrites the slot that this warp's last lane reads. A reducing body's
+        // carry scan already puts a block barrier between them.
+        b.emit(Op::BarSync);
     }
     b.mov_to(Type::U64, round_first, next);
     b.loop_end(rounds);
