@@ -13,7 +13,9 @@
 //!    the cursor and writes its tile id there. The scatter is **not stable**: the order inside a
 //!    bin depends on timing. Results do not: each tile is reduced by one group in a fixed order.
 //! 4. `_lrb_thread`, `_lrb_warp`, `_lrb_block`: the bins of tiles below 32 atoms, one thread per
-//!    tile walking its atoms in order (bitwise the sequential loop); the bins from 32 atoms to
+//!    tile walking its atoms in order (bitwise the sequential loop; the threads take these tiles
+//!    in tile-set order, skipping the larger ones, so their accesses stay coalesced where the
+//!    unstable reorder would scatter them); the bins from 32 atoms to
 //!    below the block size, one warp per tile (strided partials, a butterfly); the bins of at
 //!    least the block size, one block per tile (strided partials, a butterfly per warp, thread 0
 //!    folds the warps' partials in warp order). No float atomics, so two launches agree bitwise.
@@ -205,11 +207,15 @@ impl ScheduleTemplate for Lrb {
                         _ => (Lrb::block_bin(kp.block).max(WARP_BIN), Lrb::BINS),
                     };
                     let from = start(&mut b, t(STARTS), lo);
-                    let to = start(&mut b, t(STARTS), hi);
-                    let tiles = b.bin(BinOp::Sub, Type::U64, to, from);
-                    let items = match layout.lanes {
-                        Some(l) => b.bin(BinOp::Mul, Type::U64, tiles, l),
-                        None => tiles,
+                    let items = if class == "thread" {
+                        layout.items
+                    } else {
+                        let to = start(&mut b, t(STARTS), hi);
+                        let tiles = b.bin(BinOp::Sub, Type::U64, to, from);
+                        match layout.lanes {
+                            Some(l) => b.bin(BinOp::Mul, Type::U64, tiles, l),
+                            None => tiles,
+                        }
                     };
                     let p = Process {
                         body,
@@ -277,14 +283,18 @@ impl Process<'_> {
         let addr = b.elem_addr(self.perm, pos, 8);
         let tile = b.ld(Space::Global, Type::U64, addr);
         let atoms = self.layout.atoms(b, tile);
-        let lane = match w.lane {
+        (tile, atoms, self.lane(b, w.lane))
+    }
+
+    /// The `#[lane]` index: the work item's, or 0 when the body asks for it without `lanes`.
+    fn lane(&self, b: &mut KernelBuilder, lane: Option<Reg>) -> Option<Reg> {
+        match lane {
             Some(l) => Some(l),
             None if self.body.roles.contains(&IndexRole::Lane) => {
                 Some(b.mov(Type::U64, Operand::Imm(0)))
             }
             None => None,
-        };
-        (tile, atoms, lane)
+        }
     }
 
     fn walker(&self, lane: Option<Reg>) -> Walker<'_> {
@@ -316,10 +326,24 @@ impl Process<'_> {
         )
     }
 
-    /// One thread per item, atoms in order.
+    /// One thread per tile of the thread bins (below 32 atoms), atoms in order. The thread
+    /// class walks the tile set in its own order, skipping the larger tiles, instead of going
+    /// through the reordered list: the assignment is the same, but neighbouring threads read
+    /// neighbouring offsets and store neighbouring outputs, where the list (scattered by
+    /// atomics) made every access of a short tile a scattered one. On an H100 that made `lrb`
+    /// 3–12× slower than `thread_mapped` on road, stencil and regular matrices, whose tiles are
+    /// nearly all in these bins (docs/benchmarks.md, 2026-11-22). `items` counts every tile.
     fn per_thread(&self, b: &mut KernelBuilder, items: Reg) -> Result<(), GenError> {
         let gs = b.grid_stride_begin(items);
-        let (tile, (begin, end), lane) = self.item(b, gs.item);
+        let w = self.layout.work_item(b, gs.item);
+        let tile = self
+            .layout
+            .tile(b, self.params, w.position, self.opts.checked, gs.next);
+        let (begin, end) = self.layout.atoms(b, tile);
+        let size = b.bin(BinOp::Sub, Type::U64, end, begin);
+        let warp_sized = b.setp(Cmp::Ge, Type::U64, size, Operand::Imm(1 << (WARP_BIN - 1)));
+        b.bra_if(warp_sized, false, gs.next);
+        let lane = self.lane(b, w.lane);
         let zero = b.mov(Type::U64, Operand::Imm(0));
         let part = self.walker(lane).stride(b, tile, (begin, end), zero, 1)?;
         if let Some(part) = part {
