@@ -17,6 +17,8 @@ mod types;
 #[cfg(test)]
 mod fuzz;
 #[cfg(test)]
+mod proof_tests;
+#[cfg(test)]
 mod tests;
 
 use proc_macro::TokenStream;
