@@ -18,8 +18,7 @@ fn relax(a: &Csr<f32>, dist: &mut [f32], #[tile] u: usize, #[atom] e: usize) {
     atomic_min(&mut dist[v], d);
 }
 
-/// An index the host cannot bound (`nz % 7`): no host check, and a short `w` is the user's to
-/// avoid (or `checked`'s to catch).
+/// An index the host cannot bound (`nz % 7`): no host check, so the kernels test it.
 #[load_balanced(schedule = "thread_mapped", reduce = "sum", output = "y")]
 fn unbounded(a: &Csr<f32>, w: &[f32], #[atom] nz: usize) -> f32 {
     a.values[nz] * w[nz % 7]
@@ -132,6 +131,14 @@ fn an_index_the_host_cannot_bound_gets_no_host_check() {
     let mut dy = dev.upload(&[0.0f32]).unwrap();
     unbounded::launch(&dev, &da, &dw, &mut dy).unwrap();
     assert_eq!(dev.download(&dy).unwrap(), vec![6.0]);
+    // Two nonzeros read `w[1]`, past the one element: the kernel reports it, nothing faults.
+    let a = Csr::from_triplets(1, 2, vec![(0, 0, 3.0f32), (0, 1, 1.0)]).unwrap();
+    let da = DeviceCsr::upload(&dev, &a).unwrap();
+    let e = unbounded::launch(&dev, &da, &dw, &mut dy).unwrap_err();
+    assert!(
+        matches!(&e, Error::OutOfBounds { param, index } if param == "w" && *index == 1),
+        "{e}"
+    );
 }
 
 /// A raw identifier names the kernel without its `r#`.

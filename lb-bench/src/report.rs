@@ -378,6 +378,37 @@ pub fn print_summary(s: &[AutoSummary]) {
     }
 }
 
+/// `--unchecked`: per op, the geometric mean over every schedule × matrix measured both ways of
+/// the safe launcher's cost over the unchecked one's (1 = the bounds tests cost nothing).
+pub fn print_unchecked_summary(records: &[Record]) {
+    let mut by_op: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut metric = "sim_busiest_instructions";
+    for u in records.iter().filter(|r| r.status == "ok") {
+        let Some(schedule) = u.schedule.strip_suffix(crate::variants::UNCHECKED) else {
+            continue;
+        };
+        let safe = records.iter().find(|r| {
+            r.status == "ok" && r.op == u.op && r.matrix == u.matrix && r.schedule == schedule
+        });
+        if u.median_ms.is_some() {
+            metric = "median_ms";
+        }
+        if let (Some(s), Some(c)) = (safe.and_then(cost), cost(u)) {
+            if s > 0.0 && c > 0.0 {
+                by_op.entry(u.op).or_default().push(s / c);
+            }
+        }
+    }
+    for (op, ratios) in by_op {
+        let geomean = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+        let worst = ratios.iter().copied().fold(0.0, f64::max);
+        println!(
+            "unchecked, {op}: the safe launchers cost {geomean:.3}× the unchecked ones (geomean over {} runs, worst {worst:.3}×; by {metric})",
+            ratios.len()
+        );
+    }
+}
+
 type Series = BTreeMap<String, Vec<(f64, f64)>>;
 
 /// The landscape per op (GB/s against nonzeros, one series per schedule; on the simulator,

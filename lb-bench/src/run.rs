@@ -100,6 +100,16 @@ impl Problem {
                 spmm::launch_with(&self.dev, s, &self.da, &self.dx, k, &mut self.dy)
             }
             (Subject::Variant(v), _) => (v.launch)(&self.dev, &self.da, &self.dx, &mut self.dy),
+            // SAFETY: every access of both bodies is proven in bounds by the host checks that
+            // the unchecked launchers still make (`x` and `b` cover the columns, times `k`),
+            // so their kernels are the safe ones and there is nothing left to the caller.
+            (Subject::Unchecked(s), None) => unsafe {
+                spmv::launch_with_unchecked(&self.dev, s, &self.da, &self.dx, &mut self.dy)
+            },
+            // SAFETY: as above.
+            (Subject::Unchecked(s), Some(k)) => unsafe {
+                spmm::launch_with_unchecked(&self.dev, s, &self.da, &self.dx, k, &mut self.dy)
+            },
         }
     }
 
@@ -128,18 +138,21 @@ impl Problem {
     }
 }
 
-/// What one run launches: a schedule of the `auto` list, or a tuned variant (SpMV only).
+/// What one run launches: a schedule of the `auto` list, a tuned variant (SpMV only), or a
+/// schedule through the unchecked launcher (`--unchecked`).
 #[derive(Clone, Copy)]
 enum Subject {
     Schedule(Schedule),
     Variant(&'static Variant),
+    Unchecked(Schedule),
 }
 
 impl Subject {
-    fn name(self) -> &'static str {
+    fn name(self) -> String {
         match self {
-            Subject::Schedule(s) => s.name(),
-            Subject::Variant(v) => v.name,
+            Subject::Schedule(s) => s.name().into(),
+            Subject::Variant(v) => v.name.into(),
+            Subject::Unchecked(s) => format!("{}{}", s.name(), variants::UNCHECKED),
         }
     }
 }
@@ -283,6 +296,9 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
     bar.finish_and_clear();
     let summary = report::auto_summary(&records, &ctx);
     report::print_summary(&summary);
+    if cli.unchecked {
+        report::print_unchecked_summary(&records);
+    }
     if let Some(out) = json.as_mut() {
         for s in &summary {
             let line = serde_json::to_string(s).map_err(|e| e.to_string())?;
@@ -325,7 +341,16 @@ fn run_one(
         .collect();
     let mut out = Vec::new();
     for &s in &schedules {
+        if cli.unchecked {
+            // The first launch on a tile set fills its cached temporaries (which the simulator
+            // counts): warm them first, so that the safe and the unchecked run compare alike.
+            // A failure here shows again in the measured run.
+            let _ = p.launch(Subject::Schedule(s));
+        }
         out.push(measure(cli, &mut p, Subject::Schedule(s), &base, gpu));
+        if cli.unchecked {
+            out.push(measure(cli, &mut p, Subject::Unchecked(s), &base, gpu));
+        }
     }
     if cli.variants && op.k().is_none() {
         for v in variants::SPMV {
@@ -359,7 +384,7 @@ fn run_one(
 /// Verifies `s` once, then times it (GPU) or reads the simulator's statistics.
 fn measure(cli: &Cli, p: &mut Problem, s: Subject, base: &Record, gpu: Option<&Gpu>) -> Record {
     let mut r = base.clone();
-    r.schedule = s.name().into();
+    r.schedule = s.name();
     let first = p.clear().and_then(|()| p.launch(s));
     let launch = match first {
         Ok(l) => l,

@@ -101,7 +101,11 @@ pub const SPMV: &[Variant] = &[
     },
 ];
 
-/// Whether `name` is a variant's (not a schedule `auto` can pick).
+/// The suffix of the rows that `--unchecked` adds: a schedule run through the unsafe
+/// `launch_with_unchecked`, whose kernels test no index.
+pub const UNCHECKED: &str = "+unchecked";
+
+/// Whether `name` is a variant's or an unchecked run's (not a schedule `auto` can pick).
 pub fn is_variant(name: &str) -> bool {
-    SPMV.iter().any(|v| v.name == name)
+    name.ends_with(UNCHECKED) || SPMV.iter().any(|v| v.name == name)
 }

@@ -17,6 +17,8 @@ mod types;
 #[cfg(test)]
 mod fuzz;
 #[cfg(test)]
+mod proof_tests;
+#[cfg(test)]
 mod tests;
 
 use proc_macro::TokenStream;
@@ -35,7 +37,7 @@ use proc_macro::TokenStream;
 /// `&[u32]` parameter listing the active tiles), `lanes` (a `usize` parameter; needs a
 /// `#[lane]` parameter), `block` (threads per block, a power of two from 32 to 1024; 256),
 /// `items_per_thread` (1), `target` (`"sm_75"` or newer; `"sm_75"`), `index` (`"u32"`, `"u64"`,
-/// `"auto"`), `checked` (bounds-checked memory accesses that report instead of faulting), `fma`
+/// `"auto"`), `checked` (debug mode: every access is tested and reported, see below), `fma`
 /// (`true`: a product summed once is one fused multiply-add, as CUDA C++ compiles it; `false`
 /// rounds every operation as the CPU reference does).
 ///
@@ -60,20 +62,32 @@ use proc_macro::TokenStream;
 /// Anything else is a compile error saying what to write instead.
 ///
 /// Generated next to the function: a module of the same name and visibility with `PTX`,
-/// `SCHEDULES`, `PLANS`, `DEFAULT`, `cpu(...)` (the sequential reference, calling the function
-/// for every atom), `launch(dev, ...)` and `launch_with(dev, schedule, ...)`. The function must
+/// `SCHEDULES`, `PLANS`, `UNCHECKED_PLANS`, `DEFAULT`, `cpu(...)` (the sequential reference,
+/// calling the function for every atom), `launch(dev, ...)` and `launch_with(dev, schedule,
+/// ...)`, and their `unsafe` twins `launch_unchecked` and `launch_with_unchecked`. The function must
 /// be declared at module level (not inside another function's body): the module calls it as
 /// `super::name`. Its name and its parameters' names become PTX names: ASCII letters, digits and
 /// `_` (a raw identifier such as `r#type` is written without its `r#`).
 ///
-/// What a launch checks before it launches anything (each an `Err`, nothing written): the
-/// schedule was generated; a plan admits the problem; the output holds tiles × lanes values;
-/// every slice the body indexes with `a.col_indices[atom]` (directly or through a `let` assigned
-/// once) holds at least `a.num_cols()` elements, with `a.row_indices[atom]` `a.num_rows()`, with
-/// the `#[tile]` index the tile count (without `checked`; with it, the per-access checks report
-/// the offending index instead); and every argument was allocated by the launching `Device`.
-/// Other indices are checked per access only under `checked`. A statement may nest at most 1024
-/// operators and brackets (a sum of more terms is a compile error asking for `let` steps).
+/// Safe by default: `launch` and `launch_with` never access memory out of bounds. Before
+/// anything is launched they check (each an `Err`, nothing written): the schedule was
+/// generated; a plan admits the problem; the output holds tiles × lanes values; every slice the
+/// body indexes with a bounded index holds enough elements: `a.num_cols()` for
+/// `a.col_indices[atom]` (directly or through a `let` assigned once), `a.num_rows()` for
+/// `a.row_indices[atom]`, the tile count for the `#[tile]` index, the atom count for the
+/// `#[atom]` index, times `k` for `i * k + lane` with `k` the `lanes` parameter (not under
+/// `checked = true`, whose kernels report the offending index instead); and every argument was
+/// allocated by the launching `Device`. In the kernels, every other load, store and atomic is
+/// tested, as is every frontier entry, and the first out of range is returned as
+/// `Error::OutOfBounds { param, index }` after the launch. A body whose accesses are all proven
+/// (SpMV, SpMM) runs exactly the unchecked kernels. `checked = true` tests every access, the
+/// proven ones too (a debug mode). `launch_unchecked` / `launch_with_unchecked` (`unsafe`) make
+/// the same host checks and run kernels that test nothing: their caller guarantees the unproven
+/// indices and the frontier entries, as each function's `# Safety` section lists.
+/// docs/runtime-contract.md has the whole table and docs/kernel-language.md the proofs.
+///
+/// A statement may nest at most 1024 operators and brackets (a sum of more terms is a compile
+/// error asking for `let` steps).
 #[proc_macro_attribute]
 pub fn load_balanced(attr: TokenStream, item: TokenStream) -> TokenStream {
     let (attr, item) = (

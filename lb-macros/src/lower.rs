@@ -3,8 +3,8 @@
 //! load-op-store, `a..=b` becomes `a..b + 1`, a negated literal becomes a literal).
 
 use lb_ptx::body::{
-    ArrayRef, AtomicOp, BinaryOp, Block, Body, CsrField, Expr as IrExpr, ExprKind, Lit, LocalId,
-    Method, Param, ParamKind, Stmt as IrStmt, Ty, UnaryOp,
+    ArrayRef, AtomicOp, BinaryOp, Block, Body, CsrField, Expr as IrExpr, ExprKind, Guards, Lit,
+    LocalId, Method, Param, ParamKind, Stmt as IrStmt, Ty, UnaryOp,
 };
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr, Pat, Stmt, UnOp};
@@ -59,6 +59,8 @@ pub fn lower(name: &str, sig: &Sig, block: &syn::Block, typed: &Typed) -> syn::R
         locals: l.locals,
         block: Block { stmts, value: None },
         reduce: sig.reduce.map(|(t, r)| (t.lower(), r)),
+        // `lb_ptx::generate_safe` decides which accesses its kernels test.
+        guards: Guards::Every,
     })
 }
 

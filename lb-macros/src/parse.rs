@@ -92,12 +92,13 @@ pub fn is_role_attr(attr: &syn::Attribute) -> bool {
 
 /// Names the generated module's functions use for their own parameters and items, which a
 /// parameter of the same name would shadow.
-const RESERVED: [&str; 7] = [
+const RESERVED: [&str; 8] = [
     "dev",
     "schedule",
     "PTX",
     "SCHEDULES",
     "PLANS",
+    "UNCHECKED_PLANS",
     "DEFAULT",
     "PARAM_NAMES",
 ];

@@ -10,7 +10,7 @@ use quote::quote;
 
 use crate::{attr, check, expand, lower, parse};
 
-fn lower_fn(attr: TokenStream, item: TokenStream) -> syn::Result<Body> {
+pub(crate) fn lower_fn(attr: TokenStream, item: TokenStream) -> syn::Result<Body> {
     let func: syn::ItemFn = syn::parse2(item)?;
     let args = attr::parse(attr)?;
     let sig = parse::parse(&func, &args)?;
@@ -646,11 +646,15 @@ fn expansion_has_the_contracts_items() {
             "PTX",
             "SCHEDULES",
             "PLANS",
+            "UNCHECKED_PLANS",
             "DEFAULT",
             "PARAM_NAMES",
             "cpu",
             "launch",
-            "launch_with"
+            "launch_with",
+            "launch_unchecked",
+            "launch_with_unchecked",
+            "__lb_run"
         ]
     );
 }

@@ -339,6 +339,8 @@ pub struct Body {
     pub block: Block,
     /// With `reduce`: the contribution's type and the reduction. Without: `None`.
     pub reduce: Option<(Ty, Reduce)>,
+    /// Which accesses a kernel built with [`crate::Options::checked`] tests.
+    pub guards: Guards,
 }
 
 impl Body {
@@ -399,11 +401,25 @@ impl Block {
     }
 }
 
-/// A slice the body indexes only with values a launch can bound once on the host: a tile set's
-/// own index array at the atom (`x[a.col_indices[nz] as usize]`, directly or through a local
-/// assigned once from it), whose entries the tile set's upload validated against its column
-/// (or row) count, or the tile index. One comparison of the slice's length at launch then
-/// covers every such access on the GPU.
+/// Which of the body's accesses a kernel built with [`crate::Options::checked`] tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Guards {
+    /// Every load, store and atomic, each reporting its own index (the attribute's
+    /// `checked = true`).
+    #[default]
+    Every,
+    /// Only those that [`Proofs`] cannot show in bounds: the launcher checks the body's
+    /// [`Body::gathers`] once on the host and the tile set's upload validated its indices, so
+    /// the others cannot leave their arrays. `lanes` is the scalar parameter holding the lane
+    /// count (index into `Body::params`), which bounds `x[i * lanes + lane]`.
+    Unproven { lanes: Option<usize> },
+}
+
+/// A slice whose every access [`Proofs`] bounds by one comparison at launch: the body indexes
+/// it with a tile set's own index array at the atom (`x[a.col_indices[nz] as usize]`, directly
+/// or through a local assigned once from it), whose entries the upload validated against the
+/// column (or row) count, with the tile index, or with the atom index; each possibly as
+/// `i * lanes + lane`. `slice.len() >= count × lanes` then covers all of them on the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Gather {
     /// The slice (index into `Body::params`).
@@ -412,6 +428,9 @@ pub struct Gather {
     pub tile_set: usize,
     /// What bounds the index.
     pub bound: GatherBound,
+    /// `Some(p)` when the index is `i * lanes + lane` with the lane count in scalar parameter
+    /// `p`: the slice must then hold the count times `lanes`.
+    pub lanes: Option<usize>,
 }
 
 /// The tile-set count an index of a [`Gather`] stays below.
@@ -423,18 +442,219 @@ pub enum GatherBound {
     Rows,
     /// The tile index: below the tile count.
     Tiles,
+    /// The atom index (and the rank, which is at most the atom): below the atom count.
+    Atoms,
+}
+
+/// What an index expression is known to stay below: a count, times the lanes plus the lane
+/// when `scaled`.
+type Bounded = (GatherBound, bool);
+
+/// The proofs that an access stays in bounds, for every thread of every schedule: the index is
+/// built from values the schedules and the upload bound (the atom, the tile, the rank, a tile
+/// set's index array read at the atom) only through casts that cannot grow a value (between
+/// `u32` and `u64`), locals assigned once, and `i * lanes + lane`. Nothing else is proven:
+/// `x[col + 1]` may be `x[num_cols]`, and a loop variable or a reassigned local may hold
+/// anything.
+#[derive(Clone, Debug)]
+pub struct Proofs {
+    tile_set: usize,
+    lanes: Option<usize>,
+    locals: Vec<(LocalId, Bounded)>,
+}
+
+impl Proofs {
+    /// Whether `array[index]` stays in bounds once the host checked the body's gathers: the
+    /// tile set's atom arrays at a bounded atom, its offsets at the tile or the tile plus one
+    /// (they hold one more entry than there are tiles), a slice at any bounded index.
+    pub fn proven(&self, array: ArrayRef, index: &Expr) -> bool {
+        match array {
+            ArrayRef::Param(slice) => self.gather(ArrayRef::Param(slice), index).is_some(),
+            ArrayRef::Field(_, CsrField::Values | CsrField::ColIndices | CsrField::RowIndices) => {
+                self.bound(index) == Some((GatherBound::Atoms, false))
+            }
+            ArrayRef::Field(_, CsrField::RowOffsets | CsrField::ColOffsets) => {
+                self.bound(index) == Some((GatherBound::Tiles, false)) || self.tile_plus_one(index)
+            }
+            ArrayRef::Field(_, CsrField::NumRows | CsrField::NumCols) => false,
+        }
+    }
+
+    /// The host check that proves `array[index]`, when `array` is a slice and the index bounded.
+    fn gather(&self, array: ArrayRef, index: &Expr) -> Option<Gather> {
+        let ArrayRef::Param(slice) = array else {
+            return None;
+        };
+        let (bound, scaled) = self.bound(index)?;
+        Some(Gather {
+            slice,
+            tile_set: self.tile_set,
+            bound,
+            lanes: if scaled { self.lanes } else { None },
+        })
+    }
+
+    /// What `index` stays below, if anything.
+    fn bound(&self, index: &Expr) -> Option<Bounded> {
+        let index = strip_widening(index);
+        match &index.kind {
+            ExprKind::Index(IndexRole::Tile) => Some((GatherBound::Tiles, false)),
+            ExprKind::Index(IndexRole::Atom | IndexRole::Rank) => Some((GatherBound::Atoms, false)),
+            ExprKind::Load {
+                array: ArrayRef::Field(p, field),
+                index,
+            } if *p == self.tile_set && self.bound(index) == Some((GatherBound::Atoms, false)) => {
+                match field {
+                    CsrField::ColIndices => Some((GatherBound::Columns, false)),
+                    CsrField::RowIndices => Some((GatherBound::Rows, false)),
+                    _ => None,
+                }
+            }
+            ExprKind::Local(l) => self.locals.iter().find(|(id, _)| id == l).map(|&(_, b)| b),
+            ExprKind::Binary {
+                op: BinaryOp::Add,
+                lhs,
+                rhs,
+            } => {
+                let is_lane = |e: &Expr| matches!(e.kind, ExprKind::Index(IndexRole::Lane));
+                let product = match (is_lane(lhs), is_lane(rhs)) {
+                    (true, false) => rhs,
+                    (false, true) => lhs,
+                    _ => return None,
+                };
+                self.times_lanes(product).map(|b| (b, true))
+            }
+            _ => None,
+        }
+    }
+
+    /// `i * lanes` or `lanes * i` with `i` bounded (unscaled): what `i` stays below.
+    fn times_lanes(&self, e: &Expr) -> Option<GatherBound> {
+        let lanes = self.lanes?;
+        let ExprKind::Binary {
+            op: BinaryOp::Mul,
+            lhs,
+            rhs,
+        } = &e.kind
+        else {
+            return None;
+        };
+        let is_lanes = |e: &Expr| matches!(e.kind, ExprKind::Scalar(p) if p == lanes);
+        let factor = match (is_lanes(lhs), is_lanes(rhs)) {
+            (true, false) => rhs,
+            (false, true) => lhs,
+            _ => return None,
+        };
+        match self.bound(factor)? {
+            (bound, false) => Some(bound),
+            (_, true) => None,
+        }
+    }
+
+    /// `tile + 1` or `1 + tile`, with the tile bounded by the tile count.
+    fn tile_plus_one(&self, index: &Expr) -> bool {
+        let ExprKind::Binary {
+            op: BinaryOp::Add,
+            lhs,
+            rhs,
+        } = &strip_widening(index).kind
+        else {
+            return false;
+        };
+        let one = |e: &Expr| matches!(e.kind, ExprKind::Lit(Lit::Int(1)));
+        let tile = |e: &Expr| self.bound(e) == Some((GatherBound::Tiles, false));
+        (tile(lhs) && one(rhs)) || (one(lhs) && tile(rhs))
+    }
+}
+
+/// `e` under its casts between `u32` and `u64`, none of which makes a value larger (a
+/// narrowing cast truncates, which only lowers it). Other casts stop here: `i as i32 as usize`
+/// turns a large `u32` into a huge `usize`, and a float may round up.
+fn strip_widening(mut e: &Expr) -> &Expr {
+    let unsigned = |t: Ty| matches!(t, Ty::U32 | Ty::U64);
+    while let ExprKind::Cast { arg } = &e.kind {
+        if !(unsigned(e.ty) && unsigned(arg.ty)) {
+            break;
+        }
+        e = arg;
+    }
+    e
 }
 
 impl Body {
-    /// The body's [`Gather`]s, each once: loads and atomics, then stores.
-    pub fn gathers(&self) -> Vec<Gather> {
-        let tile_set = self.tile_set();
-        let locals = self.index_locals(tile_set);
+    /// The proofs of this body's accesses under `guards` (no local is bounded under
+    /// [`Guards::Every`], whose kernels test every access anyway).
+    pub fn proofs(&self, guards: Guards) -> Proofs {
+        let lanes = match guards {
+            Guards::Every => None,
+            Guards::Unproven { lanes } => lanes,
+        };
+        let mut proofs = Proofs {
+            tile_set: self.tile_set(),
+            lanes,
+            locals: Vec::new(),
+        };
+        // A local is bounded when it is assigned exactly once (so every read sees that value:
+        // rustc rejects a read before it), from a bounded value; in program order, so a local
+        // may be bounded through an earlier one.
+        let mut assignments: Vec<(LocalId, Option<Expr>)> = Vec::new();
+        self.block.any(
+            &mut |s| {
+                let (local, value) = match s {
+                    Stmt::Assign { local, value } => (local, Some(value.clone())),
+                    Stmt::For { var, .. } => (var, None),
+                    _ => return false,
+                };
+                match assignments.iter_mut().find(|(l, _)| l == local) {
+                    Some(seen) => seen.1 = None,
+                    None => assignments.push((*local, value)),
+                }
+                false
+            },
+            &mut |_| false,
+        );
+        if matches!(guards, Guards::Unproven { .. }) {
+            for (local, value) in assignments {
+                if let Some(bound) = value.and_then(|v| proofs.bound(&v)) {
+                    proofs.locals.push((local, bound));
+                }
+            }
+        }
+        proofs
+    }
+
+    /// The host checks the kernels built under `guards` rely on, each once: loads and atomics,
+    /// then stores. None under [`Guards::Every`], whose kernels test every access and report its
+    /// index.
+    pub fn gathers(&self, guards: Guards) -> Vec<Gather> {
+        if guards == Guards::Every {
+            return Vec::new();
+        }
+        let proofs = self.proofs(guards);
+        self.accesses(|array, index| proofs.gather(*array, index))
+    }
+
+    /// The parameters (indices into `Body::params`, each once: loads and atomics, then stores)
+    /// that some load, store or atomic indexes without a proof under `guards`: a kernel that
+    /// runs the body must test those accesses.
+    pub fn unproven_params(&self, guards: Guards) -> Vec<usize> {
+        let proofs = self.proofs(guards);
+        self.accesses(|array, index| {
+            let proven = guards != Guards::Every && proofs.proven(*array, index);
+            match *array {
+                ArrayRef::Param(p) | ArrayRef::Field(p, _) => (!proven).then_some(p),
+            }
+        })
+    }
+
+    /// What `f` says of each load, store and atomic `array[index]`, each value once: loads and
+    /// atomics first, then stores.
+    fn accesses<T: PartialEq>(&self, f: impl Fn(&ArrayRef, &Expr) -> Option<T>) -> Vec<T> {
         let (mut stored, mut read) = (Vec::new(), Vec::new());
         self.block.any(
             &mut |s| {
                 if let Stmt::Store { array, index, .. } = s {
-                    stored.extend(gather(array, index, tile_set, &locals));
+                    stored.extend(f(array, index));
                 }
                 false
             },
@@ -442,91 +662,18 @@ impl Body {
                 if let ExprKind::Load { array, index } | ExprKind::Atomic { array, index, .. } =
                     &e.kind
                 {
-                    read.extend(gather(array, index, tile_set, &locals));
+                    read.extend(f(array, index));
                 }
                 false
             },
         );
-        let mut out: Vec<Gather> = Vec::new();
-        for g in read.into_iter().chain(stored) {
-            if !out.contains(&g) {
-                out.push(g);
+        let mut out: Vec<T> = Vec::new();
+        for x in read.into_iter().chain(stored) {
+            if !out.contains(&x) {
+                out.push(x);
             }
         }
         out
-    }
-
-    /// Locals assigned exactly once, from a bounded index (see [`bounded_index`]).
-    fn index_locals(&self, tile_set: usize) -> Vec<(LocalId, (usize, GatherBound))> {
-        let mut assigned: Vec<(LocalId, Option<(usize, GatherBound)>)> = Vec::new();
-        self.block.any(
-            &mut |s| {
-                if let Stmt::Assign { local, value }
-                | Stmt::For {
-                    var: local,
-                    start: value,
-                    ..
-                } = s
-                {
-                    let bound = match s {
-                        Stmt::Assign { .. } => bounded_index(value, tile_set, &[]),
-                        _ => None,
-                    };
-                    match assigned.iter_mut().find(|(l, _)| l == local) {
-                        Some(seen) => seen.1 = None,
-                        None => assigned.push((*local, bound)),
-                    }
-                }
-                false
-            },
-            &mut |_| false,
-        );
-        assigned
-            .into_iter()
-            .filter_map(|(l, b)| b.map(|b| (l, b)))
-            .collect()
-    }
-}
-
-/// The [`Gather`] of `array[index]`, if it is one.
-fn gather(
-    array: &ArrayRef,
-    index: &Expr,
-    tile_set: usize,
-    locals: &[(LocalId, (usize, GatherBound))],
-) -> Option<Gather> {
-    match (array, bounded_index(index, tile_set, locals)) {
-        (ArrayRef::Param(slice), Some((tile_set, bound))) => Some(Gather {
-            slice: *slice,
-            tile_set,
-            bound,
-        }),
-        _ => None,
-    }
-}
-
-/// Under any casts: `a.col_indices[atom]` or `a.row_indices[atom]`, a local in `locals`, or the
-/// tile index (of the body's one tile set, parameter `tile_set`); the tile set and the bound.
-fn bounded_index(
-    mut index: &Expr,
-    tile_set: usize,
-    locals: &[(LocalId, (usize, GatherBound))],
-) -> Option<(usize, GatherBound)> {
-    while let ExprKind::Cast { arg } = &index.kind {
-        index = arg;
-    }
-    match &index.kind {
-        ExprKind::Load {
-            array: ArrayRef::Field(tile_set, field),
-            index,
-        } if matches!(index.kind, ExprKind::Index(IndexRole::Atom)) => match field {
-            CsrField::ColIndices => Some((*tile_set, GatherBound::Columns)),
-            CsrField::RowIndices => Some((*tile_set, GatherBound::Rows)),
-            _ => None,
-        },
-        ExprKind::Index(IndexRole::Tile) => Some((tile_set, GatherBound::Tiles)),
-        ExprKind::Local(l) => locals.iter().find(|(id, _)| id == l).map(|&(_, b)| b),
-        _ => None,
     }
 }
 

@@ -15,13 +15,14 @@
 //! trap to raise on the GPU, so the plain `div`/`rem` is emitted and its result is whatever the
 //! hardware gives. Float `%` has no PTX instruction and is rejected.
 //!
-//! Under `checked`, every load, store and atomic of the body compares its index with the array's
+//! Under `checked`, every load, store and atomic of the body that the body's [`Guards`] select
+//! (all of them, or those [`Proofs`] cannot show in bounds) compares its index with the array's
 //! length first; out of range, it records the first offender in the plan's error flag and skips
 //! the access (a load or atomic yields 0).
 
 use crate::body::{
-    ArrayRef, AtomicOp, BinaryOp, Block, Body, CsrField, Expr, ExprKind, IndexRole, Lit, Method,
-    ParamKind, Reduce, Stmt, TileSetKind, Ty, UnaryOp,
+    ArrayRef, AtomicOp, BinaryOp, Block, Body, CsrField, Expr, ExprKind, Guards, IndexRole, Lit,
+    Method, ParamKind, Proofs, Reduce, Stmt, TileSetKind, Ty, UnaryOp,
 };
 use crate::builder::KernelBuilder;
 use crate::ir::{
@@ -327,7 +328,7 @@ pub struct AtomContext {
     pub rank: Option<Reg>,
     /// Addresses of `array[atom]` that the schedule's walk keeps current
     /// ([`crate::primitives::walker`]): the body loads through them instead of computing the
-    /// address from the atom. Only without `checked`, whose guards need the index.
+    /// address from the atom. Only for loads without a guard, which needs the index.
     pub atom_addrs: [Option<(ArrayRef, Reg)>; MAX_ATOM_ADDRS],
     /// The warp reads this atom together with 31 neighbours (a walk strided by at least the
     /// warp size), so every line of the atom arrays is used at once and may be streamed
@@ -470,12 +471,17 @@ pub fn emit_body(
         .filter(|_| returns)
         .map(|(t, _)| (b.reg_for(ptx_type(t)), t));
     let end = b.label();
+    let proofs = match body.guards {
+        Guards::Every => None,
+        Guards::Unproven { .. } => Some(body.proofs(body.guards)),
+    };
     let mut lower = Lower {
         b,
         body,
         params,
         ctx,
         checked,
+        proofs,
         locals,
         ret,
         end,
@@ -505,6 +511,9 @@ struct Lower<'a> {
     params: &'a KernelParams,
     ctx: &'a AtomContext,
     checked: bool,
+    /// Under [`Guards::Unproven`]: the accesses whose test the launch's host checks make
+    /// redundant.
+    proofs: Option<Proofs>,
     locals: Vec<Reg>,
     ret: Option<(Reg, Ty)>,
     end: Label,
@@ -619,7 +628,8 @@ impl Lower<'_> {
                 if info.offsets32 {
                     return unsupported("a tile set's offsets are read-only");
                 }
-                let skip = self.guard(*array, &info, i)?;
+                let guarded = self.guarded(*array, index);
+                let skip = self.guard(guarded, *array, &info, i)?;
                 let addr = self.b.elem_addr(info.base, i, info.elem.size());
                 let src = if info.elem == Ty::Bool {
                     self.b.selp(Type::U32, Operand::Imm(1), Operand::Imm(0), v)
@@ -874,14 +884,20 @@ impl Lower<'_> {
         }
     }
 
-    /// Under `checked`, emits the bounds check and returns the label to place after the access.
+    /// Whether `array[index]` is tested: under `checked`, unless it is proven in bounds.
+    fn guarded(&self, array: ArrayRef, index: &Expr) -> bool {
+        self.checked && !self.proofs.as_ref().is_some_and(|p| p.proven(array, index))
+    }
+
+    /// When `guarded`, emits the bounds check and returns the label to place after the access.
     fn guard(
         &mut self,
+        guarded: bool,
         array: ArrayRef,
         info: &ArrayInfo,
         index: Reg,
     ) -> Result<Option<Label>, GenError> {
-        let Some(flag) = self.params.error_flag.filter(|_| self.checked) else {
+        let Some(flag) = self.params.error_flag.filter(|_| guarded) else {
             return Ok(None);
         };
         let len = self.len(array)?;
@@ -894,22 +910,20 @@ impl Lower<'_> {
     /// cache policy of [`load::Data::of`].
     fn load(&mut self, array: ArrayRef, index: &Expr) -> Result<Reg, GenError> {
         let info = self.array(array)?;
+        let guarded = self.guarded(array, index);
         if info.offsets32 {
             let i = self.expr(index)?;
-            return self.load_offset32(array, &info, i);
+            return self.load_offset32(guarded, array, &info, i);
         }
         let mt = mem_type(info.elem);
         let dst = self.b.reg_for(mt);
         let at_atom = matches!(index.kind, ExprKind::Index(IndexRole::Atom));
         let cache = load::Data::of(self.body, array, at_atom && self.ctx.coalesced).cache();
-        let kept = self
-            .ctx
-            .atom_addr(array)
-            .filter(|_| at_atom && !self.checked);
+        let kept = self.ctx.atom_addr(array).filter(|_| at_atom && !guarded);
         let (addr, skip) = match kept {
             Some(addr) => (addr, None),
             None => {
-                if self.checked {
+                if guarded {
                     let zero = if info.elem.is_float() {
                         self.zero_float(info.elem)
                     } else {
@@ -918,9 +932,9 @@ impl Lower<'_> {
                     let zt = if mt == Type::U8 { Type::U32 } else { mt };
                     self.b.mov_to(zt, dst, zero);
                 }
-                let i = self.index(index)?;
+                let i = self.index(guarded, index)?;
                 let skip = match i {
-                    load::Index::U64(i) => self.guard(array, &info, i)?,
+                    load::Index::U64(i) => self.guard(guarded, array, &info, i)?,
                     load::Index::U32(_) => None,
                 };
                 (
@@ -941,9 +955,9 @@ impl Lower<'_> {
 
     /// An index, kept as the `u32` it was cast from when nothing needs the 64-bit value (no
     /// bounds check): the address is then one `mul.wide.u32` from it.
-    fn index(&mut self, index: &Expr) -> Result<load::Index, GenError> {
+    fn index(&mut self, guarded: bool, index: &Expr) -> Result<load::Index, GenError> {
         if let ExprKind::Cast { arg } = &index.kind {
-            if !self.checked && arg.ty == Ty::U32 && index.ty == Ty::U64 {
+            if !guarded && arg.ty == Ty::U32 && index.ty == Ty::U64 {
                 return Ok(load::Index::U32(self.expr(arg)?));
             }
         }
@@ -954,15 +968,16 @@ impl Lower<'_> {
     /// zero-extended to the field's `u64`.
     fn load_offset32(
         &mut self,
+        guarded: bool,
         array: ArrayRef,
         info: &ArrayInfo,
         index: Reg,
     ) -> Result<Reg, GenError> {
         let dst = self.b.reg_for(Type::U64);
-        if self.checked {
+        if guarded {
             self.b.mov_to(Type::U64, dst, Operand::Imm(0));
         }
-        let skip = self.guard(array, info, index)?;
+        let skip = self.guard(guarded, array, info, index)?;
         let addr = offset_addr(self.b, OffsetWidth::U32, info.base, index);
         let value = load_offset(self.b, OffsetWidth::U32, addr);
         self.b.mov_to(Type::U64, dst, value);
@@ -1211,7 +1226,8 @@ impl Lower<'_> {
         }
         let t = ptx_type(ty);
         let dst = self.b.reg_for(t);
-        if self.checked {
+        let guarded = self.guarded(array, index);
+        if guarded {
             let zero = if ty.is_float() {
                 self.zero_float(ty)
             } else {
@@ -1219,7 +1235,7 @@ impl Lower<'_> {
             };
             self.b.mov_to(t, dst, zero);
         }
-        let skip = self.guard(array, &info, i)?;
+        let skip = self.guard(guarded, array, &info, i)?;
         let addr = self.b.elem_addr(info.base, i, ty.size());
         let native = |op: AtomOp, ty: Type| (op, ty, None);
         let (aop, aty, c) = match op {

@@ -121,6 +121,102 @@ fn target_ok(target: &str) -> bool {
 /// Builds one PTX module holding the kernels of every schedule in `opts.schedules`, and their
 /// plans in the same order (one or more per schedule, see [`ScheduleTemplate::plans`]).
 pub fn generate(body: &body::Body, opts: &Options) -> Result<Generated, GenError> {
+    let mut kernels = Vec::new();
+    let plans = add_kernels(body, opts, &mut kernels)?;
+    Ok(Generated {
+        ptx: module(opts, kernels),
+        plans,
+    })
+}
+
+/// What the launchers of a `#[load_balanced]` function run (docs/runtime-contract.md): one PTX
+/// module with the kernels of the safe entry points and, where they differ, those of the
+/// unchecked ones.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SafeGenerated {
+    pub ptx: String,
+    /// The plans of the safe entry points, as [`Generated::plans`].
+    pub plans: Vec<plan::Plan>,
+    /// The plans of the unchecked entry points, whose kernels test nothing (entries named after
+    /// `{body}_unchecked`); `None` when they would be `plans`, because nothing needed a test.
+    pub unchecked: Option<Vec<plan::Plan>>,
+    /// The host checks the kernels of `plans` rely on ([`body::Body::gathers`]).
+    pub gathers: Vec<body::Gather>,
+    /// The host checks the unchecked entry points make: every gather, so that their caller
+    /// answers only for the accesses no launch-time check proves.
+    pub unchecked_gathers: Vec<body::Gather>,
+}
+
+/// The kernels of the safe and the unchecked entry points. `opts.checked` asks for kernels that
+/// test every access of the body and report its index ([`body::Guards::Every`]); otherwise the
+/// safe kernels test only what [`body::Proofs`] cannot prove from the host checks, and with a
+/// frontier (`opts.tiles`) its entries, which no host check sees. When nothing is left to test,
+/// the safe kernels are the unchecked ones, built once.
+pub fn generate_safe(body: &body::Body, opts: &Options) -> Result<SafeGenerated, GenError> {
+    let proven = body::Guards::Unproven { lanes: opts.lanes };
+    let guards = if opts.checked {
+        body::Guards::Every
+    } else {
+        proven
+    };
+    let safe = body::Body {
+        guards,
+        ..body.clone()
+    };
+    let unchecked_opts = Options {
+        checked: false,
+        ..opts.clone()
+    };
+    let gathers = safe.gathers(guards);
+    let unchecked_gathers = safe.gathers(proven);
+    let tests = opts.checked || opts.tiles.is_some() || !safe.unproven_params(guards).is_empty();
+    if !tests {
+        let g = generate(&safe, &unchecked_opts)?;
+        return Ok(SafeGenerated {
+            ptx: g.ptx,
+            plans: g.plans,
+            unchecked: None,
+            gathers,
+            unchecked_gathers,
+        });
+    }
+    let safe_opts = Options {
+        checked: true,
+        ..opts.clone()
+    };
+    let twin = body::Body {
+        name: format!("{}_unchecked", body.name),
+        ..safe.clone()
+    };
+    let mut kernels = Vec::new();
+    let plans = add_kernels(&safe, &safe_opts, &mut kernels)?;
+    let unchecked = add_kernels(&twin, &unchecked_opts, &mut kernels)?;
+    Ok(SafeGenerated {
+        ptx: module(opts, kernels),
+        plans,
+        unchecked: Some(unchecked),
+        gathers,
+        unchecked_gathers,
+    })
+}
+
+/// The PTX text of a module holding `kernels`.
+fn module(opts: &Options, kernels: Vec<ir::Kernel>) -> String {
+    ir::Module {
+        version: (7, 8),
+        target: opts.target.clone(),
+        kernels,
+    }
+    .to_string()
+}
+
+/// Appends the kernels of every schedule in `opts.schedules` to `kernels` (each entry name
+/// once) and returns their plans in order.
+fn add_kernels(
+    body: &body::Body,
+    opts: &Options,
+    kernels: &mut Vec<ir::Kernel>,
+) -> Result<Vec<plan::Plan>, GenError> {
     if !target_ok(&opts.target) {
         return Err(GenError::BadTarget(opts.target.clone()));
     }
@@ -131,7 +227,6 @@ pub fn generate(body: &body::Body, opts: &Options) -> Result<Generated, GenError
             body.name
         )));
     }
-    let mut kernels = Vec::new();
     let mut plans = Vec::with_capacity(opts.schedules.len());
     for (i, &schedule) in opts.schedules.iter().enumerate() {
         if opts.schedules[..i].contains(&schedule) {
@@ -167,13 +262,5 @@ pub fn generate(body: &body::Body, opts: &Options) -> Result<Generated, GenError
             plans.push(plan);
         }
     }
-    let module = ir::Module {
-        version: (7, 8),
-        target: opts.target.clone(),
-        kernels,
-    };
-    Ok(Generated {
-        ptx: module.to_string(),
-        plans,
-    })
+    Ok(plans)
 }

@@ -6,7 +6,7 @@
 //! array and atom instead of a shift and an add per load). The atom index itself is kept only
 //! when the body uses it for something else, or under `checked`, whose guards compare it.
 
-use crate::body::{ArrayRef, Body, ExprKind, IndexRole};
+use crate::body::{ArrayRef, Body, ExprKind, Guards, IndexRole};
 use crate::builder::KernelBuilder;
 use crate::codegen::{
     array_info, emit_body, reduce_combine, reduce_identity, AtomContext, KernelParams,
@@ -198,7 +198,7 @@ pub struct KeptAtoms {
 
 impl KeptAtoms {
     /// The pointers at atom `first` (u64), or `None` when the body needs the atom index for
-    /// something else: another use, a rank, or the guards of `checked`.
+    /// something else: another use, a rank, or the guards of `checked` under `Guards::Every`.
     pub fn new(
         b: &mut KernelBuilder,
         body: &Body,
@@ -207,7 +207,8 @@ impl KeptAtoms {
         first: Reg,
     ) -> Result<Option<KeptAtoms>, GenError> {
         let uses = AtomUses::of(body);
-        if checked || uses.elsewhere || uses.arrays.is_empty() {
+        // The kept arrays are the tile set's, read at the atom: only `Guards::Every` tests them.
+        if (checked && body.guards == Guards::Every) || uses.elsewhere || uses.arrays.is_empty() {
             return Ok(None);
         }
         let mut kept: Vec<Kept> = Vec::with_capacity(uses.arrays.len());

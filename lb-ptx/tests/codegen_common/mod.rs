@@ -120,6 +120,7 @@ pub fn spmv() -> Body {
             value: Some(Box::new(value)),
         },
         reduce: Some((Ty::F32, Reduce::Sum)),
+        guards: Guards::Every,
     }
 }
 
@@ -164,6 +165,7 @@ pub fn spmm() -> Body {
             value: Some(Box::new(value)),
         },
         reduce: Some((Ty::F32, Reduce::Sum)),
+        guards: Guards::Every,
     }
 }
 
@@ -216,6 +218,7 @@ pub fn scatter() -> Body {
             value: None,
         },
         reduce: None,
+        guards: Guards::Every,
     }
 }
 
@@ -286,6 +289,7 @@ pub fn relax() -> Body {
             value: None,
         },
         reduce: None,
+        guards: Guards::Every,
     }
 }
 
@@ -459,6 +463,7 @@ pub fn mix() -> Body {
             value: Some(Box::new(tail)),
         },
         reduce: Some((Ty::F64, Reduce::Sum)),
+        guards: Guards::Every,
     }
 }
 
@@ -568,6 +573,7 @@ pub fn bits() -> Body {
             value: None,
         },
         reduce: None,
+        guards: Guards::Every,
     }
 }
 
@@ -634,5 +640,6 @@ pub fn fatom() -> Body {
             value: None,
         },
         reduce: None,
+        guards: Guards::Every,
     }
 }

@@ -271,6 +271,7 @@ pub fn visit_seen() -> Body {
             value: None,
         },
         reduce: None,
+        guards: Guards::Every,
     }
 }
 
@@ -659,6 +660,7 @@ pub fn values_body(name: &str, reduce: Reduce) -> Body {
             value: Some(Box::new(v)),
         },
         reduce: Some((Ty::F32, reduce)),
+        guards: Guards::Every,
     }
 }
 
@@ -685,6 +687,7 @@ pub fn isum() -> Body {
             value: Some(Box::new(v)),
         },
         reduce: Some((Ty::I64, Reduce::Sum)),
+        guards: Guards::Every,
     }
 }
 
@@ -730,6 +733,7 @@ pub fn visit(frontier: bool) -> Body {
             value: None,
         },
         reduce: None,
+        guards: Guards::Every,
     }
 }
 
