@@ -43,6 +43,30 @@ pub fn key<T>(node: &T) -> usize {
     node as *const T as usize
 }
 
+/// The names a pattern binds, in order (iteratively: patterns nest without bound).
+fn pattern_names<'p>(pat: &'p Pat, out: &mut Vec<&'p syn::PatIdent>) {
+    let mut stack = vec![pat];
+    while let Some(p) = stack.pop() {
+        match p {
+            Pat::Ident(pi) => {
+                out.push(pi);
+                if let Some((_, sub)) = &pi.subpat {
+                    stack.push(sub);
+                }
+            }
+            Pat::Tuple(t) => stack.extend(t.elems.iter().rev()),
+            Pat::TupleStruct(t) => stack.extend(t.elems.iter().rev()),
+            Pat::Slice(t) => stack.extend(t.elems.iter().rev()),
+            Pat::Or(o) => stack.extend(o.cases.iter().rev()),
+            Pat::Struct(st) => stack.extend(st.fields.iter().rev().map(|f| &*f.pat)),
+            Pat::Reference(r) => stack.push(&r.pat),
+            Pat::Paren(pp) => stack.push(&pp.pat),
+            Pat::Type(pt) => stack.push(&pt.pat),
+            _ => {}
+        }
+    }
+}
+
 /// The fields of a tile set of `kind`, for messages.
 pub fn fields_of(kind: TileSetKind) -> &'static str {
     match kind {
@@ -333,6 +357,12 @@ impl Checker<'_> {
             Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
             p => (p, None),
         };
+        if !matches!(pat, Pat::Wild(_))
+            && !matches!(pat, Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none())
+        {
+            self.destructuring(pat, &init.expr);
+            return;
+        }
         let v = self.value(&init.expr);
         let annot_var = match annot {
             Some(ty) => match scalar_type(ty) {
@@ -355,14 +385,35 @@ impl Checker<'_> {
             (None, Some(v)) => v,
             (None, None) => self.fresh(Kind::Poison),
         };
-        match pat {
-            Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
-                self.bind(&pi.ident, key(pi), var);
+        if let Pat::Ident(pi) = pat {
+            self.bind(&pi.ident, key(pi), var);
+        }
+    }
+
+    /// `let (p, q) = (a, b);` and other patterns: one error for the one mistake. The names the
+    /// pattern binds are declared as errors, so their uses report nothing more, and a tuple or
+    /// array initializer is part of the same mistake: only its elements are checked, for
+    /// mistakes of their own.
+    fn destructuring(&mut self, pat: &Pat, init: &Expr) {
+        self.report(
+            pat,
+            "only simple names can be bound in a kernel body: destructuring is not supported; \
+             write one `let` per value (`let p = ...; let q = ...;`)",
+        );
+        match init {
+            Expr::Tuple(syn::ExprTuple { elems, .. })
+            | Expr::Array(syn::ExprArray { elems, .. }) => elems.iter().for_each(|e| {
+                self.value(e);
+            }),
+            e => {
+                self.value(e);
             }
-            Pat::Wild(_) => {}
-            other => {
-                self.report(&other, "only simple names can be bound in a kernel body (`let x = ...;`): destructuring is not supported");
-            }
+        }
+        let mut names = Vec::new();
+        pattern_names(pat, &mut names);
+        for pi in names {
+            let poison = self.fresh(Kind::Poison);
+            self.bind(&pi.ident, key(pi), poison);
         }
     }
 

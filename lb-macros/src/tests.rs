@@ -676,3 +676,38 @@ fn fallback_keeps_the_names() {
         "the rejected body must not reach rustc: {out}"
     );
 }
+
+/// Destructuring is one mistake, so one error: not a second one for the tuple it binds, nor one
+/// per use of the names it would have bound. A mistake of its own inside the tuple still counts.
+#[test]
+fn destructuring_let_is_one_error() {
+    let errs = errors(lower_fn(
+        reduce_sum(),
+        quote! {
+            fn k(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+                let (p, q) = (a.values[nz], x[0]);
+                p * q
+            }
+        },
+    ));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].contains("destructuring is not supported"),
+        "{errs:?}"
+    );
+    let errs = errors(lower_fn(
+        reduce_sum(),
+        quote! {
+            fn k(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+                let [p, (q, r)] = [a.values[nz], missing];
+                p * q + r
+            }
+        },
+    ));
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(
+        errs[0].contains("destructuring is not supported"),
+        "{errs:?}"
+    );
+    assert!(errs[1].contains("cannot find `missing`"), "{errs:?}");
+}
