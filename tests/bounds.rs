@@ -1,8 +1,9 @@
 //! Safe by default: the kernels of the safe launchers test every access the host checks do not
 //! prove in bounds, on every schedule, and the unchecked launchers run the same work without the
-//! tests. An out-of-range index is an `Err` naming the parameter and the index; the simulator
-//! faults on any access outside a live allocation, so an `OutOfBounds` result (not `Sim`) also
-//! shows that nothing out of range was read or written.
+//! tests. An out-of-range index is an `Err` naming the parameter and the index. Runs on
+//! `Device::default()`: on the simulator, which faults on any access outside a live allocation,
+//! an `OutOfBounds` result (not `Sim`) also shows that nothing out of range was read or written;
+//! on a GPU machine the same tests run the real kernels (and compute-sanitizer can watch them).
 
 use lb::__private::{Plan, TempRole};
 use lb::prelude::*;
@@ -98,7 +99,7 @@ proptest! {
         let a = matrix(rows, cols, seed);
         let x = lb::generate::random_vector(a.num_cols, seed ^ 1);
         let w = lb::generate::random_vector(a.num_cols + 1, seed ^ 2);
-        let dev = Device::simulator();
+        let dev = Device::default();
         let da = DeviceCsr::upload(&dev, &a).unwrap();
         let (dx, dw) = (dev.upload(&x).unwrap(), dev.upload(&w).unwrap());
         let short = dev.upload(&w[..a.num_cols]).unwrap();
@@ -126,7 +127,7 @@ proptest! {
     #[test]
     fn an_unproven_store_is_tested_on_every_schedule(rows in 20usize..200, cols in 2usize..150, seed in any::<u64>()) {
         let a = matrix(rows, cols, seed);
-        let dev = Device::simulator();
+        let dev = Device::default();
         let da = DeviceCsr::upload(&dev, &a).unwrap();
         let mut want = vec![(0.0f64, 0.0f64); a.num_cols + 1];
         for (c, &v) in a.col_indices.iter().zip(&a.values) {
@@ -150,7 +151,7 @@ proptest! {
     #[test]
     fn a_frontier_entry_that_is_no_tile_is_reported_by_default(rows in 5usize..200, seed in any::<u64>()) {
         let a = lb::generate::power_law(rows, 50, 4.0, seed);
-        let dev = Device::simulator();
+        let dev = Device::default();
         let da = DeviceCsr::upload(&dev, &a).unwrap();
         let bad = a.num_rows as u32 + (seed % 1000) as u32;
         let good: Vec<u32> = (0..a.num_rows as u32).rev().step_by(3).collect();
@@ -223,7 +224,7 @@ fn a_proven_body_runs_the_unchecked_kernels_by_default() {
 #[test]
 fn the_unchecked_launchers_keep_the_host_checks() {
     let a = matrix(40, 30, 7);
-    let dev = Device::simulator();
+    let dev = Device::default();
     let da = DeviceCsr::upload(&dev, &a).unwrap();
     let x = dev.upload(&vec![1.0f32; a.num_cols - 1]).unwrap();
     let w = dev.upload(&vec![1.0f32; a.num_cols + 1]).unwrap();
