@@ -4,6 +4,7 @@
 # session, and writes both JSON files and the per-matrix comparison under $OUT.
 #   bash scripts/gpu-ab.sh SCALE REPS [lb-bench flags...]
 set -euo pipefail
+bash "$(dirname "$0")/gpu-unpack.sh"
 scale=$1 reps=$2
 shift 2
 out="${OUT:-.gpu/out}"

@@ -4,6 +4,7 @@
 # Writes NAME.jsonl, NAME.txt and the plots into $OUT/NAME.tgz (or .gpu/out/NAME.tgz), and prints
 # the table's summary lines. Example: bash scripts/gpu-bench.sh large-spmv --scale large --ops spmv
 set -uo pipefail
+bash "$(dirname "$0")/gpu-unpack.sh"
 name=${1:?usage: gpu-bench.sh NAME [lb-bench options...]}
 shift
 out="${OUT:-.gpu/out}"

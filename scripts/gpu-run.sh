@@ -8,6 +8,7 @@
 # (SpMV with more than 2^32 nonzeros, about 37 GB of device memory). The logs are packed into
 # $OUT/logs.tgz (or .gpu/out/logs.tgz) and a summary goes to stdout.
 set -uo pipefail
+bash "$(dirname "$0")/gpu-unpack.sh"
 out="${OUT:-.gpu/out}"
 logs=$(mktemp -d)
 mkdir -p "$out"
