@@ -48,9 +48,9 @@ fn spmv_is_proven_by_one_host_check() {
     assert_eq!(gathers, [gather("x", GatherBound::Columns)]);
 }
 
-#[test]
-fn spmm_lanes_are_proven_by_the_lane_count() {
-    let (tested, gathers) = proofs(
+/// The proofs of an SpMM-shaped body (`lanes = "k"`, lane `j`) whose value is `body`.
+fn spmm_proofs(body: TokenStream) -> Proven {
+    proofs(
         quote!(
             schedule = "thread_mapped",
             reduce = "sum",
@@ -59,10 +59,16 @@ fn spmm_lanes_are_proven_by_the_lane_count() {
         ),
         quote! {
             fn spmm(a: &Csr<f32>, b: &[f32], k: usize, #[atom] nz: usize, #[lane] j: usize) -> f32 {
-                a.values[nz] * b[a.col_indices[nz] as usize * k + j]
+                #body
             }
         },
-    );
+    )
+}
+
+#[test]
+fn spmm_lanes_are_proven_by_the_lane_count() {
+    let (tested, gathers) =
+        spmm_proofs(quote!(a.values[nz] * b[a.col_indices[nz] as usize * k + j]));
     assert!(tested.is_empty(), "{tested:?}");
     assert_eq!(gathers, [("b".to_string(), GatherBound::Columns, true)]);
     // The lane added to anything but `i * k`, or `i * k` without the lane, is not proven.
@@ -71,19 +77,7 @@ fn spmm_lanes_are_proven_by_the_lane_count() {
         quote!(b[a.col_indices[nz] as usize * k + nz]),
         quote!(b[a.col_indices[nz] as usize * k + j + 1]),
     ] {
-        let (tested, _) = proofs(
-            quote!(
-                schedule = "thread_mapped",
-                reduce = "sum",
-                output = "c",
-                lanes = "k"
-            ),
-            quote! {
-                fn spmm(a: &Csr<f32>, b: &[f32], k: usize, #[atom] nz: usize, #[lane] j: usize) -> f32 {
-                    #body
-                }
-            },
-        );
+        let (tested, _) = spmm_proofs(body.clone());
         assert_eq!(tested, ["b"], "{body}");
     }
 }
