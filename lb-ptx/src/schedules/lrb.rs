@@ -206,16 +206,19 @@ impl ScheduleTemplate for Lrb {
                         "warp" => (WARP_BIN, Lrb::block_bin(kp.block).max(WARP_BIN)),
                         _ => (Lrb::block_bin(kp.block).max(WARP_BIN), Lrb::BINS),
                     };
-                    let from = start(&mut b, t(STARTS), lo);
-                    let items = if class == "thread" {
-                        layout.items
+                    // The thread class walks the tile set itself (`Process::per_thread`), so it
+                    // reads no bin starts.
+                    let (from, items) = if class == "thread" {
+                        (b.mov(Type::U64, Operand::Imm(0)), layout.items)
                     } else {
+                        let from = start(&mut b, t(STARTS), lo);
                         let to = start(&mut b, t(STARTS), hi);
                         let tiles = b.bin(BinOp::Sub, Type::U64, to, from);
-                        match layout.lanes {
+                        let items = match layout.lanes {
                             Some(l) => b.bin(BinOp::Mul, Type::U64, tiles, l),
                             None => tiles,
-                        }
+                        };
+                        (from, items)
                     };
                     let p = Process {
                         body,
