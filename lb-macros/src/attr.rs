@@ -76,6 +76,9 @@ struct RawArgs {
 #[derive(Debug)]
 pub struct Args {
     pub schedules: Vec<Schedule>,
+    /// `schedule = "auto"` (or no `schedule`): a schedule the body is too large for is left
+    /// out with a note instead of refused.
+    pub auto: bool,
     /// The reduction and where it was written.
     pub reduce: Option<(Reduce, Span)>,
     /// The output slice's name (present iff `reduce` is).
@@ -193,8 +196,13 @@ pub fn parse(attr: TokenStream) -> syn::Result<Args> {
     };
 
     errors.finish()?;
+    let auto = raw
+        .schedule
+        .as_ref()
+        .is_none_or(|lit| lit.value().trim() == "auto");
     Ok(Args {
         schedules,
+        auto,
         reduce,
         output,
         tiles: raw.tiles,

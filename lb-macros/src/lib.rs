@@ -64,9 +64,11 @@ use proc_macro::TokenStream;
 /// Generated next to the function: a module of the same name and visibility with `PTX`,
 /// `SCHEDULES`, `PLANS`, `UNCHECKED_PLANS`, `DEFAULT`, `cpu(...)` (the sequential reference,
 /// calling the function for every atom), `launch(dev, ...)` and `launch_with(dev, schedule,
-/// ...)`, and their `unsafe` twins `launch_unchecked` and `launch_with_unchecked`. The function must
-/// be declared at module level (not inside another function's body): the module calls it as
-/// `super::name`. Its name and its parameters' names become PTX names: ASCII letters, digits and
+/// ...)`, and their `unsafe` twins `launch_unchecked` and `launch_with_unchecked`. The module
+/// names nothing of its surroundings (the reference calls a copy of the function whose types are
+/// spelled from `::lb`), so a kernel may be declared at module level or inside a function body;
+/// not inside an `impl` or a trait, which cannot hold a module (rustc says so, pointing at the
+/// attribute). Its name and its parameters' names become PTX names: ASCII letters, digits and
 /// `_` (a raw identifier such as `r#type` is written without its `r#`).
 ///
 /// Safe by default: `launch` and `launch_with` never access memory out of bounds. Before

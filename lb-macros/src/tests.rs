@@ -711,3 +711,63 @@ fn destructuring_let_is_one_error() {
     );
     assert!(errs[1].contains("cannot find `missing`"), "{errs:?}");
 }
+
+/// A body of 2,500 gathers: about 27 registers each under `thread_mapped` (past
+/// [`lb_ptx::MAX_REGISTERS`]), about 18 under `two_phase` (within it).
+fn oversized_kernel() -> TokenStream {
+    let stmts: String = (0..2500)
+        .map(|i| format!("acc += a.values[nz] * x[a.col_indices[nz] as usize] * {i}.0f32;"))
+        .collect();
+    format!(
+        "fn big(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {{ let mut acc = 0.0f32; \
+         {stmts} acc }}"
+    )
+    .parse()
+    .expect("tokens")
+}
+
+#[test]
+fn a_body_too_large_for_a_named_schedule_is_a_compile_error_naming_it() {
+    let err = expand::expand(
+        quote!(schedule = "thread_mapped", reduce = "sum", output = "y"),
+        oversized_kernel(),
+    )
+    .expect_err("too many registers");
+    let message = err.to_string();
+    assert!(
+        message.contains("too large for `thread_mapped`") && message.contains("registers"),
+        "{message}"
+    );
+}
+
+#[test]
+fn auto_leaves_out_a_schedule_the_body_is_too_large_for() {
+    let body = lower_fn(
+        quote!(schedule = "auto", reduce = "sum", output = "y"),
+        oversized_kernel(),
+    )
+    .expect("a valid body");
+    let opts = lb_ptx::Options {
+        schedules: vec![Schedule::ThreadMapped, Schedule::TwoPhase],
+        leave_out_oversized: true,
+        ..lb_ptx::Options::default()
+    };
+    let g = lb_ptx::generate_safe(&body, &opts).expect("two_phase fits");
+    assert_eq!(g.left_out.len(), 1, "{:?}", g.left_out);
+    assert_eq!(g.left_out[0].schedule, Schedule::ThreadMapped);
+    assert!(g.plans.iter().all(|p| p.schedule == "two_phase"));
+    assert!(!g.plans.is_empty());
+    assert!(!g.ptx.contains("big_thread_mapped"));
+    assert!(g.ptx.contains("big_two_phase"));
+    let refused = lb_ptx::Options {
+        leave_out_oversized: false,
+        ..opts
+    };
+    assert!(matches!(
+        lb_ptx::generate_safe(&body, &refused),
+        Err(lb_ptx::GenError::TooManyRegisters {
+            schedule: "thread_mapped",
+            ..
+        })
+    ));
+}

@@ -424,6 +424,7 @@ impl KernelBuilder {
             params: self.params,
             shared: self.shared,
             reg_counts: self.counts,
+            max_registers: None,
             body: self.body,
         }
     }

@@ -725,6 +725,11 @@ pub struct Kernel {
     /// How many registers of each class are used (`%r0 .. %r{n-1}`), in `RegClass::ALL` order.
     pub reg_counts: [u32; 5],
     pub body: Vec<Instr>,
+    /// The most registers a thread may use (`.maxnreg`), for blocks so large that the register
+    /// file (64 K per block) cannot give each thread the 255 ptxas may otherwise take: ptxas then
+    /// spills rather than build a kernel that fails to launch. (`.maxntid` would say the same
+    /// but lets ptxas aim at a full SM and cap far lower, spilling kernels that fit.)
+    pub max_registers: Option<u32>,
 }
 
 /// A PTX module: header plus kernels.
@@ -938,6 +943,9 @@ impl fmt::Display for Kernel {
             writeln!(f, "\t.param {} {}{sep}", p.ty.suffix(), p.name)?;
         }
         writeln!(f, ")")?;
+        if let Some(n) = self.max_registers {
+            writeln!(f, ".maxnreg {n}")?;
+        }
         writeln!(f, "{{")?;
         for (class, &n) in RegClass::ALL.iter().zip(self.reg_counts.iter()) {
             if n > 0 {

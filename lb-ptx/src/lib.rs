@@ -50,6 +50,23 @@ pub struct Options {
     /// rounding instead of two. `false` rounds every operation as the CPU reference does, so a
     /// schedule that sums in atom order matches it bitwise.
     pub fma: bool,
+    /// What to do with a schedule whose kernels would declare more than [`MAX_REGISTERS`]:
+    /// `false` refuses the whole generation ([`GenError::TooManyRegisters`]), `true` leaves the
+    /// schedule out and says so in [`Generated::left_out`] (what `schedule = "auto"` asks).
+    pub leave_out_oversized: bool,
+}
+
+/// The most virtual registers one generated kernel may declare. The code generator gives every
+/// value of the body its own register, so the count grows with the body; past this a kernel is
+/// far beyond what ptxas can keep in registers and beyond the simulator's register file, and the
+/// body is better split.
+pub const MAX_REGISTERS: u32 = 1 << 16;
+
+/// A schedule left out of a generation, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeftOut {
+    pub schedule: Schedule,
+    pub why: String,
 }
 
 /// The knobs of single schedules, from the attribute's keys of the same names. A schedule reads
@@ -80,6 +97,7 @@ impl Default for Options {
             tiles: None,
             tuning: Tuning::default(),
             fma: true,
+            leave_out_oversized: false,
         }
     }
 }
@@ -90,6 +108,8 @@ impl Default for Options {
 pub struct Generated {
     pub ptx: String,
     pub plans: Vec<plan::Plan>,
+    /// The schedules left out under [`Options::leave_out_oversized`], in request order.
+    pub left_out: Vec<LeftOut>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -104,6 +124,15 @@ pub enum GenError {
         "target `{0}` is not supported: use sm_75 or newer (sm_75, sm_80, sm_86, sm_89, sm_90)"
     )]
     BadTarget(String),
+    #[error(
+        "the body is too large for `{schedule}`: its kernel `{kernel}` needs {registers} registers, more than the {max} a generated kernel may declare (every value of the body gets its own); split the work into smaller kernels, or name other schedules",
+        max = MAX_REGISTERS
+    )]
+    TooManyRegisters {
+        schedule: &'static str,
+        kernel: String,
+        registers: u64,
+    },
     #[error("{0}")]
     Unsupported(String),
 }
@@ -122,10 +151,12 @@ fn target_ok(target: &str) -> bool {
 /// plans in the same order (one or more per schedule, see [`ScheduleTemplate::plans`]).
 pub fn generate(body: &body::Body, opts: &Options) -> Result<Generated, GenError> {
     let mut kernels = Vec::new();
-    let plans = add_kernels(body, opts, &mut kernels)?;
+    let mut left_out = Vec::new();
+    let plans = add_kernels(body, opts, &mut kernels, &mut left_out)?;
     Ok(Generated {
         ptx: module(opts, kernels),
         plans,
+        left_out,
     })
 }
 
@@ -145,6 +176,9 @@ pub struct SafeGenerated {
     /// The host checks the unchecked entry points make: every gather, so that their caller
     /// answers only for the accesses no launch-time check proves.
     pub unchecked_gathers: Vec<body::Gather>,
+    /// The schedules left out under [`Options::leave_out_oversized`] (from both sets of entry
+    /// points, so `plans` and `unchecked` name the same schedules).
+    pub left_out: Vec<LeftOut>,
 }
 
 /// The kernels of the safe and the unchecked entry points. `opts.checked` asks for kernels that
@@ -178,6 +212,7 @@ pub fn generate_safe(body: &body::Body, opts: &Options) -> Result<SafeGenerated,
             unchecked: None,
             gathers,
             unchecked_gathers,
+            left_out: g.left_out,
         });
     }
     let safe_opts = Options {
@@ -189,14 +224,32 @@ pub fn generate_safe(body: &body::Body, opts: &Options) -> Result<SafeGenerated,
         ..safe.clone()
     };
     let mut kernels = Vec::new();
-    let plans = add_kernels(&safe, &safe_opts, &mut kernels)?;
-    let unchecked = add_kernels(&twin, &unchecked_opts, &mut kernels)?;
+    let mut left_out = Vec::new();
+    let mut plans = add_kernels(&safe, &safe_opts, &mut kernels, &mut left_out)?;
+    // The unchecked twins of what is left: their kernels test less, so they rarely grow past
+    // the limit when the safe ones did not; if one does, its safe schedule goes too.
+    let twin_opts = Options {
+        schedules: without(&opts.schedules, &left_out),
+        ..unchecked_opts
+    };
+    let mut unchecked = add_kernels(&twin, &twin_opts, &mut kernels, &mut left_out)?;
+    let kept = without(&opts.schedules, &left_out);
+    let named = |p: &plan::Plan| kept.iter().any(|s| s.name() == p.schedule);
+    plans.retain(named);
+    unchecked.retain(named);
+    let entries: Vec<&str> = plans
+        .iter()
+        .chain(&unchecked)
+        .flat_map(|p| p.kernels.iter().map(|k| k.entry.as_ref()))
+        .collect();
+    kernels.retain(|k| entries.contains(&k.name.as_str()));
     Ok(SafeGenerated {
         ptx: module(opts, kernels),
         plans,
         unchecked: Some(unchecked),
         gathers,
         unchecked_gathers,
+        left_out,
     })
 }
 
@@ -210,12 +263,38 @@ fn module(opts: &Options, kernels: Vec<ir::Kernel>) -> String {
     .to_string()
 }
 
+/// `schedules` without those in `left_out`.
+fn without(schedules: &[Schedule], left_out: &[LeftOut]) -> Vec<Schedule> {
+    schedules
+        .iter()
+        .copied()
+        .filter(|s| left_out.iter().all(|l| l.schedule != *s))
+        .collect()
+}
+
+/// `Err` naming the first of `kernels` that declares more than [`MAX_REGISTERS`].
+fn within_registers(schedule: Schedule, kernels: &[ir::Kernel]) -> Result<(), GenError> {
+    for k in kernels {
+        let registers: u64 = k.reg_counts.iter().map(|&n| u64::from(n)).sum();
+        if registers > u64::from(MAX_REGISTERS) {
+            return Err(GenError::TooManyRegisters {
+                schedule: schedule.name(),
+                kernel: k.name.clone(),
+                registers,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Appends the kernels of every schedule in `opts.schedules` to `kernels` (each entry name
-/// once) and returns their plans in order.
+/// once) and returns their plans in order; a schedule whose kernels are too large is left out
+/// (recorded in `left_out`) under [`Options::leave_out_oversized`], refused otherwise.
 fn add_kernels(
     body: &body::Body,
     opts: &Options,
     kernels: &mut Vec<ir::Kernel>,
+    left_out: &mut Vec<LeftOut>,
 ) -> Result<Vec<plan::Plan>, GenError> {
     if !target_ok(&opts.target) {
         return Err(GenError::BadTarget(opts.target.clone()));
@@ -243,10 +322,30 @@ fn add_kernels(
             });
         }
         let template = schedule.template();
+        let mut built = Vec::new();
         for plan in template.plans(body, opts)? {
+            let plan_kernels = template.kernels(body, opts, &plan)?;
+            built.push((plan, plan_kernels));
+        }
+        let fits = built
+            .iter()
+            .try_for_each(|(_, ks)| within_registers(schedule, ks));
+        match fits {
+            Err(e) if opts.leave_out_oversized => {
+                if left_out.iter().all(|l| l.schedule != schedule) {
+                    left_out.push(LeftOut {
+                        schedule,
+                        why: e.to_string(),
+                    });
+                }
+                continue;
+            }
+            fits => fits?,
+        }
+        for (plan, plan_kernels) in built {
             // Plans of one schedule may share kernels (`multi_phase`'s variants share all but
             // their partition): a kernel is emitted once per entry name.
-            for kernel in template.kernels(body, opts, &plan)? {
+            for kernel in plan_kernels {
                 match kernels.iter().find(|k: &&ir::Kernel| k.name == kernel.name) {
                     None => kernels.push(kernel),
                     Some(same) if *same == kernel => {}

@@ -8,7 +8,7 @@
 //! static definitions and uses, which keeps them obviously correct on the structured code the
 //! builder emits.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::ir::{Address, BinOp, Instr, Kernel, Label, Op, Operand, Reg, Space, Type};
 
@@ -225,12 +225,84 @@ fn branch_targets(body: &[Instr]) -> BTreeSet<Label> {
         .collect()
 }
 
-/// Whether `reg` keeps its value from just after instruction `from` to just before `to`: no
-/// label (a merge point) and no write of `reg` in between.
-fn unchanged_between(body: &[Instr], reg: Reg, from: usize, to: usize) -> bool {
-    body[from + 1..to]
-        .iter()
-        .all(|i| !matches!(i.op, Op::Label(_)) && !writes(&i.op).contains(&reg))
+/// Where each register is read and written and where the labels sit, computed once per pass so
+/// that the passes' questions about a stretch of the body cost a binary search, not a scan of the
+/// stretch: a body of thousands of statements gives kernels of tens of thousands of
+/// instructions, and scanning made the passes quadratic (minutes in the compiler).
+struct Positions {
+    /// The instructions that read each register, ascending, once each.
+    reads: BTreeMap<Reg, Vec<usize>>,
+    /// The instructions that write each register, ascending.
+    written: BTreeMap<Reg, Vec<usize>>,
+    /// `labels_before[k]`: how many labels `body[..k]` holds.
+    labels_before: Vec<usize>,
+}
+
+impl Positions {
+    fn of(body: &[Instr]) -> Positions {
+        let mut reads: BTreeMap<Reg, Vec<usize>> = BTreeMap::new();
+        let mut written: BTreeMap<Reg, Vec<usize>> = BTreeMap::new();
+        let mut labels_before = Vec::with_capacity(body.len() + 1);
+        labels_before.push(0);
+        for (k, instr) in body.iter().enumerate() {
+            for r in uses(instr) {
+                let at = reads.entry(r).or_default();
+                if at.last() != Some(&k) {
+                    at.push(k);
+                }
+            }
+            for w in writes(&instr.op) {
+                written.entry(w).or_default().push(k);
+            }
+            let label = usize::from(matches!(instr.op, Op::Label(_)));
+            labels_before.push(labels_before[k] + label);
+        }
+        Positions {
+            reads,
+            written,
+            labels_before,
+        }
+    }
+
+    /// Whether a label sits strictly between instructions `from` and `to`.
+    fn label_between(&self, from: usize, to: usize) -> bool {
+        to > from + 1 && self.labels_before[to] > self.labels_before[from + 1]
+    }
+
+    /// Whether an instruction strictly between `from` and `to` writes `reg`.
+    fn written_between(&self, reg: Reg, from: usize, to: usize) -> bool {
+        self.written.get(&reg).is_some_and(|at| {
+            let first_after = at.partition_point(|&k| k <= from);
+            at.get(first_after).is_some_and(|&k| k < to)
+        })
+    }
+
+    /// Whether `reg` keeps its value from just after instruction `from` to just before `to`: no
+    /// label (a merge point) and no write of `reg` in between.
+    fn unchanged_between(&self, reg: Reg, from: usize, to: usize) -> bool {
+        !self.label_between(from, to) && !self.written_between(reg, from, to)
+    }
+
+    /// The straight-line reads of a register written once at `def`: the indices of every
+    /// instruction that reads it, when all of them follow `def` with no label in between.
+    fn straight_uses(&self, reg: Reg, def: usize) -> Option<&[usize]> {
+        let at = self.reads.get(&reg)?;
+        let (&first, &last) = (at.first()?, at.last()?);
+        (first > def && !self.label_between(def, last)).then_some(at.as_slice())
+    }
+
+    /// Records that instruction `at` now reads `to` where it read `from`.
+    fn move_read(&mut self, at: usize, from: Reg, to: Reg) {
+        if let Some(reads) = self.reads.get_mut(&from) {
+            if let Ok(k) = reads.binary_search(&at) {
+                reads.remove(k);
+            }
+        }
+        let reads = self.reads.entry(to).or_default();
+        if let Err(k) = reads.binary_search(&at) {
+            reads.insert(k, at);
+        }
+    }
 }
 
 /// Every register `op` writes.
@@ -245,30 +317,12 @@ fn writes(op: &Op) -> Vec<Reg> {
     }
 }
 
-/// The straight-line reads of a register written once at `def`: the indices of every
-/// instruction that reads it, when all of them follow `def` with no label in between.
-fn straight_uses(body: &[Instr], reg: Reg, def: usize) -> Option<Vec<usize>> {
-    let mut at = Vec::new();
-    for (j, instr) in body.iter().enumerate() {
-        if uses(instr).contains(&reg) {
-            if j <= def {
-                return None;
-            }
-            at.push(j);
-        }
-    }
-    let last = *at.last()?;
-    body[def + 1..last]
-        .iter()
-        .all(|i| !matches!(i.op, Op::Label(_)))
-        .then_some(at)
-}
-
 /// Folds `add.u64 t, base, k` into the loads and stores that use `t` as their address
 /// (`[t+o]` becomes `[base+k+o]`) when that is all `t` is used for, within the same straight
 /// line and with `base` unchanged: the walks address an atom's neighbours this way.
 fn fold_address_offsets(body: &mut [Instr]) {
     let defs = def_counts(body);
+    let mut positions = Positions::of(body);
     for i in 0..body.len() {
         let (t, base, k) = match (&body[i].guard, &body[i].op) {
             (
@@ -283,7 +337,7 @@ fn fold_address_offsets(body: &mut [Instr]) {
             ) if defs.get(dst) == Some(&1) && *dst != *base => (*dst, *base, *k),
             _ => continue,
         };
-        let Some(at) = straight_uses(body, t, i) else {
+        let Some(at) = positions.straight_uses(t, i).map(<[usize]>::to_vec) else {
             continue;
         };
         let only_addresses = at.iter().all(|&j| {
@@ -294,7 +348,7 @@ fn fold_address_offsets(body: &mut [Instr]) {
                 || matches!(&body[j].op, Op::St { addr: Address::Reg { base: b, .. }, src: Operand::Reg(r), .. } if *b == t && *r != t)
         });
         let last = *at.last().expect("straight_uses returns at least one use");
-        if !only_addresses || !unchanged_between(body, base, i, last) {
+        if !only_addresses || !positions.unchanged_between(base, i, last) {
             continue;
         }
         for &j in &at {
@@ -302,32 +356,35 @@ fn fold_address_offsets(body: &mut [Instr]) {
                 if let Address::Reg { base: b, offset } = addr {
                     *b = base;
                     *offset += k;
+                    positions.move_read(j, t, base);
                 }
             }
         }
     }
 }
 
-/// Where `reg` is the zero extension `cvt.u64.u32 reg, r` written once, the 32-bit `r`.
-fn zero_extended(body: &[Instr], defs: &BTreeMap<Reg, usize>, reg: Reg) -> Option<(usize, Reg)> {
-    if defs.get(&reg) != Some(&1) {
-        return None;
+/// The zero extensions `cvt.u64.u32 d, r` whose destination is written once: `d` → (where, `r`).
+fn zero_extensions(body: &[Instr]) -> BTreeMap<Reg, (usize, Reg)> {
+    let defs = def_counts(body);
+    let mut extensions = BTreeMap::new();
+    for (i, instr) in body.iter().enumerate() {
+        if let (
+            None,
+            Op::Cvt {
+                dst_ty: Type::U64,
+                src_ty: Type::U32,
+                dst,
+                src: Operand::Reg(r),
+                ..
+            },
+        ) = (&instr.guard, &instr.op)
+        {
+            if defs.get(dst) == Some(&1) {
+                extensions.entry(*dst).or_insert((i, *r));
+            }
+        }
     }
-    body.iter()
-        .enumerate()
-        .find_map(|(i, instr)| match (&instr.guard, &instr.op) {
-            (
-                None,
-                Op::Cvt {
-                    dst_ty: Type::U64,
-                    src_ty: Type::U32,
-                    dst,
-                    src: Operand::Reg(r),
-                    ..
-                },
-            ) if *dst == reg => Some((i, *r)),
-            _ => None,
-        })
+    extensions
 }
 
 /// Works on the 32-bit values behind zero extensions where the 64-bit one is not needed:
@@ -335,9 +392,12 @@ fn zero_extended(body: &[Instr], defs: &BTreeMap<Reg, usize>, reg: Reg) -> Optio
 /// extended `x` is `mul.wide.u32 d, r, 2^k`. The extension then usually has no reader left and
 /// goes. The 32-bit offsets of a tile set are read this way.
 fn narrow_zero_extensions(body: &mut [Instr]) {
-    let defs = def_counts(body);
-    for j in 0..body.len() {
-        let narrowed = match &body[j].op {
+    let extensions = zero_extensions(body);
+    let zero_extended = |reg: &Reg| extensions.get(reg).copied();
+    let positions = Positions::of(body);
+    let unchanged_between = |reg, from, to| positions.unchanged_between(reg, from, to);
+    for (j, instr) in body.iter_mut().enumerate() {
+        let narrowed = match &instr.op {
             Op::Setp {
                 cmp,
                 ty: Type::U64,
@@ -345,17 +405,14 @@ fn narrow_zero_extensions(body: &mut [Instr]) {
                 a: Operand::Reg(a),
                 b: Operand::Reg(b),
             } if !matches!(cmp, crate::ir::Cmp::Neu) => {
-                match (
-                    zero_extended(body, &defs, *a),
-                    zero_extended(body, &defs, *b),
-                ) {
+                match (zero_extended(a), zero_extended(b)) {
                     (Some((ia, ra)), Some((ib, rb)))
                         if ia < j
                             && ib < j
-                            && unchanged_between(body, ra, ia, j)
-                            && unchanged_between(body, rb, ib, j)
-                            && unchanged_between(body, *a, ia, j)
-                            && unchanged_between(body, *b, ib, j) =>
+                            && unchanged_between(ra, ia, j)
+                            && unchanged_between(rb, ib, j)
+                            && unchanged_between(*a, ia, j)
+                            && unchanged_between(*b, ib, j) =>
                     {
                         Some(Op::Setp {
                             cmp: *cmp,
@@ -374,8 +431,8 @@ fn narrow_zero_extensions(body: &mut [Instr]) {
                 dst,
                 a: Operand::Reg(a),
                 b: Operand::Imm(k @ 0..=31),
-            } => match zero_extended(body, &defs, *a) {
-                Some((ia, ra)) if ia < j && unchanged_between(body, ra, ia, j) => Some(Op::Bin {
+            } => match zero_extended(a) {
+                Some((ia, ra)) if ia < j && unchanged_between(ra, ia, j) => Some(Op::Bin {
                     op: BinOp::MulWide,
                     ty: Type::U32,
                     dst: *dst,
@@ -387,7 +444,7 @@ fn narrow_zero_extensions(body: &mut [Instr]) {
             _ => None,
         };
         if let Some(op) = narrowed {
-            body[j].op = op;
+            instr.op = op;
         }
     }
 }
@@ -414,15 +471,12 @@ fn value_key(instr: &Instr) -> Option<(Reg, String)> {
 /// - `j`'s value is read only in the straight line after `j`, where those reads are renamed.
 fn reuse_common_values(body: &mut Vec<Instr>) {
     let defs = def_counts(body);
-    let mut sources: BTreeMap<Label, Vec<usize>> = BTreeMap::new();
-    for (k, instr) in body.iter().enumerate() {
-        if let Op::Bra { target } = instr.op {
-            sources.entry(target).or_default().push(k);
-        }
-    }
+    let flow = Flow::of(body);
     let keys: Vec<Option<(Reg, String)>> = body.iter().map(value_key).collect();
     let mut keep = vec![true; body.len()];
     let mut renames: Vec<(Reg, Reg, Vec<usize>)> = Vec::new();
+    // The kept instructions of each key whose destination is written once, ascending.
+    let mut earlier: HashMap<&str, Vec<usize>> = HashMap::new();
     for j in 0..body.len() {
         let Some((dst_j, key)) = &keys[j] else {
             continue;
@@ -430,21 +484,23 @@ fn reuse_common_values(body: &mut Vec<Instr>) {
         if defs.get(dst_j) != Some(&1) {
             continue;
         }
-        let found = (0..j).rev().find(|&i| {
-            keep[i]
-                && keys[i].as_ref().is_some_and(|(dst_i, k)| {
-                    k == key && defs.get(dst_i) == Some(&1) && reaches(body, &sources, i, j)
-                })
-        });
-        let Some(i) = found else {
-            continue;
-        };
-        let Some(at) = straight_uses(body, *dst_j, j) else {
-            continue;
-        };
-        let dst_i = keys[i].as_ref().expect("matched above").0;
-        keep[j] = false;
-        renames.push((*dst_j, dst_i, at));
+        let candidates = earlier.entry(key.as_str()).or_default();
+        // The nearest earlier computation whose value reaches `j`; a bounded look-back keeps
+        // a body that computes one value thousands of times linear.
+        let found = candidates
+            .iter()
+            .rev()
+            .take(REUSE_LOOK_BACK)
+            .copied()
+            .find(|&i| flow.reaches(body, i, j));
+        match found.and_then(|i| Some((i, flow.positions.straight_uses(*dst_j, j)?))) {
+            Some((i, at)) => {
+                let dst_i = keys[i].as_ref().expect("a candidate has a key").0;
+                keep[j] = false;
+                renames.push((*dst_j, dst_i, at.to_vec()));
+            }
+            None => candidates.push(j),
+        }
     }
     for (from, to, at) in renames {
         for j in at {
@@ -454,20 +510,54 @@ fn reuse_common_values(body: &mut Vec<Instr>) {
     retain_marked(body, &keep);
 }
 
-/// Whether `i`'s operands keep their values to `j` and every path into `(i, j]` enters through
-/// `i` (see [`reuse_common_values`]).
-fn reaches(body: &[Instr], sources: &BTreeMap<Label, Vec<usize>>, i: usize, j: usize) -> bool {
-    let operands = uses(&body[i]);
-    body[i + 1..=j].iter().enumerate().all(|(o, instr)| {
-        let k = i + 1 + o;
-        let entered_inside = match instr.op {
-            Op::Label(l) => sources
-                .get(&l)
-                .is_none_or(|from| from.iter().all(|&f| f > i && f < j)),
-            _ => true,
-        };
-        entered_inside && (k == j || writes(&instr.op).iter().all(|w| !operands.contains(w)))
-    })
+/// How many earlier computations of the same value [`reuse_common_values`] tries, nearest first.
+const REUSE_LOOK_BACK: usize = 16;
+
+/// The control flow [`reuse_common_values`] asks about: where the labels are and which branches
+/// jump to each.
+struct Flow {
+    positions: Positions,
+    /// Every label's position, ascending, with the first and last branch to it (`None`: no
+    /// branch targets it).
+    labels: Vec<(usize, Option<(usize, usize)>)>,
+}
+
+impl Flow {
+    fn of(body: &[Instr]) -> Flow {
+        let mut sources: BTreeMap<Label, (usize, usize)> = BTreeMap::new();
+        for (k, instr) in body.iter().enumerate() {
+            if let Op::Bra { target } = instr.op {
+                let range = sources.entry(target).or_insert((k, k));
+                range.1 = k;
+            }
+        }
+        let labels = body
+            .iter()
+            .enumerate()
+            .filter_map(|(k, instr)| match instr.op {
+                Op::Label(l) => Some((k, sources.get(&l).copied())),
+                _ => None,
+            })
+            .collect();
+        Flow {
+            positions: Positions::of(body),
+            labels,
+        }
+    }
+
+    /// Whether `i`'s operands keep their values to `j` and every path into `(i, j]` enters
+    /// through `i` (see [`reuse_common_values`]).
+    fn reaches(&self, body: &[Instr], i: usize, j: usize) -> bool {
+        let first = self.labels.partition_point(|&(k, _)| k <= i);
+        let entered_inside = self.labels[first..]
+            .iter()
+            .take_while(|&&(k, _)| k <= j)
+            .all(|&(_, from)| from.is_none_or(|(lo, hi)| lo > i && hi < j));
+        entered_inside
+            && uses(&body[i])
+                .into_iter()
+                .all(|r| !self.positions.written_between(r, i, j))
+    }
 }
 
 /// Folds `op s, ...; mov d, s` into `op d, ...` when `s` is written by that one instruction and

@@ -231,6 +231,14 @@ pub struct Plan {
 /// What [`Plan::offsets32_twin`] appends to every entry.
 pub const OFFSETS32_SUFFIX: &str = "_u32";
 
+/// The registers per thread a kernel launched with `block` threads may use, when that is below
+/// the 255 a thread may have at most: every GPU lb targets (sm_75 to sm_90) gives a block at most
+/// 64 K registers.
+pub fn register_cap(block: u32) -> Option<u32> {
+    let cap = (1u32 << 16) / block.max(1);
+    (cap < 255).then_some(cap)
+}
+
 /// The entry a kernel of a 64-bit-offsets plan has, for an entry of either twin: what a template
 /// that recognises its kernels by name compares.
 pub fn twin_base(entry: &str) -> &str {

@@ -332,6 +332,7 @@ fn every_op_module() -> Module {
         ],
         reg_counts: [2, 3, 4, 5, 1],
         body,
+        max_registers: Some(64),
     };
     let k2 = Kernel {
         name: "empty".into(),
@@ -339,6 +340,7 @@ fn every_op_module() -> Module {
         shared: vec![],
         reg_counts: [0; 5],
         body: vec![Op::Ret.into()],
+        max_registers: None,
     };
     Module {
         version: (7, 8),

@@ -205,6 +205,12 @@ pub trait ScheduleTemplate {
         let mut kernels = self.build(body, opts, plan)?;
         for k in &mut kernels {
             crate::optimize::kernel(k, opts.fma);
+            let block = plan
+                .kernels
+                .iter()
+                .find(|p| p.entry == k.name)
+                .map(|p| p.block);
+            k.max_registers = block.and_then(crate::plan::register_cap);
         }
         Ok(kernels)
     }

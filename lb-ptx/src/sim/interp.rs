@@ -187,11 +187,12 @@ impl<'k> Prepared<'k> {
             class_base[i] = total;
             total = total
                 .checked_add(n)
-                .filter(|&t| t <= 1 << 16)
+                .filter(|&t| t <= crate::MAX_REGISTERS)
                 .ok_or_else(|| {
                     SimError::Unsupported(format!(
-                        "kernel `{}` declares too many registers",
-                        kernel.name
+                        "kernel `{}` declares more than {} registers",
+                        kernel.name,
+                        crate::MAX_REGISTERS
                     ))
                 })?;
         }

@@ -306,6 +306,16 @@ impl Parser {
             }
         }
         self.punct(')')?;
+        let max_registers = if self.peek_word(".maxnreg") {
+            self.pos += 1;
+            let word = self.word("a register count")?;
+            match word.parse::<u32>() {
+                Ok(n) if n > 0 => Some(n),
+                _ => return self.err(format!("`.maxnreg {word}` is not a register count")),
+            }
+        } else {
+            None
+        };
         self.punct('{')?;
         let mut reg_counts = [0u32; 5];
         let mut shared = Vec::new();
@@ -351,6 +361,7 @@ impl Parser {
             shared,
             reg_counts,
             body,
+            max_registers,
         })
     }
 

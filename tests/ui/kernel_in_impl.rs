@@ -1,0 +1,12 @@
+use lb::prelude::*;
+
+struct Solver;
+
+impl Solver {
+    #[load_balanced(schedule = "thread_mapped", reduce = "sum", output = "y")]
+    fn spmv(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+        a.values[nz] * x[a.col_indices[nz] as usize]
+    }
+}
+
+fn main() {}
