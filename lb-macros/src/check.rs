@@ -1,47 +1,26 @@
-//! Name resolution and type inference of the kernel body, checked against the subset of Rust
-//! that the GPU code generator understands.
+//! Name resolution, type inference and validation of the kernel body against the subset of Rust
+//! that the GPU code generator understands, in one walk over the syntax that builds the typed
+//! tree (`typed`) `lower` converts.
 //!
 //! Inference is unification over type variables, as in rustc: an unsuffixed literal gets an
 //! "integer" or "float" variable that the first concrete type it meets decides (`let mut acc =
 //! 0.0; acc += a.values[nz];` makes `acc` an `f32`), and variables still undecided at the end
 //! default to `i32` / `f64`. Like rustc, a method call needs its receiver's type at the point of
-//! the call. The results are keyed by the address of the syntax node, so `lower` can walk the
-//! same tree again without re-deriving anything.
+//! the call. The tree's nodes carry their variables, resolved once at the end (`Typed::types`).
+//!
+//! Every mistake is reported here, and once: a part already reported yields `None` (or an
+//! `Error` node where the walk goes on past it), and an error's type agrees with everything.
 
 use std::collections::HashMap;
 
-use lb_ptx::body::{CsrField, Lit, LocalId, TileSetKind};
+use lb_ptx::body::{AtomicOp, BinaryOp, CsrField, Lit, LocalId, Method, TileSetKind, UnaryOp};
 use proc_macro2::TokenStream;
 use quote::ToTokens;
 use syn::{BinOp, Expr, Pat, Stmt, UnOp};
 
 use crate::parse::{Role, Sig};
+use crate::typed::{Array, Place, TBlock, TExpr, TExprKind, TStmt, Typed};
 use crate::types::{Errors, STy};
-
-/// What a path expression names.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Name {
-    Local(LocalId),
-    /// Index into `Sig::params`.
-    Param(usize),
-    /// An associated constant such as `f32::INFINITY`, already evaluated.
-    Const(Lit),
-}
-
-/// The checker's results, keyed by node address (see [`key`]).
-#[derive(Debug, Default)]
-pub struct Typed {
-    pub types: HashMap<usize, STy>,
-    pub names: HashMap<usize, Name>,
-    /// The local each `let` / `for` pattern introduces.
-    pub bindings: HashMap<usize, LocalId>,
-    pub locals: Vec<STy>,
-}
-
-/// The identity of a syntax node: its address, stable while the tree is borrowed.
-pub fn key<T>(node: &T) -> usize {
-    node as *const T as usize
-}
 
 /// The names a pattern binds, in order (iteratively: patterns nest without bound).
 fn pattern_names<'p>(pat: &'p Pat, out: &mut Vec<&'p syn::PatIdent>) {
@@ -68,7 +47,7 @@ fn pattern_names<'p>(pat: &'p Pat, out: &mut Vec<&'p syn::PatIdent>) {
 }
 
 /// The fields of a tile set of `kind`, for messages.
-pub fn fields_of(kind: TileSetKind) -> &'static str {
+fn fields_of(kind: TileSetKind) -> &'static str {
     match kind {
         TileSetKind::Csr => "`values`, `col_indices`, `row_offsets`, `num_rows`, `num_cols`",
         TileSetKind::Csc => "`values`, `row_indices`, `col_offsets`, `num_rows`, `num_cols`",
@@ -100,10 +79,10 @@ fn arrays_of(kind: TileSetKind) -> [(&'static str, CsrField, Option<STy>); 3] {
 }
 
 /// The message for `push` on anything but a queue parameter.
-pub const PUSH_ONLY_ON_QUEUE: &str = "`push` is only defined on a `&mut Queue` parameter";
+const PUSH_ONLY_ON_QUEUE: &str = "`push` is only defined on a `&mut Queue` parameter";
 
 /// The intrinsics a body may call.
-pub const ATOMICS: [&str; 5] = [
+const ATOMICS: [&str; 5] = [
     "atomic_add",
     "atomic_min",
     "atomic_max",
@@ -111,16 +90,7 @@ pub const ATOMICS: [&str; 5] = [
     "atomic_cas",
 ];
 
-/// What the body's code may index.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Array {
-    /// A slice parameter (index into `Sig::params`).
-    Slice { param: usize, mutable: bool },
-    /// `values`, `col_indices` or `row_offsets` of the tile set.
-    Field { param: usize, field: CsrField },
-}
-
-type Var = usize;
+type Var = crate::typed::TyVar;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {
@@ -149,12 +119,9 @@ enum Req {
     Signed,
 }
 
-pub struct Checker<'a> {
+struct Checker<'a> {
     sig: &'a Sig,
     slots: Vec<Slot>,
-    expr_var: HashMap<usize, Var>,
-    names: HashMap<usize, Name>,
-    bindings: HashMap<usize, LocalId>,
     locals: Vec<Var>,
     scopes: Vec<HashMap<String, LocalId>>,
     reqs: Vec<(Var, Req, TokenStream, &'static str)>,
@@ -163,14 +130,12 @@ pub struct Checker<'a> {
     errors: Errors,
 }
 
-/// Checks the function body; every error is collected and reported together.
+/// Checks the function body and builds its typed tree; every error is collected and reported
+/// together.
 pub fn check(sig: &Sig, block: &syn::Block) -> syn::Result<Typed> {
     let mut c = Checker {
         sig,
         slots: Vec::new(),
-        expr_var: HashMap::new(),
-        names: HashMap::new(),
-        bindings: HashMap::new(),
         locals: Vec::new(),
         scopes: vec![HashMap::new()],
         reqs: Vec::new(),
@@ -178,15 +143,14 @@ pub fn check(sig: &Sig, block: &syn::Block) -> syn::Result<Typed> {
         ret: None,
         errors: Errors::default(),
     };
-    c.ret = sig.reduce.map(|(t, _)| c.known(t));
-    c.fn_body(block);
-    c.finish()
+    c.ret = sig.ret.map(|t| c.known(t));
+    let stmts = c.fn_body(block);
+    c.finish(stmts)
 }
 
-/// Whether the function's tail expression is its return value (with `reduce`) rather than a
-/// statement. `check` and `lower` must agree on it.
-pub fn tail_is_value(sig: &Sig, block: &syn::Block) -> bool {
-    sig.reduce.is_some() && matches!(block.stmts.last(), Some(Stmt::Expr(_, None)))
+/// Whether the function's tail expression is its return value rather than a statement.
+fn tail_is_value(sig: &Sig, block: &syn::Block) -> bool {
+    sig.ret.is_some() && matches!(block.stmts.last(), Some(Stmt::Expr(_, None)))
 }
 
 impl Checker<'_> {
@@ -265,9 +229,18 @@ impl Checker<'_> {
         None
     }
 
-    fn record(&mut self, e: &Expr, v: Var) -> Option<Var> {
-        self.expr_var.insert(key(e), v);
-        Some(v)
+    fn node(&mut self, kind: TExprKind, t: STy) -> TExpr {
+        let ty = self.known(t);
+        TExpr { kind, ty }
+    }
+
+    /// `e`, or where it was already reported, a node standing for it, so the walk can go on
+    /// with the expression around it.
+    fn or_error(&mut self, e: Option<TExpr>) -> TExpr {
+        e.unwrap_or_else(|| TExpr {
+            kind: TExprKind::Error,
+            ty: self.fresh(Kind::Poison),
+        })
     }
 
     /// The decided type of a method's receiver, or an error like rustc's E0689.
@@ -294,10 +267,13 @@ impl Checker<'_> {
         self.sig.params.iter().position(|p| p.ident == name)
     }
 
-    fn bind(&mut self, ident: &syn::Ident, pat_key: usize, v: Var) -> LocalId {
-        let id = self.locals.len();
+    fn new_local(&mut self, v: Var) -> LocalId {
         self.locals.push(v);
-        self.bindings.insert(pat_key, id);
+        self.locals.len() - 1
+    }
+
+    fn bind(&mut self, ident: &syn::Ident, v: Var) -> LocalId {
+        let id = self.new_local(v);
         if let Some(scope) = self.scopes.last_mut() {
             scope.insert(ident.to_string(), id);
         }
@@ -306,43 +282,55 @@ impl Checker<'_> {
 
     // ---- statements ----
 
-    fn fn_body(&mut self, block: &syn::Block) {
+    fn fn_body(&mut self, block: &syn::Block) -> Vec<TStmt> {
         let tail = tail_is_value(self.sig, block);
         let n = block.stmts.len();
+        let mut out = Vec::new();
         for (i, s) in block.stmts.iter().enumerate() {
             match s {
                 Stmt::Expr(e, None) if tail && i + 1 == n => {
-                    if let (Some(v), Some(r)) = (self.value(e), self.ret) {
-                        self.expect(v, r, &e, "the function's return type");
+                    if let Some(v) = self.value(e) {
+                        if let Some(r) = self.ret {
+                            self.expect(v.ty, r, &e, "the function's return type");
+                        }
+                        out.push(TStmt::Return(Some(v)));
                     }
                 }
-                _ => self.stmt(s),
+                _ => self.stmt(s, &mut out),
             }
         }
+        out
     }
 
-    fn block_stmts(&mut self, block: &syn::Block) {
+    /// A block's statements in a scope of their own, appended to `out`.
+    fn block_stmts(&mut self, block: &syn::Block, out: &mut Vec<TStmt>) {
         self.scopes.push(HashMap::new());
         for s in &block.stmts {
-            self.stmt(s);
+            self.stmt(s, out);
         }
         self.scopes.pop();
     }
 
-    fn stmt(&mut self, s: &Stmt) {
+    fn block(&mut self, block: &syn::Block) -> Vec<TStmt> {
+        let mut out = Vec::new();
+        self.block_stmts(block, &mut out);
+        out
+    }
+
+    fn stmt(&mut self, s: &Stmt, out: &mut Vec<TStmt>) {
         match s {
-            Stmt::Local(l) => self.local(l),
+            Stmt::Local(l) => self.local(l, out),
             Stmt::Item(item) => {
                 self.report(&item, "items (`fn`, `const`, `use`, `struct`, …) cannot be declared inside a kernel body: declare them outside and pass values as parameters");
             }
-            Stmt::Expr(e, _) => self.stmt_expr(e),
+            Stmt::Expr(e, _) => self.stmt_expr(e, out),
             Stmt::Macro(m) => {
                 self.report(&m, MACRO_MSG);
             }
         }
     }
 
-    fn local(&mut self, l: &syn::Local) {
+    fn local(&mut self, l: &syn::Local, out: &mut Vec<TStmt>) {
         let Some(init) = &l.init else {
             self.report(&l, "a `let` in a kernel body needs a value: `let x = 0.0;`");
             return;
@@ -377,16 +365,27 @@ impl Checker<'_> {
             },
             None => None,
         };
-        if let (Some(v), Some(a)) = (v, annot_var) {
-            self.expect(v, a, &init.expr, "the annotation");
+        if let (Some(v), Some(a)) = (&v, annot_var) {
+            self.expect(v.ty, a, &init.expr, "the annotation");
         }
-        let var = match (annot_var, v) {
+        let var = match (annot_var, &v) {
             (Some(a), _) => a,
-            (None, Some(v)) => v,
+            (None, Some(v)) => v.ty,
             (None, None) => self.fresh(Kind::Poison),
         };
-        if let Pat::Ident(pi) = pat {
-            self.bind(&pi.ident, key(pi), var);
+        let local = match pat {
+            Pat::Ident(pi) => Some(self.bind(&pi.ident, var)),
+            _ => None,
+        };
+        if let Some(value) = v {
+            out.push(match local {
+                Some(local) => TStmt::Assign {
+                    place: Place::Local(local),
+                    op: None,
+                    value,
+                },
+                None => TStmt::Expr(value),
+            });
         }
     }
 
@@ -413,51 +412,62 @@ impl Checker<'_> {
         pattern_names(pat, &mut names);
         for pi in names {
             let poison = self.fresh(Kind::Poison);
-            self.bind(&pi.ident, key(pi), poison);
+            self.bind(&pi.ident, poison);
         }
     }
 
-    fn stmt_expr(&mut self, e: &Expr) {
+    fn stmt_expr(&mut self, e: &Expr, out: &mut Vec<TStmt>) {
         match e {
-            Expr::Assign(a) => self.assign(&a.left, &a.right, None, e),
+            Expr::Assign(a) => self.assign(&a.left, &a.right, None, e, out),
             Expr::Binary(b) if compound_op(&b.op).is_some() => {
-                self.assign(&b.left, &b.right, Some(&b.op), e)
+                self.assign(&b.left, &b.right, Some(&b.op), e, out)
             }
-            Expr::If(i) => self.if_stmt(i),
-            Expr::ForLoop(f) => self.for_loop(f),
-            Expr::Block(b) if b.label.is_none() => self.block_stmts(&b.block),
-            Expr::Return(r) => self.ret(r),
-            Expr::MethodCall(m) if m.method == "push" => self.push(m),
+            Expr::If(i) => {
+                if let Some(s) = self.if_stmt(i) {
+                    out.push(s);
+                }
+            }
+            Expr::ForLoop(f) => self.for_loop(f, out),
+            // Its scope ends with it, so its statements can join the enclosing list.
+            Expr::Block(b) if b.label.is_none() => self.block_stmts(&b.block, out),
+            Expr::Return(r) => self.ret(r, out),
+            Expr::MethodCall(m) if m.method == "push" => self.push(m, out),
             // Anything else is evaluated for its side effects (an atomic whose old value is not
             // needed); pure expressions are harmless.
             _ => {
-                self.value(e);
-            }
-        }
-    }
-
-    fn if_stmt(&mut self, i: &syn::ExprIf) {
-        self.cond(&i.cond);
-        self.block_stmts(&i.then_branch);
-        if let Some((_, els)) = &i.else_branch {
-            match &**els {
-                Expr::Block(b) => self.block_stmts(&b.block),
-                Expr::If(ei) => self.if_stmt(ei),
-                other => {
-                    self.report(&other, "expected a block or `if` after `else`");
+                if let Some(v) = self.value(e) {
+                    out.push(TStmt::Expr(v));
                 }
             }
         }
     }
 
-    fn cond(&mut self, cond: &Expr) {
-        if let Some(v) = self.value(cond) {
-            let b = self.known(STy::Bool);
-            self.expect(v, b, &cond, "an `if` condition");
-        }
+    fn if_stmt(&mut self, i: &syn::ExprIf) -> Option<TStmt> {
+        let cond = self.cond(&i.cond);
+        let then = self.block(&i.then_branch);
+        let els = match &i.else_branch {
+            None => Some(Vec::new()),
+            Some((_, els)) => match &**els {
+                Expr::Block(b) => Some(self.block(&b.block)),
+                Expr::If(ei) => self.if_stmt(ei).map(|s| vec![s]),
+                other => self.err_at(&other, "expected a block or `if` after `else`"),
+            },
+        };
+        Some(TStmt::If {
+            cond: cond?,
+            then,
+            els: els?,
+        })
     }
 
-    fn for_loop(&mut self, f: &syn::ExprForLoop) {
+    fn cond(&mut self, cond: &Expr) -> Option<TExpr> {
+        let v = self.value(cond)?;
+        let b = self.known(STy::Bool);
+        self.expect(v.ty, b, &cond, "an `if` condition");
+        Some(v)
+    }
+
+    fn for_loop(&mut self, f: &syn::ExprForLoop, out: &mut Vec<TStmt>) {
         if let Some(l) = &f.label {
             self.report(
                 &l,
@@ -476,44 +486,48 @@ impl Checker<'_> {
         };
         let sv = self.value(start);
         let ev = self.value(end);
-        let var = match (sv, ev) {
+        let var = match (&sv, &ev) {
             (Some(s), Some(e)) => {
-                self.expect(e, s, &end, "the range's start");
+                self.expect(e.ty, s.ty, &end, "the range's start");
                 self.reqs
-                    .push((s, Req::Int, range.to_token_stream(), "a `for` range"));
-                s
+                    .push((s.ty, Req::Int, range.to_token_stream(), "a `for` range"));
+                s.ty
             }
             _ => self.fresh(Kind::Poison),
         };
         self.scopes.push(HashMap::new());
-        match &*f.pat {
+        let bound = match &*f.pat {
             Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
-                self.bind(&pi.ident, key(&*f.pat), var);
+                Some(self.bind(&pi.ident, var))
             }
-            Pat::Wild(_) => {
-                let id = self.locals.len();
-                self.locals.push(var);
-                self.bindings.insert(key(&*f.pat), id);
-            }
-            other => {
-                self.report(
-                    &other,
-                    "a `for` loop variable must be a simple name: `for i in a..b`",
-                );
-            }
-        }
-        self.block_stmts(&f.body);
+            Pat::Wild(_) => Some(self.new_local(var)),
+            other => self.err_at(
+                &other,
+                "a `for` loop variable must be a simple name: `for i in a..b`",
+            ),
+        };
+        let body = self.block(&f.body);
         self.scopes.pop();
+        if let (Some(var), Some(start), Some(end)) = (bound, sv, ev) {
+            out.push(TStmt::For {
+                var,
+                start,
+                end,
+                inclusive: matches!(range.limits, syn::RangeLimits::Closed(_)),
+                body,
+            });
+        }
     }
 
-    fn ret(&mut self, r: &syn::ExprReturn) {
+    fn ret(&mut self, r: &syn::ExprReturn, out: &mut Vec<TStmt>) {
         match (&r.expr, self.ret) {
             (Some(e), Some(rv)) => {
                 if let Some(v) = self.value(e) {
-                    self.expect(v, rv, &e, "the function's return type");
+                    self.expect(v.ty, rv, &e, "the function's return type");
+                    out.push(TStmt::Return(Some(v)));
                 }
             }
-            (None, None) => {}
+            (None, None) => out.push(TStmt::Return(None)),
             (Some(e), None) => {
                 self.report(&e, "this function has no `reduce`, so it returns nothing: write `return;`, or add `reduce` and a return type");
             }
@@ -527,41 +541,20 @@ impl Checker<'_> {
     }
 
     /// `lhs = rhs;` and `lhs op= rhs;`.
-    fn assign(&mut self, lhs: &Expr, rhs: &Expr, op: Option<&BinOp>, whole: &Expr) {
-        let rv = self.value(rhs);
-        let lhs = strip(lhs);
-        let lv = match lhs {
-            Expr::Path(p) => match path_ident(p) {
-                Some(ident) => match self.lookup_local(&ident.to_string()) {
-                    Some(id) => {
-                        self.names.insert(key(lhs), Name::Local(id));
-                        let v = self.locals[id];
-                        self.record(lhs, v)
-                    }
-                    None if self.lookup_param(&ident.to_string()).is_some() => self.err_at(&lhs,
-                        format!("kernel parameters are read-only: copy it into a local first (`let mut {ident} = {ident};`)"),
-                    ),
-                    None => self.err_at(&lhs, format!("cannot find a local `{ident}` in this kernel")),
-                },
-                None => self.err_at(&lhs, ASSIGN_TARGET_MSG),
-            },
-            Expr::Index(ix) => match self.array(&ix.expr) {
-                Some((Array::Slice { mutable: true, .. }, elem)) => {
-                    self.index_expr(&ix.index);
-                    let v = self.known(elem);
-                    self.record(lhs, v)
-                }
-                Some((Array::Slice { param, .. }, elem)) => self.err_at(&ix.expr,
-                    format!("`{}` is a read-only input: declare it `&mut [{}]` to store into it", self.sig.params[param].ident, elem.name()),
-                ),
-                Some((Array::Field { .. }, _)) => self.err_at(&ix.expr, "the tile set is read-only: store into a `&mut [T]` parameter"),
-                None => None,
-            },
-            _ => self.err_at(&lhs, ASSIGN_TARGET_MSG),
-        };
-        let (Some(lv), Some(rv)) = (lv, rv) else {
+    fn assign(
+        &mut self,
+        lhs: &Expr,
+        rhs: &Expr,
+        op: Option<&BinOp>,
+        whole: &Expr,
+        out: &mut Vec<TStmt>,
+    ) {
+        let value = self.value(rhs);
+        let (place, lv) = self.place(strip(lhs));
+        let (Some(lv), Some(value)) = (lv, value) else {
             return;
         };
+        let rv = value.ty;
         match op.and_then(compound_op) {
             None => self.expect(rv, lv, &rhs, "the assigned place"),
             Some(OpClass::Shift) => {
@@ -576,51 +569,83 @@ impl Checker<'_> {
                     .push((lv, class.req(), whole.to_token_stream(), class.what()));
             }
         }
+        if let Some(place) = place {
+            out.push(TStmt::Assign {
+                place,
+                op: op.and_then(compound),
+                value,
+            });
+        }
+    }
+
+    /// The place an assignment stores to, and its type (which a mistake in the index leaves
+    /// known, so the assigned value is still checked against it).
+    fn place(&mut self, lhs: &Expr) -> (Option<Place>, Option<Var>) {
+        match lhs {
+            Expr::Path(p) => match path_ident(p) {
+                Some(ident) => match self.lookup_local(&ident.to_string()) {
+                    Some(id) => (Some(Place::Local(id)), Some(self.locals[id])),
+                    None if self.lookup_param(&ident.to_string()).is_some() => (None, self.err_at(&lhs,
+                        format!("kernel parameters are read-only: copy it into a local first (`let mut {ident} = {ident};`)"),
+                    )),
+                    None => (None, self.err_at(&lhs, format!("cannot find a local `{ident}` in this kernel"))),
+                },
+                None => (None, self.err_at(&lhs, ASSIGN_TARGET_MSG)),
+            },
+            Expr::Index(ix) => match self.array(&ix.expr) {
+                Some((array @ Array::Slice { mutable: true, .. }, elem)) => {
+                    let index = self.index_expr(&ix.index);
+                    let v = self.known(elem);
+                    (index.map(|index| Place::Element { array, index, elem }), Some(v))
+                }
+                Some((Array::Slice { param, .. }, elem)) => (None, self.err_at(&ix.expr,
+                    format!("`{}` is a read-only input: declare it `&mut [{}]` to store into it", self.sig.params[param].ident, elem.name()),
+                )),
+                Some((Array::Field { .. }, _)) => (None, self.err_at(&ix.expr, "the tile set is read-only: store into a `&mut [T]` parameter")),
+                None => (None, None),
+            },
+            _ => (None, self.err_at(&lhs, ASSIGN_TARGET_MSG)),
+        }
     }
 
     // ---- expressions ----
 
     /// Checks an expression used as a value; `None` after an error.
-    fn value(&mut self, e: &Expr) -> Option<Var> {
-        let v = match e {
+    fn value(&mut self, e: &Expr) -> Option<TExpr> {
+        match e {
             Expr::Lit(l) => self.lit(&l.lit),
             Expr::Paren(p) => self.value(&p.expr),
             Expr::Group(g) => self.value(&g.expr),
-            Expr::Path(p) => self.path_value(p, e),
+            Expr::Path(p) => self.path_value(p),
             Expr::Unary(u) => {
-                let v = self.value(&u.expr)?;
-                match u.op {
-                    UnOp::Neg(_) => self.reqs.push((v, Req::Signed, e.to_token_stream(), "negation")),
-                    UnOp::Not(_) => self.reqs.push((v, Req::IntOrBool, e.to_token_stream(), "`!`")),
+                let arg = self.value(&u.expr)?;
+                let op = match u.op {
+                    UnOp::Neg(_) => {
+                        self.reqs.push((arg.ty, Req::Signed, e.to_token_stream(), "negation"));
+                        UnaryOp::Neg
+                    }
+                    UnOp::Not(_) => {
+                        self.reqs.push((arg.ty, Req::IntOrBool, e.to_token_stream(), "`!`"));
+                        UnaryOp::Not
+                    }
                     _ => return self.err_at(&e, "dereferencing is not supported in a kernel body: index slices directly (`s[i]`)"),
-                }
-                Some(v)
+                };
+                let ty = arg.ty;
+                Some(TExpr {
+                    kind: TExprKind::Unary {
+                        op,
+                        arg: Box::new(arg),
+                    },
+                    ty,
+                })
             }
             Expr::Binary(b) => self.binary(b),
-            Expr::Cast(c) => {
-                let src = self.value(&c.expr);
-                let Some(t) = scalar_type(&c.ty) else {
-                    let ty = &c.ty;
-                    return self.err_at(
-                        &c.ty,
-                        format!(
-                            "cannot cast to `{}`: the kernel types are {SCALARS}",
-                            quote::quote!(#ty)
-                        ),
-                    );
-                };
-                if t == STy::Bool {
-                    return self.err_at(&c.ty, "cannot cast to `bool`: compare instead (`x != 0`)");
-                }
-                if let Some(s) = src {
-                    self.casts.push((s, t, e.to_token_stream()));
-                }
-                Some(self.known(t))
-            }
+            Expr::Cast(c) => self.cast(c, e),
             Expr::Index(ix) => {
-                let (_, elem) = self.array(&ix.expr)?;
-                self.index_expr(&ix.index);
-                Some(self.known(elem))
+                let (array, elem) = self.array(&ix.expr)?;
+                let index = self.index_expr(&ix.index);
+                let index = Box::new(self.or_error(index));
+                Some(self.node(TExprKind::Load { array, index }, elem))
             }
             Expr::Field(f) => self.field_value(f),
             Expr::MethodCall(m) => self.method(m),
@@ -631,51 +656,56 @@ impl Checker<'_> {
                 "an assignment is a statement in a kernel body: end it with `;`",
             ),
             other => self.err_at(&anchor(other), unsupported(other)),
-        }?;
-        self.record(e, v)
+        }
     }
 
-    fn lit(&mut self, lit: &syn::Lit) -> Option<Var> {
+    fn lit(&mut self, lit: &syn::Lit) -> Option<TExpr> {
         match lit {
-            syn::Lit::Bool(_) => Some(self.known(STy::Bool)),
+            syn::Lit::Bool(b) => Some(self.node(TExprKind::Lit(Lit::Bool(b.value)), STy::Bool)),
             syn::Lit::Int(i) => {
-                if i.base10_parse::<u128>().ok().and_then(|v| i128::try_from(v).ok()).is_none() {
+                let Some(v) = i.base10_parse::<u128>().ok().and_then(|v| i128::try_from(v).ok()) else {
                     return self.err_at(&i, "integer literal too large for a kernel type");
-                }
+                };
+                let kind = TExprKind::Lit(Lit::Int(v));
                 match i.suffix() {
-                    "" => Some(self.fresh(Kind::Int)),
+                    "" => Some(TExpr { kind, ty: self.fresh(Kind::Int) }),
                     s => match STy::from_name(s) {
-                        Some(t) if t != STy::Bool => Some(self.known(t)),
+                        Some(t) if t != STy::Bool => Some(self.node(kind, t)),
                         _ => self.err_at(&i, format!("`{s}` is not a kernel type: use one of {SCALARS}")),
                     },
                 }
             }
-            syn::Lit::Float(f) => match f.suffix() {
-                "" => Some(self.fresh(Kind::Float)),
-                "f32" => Some(self.known(STy::F32)),
-                "f64" => Some(self.known(STy::F64)),
-                s => self.err_at(&f, format!("`{s}` is not a float type: use `f32` or `f64`")),
-            },
+            syn::Lit::Float(f) => {
+                let v = self.errors.take(f.base10_parse::<f64>())?;
+                let kind = TExprKind::Lit(Lit::Float(v));
+                match f.suffix() {
+                    "" => Some(TExpr { kind, ty: self.fresh(Kind::Float) }),
+                    "f32" => Some(self.node(kind, STy::F32)),
+                    "f64" => Some(self.node(kind, STy::F64)),
+                    s => self.err_at(&f, format!("`{s}` is not a float type: use `f32` or `f64`")),
+                }
+            }
             other => self.err_at(&other, "string, character and byte literals are not supported in a kernel body: it works on numbers and `bool`s"),
         }
     }
 
-    fn path_value(&mut self, p: &syn::ExprPath, e: &Expr) -> Option<Var> {
+    fn path_value(&mut self, p: &syn::ExprPath) -> Option<TExpr> {
         if let Some(ident) = path_ident(p) {
             let name = ident.to_string();
             if let Some(id) = self.lookup_local(&name) {
-                self.names.insert(key(e), Name::Local(id));
-                return Some(self.locals[id]);
+                return Some(TExpr {
+                    kind: TExprKind::Local(id),
+                    ty: self.locals[id],
+                });
             }
             let Some(i) = self.lookup_param(&name) else {
                 return self.err_at(&ident,
                     format!("cannot find `{name}` in this kernel: a kernel body can use its parameters and locals only (pass constants as parameters)"),
                 );
             };
-            self.names.insert(key(e), Name::Param(i));
             return match &self.sig.params[i].role {
-                Role::Index(_) => Some(self.known(STy::Usize)),
-                Role::Scalar(t) => Some(self.known(*t)),
+                Role::Index(_) => Some(self.node(TExprKind::Param(i), STy::Usize)),
+                Role::Scalar(t) => Some(self.node(TExprKind::Param(i), *t)),
                 Role::Slice { .. } => self.err_at(&ident, format!("`{name}` is a slice: index it (`{name}[i]`) or take its length (`{name}.len()`)")),
                 Role::TileSet { kind, .. } => { let fields = fields_of(*kind); self.err_at(&ident, format!("`{name}` is the tile set: read one of its fields ({fields})")) }
                 Role::Queue => self.err_at(&ident, format!("`{name}` is a queue: the only thing a kernel does with it is `{name}.push(v)`")),
@@ -687,8 +717,7 @@ impl Checker<'_> {
             let c = p.path.segments[1].ident.to_string();
             if let Some(t) = STy::from_name(&ty) {
                 if let Some(lit) = assoc_const(t, &c) {
-                    self.names.insert(key(e), Name::Const(lit));
-                    return Some(self.known(t));
+                    return Some(self.node(TExprKind::Lit(lit), t));
                 }
             }
         }
@@ -697,54 +726,86 @@ impl Checker<'_> {
         )
     }
 
-    fn binary(&mut self, b: &syn::ExprBinary) -> Option<Var> {
+    fn cast(&mut self, c: &syn::ExprCast, e: &Expr) -> Option<TExpr> {
+        let src = self.value(&c.expr);
+        let Some(t) = scalar_type(&c.ty) else {
+            let ty = &c.ty;
+            return self.err_at(
+                &c.ty,
+                format!(
+                    "cannot cast to `{}`: the kernel types are {SCALARS}",
+                    quote::quote!(#ty)
+                ),
+            );
+        };
+        if t == STy::Bool {
+            return self.err_at(&c.ty, "cannot cast to `bool`: compare instead (`x != 0`)");
+        }
+        if let Some(s) = &src {
+            self.casts.push((s.ty, t, e.to_token_stream()));
+        }
+        let arg = Box::new(self.or_error(src));
+        Some(self.node(TExprKind::Cast(arg), t))
+    }
+
+    fn binary(&mut self, b: &syn::ExprBinary) -> Option<TExpr> {
         if compound_op(&b.op).is_some() {
             return self.err_at(&b, "compound assignment is a statement in a kernel body: write it on its own, ending with `;`");
         }
         let l = self.value(&b.left);
         let r = self.value(&b.right);
         let (l, r) = (l?, r?);
+        let Some(op) = binop(&b.op) else {
+            return self.err_at(&b.op, "this operator is not supported in a kernel body");
+        };
         let class = op_class(&b.op);
-        match class {
+        let ty = match class {
             OpClass::Logic => {
                 let bl = self.known(STy::Bool);
-                self.expect(l, bl, &b.left, "`&&` / `||`");
-                self.expect(r, bl, &b.right, "`&&` / `||`");
-                Some(bl)
+                self.expect(l.ty, bl, &b.left, "`&&` / `||`");
+                self.expect(r.ty, bl, &b.right, "`&&` / `||`");
+                bl
             }
             OpClass::Shift => {
                 self.reqs
-                    .push((l, Req::Int, b.left.to_token_stream(), "a shift"));
+                    .push((l.ty, Req::Int, b.left.to_token_stream(), "a shift"));
                 self.reqs
-                    .push((r, Req::Int, b.right.to_token_stream(), "a shift amount"));
-                Some(l)
+                    .push((r.ty, Req::Int, b.right.to_token_stream(), "a shift amount"));
+                l.ty
             }
             OpClass::Eq | OpClass::Ord => {
-                self.expect(r, l, &b.right, "the comparison's left side");
+                self.expect(r.ty, l.ty, &b.right, "the comparison's left side");
                 if class == OpClass::Ord {
                     self.reqs.push((
-                        l,
+                        l.ty,
                         Req::Numeric,
                         b.to_token_stream(),
                         "an ordering comparison",
                     ));
                 }
-                Some(self.known(STy::Bool))
+                self.known(STy::Bool)
             }
             OpClass::Arith | OpClass::Bit => {
-                self.expect(r, l, &b.right, "the operator's left side");
+                self.expect(r.ty, l.ty, &b.right, "the operator's left side");
                 self.reqs
-                    .push((l, class.req(), b.to_token_stream(), class.what()));
-                Some(l)
+                    .push((l.ty, class.req(), b.to_token_stream(), class.what()));
+                l.ty
             }
-        }
+        };
+        let (lhs, rhs) = (Box::new(l), Box::new(r));
+        Some(TExpr {
+            kind: TExprKind::Binary { op, lhs, rhs },
+            ty,
+        })
     }
 
     /// The array a `base[...]` indexes, and its element type.
-    pub fn array(&mut self, base: &Expr) -> Option<(Array, STy)> {
+    fn array(&mut self, base: &Expr) -> Option<(Array, STy)> {
         match strip(base) {
             Expr::Path(p) => {
-                let ident = path_ident(p)?;
+                let Some(ident) = path_ident(p) else {
+                    return self.err_at(&base, INDEXABLE_MSG);
+                };
                 let name = ident.to_string();
                 if self.lookup_local(&name).is_some() {
                     return self.err_at(&base, format!("`{name}` is a local scalar and cannot be indexed: index a slice parameter"));
@@ -755,7 +816,6 @@ impl Checker<'_> {
                         format!("cannot find a slice `{name}` in this kernel"),
                     );
                 };
-                self.names.insert(key(strip(base)), Name::Param(i));
                 match &self.sig.params[i].role {
                     Role::Slice { elem, mutable } => Some((Array::Slice { param: i, mutable: *mutable }, *elem)),
                     Role::TileSet { kind, .. } => {
@@ -780,10 +840,7 @@ impl Checker<'_> {
                     }
                 }
             }
-            other => self.err_at(
-                &other,
-                "only slice parameters and the tile set's arrays can be indexed",
-            ),
+            other => self.err_at(&other, INDEXABLE_MSG),
         }
     }
 
@@ -804,47 +861,53 @@ impl Checker<'_> {
             _ => None,
         };
         match found {
-            Some((i, kind, v)) => {
-                self.names.insert(key(strip(base)), Name::Param(i));
-                Some((i, kind, v))
-            }
+            Some(found) => Some(found),
             None => self.err_at(&base, "fields can only be read from the tile-set parameter"),
         }
     }
 
-    fn index_expr(&mut self, index: &Expr) {
-        if let Some(v) = self.value(index) {
-            let u = self.known(STy::Usize);
-            if let Err((found, _)) = self.unify(v, u) {
-                self.report(
-                    &index,
-                    format!(
-                        "indices must be `usize`, found {}: write `x[i as usize]`",
-                        describe_found(found)
-                    ),
-                );
-            }
+    fn index_expr(&mut self, index: &Expr) -> Option<TExpr> {
+        let v = self.value(index)?;
+        let u = self.known(STy::Usize);
+        if let Err((found, _)) = self.unify(v.ty, u) {
+            self.report(
+                &index,
+                format!(
+                    "indices must be `usize`, found {}: write `x[i as usize]`",
+                    describe_found(found)
+                ),
+            );
         }
+        Some(v)
     }
 
-    fn field_value(&mut self, f: &syn::ExprField) -> Option<Var> {
-        let (_, kind, _) = self.tile_set_of(&f.base)?;
+    fn field_value(&mut self, f: &syn::ExprField) -> Option<TExpr> {
+        let (param, kind, _) = self.tile_set_of(&f.base)?;
         let name = member_name(&f.member);
-        match name.as_str() {
-            "num_rows" | "num_cols" => Some(self.known(STy::Usize)),
-            other if arrays_of(kind).iter().any(|(n, _, _)| *n == other) => self.err_at(
-                &f,
-                "index the tile set's arrays (`a.values[nz]`): they cannot be used whole",
-            ),
-            other => self.err_at(
-                &f.member,
-                format!(
-                    "a `{}` tile set has no field `{other}`: its fields are {}",
-                    kind.name(),
-                    fields_of(kind)
-                ),
-            ),
-        }
+        let field = match name.as_str() {
+            "num_rows" => CsrField::NumRows,
+            "num_cols" => CsrField::NumCols,
+            other if arrays_of(kind).iter().any(|(n, _, _)| *n == other) => {
+                return self.err_at(
+                    &f,
+                    "index the tile set's arrays (`a.values[nz]`): they cannot be used whole",
+                )
+            }
+            other => {
+                return self.err_at(
+                    &f.member,
+                    format!(
+                        "a `{}` tile set has no field `{other}`: its fields are {}",
+                        kind.name(),
+                        fields_of(kind)
+                    ),
+                )
+            }
+        };
+        Some(self.node(
+            TExprKind::TileSetScalar(Array::Field { param, field }),
+            STy::Usize,
+        ))
     }
 
     /// The queue parameter a `push` is called on (index into `Sig::params`), if it is one.
@@ -861,23 +924,23 @@ impl Checker<'_> {
     }
 
     /// `queue.push(v);` as a statement, with `v: u32`.
-    fn push(&mut self, m: &syn::ExprMethodCall) {
-        let Some(q) = self.queue_of(&m.receiver) else {
+    fn push(&mut self, m: &syn::ExprMethodCall, out: &mut Vec<TStmt>) {
+        let Some(queue) = self.queue_of(&m.receiver) else {
             self.report(&m, PUSH_ONLY_ON_QUEUE);
             return;
         };
-        self.names.insert(key(strip(&m.receiver)), Name::Param(q));
         if m.args.len() != 1 {
             self.report(&m, "`push` takes 1 argument: `queue.push(v)` with `v: u32`");
             return;
         }
-        if let Some(v) = self.value(&m.args[0]) {
+        if let Some(value) = self.value(&m.args[0]) {
             let u = self.known(STy::U32);
-            self.expect(v, u, &m.args[0], "the queue's item type `u32`");
+            self.expect(value.ty, u, &m.args[0], "the queue's item type `u32`");
+            out.push(TStmt::Push { queue, value });
         }
     }
 
-    fn method(&mut self, m: &syn::ExprMethodCall) -> Option<Var> {
+    fn method(&mut self, m: &syn::ExprMethodCall) -> Option<TExpr> {
         let name = m.method.to_string();
         if name == "push" {
             return match self.queue_of(&m.receiver) {
@@ -894,11 +957,13 @@ impl Checker<'_> {
                 "type arguments on methods are not supported in a kernel body",
             );
         }
-        let arity = match name.as_str() {
-            "len" => 0,
-            "abs" | "sqrt" => 0,
-            "min" | "max" => 1,
-            "mul_add" => 2,
+        let (method, arity) = match name.as_str() {
+            "len" => (None, 0),
+            "abs" => (Some(Method::Abs), 0),
+            "sqrt" => (Some(Method::Sqrt), 0),
+            "min" => (Some(Method::Min), 1),
+            "max" => (Some(Method::Max), 1),
+            "mul_add" => (Some(Method::MulAdd), 2),
             _ => {
                 return self.err_at(&m.method,
                     format!("method `{name}` is not supported in a kernel body: the supported methods are `min`, `max`, `abs`, `sqrt`, `mul_add` and `len` (on slices)"),
@@ -908,15 +973,16 @@ impl Checker<'_> {
         if m.args.len() != arity {
             return self.err_at(&m, format!("`{name}` takes {arity} argument(s)"));
         }
-        if name == "len" {
+        let Some(method) = method else {
             return match self.array(&m.receiver)? {
-                (Array::Slice { .. }, _) => Some(self.known(STy::Usize)),
+                (array @ Array::Slice { .. }, _) => Some(self.node(TExprKind::Len(array), STy::Usize)),
                 (Array::Field { .. }, _) => self.err_at(&m, "use `a.num_rows` (rows) or `a.row_offsets[a.num_rows]` (atoms) instead of the length of a tile-set array"),
             };
-        }
-        let rv = self.value(&m.receiver);
-        let args: Vec<Option<Var>> = m.args.iter().map(|a| self.value(a)).collect();
-        let t = self.receiver_type(rv?, &m.receiver, &name)?;
+        };
+        let receiver = self.value(&m.receiver);
+        let args: Vec<Option<TExpr>> = m.args.iter().map(|a| self.value(a)).collect();
+        let receiver = receiver?;
+        let t = self.receiver_type(receiver.ty, &m.receiver, &name)?;
         let ok = match name.as_str() {
             "min" | "max" => t != STy::Bool,
             "abs" => t.is_signed(),
@@ -932,16 +998,22 @@ impl Checker<'_> {
             );
         }
         let rv = self.known(t);
+        let mut all = vec![receiver];
         for (a, v) in m.args.iter().zip(args) {
-            if let Some(v) = v {
-                self.expect(v, rv, &a, "the receiver's type");
+            if let Some(v) = &v {
+                self.expect(v.ty, rv, &a, "the receiver's type");
             }
+            all.push(self.or_error(v));
         }
-        Some(rv)
+        Some(TExpr {
+            kind: TExprKind::Method { method, args: all },
+            ty: rv,
+        })
     }
 
-    fn call(&mut self, c: &syn::ExprCall) -> Option<Var> {
-        let func = match &*c.func {
+    /// The atomic intrinsic a call names, or the error saying what to write instead.
+    fn callee(&mut self, func: &Expr) -> Option<(AtomicOp, String)> {
+        let func = match func {
             Expr::Path(p) => p,
             other => {
                 return self.err_at(
@@ -950,28 +1022,30 @@ impl Checker<'_> {
                 )
             }
         };
-        let name = match path_ident(func) {
+        match path_ident(func) {
             Some(i) if self.lookup_local(&i.to_string()).is_some() => {
                 let id = self.lookup_local(&i.to_string())?;
                 if self.kind(self.locals[id]) == Kind::Poison {
                     // Its `let` was already reported (a closure, most likely).
                     return None;
                 }
-                return self.err_at(&func, format!("`{i}` is a local value, not a function"));
+                self.err_at(&func, format!("`{i}` is a local value, not a function"))
             }
-            Some(i) if ATOMICS.contains(&i.to_string().as_str()) => i.to_string(),
-            Some(i) => {
-                return self.err_at(&func,
+            Some(i) => match atomic_op(&i.to_string()) {
+                Some(op) => Some((op, i.to_string())),
+                None => self.err_at(&func,
                     format!("function calls are not supported in a kernel body, only the intrinsics {}: inline `{i}`'s computation", ATOMICS.join(", ")),
-                )
-            }
-            None => {
-                return self.err_at(&func,
-                    "function calls are not supported in a kernel body: use the method form (`x.sqrt()`, `x.min(y)`) or the atomic intrinsics",
-                )
-            }
-        };
-        let arity = if name == "atomic_cas" { 3 } else { 2 };
+                ),
+            },
+            None => self.err_at(&func,
+                "function calls are not supported in a kernel body: use the method form (`x.sqrt()`, `x.min(y)`) or the atomic intrinsics",
+            ),
+        }
+    }
+
+    fn call(&mut self, c: &syn::ExprCall) -> Option<TExpr> {
+        let (op, name) = self.callee(&c.func)?;
+        let arity = if op == AtomicOp::Cas { 3 } else { 2 };
         if c.args.len() != arity {
             let shape = if arity == 3 {
                 "(&mut s[i], compare, new)"
@@ -997,14 +1071,14 @@ impl Checker<'_> {
             );
         };
         let (array, elem) = self.array(&ix.expr)?;
-        self.index_expr(&ix.index);
-        let rest: Vec<Option<Var>> = c.args.iter().skip(1).map(|a| self.value(a)).collect();
+        let index = self.index_expr(&ix.index);
+        let rest: Vec<Option<TExpr>> = c.args.iter().skip(1).map(|a| self.value(a)).collect();
         match array {
             Array::Slice { mutable: true, .. } => {}
             _ => return self.err_at(&ix.expr, "atomics need a `&mut [T]` parameter"),
         }
-        if elem == STy::Bool || (name == "atomic_cas" && elem.is_float()) {
-            let allowed = if name == "atomic_cas" {
+        if elem == STy::Bool || (op == AtomicOp::Cas && elem.is_float()) {
+            let allowed = if op == AtomicOp::Cas {
                 "i32, u32, i64, u64"
             } else {
                 "i32, u32, i64, u64, f32, f64"
@@ -1018,49 +1092,61 @@ impl Checker<'_> {
             );
         }
         let ev = self.known(elem);
+        let mut args = Vec::new();
         for (a, v) in c.args.iter().skip(1).zip(rest) {
-            if let Some(v) = v {
-                self.expect(v, ev, &a, "the slice's element type");
+            if let Some(v) = &v {
+                self.expect(v.ty, ev, &a, "the slice's element type");
             }
+            args.push(self.or_error(v));
         }
-        Some(ev)
+        let index = Box::new(self.or_error(index));
+        let kind = TExprKind::Atomic {
+            op,
+            array,
+            index,
+            args,
+        };
+        Some(TExpr { kind, ty: ev })
     }
 
-    fn if_value(&mut self, i: &syn::ExprIf) -> Option<Var> {
-        self.cond(&i.cond);
+    fn if_value(&mut self, i: &syn::ExprIf) -> Option<TExpr> {
+        let cond = self.cond(&i.cond);
         let then = self.block_value(&i.then_branch);
         let els = match &i.else_branch {
             None => return self.err_at(&i, "an `if` used as a value needs an `else` branch"),
             Some((_, e)) => match &**e {
                 Expr::Block(b) => self.block_value(&b.block),
-                Expr::If(ei) => {
-                    let v = self.if_value(ei);
-                    if let Some(v) = v {
-                        self.record(e, v);
-                    }
-                    v
-                }
+                Expr::If(ei) => self.if_value(ei).map(|v| TBlock {
+                    stmts: Vec::new(),
+                    value: Box::new(v),
+                }),
                 other => self.err_at(&other, "expected a block or `if` after `else`"),
             },
         };
         let (then, els) = (then?, els?);
         if let Some((_, e)) = &i.else_branch {
-            self.expect(els, then, &e, "the `if` branch");
+            self.expect(els.value.ty, then.value.ty, &e, "the `if` branch");
         }
-        Some(then)
+        let ty = then.value.ty;
+        let cond = Box::new(self.or_error(cond));
+        Some(TExpr {
+            kind: TExprKind::If { cond, then, els },
+            ty,
+        })
     }
 
     /// A block used as a value: statements, then a tail expression.
-    fn block_value(&mut self, block: &syn::Block) -> Option<Var> {
+    fn block_value(&mut self, block: &syn::Block) -> Option<TBlock> {
         self.scopes.push(HashMap::new());
         let n = block.stmts.len();
+        let mut stmts = Vec::new();
         for s in block.stmts.iter().take(n.saturating_sub(1)) {
-            self.stmt(s);
+            self.stmt(s, &mut stmts);
         }
         let v = match block.stmts.last() {
             Some(Stmt::Expr(e, None)) => self.value(e),
             Some(s) => {
-                self.stmt(s);
+                self.stmt(s, &mut stmts);
                 self.err_at(
                     &block,
                     "this block is used as a value: end it with an expression (no `;`)",
@@ -1072,7 +1158,10 @@ impl Checker<'_> {
             ),
         };
         self.scopes.pop();
-        v
+        Some(TBlock {
+            stmts,
+            value: Box::new(v?),
+        })
     }
 
     // ---- the end ----
@@ -1086,7 +1175,7 @@ impl Checker<'_> {
         }
     }
 
-    fn finish(mut self) -> syn::Result<Typed> {
+    fn finish(mut self, stmts: Vec<TStmt>) -> syn::Result<Typed> {
         for (v, req, span, what) in std::mem::take(&mut self.reqs) {
             let Some(t) = self.resolve(v) else { continue };
             let ok = match req {
@@ -1110,31 +1199,22 @@ impl Checker<'_> {
                 ));
             }
         }
-        let errors = std::mem::take(&mut self.errors);
-        errors.finish()?;
-        let mut types = HashMap::new();
-        for (&k, &v) in &self.expr_var {
-            if let Some(t) = self.resolve(v) {
-                types.insert(k, t);
-            }
-        }
-        let locals = self
-            .locals
-            .iter()
-            .map(|&v| self.resolve(v).unwrap_or(STy::I32))
-            .collect();
+        std::mem::take(&mut self.errors).finish()?;
         Ok(Typed {
-            types,
-            names: self.names,
-            bindings: self.bindings,
-            locals,
+            stmts,
+            locals: self
+                .locals
+                .iter()
+                .map(|&v| self.resolve(v).unwrap_or(STy::I32))
+                .collect(),
+            types: (0..self.slots.len()).map(|v| self.resolve(v)).collect(),
         })
     }
 }
 
 /// How an operator is type-checked.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum OpClass {
+enum OpClass {
     Arith,
     Bit,
     Shift,
@@ -1161,7 +1241,7 @@ impl OpClass {
     }
 }
 
-pub fn op_class(op: &BinOp) -> OpClass {
+fn op_class(op: &BinOp) -> OpClass {
     match op {
         BinOp::Add(_) | BinOp::Sub(_) | BinOp::Mul(_) | BinOp::Div(_) | BinOp::Rem(_) => {
             OpClass::Arith
@@ -1175,7 +1255,7 @@ pub fn op_class(op: &BinOp) -> OpClass {
 }
 
 /// The class of a compound assignment operator (`+=` → `Arith`), or `None` for other operators.
-pub fn compound_op(op: &BinOp) -> Option<OpClass> {
+fn compound_op(op: &BinOp) -> Option<OpClass> {
     match op {
         BinOp::AddAssign(_)
         | BinOp::SubAssign(_)
@@ -1191,7 +1271,7 @@ pub fn compound_op(op: &BinOp) -> Option<OpClass> {
 }
 
 /// Parentheses and invisible groups do not matter to the kernel.
-pub fn strip(e: &Expr) -> &Expr {
+fn strip(e: &Expr) -> &Expr {
     match e {
         Expr::Paren(p) => strip(&p.expr),
         Expr::Group(g) => strip(&g.expr),
@@ -1199,7 +1279,7 @@ pub fn strip(e: &Expr) -> &Expr {
     }
 }
 
-pub fn path_ident(p: &syn::ExprPath) -> Option<&syn::Ident> {
+fn path_ident(p: &syn::ExprPath) -> Option<&syn::Ident> {
     if p.qself.is_none() {
         p.path.get_ident()
     } else {
@@ -1207,7 +1287,7 @@ pub fn path_ident(p: &syn::ExprPath) -> Option<&syn::Ident> {
     }
 }
 
-pub fn member_name(m: &syn::Member) -> String {
+fn member_name(m: &syn::Member) -> String {
     match m {
         syn::Member::Named(i) => i.to_string(),
         syn::Member::Unnamed(i) => i.index.to_string(),
@@ -1215,7 +1295,7 @@ pub fn member_name(m: &syn::Member) -> String {
 }
 
 /// A scalar type written in a cast or an annotation.
-pub fn scalar_type(ty: &syn::Type) -> Option<STy> {
+fn scalar_type(ty: &syn::Type) -> Option<STy> {
     match ty {
         syn::Type::Path(tp) if tp.qself.is_none() => tp
             .path
@@ -1250,6 +1330,8 @@ fn assoc_const(t: STy, name: &str) -> Option<Lit> {
 const SCALARS: &str = "bool, i32, u32, i64, u64, usize, f32, f64";
 
 const MACRO_MSG: &str = "macros are not supported in a kernel body (its GPU code is generated from the syntax): write the expression out";
+
+const INDEXABLE_MSG: &str = "only slice parameters and the tile set's arrays can be indexed";
 
 const ASSIGN_TARGET_MSG: &str =
     "a kernel body can assign to a local variable or a slice element (`s[i] = v`) only";
@@ -1314,4 +1396,58 @@ fn unsupported(e: &Expr) -> &'static str {
         Expr::ForLoop(_) | Expr::If(_) => "this statement cannot be used as a value in a kernel body",
         _ => "this expression is not supported in a kernel body",
     }
+}
+
+/// The atomic intrinsic of this name (one of [`ATOMICS`]).
+fn atomic_op(name: &str) -> Option<AtomicOp> {
+    Some(match name {
+        "atomic_add" => AtomicOp::Add,
+        "atomic_min" => AtomicOp::Min,
+        "atomic_max" => AtomicOp::Max,
+        "atomic_exch" => AtomicOp::Exch,
+        "atomic_cas" => AtomicOp::Cas,
+        _ => return None,
+    })
+}
+
+/// The body IR's operator for a binary operator (`None` for the compound assignments).
+fn binop(op: &BinOp) -> Option<BinaryOp> {
+    Some(match op {
+        BinOp::Add(_) => BinaryOp::Add,
+        BinOp::Sub(_) => BinaryOp::Sub,
+        BinOp::Mul(_) => BinaryOp::Mul,
+        BinOp::Div(_) => BinaryOp::Div,
+        BinOp::Rem(_) => BinaryOp::Rem,
+        BinOp::BitAnd(_) => BinaryOp::BitAnd,
+        BinOp::BitOr(_) => BinaryOp::BitOr,
+        BinOp::BitXor(_) => BinaryOp::BitXor,
+        BinOp::Shl(_) => BinaryOp::Shl,
+        BinOp::Shr(_) => BinaryOp::Shr,
+        BinOp::Eq(_) => BinaryOp::Eq,
+        BinOp::Ne(_) => BinaryOp::Ne,
+        BinOp::Lt(_) => BinaryOp::Lt,
+        BinOp::Le(_) => BinaryOp::Le,
+        BinOp::Gt(_) => BinaryOp::Gt,
+        BinOp::Ge(_) => BinaryOp::Ge,
+        BinOp::And(_) => BinaryOp::And,
+        BinOp::Or(_) => BinaryOp::Or,
+        _ => return None,
+    })
+}
+
+/// The operator of a compound assignment (`+=` → `Add`).
+fn compound(op: &BinOp) -> Option<BinaryOp> {
+    Some(match op {
+        BinOp::AddAssign(_) => BinaryOp::Add,
+        BinOp::SubAssign(_) => BinaryOp::Sub,
+        BinOp::MulAssign(_) => BinaryOp::Mul,
+        BinOp::DivAssign(_) => BinaryOp::Div,
+        BinOp::RemAssign(_) => BinaryOp::Rem,
+        BinOp::BitAndAssign(_) => BinaryOp::BitAnd,
+        BinOp::BitOrAssign(_) => BinaryOp::BitOr,
+        BinOp::BitXorAssign(_) => BinaryOp::BitXor,
+        BinOp::ShlAssign(_) => BinaryOp::Shl,
+        BinOp::ShrAssign(_) => BinaryOp::Shr,
+        _ => return None,
+    })
 }

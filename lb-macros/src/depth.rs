@@ -1,7 +1,7 @@
-//! The nesting guard: syn's parser and the `check` and `lower` phases recurse over the body's
-//! expressions, so a statement nested deeper than the compiler's stack can hold (a sum of
-//! thousands of terms) is refused up front with one spanned error, measured on the tokens
-//! without recursion.
+//! The nesting guard: syn's parser, the `check` and `lower` phases and the typed tree's drop
+//! recurse over the body's expressions, so a statement nested deeper than the compiler's stack
+//! can hold (a sum of thousands of terms) is refused up front with one spanned error, measured
+//! on the tokens without recursion.
 
 use proc_macro2::{Spacing, TokenStream, TokenTree};
 

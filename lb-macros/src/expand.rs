@@ -11,8 +11,8 @@ use quote::{format_ident, quote};
 use syn::{FnArg, ItemFn};
 
 use crate::attr::{self, Args};
-use crate::check;
 use crate::depth;
+use crate::front;
 use crate::lower;
 use crate::parse::{self, is_role_attr, Role, Sig};
 use crate::types::STy;
@@ -21,22 +21,13 @@ use crate::types::STy;
 pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     depth::check(item.clone())?;
     let func: ItemFn = syn::parse2(item)?;
-    let args = attr::parse(attr)?;
-    let sig = parse::parse(&func, &args)?;
-    let typed = check::check(&sig, &func.block)?;
-    let name = syn::ext::IdentExt::unraw(&func.sig.ident).to_string();
-    if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    {
-        return Err(syn::Error::new(
-            func.sig.ident.span(),
-            format!(
-                "the kernel name `{name}` cannot be used in PTX, whose entry names are ASCII \
-                 letters, digits and `_`: rename the function"
-            ),
-        ));
-    }
-    let body = lower::lower(&name, &sig, &func.block, &typed)?;
+    let front::Front {
+        args,
+        sig,
+        typed,
+        name,
+    } = front::front(attr, &func)?;
+    let body = lower::lower(&name, &sig, &typed)?;
     let options = Options {
         schedules: args.schedules.clone(),
         target: args.target.clone(),

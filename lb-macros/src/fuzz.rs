@@ -169,7 +169,7 @@ fn front_end(body: &str) -> Result<(), Vec<String>> {
     let args = attr::parse(attr).map_err(refused)?;
     let sig = parse::parse(&func, &args).map_err(refused)?;
     let typed = check::check(&sig, &func.block).map_err(refused)?;
-    let body = lower::lower("k", &sig, &func.block, &typed).map_err(refused)?;
+    let body = lower::lower("k", &sig, &typed).map_err(refused)?;
     let opts = lb_ptx::Options {
         schedules: args.schedules.clone(),
         ..lb_ptx::Options::default()

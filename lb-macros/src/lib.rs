@@ -2,16 +2,19 @@
 //! requested schedules, their plans, a CPU reference and typed launchers (see the `lb` crate).
 //!
 //! The phases are one module each: `depth` (a guard on how deep the body nests), `attr` (the
-//! attribute's keys), `parse` (parameter roles),
-//! `check` (names and types of the body), `lower` (to lb-ptx's body IR), `expand` (the emitted
-//! items). Each phase collects its errors and reports them together; nothing panics.
+//! attribute's keys), `parse` (parameter roles), `check` (names, types and validation of the
+//! body, in one walk that builds the typed tree of `typed`), `lower` (that tree to lb-ptx's body
+//! IR), `expand` (the emitted items). `front` runs `attr`, `parse` and `check` as one error
+//! context: independent mistakes are reported together, one mistake once; nothing panics.
 
 mod attr;
 mod check;
 mod depth;
 mod expand;
+mod front;
 mod lower;
 mod parse;
+mod typed;
 mod types;
 
 #[cfg(test)]

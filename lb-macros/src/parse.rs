@@ -35,6 +35,8 @@ pub struct Sig {
     pub params: Vec<SigParam>,
     /// With `reduce`: the return type and the reduction.
     pub reduce: Option<(STy, Reduce)>,
+    /// The type the body returns: `reduce`'s, or from [`parse_alone`], the declared one.
+    pub ret: Option<STy>,
     /// The output slice's name, with `reduce`.
     pub output: Option<Ident>,
     /// Index into `params` of the `usize` lane-count parameter.
@@ -106,10 +108,78 @@ const RESERVED: [&str; 8] = [
 const SCALARS: &str = "bool, i32, u32, i64, u64, usize, f32, f64";
 const ELEMENTS: &str = "bool, i32, u32, i64, u64, f32, f64";
 
+/// The signature, checked against the attribute.
 pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
-    let mut errors = Errors::default();
-    let sig = &func.sig;
+    signature(func, Some(args))
+}
 
+/// The signature as the function alone declares it, for checking the body when the attribute
+/// has errors: the checks that need the attribute (`reduce` against the return type, `output`,
+/// `lanes`, `tiles`) are left out, as the attribute's own error may be what they would find, and
+/// the body returns the declared type. Nothing is generated from it.
+pub fn parse_alone(func: &ItemFn) -> syn::Result<Sig> {
+    signature(func, None)
+}
+
+fn signature(func: &ItemFn, args: Option<&Args>) -> syn::Result<Sig> {
+    let sig = &func.sig;
+    let mut errors = Errors::default();
+    qualifiers(sig, &mut errors);
+    let params = params(sig, &mut errors);
+    let has = |r: IndexRole| params.iter().any(|p| p.role == Role::Index(r));
+    // The role checks below would only repeat what is already reported.
+    errors.finish()?;
+    let mut errors = Errors::default();
+    let tile_set = params
+        .iter()
+        .position(|p| matches!(p.role, Role::TileSet { .. }));
+    if tile_set.is_none() {
+        errors.push(syn::Error::new(
+            sig.paren_token.span.join(),
+            "a load-balanced function takes exactly one tile-set parameter, e.g. `a: &Csr<f32>`",
+        ));
+    }
+    if !has(IndexRole::Atom) {
+        errors.push(syn::Error::new(
+            sig.paren_token.span.join(),
+            "a load-balanced function needs an `#[atom] nz: usize` parameter: the index of the atom it computes",
+        ));
+    }
+
+    let ret = match &sig.output {
+        ReturnType::Default => None,
+        ReturnType::Type(_, ty) => match scalar(ty) {
+            Some(t) => Some((t, ty.span())),
+            None => {
+                errors.push(syn::Error::new_spanned(
+                    ty,
+                    format!("the contribution of an atom must be a scalar: one of {SCALARS}"),
+                ));
+                None
+            }
+        },
+    };
+    let (reduce, lanes, tiles) = match args {
+        Some(args) => with_attr(sig, args, &params, ret, &mut errors),
+        None => (None, None, None),
+    };
+    errors.finish()?;
+    Ok(Sig {
+        ret: match args {
+            Some(_) => reduce.map(|(t, _)| t),
+            None => ret.map(|(t, _)| t),
+        },
+        params,
+        reduce,
+        output: args.and_then(|a| a.output.clone()),
+        tile_set: tile_set.unwrap_or_default(),
+        lanes,
+        tiles,
+    })
+}
+
+/// `const`, `async`, `unsafe`, `extern`, generics and variadics, which a kernel cannot have.
+fn qualifiers(sig: &syn::Signature, errors: &mut Errors) {
     if let Some(c) = &sig.constness {
         errors.push(syn::Error::new_spanned(
             c,
@@ -146,7 +216,11 @@ pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
             "a load-balanced function cannot be variadic",
         ));
     }
+}
 
+/// Each parameter's role, from its type or role attribute: what the function says without the
+/// attribute.
+fn params(sig: &syn::Signature, errors: &mut Errors) -> Vec<SigParam> {
     let mut params: Vec<SigParam> = Vec::new();
     for input in &sig.inputs {
         let FnArg::Typed(pt) = input else {
@@ -243,41 +317,19 @@ pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
         }
         params.push(SigParam { ident, role });
     }
+    params
+}
 
-    let has = |r: IndexRole| params.iter().any(|p| p.role == Role::Index(r));
-    // The role checks below would only repeat what is already reported.
-    errors.finish()?;
-    let mut errors = Errors::default();
-    let tile_set = params
-        .iter()
-        .position(|p| matches!(p.role, Role::TileSet { .. }));
-    if tile_set.is_none() {
-        errors.push(syn::Error::new(
-            sig.paren_token.span.join(),
-            "a load-balanced function takes exactly one tile-set parameter, e.g. `a: &Csr<f32>`",
-        ));
-    }
-    if !has(IndexRole::Atom) {
-        errors.push(syn::Error::new(
-            sig.paren_token.span.join(),
-            "a load-balanced function needs an `#[atom] nz: usize` parameter: the index of the atom it computes",
-        ));
-    }
-
+/// What the signature must agree on with the attribute: the return type with `reduce`, the
+/// `output` name, and the `lanes` and `tiles` parameters (their indices are returned).
+fn with_attr(
+    sig: &syn::Signature,
+    args: &Args,
+    params: &[SigParam],
+    ret: Option<(STy, proc_macro2::Span)>,
+    errors: &mut Errors,
+) -> (Option<(STy, Reduce)>, Option<usize>, Option<usize>) {
     // Return type and `reduce` go together.
-    let ret = match &sig.output {
-        ReturnType::Default => None,
-        ReturnType::Type(_, ty) => match scalar(ty) {
-            Some(t) => Some((t, ty.span())),
-            None => {
-                errors.push(syn::Error::new_spanned(
-                    ty,
-                    format!("the contribution of an atom must be a scalar: one of {SCALARS}"),
-                ));
-                None
-            }
-        },
-    };
     let reduce = match (&args.reduce, ret, &sig.output) {
         (Some((op, _)), Some((t, span)), _) => {
             if t == STy::Bool || t == STy::Usize {
@@ -326,18 +378,18 @@ pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
     }
 
     let lanes = find_named(
-        &params,
+        params,
         args.lanes.as_ref(),
         "lanes",
-        &mut errors,
+        errors,
         |r| *r == Role::Scalar(STy::Usize),
         "a `usize` parameter (the lane count)",
     );
     let tiles = find_named(
-        &params,
+        params,
         args.tiles.as_ref(),
         "tiles",
-        &mut errors,
+        errors,
         |r| {
             matches!(
                 r,
@@ -361,15 +413,7 @@ pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
         _ => {}
     }
 
-    errors.finish()?;
-    Ok(Sig {
-        params,
-        reduce,
-        output: args.output.clone(),
-        tile_set: tile_set.unwrap_or_default(),
-        lanes,
-        tiles,
-    })
+    (reduce, lanes, tiles)
 }
 
 /// Resolves `lanes = "k"` / `tiles = "frontier"` to a parameter of the right kind.

@@ -15,7 +15,7 @@ pub(crate) fn lower_fn(attr: TokenStream, item: TokenStream) -> syn::Result<Body
     let args = attr::parse(attr)?;
     let sig = parse::parse(&func, &args)?;
     let typed = check::check(&sig, &func.block)?;
-    lower::lower(&func.sig.ident.to_string(), &sig, &func.block, &typed)
+    lower::lower(&func.sig.ident.to_string(), &sig, &typed)
 }
 
 fn reduce_sum() -> TokenStream {
@@ -770,4 +770,103 @@ fn auto_leaves_out_a_schedule_the_body_is_too_large_for() {
             ..
         })
     ));
+}
+
+/// The messages of `expand`'s errors.
+fn expand_errors(attr: TokenStream, item: TokenStream) -> Vec<String> {
+    match expand::expand(attr, item) {
+        Ok(out) => panic!("expected errors, got {out}"),
+        Err(e) => e.into_iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+/// The attribute, the signature and the body share one error context: a mistake in the
+/// attribute does not hide one in the body, and each is reported once.
+#[test]
+fn attribute_and_body_mistakes_are_reported_together() {
+    let errs = expand_errors(
+        quote!(schedule = "thread_mapped", reduce = "sum", outptu = "y"),
+        quote! {
+            fn f(a: &Csr<f32>, #[atom] nz: usize) -> f32 {
+                let mut s = 0.0f32;
+                while s < 1.0 { s += 1.0; }
+                a.values[nz] + s
+            }
+        },
+    );
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(errs[0].contains("Unknown field: `outptu`"), "{errs:?}");
+    assert!(
+        errs[1].starts_with("`while` loops are not supported"),
+        "{errs:?}"
+    );
+    // A misspelt `reduce` is one error: the body still returns the declared type, and nothing
+    // complains that the function returns a value without `reduce`.
+    let errs = expand_errors(
+        quote!(schedule = "thread_mapped", reduc = "sum", output = "y"),
+        quote! {
+            fn f(a: &Csr<f32>, #[atom] nz: usize) -> f32 {
+                if nz == 0 { return 0.0; }
+                a.values[nz]
+            }
+        },
+    );
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].contains("Unknown field: `reduc`"), "{errs:?}");
+    // A bad value of a known key and a non-ASCII kernel name, independent mistakes.
+    let errs = expand_errors(
+        quote!(schedule = "thread_mapped", block = 100),
+        quote! {
+            fn café(a: &Csr<f32>, #[atom] nz: usize) {
+                let v = a.values[nz];
+            }
+        },
+    );
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(
+        errs[0].starts_with("`block` must be a power of two"),
+        "{errs:?}"
+    );
+    assert!(errs[1].starts_with("the kernel name `café`"), "{errs:?}");
+}
+
+/// Indexing a path that is not a plain name is an error of its own (it used to reach the
+/// lowering unresolved).
+#[test]
+fn indexing_a_qualified_path_is_an_error() {
+    let errs = errors(lower_fn(
+        reduce_sum(),
+        quote! {
+            fn f(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+                let v = std::x[0] + x.len() as f32;
+                a.values[nz] + v
+            }
+        },
+    ));
+    assert_eq!(
+        errs,
+        ["only slice parameters and the tile set's arrays can be indexed"]
+    );
+}
+
+/// A sum of 1,000 terms, the most `depth` lets through, goes through the front end and the
+/// lowering (and the typed tree's recursive drop) on a thread with the default 2 MiB stack.
+#[test]
+fn a_sum_at_the_depth_limit_lowers_on_a_default_stack() {
+    let terms = vec!["a.values[nz]"; 1000].join(" + ");
+    let text = format!("fn f(a: &Csr<f32>, #[atom] nz: usize) -> f32 {{ {terms} }}");
+    // Tokens cannot cross threads: the text does, and is parsed on the small stack.
+    let lowered = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            let item: TokenStream = text.parse().map_err(|e| format!("{e}"))?;
+            crate::depth::check(item.clone()).map_err(|e| e.to_string())?;
+            lower_fn(reduce_sum(), item)
+                .map(|body| body.block.stmts.len())
+                .map_err(|e| e.to_string())
+        })
+        .unwrap()
+        .join()
+        .expect("no stack overflow");
+    assert_eq!(lowered, Ok(1));
 }

@@ -1,0 +1,70 @@
+//! The front end as one error context: the attribute, the signature, the body and the kernel's
+//! name are each checked, and their errors reported together, so independent mistakes show up
+//! in one compile. A phase that needs an earlier one's result runs on what that phase can still
+//! tell: with a broken attribute, the body is checked against the signature as the function
+//! declares it (`parse::parse_alone`), which finds the body's own mistakes without repeating the
+//! attribute's. A broken signature stops there, since the body's names and types come from it.
+
+use proc_macro2::{Span, TokenStream};
+use syn::ItemFn;
+
+use crate::attr::{self, Args};
+use crate::check;
+use crate::parse::{self, Sig};
+use crate::typed::Typed;
+use crate::types::Errors;
+
+/// What the front end found in a function without errors.
+pub struct Front {
+    pub args: Args,
+    pub sig: Sig,
+    pub typed: Typed,
+    /// The kernel's PTX name.
+    pub name: String,
+}
+
+/// Every phase of the front end, or all of their errors.
+pub fn front(attr: TokenStream, func: &ItemFn) -> syn::Result<Front> {
+    let mut errors = Errors::default();
+    let args = errors.take(attr::parse(attr));
+    let sig = errors.take(match &args {
+        Some(args) => parse::parse(func, args),
+        None => parse::parse_alone(func),
+    });
+    let typed = sig
+        .as_ref()
+        .and_then(|sig| errors.take(check::check(sig, &func.block)));
+    let name = errors.take(kernel_name(&func.sig.ident));
+    errors.finish()?;
+    match (args, sig, typed, name) {
+        (Some(args), Some(sig), Some(typed), Some(name)) => Ok(Front {
+            args,
+            sig,
+            typed,
+            name,
+        }),
+        // A phase that gave nothing recorded an error, so this is a bug in the macro.
+        _ => Err(syn::Error::new(
+            Span::call_site(),
+            "internal error in #[load_balanced] (a phase failed without an error): please report it",
+        )),
+    }
+}
+
+/// The function's name as the PTX entry's: PTX names are ASCII letters, digits and `_` (a raw
+/// identifier such as `r#type` is written without its `r#`).
+fn kernel_name(ident: &syn::Ident) -> syn::Result<String> {
+    let name = syn::ext::IdentExt::unraw(ident).to_string();
+    if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return Err(syn::Error::new(
+            ident.span(),
+            format!(
+                "the kernel name `{name}` cannot be used in PTX, whose entry names are ASCII \
+                 letters, digits and `_`: rename the function"
+            ),
+        ));
+    }
+    Ok(name)
+}
