@@ -2,7 +2,8 @@
 //! each with a few schedules, for `tests/generated.rs` to run on the simulator against `cpu`.
 //!
 //! The seed is `LB_FUZZ_SEED` when set, else the clock's, so every fresh build fuzzes new
-//! bodies; the generated file records it (`SEED`) and the test prints it for a replay.
+//! bodies; the generated file records it (`SEED`, and `REPLAY`: the command that rebuilds the
+//! same kernels, with `LB_FUZZ_KERNELS` when that set another count).
 //!
 //! Bodies are valid Rust *and* inside the kernel language, and their result must not depend on
 //! the order atoms run in:
@@ -21,8 +22,9 @@
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// How many kernels one build generates: enough to give every schedule several bodies, few
-/// enough that expanding them stays around a minute on two cores.
+/// How many kernels one build generates unless `LB_FUZZ_KERNELS` says otherwise (long runs):
+/// enough to give every schedule several bodies, few enough that expanding them takes about
+/// 15 s on two cores.
 const KERNELS: usize = 40;
 /// Schedules a kernel takes; the list is shuffled per seed and dealt out in turn, so every
 /// schedule (the 13 of `"auto"` and the variants `"auto"` leaves out) gets several bodies.
@@ -294,8 +296,8 @@ fn atomic(rng: &mut Rng, sc: &Scope) -> String {
     )
 }
 
-/// One statement; `top` allows `let` (whose name stays in scope) and `return`; `depth` bounds
-/// the nesting of `if` and `for`.
+/// One statement; `top` allows `let` (whose name stays in scope); `depth` bounds the nesting of
+/// `if` and `for`.
 fn statement(rng: &mut Rng, sc: &mut Scope, top: bool, in_loop: bool, depth: usize) -> String {
     loop {
         let s = match rng.below(13) {
@@ -349,11 +351,20 @@ fn statement(rng: &mut Rng, sc: &mut Scope, top: bool, in_loop: bool, depth: usi
                 sc.atomic_left = false;
                 atomic(rng, sc)
             }
-            11 if top && sc.reduces => format!(
-                "if {} {{ return {}; }}",
-                bool_expr(rng, sc, 1),
-                float_expr(rng, sc, 2)
-            ),
+            // An early return at any depth, from inside loops too; at the top only under an
+            // `if`, so what follows stays reachable.
+            11 => {
+                let ret = if sc.reduces {
+                    format!("return {};", float_expr(rng, sc, 2))
+                } else {
+                    "return;".to_string()
+                };
+                if top {
+                    format!("if {} {{ {ret} }}", bool_expr(rng, sc, 1))
+                } else {
+                    ret
+                }
+            }
             12 => format!(
                 "acc = acc.{}({});",
                 rng.pick(&["min", "max"]),
@@ -367,7 +378,7 @@ fn statement(rng: &mut Rng, sc: &mut Scope, top: bool, in_loop: bool, depth: usi
 
 /// One kernel: its attribute, its function and its entry of the test's table.
 fn kernel(rng: &mut Rng, index: usize, schedules: &[&str], out: &mut String) {
-    let name = format!("k{index:02}");
+    let name = format!("k{index:03}");
     let reduce = match rng.below(10) {
         0..=5 => Some("sum"),
         6 => Some("min"),
@@ -504,6 +515,7 @@ fn kernel(rng: &mut Rng, index: usize, schedules: &[&str], out: &mut String) {
 
 fn main() {
     println!("cargo:rerun-if-env-changed=LB_FUZZ_SEED");
+    println!("cargo:rerun-if-env-changed=LB_FUZZ_KERNELS");
     println!("cargo:rerun-if-changed=build.rs");
     let seed: u64 = match std::env::var("LB_FUZZ_SEED") {
         Ok(v) => v
@@ -514,21 +526,35 @@ fn main() {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64),
     };
+    let kernels: usize = match std::env::var("LB_FUZZ_KERNELS") {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("LB_FUZZ_KERNELS={v:?} is not a count")),
+        Err(_) => KERNELS,
+    };
     let mut rng = Rng(seed);
     let mut deck: Vec<&str> = Vec::new();
-    while deck.len() < KERNELS * PER_KERNEL {
+    while deck.len() < kernels * PER_KERNEL {
         let mut round = SCHEDULES.to_vec();
         for i in (1..round.len()).rev() {
             round.swap(i, rng.below(i + 1));
         }
         deck.extend(round);
     }
+    let count = if kernels == KERNELS {
+        String::new()
+    } else {
+        format!(" LB_FUZZ_KERNELS={kernels}")
+    };
     let mut out = format!(
-        "/// The seed these kernels were generated from: `LB_FUZZ_SEED={seed}` rebuilds them.\n\
-         pub const SEED: u64 = {seed};\n\n"
+        "/// The seed these kernels were generated from.\n\
+         pub const SEED: u64 = {seed};\n\
+         /// The command that rebuilds these kernels and reruns the test on the same inputs.\n\
+         pub const REPLAY: &str = \"LB_FUZZ_SEED={seed}{count} cargo test -p lb-fuzz-bodies\";\n\n"
     );
     let mut names = Vec::new();
-    for (i, chunk) in deck.chunks(PER_KERNEL).take(KERNELS).enumerate() {
+    for (i, chunk) in deck.chunks(PER_KERNEL).take(kernels).enumerate() {
         // A schedule listed twice in one attribute is an error; a repeat is dropped.
         let mut schedules: Vec<&str> = Vec::new();
         for s in chunk {
@@ -537,7 +563,7 @@ fn main() {
             }
         }
         kernel(&mut rng, i, &schedules, &mut out);
-        names.push(format!("K{i:02}"));
+        names.push(format!("K{i:03}"));
     }
     writeln!(
         out,

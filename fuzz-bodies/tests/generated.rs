@@ -3,7 +3,7 @@
 //! function's value for each atom. A failure prints the seed that rebuilds the same kernels.
 
 use lb::prelude::*;
-use lb_fuzz_bodies::bodies::{ALL, SEED};
+use lb_fuzz_bodies::bodies::{ALL, REPLAY, SEED};
 use lb_fuzz_bodies::{Case, DeviceCase, Kernel, Reduce};
 
 /// splitmix64, as in build.rs: the inputs follow from the same seed as the bodies.
@@ -359,8 +359,10 @@ const ROUNDS: usize = 2;
 
 #[test]
 fn generated_kernels_match_the_cpu_reference() {
-    let replay = format!("replay: LB_FUZZ_SEED={SEED} cargo test -p lb-fuzz-bodies");
-    eprintln!("{} generated kernels, seed {SEED} ({replay})", ALL.len());
+    eprintln!(
+        "{} generated kernels, seed {SEED} (replay: {REPLAY})",
+        ALL.len()
+    );
     let dev = Device::simulator();
     let mut rng = Rng(SEED ^ 0x5EED);
     let mut tally = Tally {
@@ -384,7 +386,7 @@ fn generated_kernels_match_the_cpu_reference() {
     );
     assert!(
         failures.is_empty(),
-        "{} kernel × matrix cases disagree with the reference ({replay}):\n\n{}",
+        "{} kernel × matrix cases disagree with the reference (replay: {REPLAY}):\n\n{}",
         failures.len(),
         failures.join("\n\n")
     );
