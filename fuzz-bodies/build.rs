@@ -9,6 +9,7 @@
 //! the order atoms run in:
 //! - `w` is the atom's own scratch: read and written at its own slot only (`w[nz]`, per lane
 //!   `w[nz * k + j]`), so no atom sees another's store;
+//! - a frontier (`tiles = "f"`) lists a tile at most once, since two copies would share slots;
 //! - `h` takes at most one atomic per body (never in a loop) and is never read, so its final
 //!   value is a sum (or min, max) whose terms the test can recover one atom at a time;
 //! - no integer operation can overflow or divide by zero (the CPU reference is built with
@@ -386,6 +387,9 @@ fn kernel(rng: &mut Rng, index: usize, schedules: &[&str], out: &mut String) {
         _ => None,
     };
     let lanes = rng.chance(25);
+    // A frontier `f` lists the tiles to run (`tiles = "f"`), each at most once: two copies of a
+    // tile would race on their atoms' slots of `w`.
+    let frontier = rng.chance(25);
     let fma = rng.chance(25);
     let atomic_op = match rng.below(4) {
         0 => "atomic_min",
@@ -428,6 +432,9 @@ fn kernel(rng: &mut Rng, index: usize, schedules: &[&str], out: &mut String) {
     if lanes {
         attr.push_str(", lanes = \"k\"");
     }
+    if frontier {
+        attr.push_str(", tiles = \"f\"");
+    }
     if !fma {
         attr.push_str(", fma = false");
     }
@@ -468,14 +475,16 @@ fn kernel(rng: &mut Rng, index: usize, schedules: &[&str], out: &mut String) {
     } else {
         ""
     };
+    let f_param = if frontier { " f: &[u32]," } else { "" };
     let ret = if reduce.is_some() { " -> f32" } else { "" };
     let source = format!(
-        "#[lb::load_balanced({attr})]\npub fn {name}(a: &Csr<f32>, x: &[f32], w: &mut [f32], \
+        "#[lb::load_balanced({attr})]\npub fn {name}(a: &Csr<f32>,{f_param} x: &[f32], w: &mut [f32], \
          h: &mut [f32], s: f32, n: u32,{lane_params} #[tile] t: usize, #[atom] nz: usize, \
          #[rank] r: usize){ret} {{\n    {body}\n}}\n"
     );
     out.push_str(&source);
 
+    let f_arg = if frontier { " c.f," } else { "" };
     let k_arg = if lanes { " c.k," } else { "" };
     let lane_arg = if lanes { " j," } else { "" };
     let (y_arg, atom_value) = if reduce.is_some() {
@@ -501,14 +510,16 @@ fn kernel(rng: &mut Rng, index: usize, schedules: &[&str], out: &mut String) {
     source: {source:?},
     reduce: {reduce_value},
     lanes: {lanes},
+    frontier: {frontier},
     h_op: {h_op},
     schedules: {name}::SCHEDULES,
-    cpu: |c, w, h, y| {{ let _ = &y; {name}::cpu(c.a, c.x, w, h, c.s, c.n,{k_arg}{y_arg}) }},
-    atom: |c, w, h, t, nz, j| {{ let _ = j; {name}(c.a, c.x, w, h, c.s, c.n,{k_arg}{lane_arg} t, nz, nz - c.a.row_offsets[t]){atom_value} }},
-    launch: |dev, schedule, d, w, h, y| {{ let _ = &y; {name}::launch_with(dev, schedule, d.a, d.x, w, h, d.s, d.n,{k_arg_d}{y_arg}).map(drop) }},
+    cpu: |c, w, h, y| {{ let _ = &y; {name}::cpu(c.a,{f_arg} c.x, w, h, c.s, c.n,{k_arg}{y_arg}) }},
+    atom: |c, w, h, t, nz, j| {{ let _ = j; {name}(c.a,{f_arg} c.x, w, h, c.s, c.n,{k_arg}{lane_arg} t, nz, nz - c.a.row_offsets[t]){atom_value} }},
+    launch: |dev, schedule, d, w, h, y| {{ let _ = &y; {name}::launch_with(dev, schedule, d.a,{f_arg_d} d.x, w, h, d.s, d.n,{k_arg_d}{y_arg}).map(drop) }},
 }};\n\n",
         upper = name.to_uppercase(),
         k_arg_d = if lanes { " d.k," } else { "" },
+        f_arg_d = if frontier { " d.f," } else { "" },
     )
     .unwrap();
 }

@@ -6,6 +6,8 @@ use lb::prelude::*;
 /// The host inputs every generated kernel reads.
 pub struct Case<'a> {
     pub a: &'a Csr<f32>,
+    /// The frontier of kernels with `tiles = "f"`: distinct tiles in any order.
+    pub f: &'a [u32],
     pub x: &'a [f32],
     pub s: f32,
     pub n: u32,
@@ -16,6 +18,7 @@ pub struct Case<'a> {
 /// The same inputs on a device.
 pub struct DeviceCase<'a> {
     pub a: &'a DeviceCsr<f32>,
+    pub f: &'a DeviceBuffer<u32>,
     pub x: &'a DeviceBuffer<f32>,
     pub s: f32,
     pub n: u32,
@@ -38,6 +41,8 @@ pub struct Kernel {
     pub source: &'static str,
     pub reduce: Option<Reduce>,
     pub lanes: bool,
+    /// The kernel runs the tiles of `Case::f` only.
+    pub frontier: bool,
     pub h_op: Reduce,
     pub schedules: &'static [Schedule],
     /// The macro's sequential reference.

@@ -165,6 +165,9 @@ fn same(a: f32, b: f32) -> bool {
 /// each output and of each slot of `h`, and the final `w`.
 struct Expected {
     y_terms: Vec<Terms>,
+    /// Whether a tile runs (every tile, or those of the frontier): the others' outputs stay as
+    /// they were.
+    listed: Vec<bool>,
     h_terms: Vec<Terms>,
     w: Vec<f32>,
 }
@@ -184,7 +187,14 @@ fn expected(kernel: &Kernel, case: &Case, w0: &[f32], h0: &[f32]) -> Expected {
         })
         .collect();
     let mut y_terms = vec![Terms::default(); a.num_rows * case.k];
-    for t in 0..a.num_rows {
+    let tiles: Vec<usize> = if kernel.frontier {
+        case.f.iter().map(|&t| t as usize).collect()
+    } else {
+        (0..a.num_rows).collect()
+    };
+    let mut listed = vec![false; a.num_rows];
+    for t in tiles {
+        listed[t] = true;
         for j in 0..case.k {
             for nz in a.row(t) {
                 let v = (kernel.atom)(case, &mut w, &mut h, t, nz, j);
@@ -205,6 +215,7 @@ fn expected(kernel: &Kernel, case: &Case, w0: &[f32], h0: &[f32]) -> Expected {
     }
     Expected {
         y_terms,
+        listed,
         h_terms,
         w,
     }
@@ -251,8 +262,19 @@ fn run(
 ) -> Vec<String> {
     let k = if kernel.lanes { 1 + rng.below(4) } else { 1 };
     let x = rng.values(a.num_rows.max(a.num_cols) * k + 1);
+    // A frontier: some of the tiles, shuffled, each once; now and then none.
+    let mut f: Vec<u32> = Vec::new();
+    if kernel.frontier && rng.below(8) != 0 {
+        f = (0..a.num_rows as u32)
+            .filter(|_| rng.below(5) < 3)
+            .collect();
+        for i in (1..f.len()).rev() {
+            f.swap(i, rng.below(i + 1));
+        }
+    }
     let case = Case {
         a,
+        f: &f,
         x: &x,
         s: rng.value(),
         n: rng.below(20) as u32,
@@ -262,8 +284,11 @@ fn run(
     let h0 = rng.values(a.num_rows.max(a.num_cols).max(7));
     let mut bad = Vec::new();
     let context = format!(
-        "{} on {name} (k = {k}, s = {}, n = {})",
-        kernel.name, case.s, case.n
+        "{} on {name} (k = {k}, s = {}, n = {}, frontier of {} tiles)",
+        kernel.name,
+        case.s,
+        case.n,
+        if kernel.frontier { f.len() } else { a.num_rows }
     );
 
     let want = expected(kernel, &case, &w0, &h0);
@@ -277,7 +302,9 @@ fn run(
             w_cpu[i], want.w[i]
         ));
     }
+    // Outputs start as NaN, on the device and for `cpu`; tiles off the frontier keep it.
     let y_ok = |got: &[f32], i: usize| match kernel.reduce {
+        _ if !want.listed[i / k] => Some(got[i].is_nan()),
         Some(Reduce::Sum) => want.y_terms[i].admits(got[i]),
         Some(Reduce::Min) => Some(same(got[i], want.y_terms[i].min)),
         Some(Reduce::Max) => Some(same(got[i], want.y_terms[i].max)),
@@ -296,8 +323,10 @@ fn run(
 
     let da = DeviceCsr::upload(dev, a).expect("upload");
     let dx = dev.upload(&x).expect("upload");
+    let df = dev.upload(&f).expect("upload");
     let dcase = DeviceCase {
         a: &da,
+        f: &df,
         x: &dx,
         s: case.s,
         n: case.n,
