@@ -338,8 +338,11 @@ fn statement(rng: &mut Rng, sc: &mut Scope, top: bool, in_loop: bool, depth: usi
                 let range = if rng.chance(50) {
                     format!("0..{} % 4", index_expr(rng, sc, 1))
                 } else {
+                    // Suffixed: the macro refuses `i.min(..)` on a loop variable over unsuffixed
+                    // bounds ("an integer whose type is not known yet"), which rustc infers from
+                    // a later use as an index.
                     let lo = rng.below(3);
-                    format!("{lo}..={}", lo + rng.below(3))
+                    format!("{lo}usize..={}usize", lo + rng.below(3))
                 };
                 sc.indices.push(var.clone());
                 sc.floats.push(format!("({var} as f32)"));
