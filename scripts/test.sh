@@ -7,6 +7,10 @@ if [ -z "${LB_PTXAS:-}" ]; then
   LB_PTXAS=$(./scripts/install-ptxas.sh)
   export LB_PTXAS
 fi
+# A fresh seed per run: lb-fuzz-bodies compiles new random kernels (docs/fuzzing.md); the same
+# value for the lint and test steps, so they build one set.
+export LB_FUZZ_SEED="${LB_FUZZ_SEED:-$(date +%s)}"
+echo "generated kernel bodies: LB_FUZZ_SEED=$LB_FUZZ_SEED" >&2
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace --all-targets
