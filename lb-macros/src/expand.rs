@@ -575,14 +575,13 @@ fn cpu_fn(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
         pub fn cpu(#(#params),*) {
             #atom
             let __lb_lanes: ::core::primitive::usize = #lanes;
-            // Tile offsets of any format: a CSR's rows, a CSC's columns, a COO's rows.
+            // Tiles of any format: a CSR's rows, a CSC's columns, a COO's rows.
             let __lb_tiles = ::lb::__private::TileSet::num_tiles(#a);
-            let __lb_offsets = ::lb::__private::TileSet::tile_offsets(#a);
             #shape_check
             for __lb_position in 0..#count {
                 let __lb_tile: ::core::primitive::usize = #tile_of;
-                let __lb_begin = __lb_offsets[__lb_tile];
-                let __lb_end = __lb_offsets[__lb_tile + 1];
+                let __lb_atoms = ::lb::__private::TileSet::tile_atoms(#a, __lb_tile);
+                let (__lb_begin, __lb_end) = (__lb_atoms.start, __lb_atoms.end);
                 for __lb_lane in 0..__lb_lanes {
                     #per_lane
                 }

@@ -4,7 +4,6 @@
 //! Validation happens on the host, so bad data is an [`Error::InvalidMatrix`] naming the row or
 //! entry at fault, never an illegal address on the GPU.
 
-use std::borrow::Cow;
 use std::ops::{AddAssign, Range};
 
 use lb_ptx::plan::OffsetWidth;
@@ -363,8 +362,10 @@ impl<T: Element> DeviceCsr<T> {
 pub trait TileSet {
     /// Number of tiles: rows of a CSR or COO, columns of a CSC.
     fn num_tiles(&self) -> usize;
-    /// `num_tiles + 1` offsets: tile `t`'s atoms are `offsets[t]..offsets[t + 1]`.
-    fn tile_offsets(&self) -> Cow<'_, [usize]>;
+    /// The atoms of tile `tile` (below `num_tiles`), found without allocating: a COO's rows
+    /// come from its sorted row indices, so the CPU reference needs no offsets array and cannot
+    /// fail for want of memory.
+    fn tile_atoms(&self, tile: usize) -> Range<usize>;
 }
 
 /// A device tile set as a launcher sizes it.
@@ -381,8 +382,8 @@ impl<T> TileSet for Csr<T> {
     fn num_tiles(&self) -> usize {
         self.num_rows
     }
-    fn tile_offsets(&self) -> Cow<'_, [usize]> {
-        Cow::Borrowed(&self.row_offsets)
+    fn tile_atoms(&self, tile: usize) -> Range<usize> {
+        self.row_offsets[tile]..self.row_offsets[tile + 1]
     }
 }
 
@@ -390,8 +391,8 @@ impl<T> TileSet for Csc<T> {
     fn num_tiles(&self) -> usize {
         self.num_cols
     }
-    fn tile_offsets(&self) -> Cow<'_, [usize]> {
-        Cow::Borrowed(&self.col_offsets)
+    fn tile_atoms(&self, tile: usize) -> Range<usize> {
+        self.col_offsets[tile]..self.col_offsets[tile + 1]
     }
 }
 
@@ -399,12 +400,11 @@ impl<T> TileSet for Coo<T> {
     fn num_tiles(&self) -> usize {
         self.num_rows
     }
-    /// # Panics
-    /// If the host cannot allocate the `num_rows + 1` offsets: the trait is infallible, and the
-    /// CPU reference that calls it would need memory of that order to run anyway.
-    /// [`Coo::row_offsets`] is the fallible form.
-    fn tile_offsets(&self) -> Cow<'_, [usize]> {
-        Cow::Owned(self.row_offsets().unwrap_or_else(|e| panic!("{e}")))
+    /// Two binary searches of the row indices, which a valid COO keeps sorted.
+    fn tile_atoms(&self, tile: usize) -> Range<usize> {
+        let start = self.row_indices.partition_point(|&r| (r as usize) < tile);
+        let end = self.row_indices.partition_point(|&r| (r as usize) <= tile);
+        start..end.max(start)
     }
 }
 

@@ -126,3 +126,38 @@ fn from_triplets_rejects_out_of_range() {
         "triplet 0 is at (0, 2)",
     );
 }
+
+/// `TileSet::tile_atoms` finds a COO's rows by binary search; it must agree with the offsets
+/// computed from the row indices, on empty rows, trailing empty rows and no atoms at all.
+#[test]
+fn coo_tile_atoms_match_its_row_offsets() {
+    use lb_runtime::TileSet;
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for case in 0..40 {
+        let rows = [0usize, 1, 7, 64][case % 4];
+        let mut triplets = Vec::new();
+        for r in 0..rows {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            // Most rows empty or short, an occasional long one.
+            let len = match state % 8 {
+                0..=3 => 0,
+                7 => 40,
+                n => n as usize,
+            };
+            triplets.extend((0..len).map(|c| (r, c % 5, 1.0f32)));
+        }
+        let csr = Csr::from_triplets(rows, 5, triplets).unwrap();
+        let coo = csr.to_coo().unwrap();
+        let offsets = coo.row_offsets().unwrap();
+        assert_eq!(TileSet::num_tiles(&coo), rows);
+        for t in 0..rows {
+            assert_eq!(
+                coo.tile_atoms(t),
+                offsets[t]..offsets[t + 1],
+                "case {case}, row {t}"
+            );
+        }
+    }
+}
