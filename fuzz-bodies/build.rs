@@ -338,11 +338,11 @@ fn statement(rng: &mut Rng, sc: &mut Scope, top: bool, in_loop: bool, depth: usi
                 let range = if rng.chance(50) {
                     format!("0..{} % 4", index_expr(rng, sc, 1))
                 } else {
-                    // Suffixed: the macro refuses `i.min(..)` on a loop variable over unsuffixed
-                    // bounds ("an integer whose type is not known yet"), which rustc infers from
-                    // a later use as an index.
+                    // Unsuffixed bounds half the time: the loop variable's type is then decided
+                    // by a later use (an index, `i.min(..)`), as rustc decides it.
                     let lo = rng.below(3);
-                    format!("{lo}usize..={}usize", lo + rng.below(3))
+                    let suffix = if rng.chance(50) { "usize" } else { "" };
+                    format!("{lo}{suffix}..={}{suffix}", lo + rng.below(3))
                 };
                 sc.indices.push(var.clone());
                 sc.floats.push(format!("({var} as f32)"));

@@ -982,22 +982,30 @@ impl Checker<'_> {
         let receiver = self.value(&m.receiver);
         let args: Vec<Option<TExpr>> = m.args.iter().map(|a| self.value(a)).collect();
         let receiver = receiver?;
-        let t = self.receiver_type(receiver.ty, &m.receiver, &name)?;
-        let ok = match name.as_str() {
-            "min" | "max" => t != STy::Bool,
-            "abs" => t.is_signed(),
-            _ => t.is_float(),
+        // `min` and `max` exist on every integer type (`Ord`), so as in rustc an integer whose
+        // type is not decided yet may call them: the result and the argument share its type.
+        let undecided_ord =
+            matches!(name.as_str(), "min" | "max") && self.kind(receiver.ty) == Kind::Int;
+        let rv = if undecided_ord {
+            receiver.ty
+        } else {
+            let t = self.receiver_type(receiver.ty, &m.receiver, &name)?;
+            let ok = match name.as_str() {
+                "min" | "max" => t != STy::Bool,
+                "abs" => t.is_signed(),
+                _ => t.is_float(),
+            };
+            if !ok {
+                return self.err_at(
+                    &m.method,
+                    format!(
+                        "`{name}` is not available on `{}` in a kernel body",
+                        t.name()
+                    ),
+                );
+            }
+            self.known(t)
         };
-        if !ok {
-            return self.err_at(
-                &m.method,
-                format!(
-                    "`{name}` is not available on `{}` in a kernel body",
-                    t.name()
-                ),
-            );
-        }
-        let rv = self.known(t);
         let mut all = vec![receiver];
         for (a, v) in m.args.iter().zip(args) {
             if let Some(v) = &v {

@@ -386,6 +386,39 @@ fn method_on_undecided_literal_is_an_error() {
 }
 
 #[test]
+fn min_and_max_on_an_undecided_integer_take_its_type_from_later_use() {
+    // rustc accepts this (`Ord::min`): the loop variable becomes `usize` from the index.
+    let body = lower_fn(
+        reduce_sum(),
+        quote! {
+            fn f(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+                let mut acc = a.values[nz];
+                for i in 0..=2 { acc += x[i.min(1)] + x[i.max(2) - 2]; }
+                acc
+            }
+        },
+    )
+    .expect("accepted");
+    let text = format!("{body:?}");
+    assert!(text.contains("Min") && text.contains("Max"), "{text}");
+    // `abs` is inherent to each integer type, so rustc refuses it on an undecided one, as here.
+    let errs = errors(lower_fn(
+        reduce_sum(),
+        quote! {
+            fn f(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+                let k = 3;
+                a.values[nz] * x[k.abs() as usize]
+            }
+        },
+    ));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].contains("cannot call `abs` on an integer"),
+        "{errs:?}"
+    );
+}
+
+#[test]
 fn all_body_errors_are_reported_together() {
     let errs = errors(lower_fn(
         reduce_sum(),
