@@ -267,6 +267,11 @@ impl Checker<'_> {
         self.sig.params.iter().position(|p| p.ident == name)
     }
 
+    /// Whether `name` is a parameter whose declaration was already reported.
+    fn rejected(&self, name: &str) -> bool {
+        self.sig.rejected.iter().any(|r| r == name)
+    }
+
     fn new_local(&mut self, v: Var) -> LocalId {
         self.locals.push(v);
         self.locals.len() - 1
@@ -585,6 +590,7 @@ impl Checker<'_> {
             Expr::Path(p) => match path_ident(p) {
                 Some(ident) => match self.lookup_local(&ident.to_string()) {
                     Some(id) => (Some(Place::Local(id)), Some(self.locals[id])),
+                    None if self.rejected(&ident.to_string()) => (None, None),
                     None if self.lookup_param(&ident.to_string()).is_some() => (None, self.err_at(&lhs,
                         format!("kernel parameters are read-only: copy it into a local first (`let mut {ident} = {ident};`)"),
                     )),
@@ -699,6 +705,9 @@ impl Checker<'_> {
                 });
             }
             let Some(i) = self.lookup_param(&name) else {
+                if self.rejected(&name) {
+                    return None;
+                }
                 return self.err_at(&ident,
                     format!("cannot find `{name}` in this kernel: a kernel body can use its parameters and locals only (pass constants as parameters)"),
                 );
@@ -811,6 +820,9 @@ impl Checker<'_> {
                     return self.err_at(&base, format!("`{name}` is a local scalar and cannot be indexed: index a slice parameter"));
                 }
                 let Some(i) = self.lookup_param(&name) else {
+                    if self.rejected(&name) {
+                        return None;
+                    }
                     return self.err_at(
                         &base,
                         format!("cannot find a slice `{name}` in this kernel"),
@@ -860,8 +872,13 @@ impl Checker<'_> {
             }),
             _ => None,
         };
+        let rejected = match strip(base) {
+            Expr::Path(p) => path_ident(p).is_some_and(|i| self.rejected(&i.to_string())),
+            _ => false,
+        };
         match found {
             Some(found) => Some(found),
+            None if rejected => None,
             None => self.err_at(&base, "fields can only be read from the tile-set parameter"),
         }
     }
@@ -926,7 +943,13 @@ impl Checker<'_> {
     /// `queue.push(v);` as a statement, with `v: u32`.
     fn push(&mut self, m: &syn::ExprMethodCall, out: &mut Vec<TStmt>) {
         let Some(queue) = self.queue_of(&m.receiver) else {
-            self.report(&m, PUSH_ONLY_ON_QUEUE);
+            let rejected = match strip(&m.receiver) {
+                Expr::Path(p) => path_ident(p).is_some_and(|i| self.rejected(&i.to_string())),
+                _ => false,
+            };
+            if !rejected {
+                self.report(&m, PUSH_ONLY_ON_QUEUE);
+            }
             return;
         };
         if m.args.len() != 1 {

@@ -3,7 +3,8 @@
 //! in one compile. A phase that needs an earlier one's result runs on what that phase can still
 //! tell: with a broken attribute, the body is checked against the signature as the function
 //! declares it (`parse::parse_alone`), which finds the body's own mistakes without repeating the
-//! attribute's. A broken signature stops there, since the body's names and types come from it.
+//! attribute's. With a broken signature, the body is checked against the parameters that were
+//! declared well (`parse::for_body`), and the uses of the others are not reported again.
 
 use proc_macro2::{Span, TokenStream};
 use syn::ItemFn;
@@ -31,9 +32,16 @@ pub fn front(attr: TokenStream, func: &ItemFn) -> syn::Result<Front> {
         Some(args) => parse::parse(func, args),
         None => parse::parse_alone(func),
     });
-    let typed = sig
-        .as_ref()
-        .and_then(|sig| errors.take(check::check(sig, &func.block)));
+    let typed = match &sig {
+        Some(sig) => errors.take(check::check(sig, &func.block)),
+        // The body's own mistakes, against what the signature could still tell.
+        None => {
+            if let Some(partial) = parse::for_body(func) {
+                errors.take(check::check(&partial, &func.block));
+            }
+            None
+        }
+    };
     let name = errors.take(kernel_name(&func.sig.ident));
     errors.finish()?;
     match (args, sig, typed, name) {

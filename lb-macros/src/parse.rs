@@ -45,6 +45,9 @@ pub struct Sig {
     pub tiles: Option<usize>,
     /// Index into `params` of the tile-set parameter (`parse` guarantees there is one).
     tile_set: usize,
+    /// Parameters whose declaration was reported ([`for_body`]; empty otherwise): the body's
+    /// uses of them are not mistakes of their own.
+    pub rejected: Vec<String>,
 }
 
 impl Sig {
@@ -125,7 +128,7 @@ fn signature(func: &ItemFn, args: Option<&Args>) -> syn::Result<Sig> {
     let sig = &func.sig;
     let mut errors = Errors::default();
     qualifiers(sig, &mut errors);
-    let params = params(sig, &mut errors);
+    let (params, _) = params(sig, &mut errors);
     let has = |r: IndexRole| params.iter().any(|p| p.role == Role::Index(r));
     // The role checks below would only repeat what is already reported.
     errors.finish()?;
@@ -175,6 +178,34 @@ fn signature(func: &ItemFn, args: Option<&Args>) -> syn::Result<Sig> {
         tile_set: tile_set.unwrap_or_default(),
         lanes,
         tiles,
+        rejected: Vec::new(),
+    })
+}
+
+/// The signature as far as it can be read when it has errors, so that the body's own mistakes
+/// are reported in the same compile: the parameters that were declared well, and the names of
+/// those that were not (`Sig::rejected`), whose uses in the body are not reported again.
+/// `None` when the return type is not a scalar, since every `return` would then be reported
+/// too. Only checked, never generated from: it may lack a tile set.
+pub fn for_body(func: &ItemFn) -> Option<Sig> {
+    let sig = &func.sig;
+    let (params, rejected) = params(sig, &mut Errors::default());
+    let ret = match &sig.output {
+        ReturnType::Default => None,
+        ReturnType::Type(_, ty) => Some(scalar(ty)?),
+    };
+    let tile_set = params
+        .iter()
+        .position(|p| matches!(p.role, Role::TileSet { .. }));
+    Some(Sig {
+        params,
+        reduce: None,
+        ret,
+        output: None,
+        lanes: None,
+        tiles: None,
+        tile_set: tile_set.unwrap_or_default(),
+        rejected,
     })
 }
 
@@ -220,8 +251,9 @@ fn qualifiers(sig: &syn::Signature, errors: &mut Errors) {
 
 /// Each parameter's role, from its type or role attribute: what the function says without the
 /// attribute.
-fn params(sig: &syn::Signature, errors: &mut Errors) -> Vec<SigParam> {
+fn params(sig: &syn::Signature, errors: &mut Errors) -> (Vec<SigParam>, Vec<String>) {
     let mut params: Vec<SigParam> = Vec::new();
+    let mut rejected = Vec::new();
     for input in &sig.inputs {
         let FnArg::Typed(pt) = input else {
             errors.push(syn::Error::new_spanned(
@@ -254,6 +286,7 @@ fn params(sig: &syn::Signature, errors: &mut Errors) -> Vec<SigParam> {
                 ident.span(),
                 format!("`{name}` is a name the generated launchers use: rename this parameter"),
             ));
+            rejected.push(name.clone());
             continue;
         }
         let mut role_attr = None;
@@ -284,6 +317,7 @@ fn params(sig: &syn::Signature, errors: &mut Errors) -> Vec<SigParam> {
                         &pt.ty,
                         format!("the `{}` parameter `{ident}` receives an index: its type must be `usize`", attr.path().get_ident().map(|i| i.to_string()).unwrap_or_default()),
                     ));
+                    rejected.push(name.clone());
                     continue;
                 }
                 if let Some(prev) = params.iter().find(|p| p.role == Role::Index(role)) {
@@ -291,6 +325,7 @@ fn params(sig: &syn::Signature, errors: &mut Errors) -> Vec<SigParam> {
                         attr,
                         format!("`{}` already has this role: a function takes each of `#[tile]`, `#[atom]`, `#[lane]`, `#[rank]` at most once", prev.ident),
                     ));
+                    rejected.push(name.clone());
                     continue;
                 }
                 Role::Index(role)
@@ -299,6 +334,7 @@ fn params(sig: &syn::Signature, errors: &mut Errors) -> Vec<SigParam> {
                 Ok(role) => role,
                 Err(e) => {
                     errors.push(e);
+                    rejected.push(name.clone());
                     continue;
                 }
             },
@@ -312,12 +348,13 @@ fn params(sig: &syn::Signature, errors: &mut Errors) -> Vec<SigParam> {
                     &pt.ty,
                     format!("a load-balanced function takes exactly one tile set, and `{}` is already it: pass other matrices as slices", prev.ident),
                 ));
+                rejected.push(name.clone());
                 continue;
             }
         }
         params.push(SigParam { ident, role });
     }
-    params
+    (params, rejected)
 }
 
 /// What the signature must agree on with the attribute: the return type with `reduce`, the

@@ -419,6 +419,33 @@ fn min_and_max_on_an_undecided_integer_take_its_type_from_later_use() {
 }
 
 #[test]
+fn a_signature_mistake_and_a_body_mistake_are_reported_together() {
+    // The bad parameter's uses are not reported again; the `while` is a mistake of its own.
+    let errs = expand_errors(
+        reduce_sum(),
+        quote! {
+            fn f(a: &Csr<f32>, x: &Vec<f32>, #[atom] nz: usize) -> f32 {
+                let mut acc = a.values[nz] * x[a.col_indices[nz] as usize];
+                while acc > 1.0 { acc = acc * 0.5; }
+                acc
+            }
+        },
+    );
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(errs.iter().any(|e| e.contains("while")), "{errs:?}");
+    // One mistake in the signature alone is one error, however often the body uses it.
+    let errs = expand_errors(
+        reduce_sum(),
+        quote! {
+            fn f(a: &Csr<f32>, x: &Vec<f32>, #[atom] nz: usize) -> f32 {
+                x[0] + x[1] + a.values[nz] * x[a.col_indices[nz] as usize]
+            }
+        },
+    );
+    assert_eq!(errs.len(), 1, "{errs:?}");
+}
+
+#[test]
 fn all_body_errors_are_reported_together() {
     let errs = errors(lower_fn(
         reduce_sum(),
