@@ -1,6 +1,6 @@
 //! Name resolution, type inference and validation of the kernel body against the subset of Rust
-//! that the GPU code generator understands, in one walk over the syntax that builds the typed
-//! tree (`typed`) `lower` converts.
+//! that the GPU code generator understands (its rules and messages are `valid`'s), in one walk
+//! over the syntax that builds the typed tree (`typed`) `lower` converts.
 //!
 //! Inference is unification over type variables, as in rustc: an unsuffixed literal gets an
 //! "integer" or "float" variable that the first concrete type it meets decides (`let mut acc =
@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use lb_ptx::body::{AtomicOp, BinaryOp, CsrField, Lit, LocalId, Method, TileSetKind, UnaryOp};
+use lb_ptx::body::{AtomicOp, CsrField, Lit, LocalId, Method, TileSetKind, UnaryOp};
 use proc_macro2::TokenStream;
 use quote::ToTokens;
 use syn::{BinOp, Expr, Pat, Stmt, UnOp};
@@ -21,6 +21,7 @@ use syn::{BinOp, Expr, Pat, Stmt, UnOp};
 use crate::parse::{Role, Sig};
 use crate::typed::{Array, Place, TBlock, TExpr, TExprKind, TStmt, Typed};
 use crate::types::{Errors, STy};
+use crate::valid::*;
 
 /// The names a pattern binds, in order (iteratively: patterns nest without bound).
 fn pattern_names<'p>(pat: &'p Pat, out: &mut Vec<&'p syn::PatIdent>) {
@@ -46,50 +47,6 @@ fn pattern_names<'p>(pat: &'p Pat, out: &mut Vec<&'p syn::PatIdent>) {
     }
 }
 
-/// The fields of a tile set of `kind`, for messages.
-fn fields_of(kind: TileSetKind) -> &'static str {
-    match kind {
-        TileSetKind::Csr => "`values`, `col_indices`, `row_offsets`, `num_rows`, `num_cols`",
-        TileSetKind::Csc => "`values`, `row_indices`, `col_offsets`, `num_rows`, `num_cols`",
-        TileSetKind::Coo => "`values`, `row_indices`, `col_indices`, `num_rows`, `num_cols`",
-    }
-}
-
-/// The array fields of a tile set of `kind`: name, field, and whether its elements are the
-/// values (`None`) or an index type.
-fn arrays_of(kind: TileSetKind) -> [(&'static str, CsrField, Option<STy>); 3] {
-    let values = ("values", CsrField::Values, None);
-    match kind {
-        TileSetKind::Csr => [
-            values,
-            ("col_indices", CsrField::ColIndices, Some(STy::U32)),
-            ("row_offsets", CsrField::RowOffsets, Some(STy::Usize)),
-        ],
-        TileSetKind::Csc => [
-            values,
-            ("row_indices", CsrField::RowIndices, Some(STy::U32)),
-            ("col_offsets", CsrField::ColOffsets, Some(STy::Usize)),
-        ],
-        TileSetKind::Coo => [
-            values,
-            ("row_indices", CsrField::RowIndices, Some(STy::U32)),
-            ("col_indices", CsrField::ColIndices, Some(STy::U32)),
-        ],
-    }
-}
-
-/// The message for `push` on anything but a queue parameter.
-const PUSH_ONLY_ON_QUEUE: &str = "`push` is only defined on a `&mut Queue` parameter";
-
-/// The intrinsics a body may call.
-const ATOMICS: [&str; 5] = [
-    "atomic_add",
-    "atomic_min",
-    "atomic_max",
-    "atomic_exch",
-    "atomic_cas",
-];
-
 type Var = crate::typed::TyVar;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -108,15 +65,6 @@ enum Kind {
 enum Slot {
     Link(Var),
     Root(Kind),
-}
-
-/// Requirements of operators, checked once every variable is decided.
-#[derive(Clone, Copy, Debug)]
-enum Req {
-    Numeric,
-    Int,
-    IntOrBool,
-    Signed,
 }
 
 struct Checker<'a> {
@@ -1243,64 +1191,6 @@ impl Checker<'_> {
     }
 }
 
-/// How an operator is type-checked.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum OpClass {
-    Arith,
-    Bit,
-    Shift,
-    Eq,
-    Ord,
-    Logic,
-}
-
-impl OpClass {
-    fn req(self) -> Req {
-        match self {
-            OpClass::Bit => Req::IntOrBool,
-            OpClass::Shift => Req::Int,
-            _ => Req::Numeric,
-        }
-    }
-
-    fn what(self) -> &'static str {
-        match self {
-            OpClass::Bit => "a bit operation",
-            OpClass::Shift => "a shift",
-            _ => "arithmetic",
-        }
-    }
-}
-
-fn op_class(op: &BinOp) -> OpClass {
-    match op {
-        BinOp::Add(_) | BinOp::Sub(_) | BinOp::Mul(_) | BinOp::Div(_) | BinOp::Rem(_) => {
-            OpClass::Arith
-        }
-        BinOp::BitAnd(_) | BinOp::BitOr(_) | BinOp::BitXor(_) => OpClass::Bit,
-        BinOp::Shl(_) | BinOp::Shr(_) => OpClass::Shift,
-        BinOp::Eq(_) | BinOp::Ne(_) => OpClass::Eq,
-        BinOp::And(_) | BinOp::Or(_) => OpClass::Logic,
-        _ => OpClass::Ord,
-    }
-}
-
-/// The class of a compound assignment operator (`+=` → `Arith`), or `None` for other operators.
-fn compound_op(op: &BinOp) -> Option<OpClass> {
-    match op {
-        BinOp::AddAssign(_)
-        | BinOp::SubAssign(_)
-        | BinOp::MulAssign(_)
-        | BinOp::DivAssign(_)
-        | BinOp::RemAssign(_) => Some(OpClass::Arith),
-        BinOp::BitAndAssign(_) | BinOp::BitOrAssign(_) | BinOp::BitXorAssign(_) => {
-            Some(OpClass::Bit)
-        }
-        BinOp::ShlAssign(_) | BinOp::ShrAssign(_) => Some(OpClass::Shift),
-        _ => None,
-    }
-}
-
 /// Parentheses and invisible groups do not matter to the kernel.
 fn strip(e: &Expr) -> &Expr {
     match e {
@@ -1324,48 +1214,6 @@ fn member_name(m: &syn::Member) -> String {
         syn::Member::Unnamed(i) => i.index.to_string(),
     }
 }
-
-/// A scalar type written in a cast or an annotation.
-fn scalar_type(ty: &syn::Type) -> Option<STy> {
-    match ty {
-        syn::Type::Path(tp) if tp.qself.is_none() => tp
-            .path
-            .get_ident()
-            .and_then(|i| STy::from_name(&i.to_string())),
-        syn::Type::Paren(p) => scalar_type(&p.elem),
-        syn::Type::Group(g) => scalar_type(&g.elem),
-        _ => None,
-    }
-}
-
-fn assoc_const(t: STy, name: &str) -> Option<Lit> {
-    Some(match (t, name) {
-        (STy::I32, "MIN") => Lit::Int(i32::MIN.into()),
-        (STy::I32, "MAX") => Lit::Int(i32::MAX.into()),
-        (STy::U32, "MIN") | (STy::U64, "MIN") | (STy::Usize, "MIN") => Lit::Int(0),
-        (STy::U32, "MAX") => Lit::Int(u32::MAX.into()),
-        (STy::I64, "MIN") => Lit::Int(i64::MIN.into()),
-        (STy::I64, "MAX") => Lit::Int(i64::MAX.into()),
-        // `usize` is 64-bit on the GPU.
-        (STy::U64, "MAX") | (STy::Usize, "MAX") => Lit::Int(u64::MAX.into()),
-        (STy::F32, "MIN") => Lit::Float(f32::MIN.into()),
-        (STy::F32, "MAX") => Lit::Float(f32::MAX.into()),
-        (STy::F32, "INFINITY") | (STy::F64, "INFINITY") => Lit::Float(f64::INFINITY),
-        (STy::F32, "NEG_INFINITY") | (STy::F64, "NEG_INFINITY") => Lit::Float(f64::NEG_INFINITY),
-        (STy::F64, "MIN") => Lit::Float(f64::MIN),
-        (STy::F64, "MAX") => Lit::Float(f64::MAX),
-        _ => return None,
-    })
-}
-
-const SCALARS: &str = "bool, i32, u32, i64, u64, usize, f32, f64";
-
-const MACRO_MSG: &str = "macros are not supported in a kernel body (its GPU code is generated from the syntax): write the expression out";
-
-const INDEXABLE_MSG: &str = "only slice parameters and the tile set's arrays can be indexed";
-
-const ASSIGN_TARGET_MSG: &str =
-    "a kernel body can assign to a local variable or a slice element (`s[i] = v`) only";
 
 fn describe(k: Kind) -> String {
     match k {
@@ -1401,84 +1249,4 @@ fn anchor(e: &Expr) -> TokenStream {
         }
         _ => e.to_token_stream(),
     }
-}
-
-/// The message for a construct outside the kernel subset: what it is and what to write instead.
-fn unsupported(e: &Expr) -> &'static str {
-    match e {
-        Expr::While(_) => "`while` loops are not supported in a kernel body: use a bounded `for i in a..b` loop",
-        Expr::Loop(_) => "`loop` is not supported in a kernel body: use a bounded `for i in a..b` loop",
-        Expr::Match(_) => "`match` is not supported in a kernel body: use `if` / `else if` / `else`",
-        Expr::Closure(_) => "closures are not supported in a kernel body: write the computation inline",
-        Expr::Macro(_) => MACRO_MSG,
-        Expr::Tuple(_) => "tuples are not supported in a kernel body: use one `let` per value",
-        Expr::Struct(_) => "struct literals are not supported in a kernel body: use one `let` per field",
-        Expr::Array(_) | Expr::Repeat(_) => "arrays are not supported in a kernel body: use scalar locals, or index a slice parameter",
-        Expr::Reference(_) => "references are only allowed as the first argument of an atomic in a kernel body: `atomic_add(&mut s[i], v)`",
-        Expr::Try(_) => "`?` is not supported in a kernel body: there are no `Result`s on the GPU",
-        Expr::Unsafe(_) => "`unsafe` blocks are not supported in a kernel body: nothing in it needs `unsafe`",
-        Expr::Async(_) | Expr::Await(_) => "`async` / `.await` are not supported in a kernel body",
-        Expr::Break(_) => "`break` is not supported in a kernel body: guard the rest of the loop with an `if`",
-        Expr::Continue(_) => "`continue` is not supported in a kernel body: guard the rest of the loop with an `if`",
-        Expr::Range(_) => "ranges are only supported as the bounds of a `for` loop in a kernel body",
-        Expr::Let(_) => "`let` in expressions (`if let`, `while let`) is not supported in a kernel body: use `if` with a comparison",
-        Expr::Block(_) => "a block cannot be used as a value in a kernel body: use `if` / `else`, or compute the value with `let` first",
-        Expr::Return(_) => "`return` can only be a statement in a kernel body: `return x;`",
-        Expr::ForLoop(_) | Expr::If(_) => "this statement cannot be used as a value in a kernel body",
-        _ => "this expression is not supported in a kernel body",
-    }
-}
-
-/// The atomic intrinsic of this name (one of [`ATOMICS`]).
-fn atomic_op(name: &str) -> Option<AtomicOp> {
-    Some(match name {
-        "atomic_add" => AtomicOp::Add,
-        "atomic_min" => AtomicOp::Min,
-        "atomic_max" => AtomicOp::Max,
-        "atomic_exch" => AtomicOp::Exch,
-        "atomic_cas" => AtomicOp::Cas,
-        _ => return None,
-    })
-}
-
-/// The body IR's operator for a binary operator (`None` for the compound assignments).
-fn binop(op: &BinOp) -> Option<BinaryOp> {
-    Some(match op {
-        BinOp::Add(_) => BinaryOp::Add,
-        BinOp::Sub(_) => BinaryOp::Sub,
-        BinOp::Mul(_) => BinaryOp::Mul,
-        BinOp::Div(_) => BinaryOp::Div,
-        BinOp::Rem(_) => BinaryOp::Rem,
-        BinOp::BitAnd(_) => BinaryOp::BitAnd,
-        BinOp::BitOr(_) => BinaryOp::BitOr,
-        BinOp::BitXor(_) => BinaryOp::BitXor,
-        BinOp::Shl(_) => BinaryOp::Shl,
-        BinOp::Shr(_) => BinaryOp::Shr,
-        BinOp::Eq(_) => BinaryOp::Eq,
-        BinOp::Ne(_) => BinaryOp::Ne,
-        BinOp::Lt(_) => BinaryOp::Lt,
-        BinOp::Le(_) => BinaryOp::Le,
-        BinOp::Gt(_) => BinaryOp::Gt,
-        BinOp::Ge(_) => BinaryOp::Ge,
-        BinOp::And(_) => BinaryOp::And,
-        BinOp::Or(_) => BinaryOp::Or,
-        _ => return None,
-    })
-}
-
-/// The operator of a compound assignment (`+=` → `Add`).
-fn compound(op: &BinOp) -> Option<BinaryOp> {
-    Some(match op {
-        BinOp::AddAssign(_) => BinaryOp::Add,
-        BinOp::SubAssign(_) => BinaryOp::Sub,
-        BinOp::MulAssign(_) => BinaryOp::Mul,
-        BinOp::DivAssign(_) => BinaryOp::Div,
-        BinOp::RemAssign(_) => BinaryOp::Rem,
-        BinOp::BitAndAssign(_) => BinaryOp::BitAnd,
-        BinOp::BitOrAssign(_) => BinaryOp::BitOr,
-        BinOp::BitXorAssign(_) => BinaryOp::BitXor,
-        BinOp::ShlAssign(_) => BinaryOp::Shl,
-        BinOp::ShrAssign(_) => BinaryOp::Shr,
-        _ => return None,
-    })
 }

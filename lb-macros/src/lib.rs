@@ -3,7 +3,8 @@
 //!
 //! The phases are one module each: `depth` (a guard on how deep the body nests), `attr` (the
 //! attribute's keys), `parse` (parameter roles), `check` (names, types and validation of the
-//! body, in one walk that builds the typed tree of `typed`), `lower` (that tree to lb-ptx's body
+//! body, in one walk that builds the typed tree of `typed`, against the language's rules in
+//! `valid`), `lower` (that tree to lb-ptx's body
 //! IR), `expand` (the emitted items). `front` runs `attr`, `parse` and `check` as one error
 //! context: independent mistakes are reported together, one mistake once; nothing panics.
 
@@ -16,6 +17,7 @@ mod lower;
 mod parse;
 mod typed;
 mod types;
+mod valid;
 
 #[cfg(test)]
 mod fuzz;
