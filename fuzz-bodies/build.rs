@@ -51,30 +51,11 @@ const SCHEDULES: &[&str] = &[
     "consolidate(warp)",
 ];
 
-/// splitmix64: a tiny, well-mixed generator, so the build needs no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
-        from[self.below(from.len())]
-    }
-}
+// The generator the test draws its inputs with; `value`/`values` are the test's alone.
+#[allow(dead_code)]
+#[path = "src/rng.rs"]
+mod rng;
+use rng::Rng;
 
 /// What one kernel's body may use.
 struct Scope {

@@ -3,6 +3,8 @@
 
 use lb::prelude::*;
 
+pub mod rng;
+
 /// The host inputs every generated kernel reads.
 pub struct Case<'a> {
     pub a: &'a Csr<f32>,

@@ -4,33 +4,8 @@
 
 use lb::prelude::*;
 use lb_fuzz_bodies::bodies::{ALL, REPLAY, SEED};
+use lb_fuzz_bodies::rng::Rng;
 use lb_fuzz_bodies::{Case, DeviceCase, Kernel, Reduce};
-
-/// splitmix64, as in build.rs: the inputs follow from the same seed as the bodies.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// Uniform in [-2, 2): leaves this small keep overflow rare in bodies of a few products.
-    fn value(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
-    }
-
-    fn values(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| self.value()).collect()
-    }
-}
 
 /// A matrix with the given row lengths and random columns below `cols` (sorted, repeats allowed).
 fn matrix(rng: &mut Rng, cols: usize, lengths: &[usize]) -> Csr<f32> {
@@ -78,7 +53,7 @@ fn matrices(rng: &mut Rng) -> Vec<(&'static str, Csr<f32>)> {
         ("long rows", matrix(rng, cols, &long)),
         (
             "power law",
-            lb::generate::power_law(1 + rng.below(600), cols, 6.0, rng.next()),
+            lb::generate::power_law(1 + rng.below(600), cols, 6.0, rng.next_u64()),
         ),
     ]
 }
