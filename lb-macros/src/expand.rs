@@ -370,64 +370,44 @@ fn params(sig: &Sig, device: bool) -> Vec<TokenStream> {
     sig.body_params()
         .map(|p| {
             let id = &p.ident;
-            match (&p.role, device) {
-                (Role::TileSet { kind, value }, device) => {
-                    let t = prim(*value);
-                    let prefix = if device { "Device" } else { "" };
-                    let ty = format_ident!("{prefix}{}", kind.name());
-                    quote!(#id: &::lb::__private::#ty<#t>)
-                }
-                (Role::Queue, false) => quote!(#id: &mut ::lb::__private::Queue),
-                (Role::Queue, true) => quote!(#id: &mut ::lb::__private::DeviceQueue),
-                (
-                    Role::Slice {
-                        elem,
-                        mutable: false,
-                    },
-                    false,
-                ) => {
-                    let t = prim(*elem);
-                    quote!(#id: &[#t])
-                }
-                (
-                    Role::Slice {
-                        elem,
-                        mutable: true,
-                    },
-                    false,
-                ) => {
-                    let t = prim(*elem);
-                    quote!(#id: &mut [#t])
-                }
-                (
-                    Role::Slice {
-                        elem,
-                        mutable: false,
-                    },
-                    true,
-                ) => {
-                    let t = prim(*elem);
-                    quote!(#id: &::lb::__private::DeviceBuffer<#t>)
-                }
-                (
-                    Role::Slice {
-                        elem,
-                        mutable: true,
-                    },
-                    true,
-                ) => {
-                    let t = prim(*elem);
-                    quote!(#id: &mut ::lb::__private::DeviceBuffer<#t>)
-                }
-                (Role::Scalar(t), _) => {
-                    let t = prim(*t);
-                    quote!(#id: #t)
-                }
-                (Role::Index(_), _) => quote!(),
-            }
+            let ty = param_type(&p.role, device);
+            quote!(#id: #ty)
         })
         .chain(output_param(sig, device))
         .collect()
+}
+
+/// A parameter's host (`cpu`, the function itself) or device (`launch`) type, spelled from
+/// `::lb` so that it means the same wherever the kernel is declared.
+fn param_type(role: &Role, device: bool) -> TokenStream {
+    match (role, device) {
+        (Role::TileSet { kind, value }, device) => {
+            let t = prim(*value);
+            let prefix = if device { "Device" } else { "" };
+            let ty = format_ident!("{prefix}{}", kind.name());
+            quote!(&::lb::__private::#ty<#t>)
+        }
+        (Role::Queue, false) => quote!(&mut ::lb::__private::Queue),
+        (Role::Queue, true) => quote!(&mut ::lb::__private::DeviceQueue),
+        (Role::Slice { elem, mutable }, false) => {
+            let t = prim(*elem);
+            if *mutable {
+                quote!(&mut [#t])
+            } else {
+                quote!(&[#t])
+            }
+        }
+        (Role::Slice { elem, mutable }, true) => {
+            let t = prim(*elem);
+            if *mutable {
+                quote!(&mut ::lb::__private::DeviceBuffer<#t>)
+            } else {
+                quote!(&::lb::__private::DeviceBuffer<#t>)
+            }
+        }
+        (Role::Scalar(t), _) => prim(*t),
+        (Role::Index(_), _) => quote!(::core::primitive::usize),
+    }
 }
 
 /// The user's function again, inside the generated module, with every type in its signature
@@ -436,36 +416,11 @@ fn params(sig: &Sig, device: bool) -> Vec<TokenStream> {
 /// not reach it) works like one at module level. The body is the user's own tokens, with their
 /// spans; rustc reports a problem in it at the user's function, so the copy stays quiet.
 fn atom_fn(func: &ItemFn, sig: &Sig) -> TokenStream {
-    let inputs = func
-        .sig
-        .inputs
-        .iter()
-        .filter_map(|input| match input {
-            FnArg::Typed(pt) => Some(&pt.pat),
-            FnArg::Receiver(_) => None,
-        })
-        .zip(&sig.params)
-        .map(|(pat, p)| {
-            let ty = match &p.role {
-                Role::Index(_) => quote!(::core::primitive::usize),
-                Role::TileSet { kind, value } => {
-                    let t = prim(*value);
-                    let ty = format_ident!("{}", kind.name());
-                    quote!(&::lb::__private::#ty<#t>)
-                }
-                Role::Slice { elem, mutable } => {
-                    let t = prim(*elem);
-                    if *mutable {
-                        quote!(&mut [#t])
-                    } else {
-                        quote!(&[#t])
-                    }
-                }
-                Role::Scalar(t) => prim(*t),
-                Role::Queue => quote!(&mut ::lb::__private::Queue),
-            };
-            quote!(#pat: #ty)
-        });
+    let inputs = sig.params.iter().map(|p| {
+        let id = &p.ident;
+        let ty = param_type(&p.role, false);
+        quote!(#id: #ty)
+    });
     let output = sig.reduce.map(|(t, _)| {
         let t = prim(t);
         quote!(-> #t)

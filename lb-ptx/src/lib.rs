@@ -176,8 +176,8 @@ pub struct SafeGenerated {
     /// The host checks the unchecked entry points make: every gather, so that their caller
     /// answers only for the accesses no launch-time check proves.
     pub unchecked_gathers: Vec<body::Gather>,
-    /// The schedules left out under [`Options::leave_out_oversized`] (from both sets of entry
-    /// points, so `plans` and `unchecked` name the same schedules).
+    /// The schedules left out under [`Options::leave_out_oversized`], from neither `plans` nor
+    /// `unchecked`.
     pub left_out: Vec<LeftOut>,
 }
 
@@ -225,24 +225,20 @@ pub fn generate_safe(body: &body::Body, opts: &Options) -> Result<SafeGenerated,
     };
     let mut kernels = Vec::new();
     let mut left_out = Vec::new();
-    let mut plans = add_kernels(&safe, &safe_opts, &mut kernels, &mut left_out)?;
-    // The unchecked twins of what is left: their kernels test less, so they rarely grow past
-    // the limit when the safe ones did not; if one does, its safe schedule goes too.
+    let plans = add_kernels(&safe, &safe_opts, &mut kernels, &mut left_out)?;
+    // The unchecked twins of the schedules kept: their kernels are the safe ones without the
+    // tests, so they never need more registers, and none is left out on its own.
     let twin_opts = Options {
-        schedules: without(&opts.schedules, &left_out),
+        schedules: opts
+            .schedules
+            .iter()
+            .copied()
+            .filter(|s| left_out.iter().all(|l| l.schedule != *s))
+            .collect(),
+        leave_out_oversized: false,
         ..unchecked_opts
     };
-    let mut unchecked = add_kernels(&twin, &twin_opts, &mut kernels, &mut left_out)?;
-    let kept = without(&opts.schedules, &left_out);
-    let named = |p: &plan::Plan| kept.iter().any(|s| s.name() == p.schedule);
-    plans.retain(named);
-    unchecked.retain(named);
-    let entries: Vec<&str> = plans
-        .iter()
-        .chain(&unchecked)
-        .flat_map(|p| p.kernels.iter().map(|k| k.entry.as_ref()))
-        .collect();
-    kernels.retain(|k| entries.contains(&k.name.as_str()));
+    let unchecked = add_kernels(&twin, &twin_opts, &mut kernels, &mut Vec::new())?;
     Ok(SafeGenerated {
         ptx: module(opts, kernels),
         plans,
@@ -261,15 +257,6 @@ fn module(opts: &Options, kernels: Vec<ir::Kernel>) -> String {
         kernels,
     }
     .to_string()
-}
-
-/// `schedules` without those in `left_out`.
-fn without(schedules: &[Schedule], left_out: &[LeftOut]) -> Vec<Schedule> {
-    schedules
-        .iter()
-        .copied()
-        .filter(|s| left_out.iter().all(|l| l.schedule != *s))
-        .collect()
 }
 
 /// `Err` naming the first of `kernels` that declares more than [`MAX_REGISTERS`].
