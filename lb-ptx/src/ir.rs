@@ -492,6 +492,7 @@ impl fmt::Display for Label {
 /// | `Bin` | `add.T d, a, b;` (`.rn` after the op for float add/sub/mul/div; `.lo` for int mul; `mul.wide.T`, `mul.hi.T`) |
 /// | `Un` | `neg.T d, a;` (`sqrt.rn.T`; `popc.T`/`clz.T` with a `B32` destination) |
 /// | `Fma` | `fma.rn.T d, a, b, c;` |
+/// | `Mad` | `mad.lo.T d, a, b, c;` / `mad.wide.T d, a, b, c;` (integers) |
 /// | `Setp` | `setp.CMP.T p, a, b;` |
 /// | `Selp` | `selp.T d, a, b, p;` |
 /// | `Cvt` | `cvt{.rn,.rzi}.DT.ST d, a;` |
@@ -533,6 +534,16 @@ pub enum Op {
         a: Operand,
     },
     Fma {
+        ty: Type,
+        dst: Reg,
+        a: Operand,
+        b: Operand,
+        c: Operand,
+    },
+    /// An integer product added to `c` in one instruction: `mad.lo` in `ty`, or `mad.wide`
+    /// (`ty` the 32-bit source type; `c` and `dst` 64-bit, as for [`BinOp::MulWide`]).
+    Mad {
+        wide: bool,
         ty: Type,
         dst: Reg,
         a: Operand,
@@ -807,6 +818,17 @@ impl fmt::Display for Op {
             }
             Op::Fma { ty, dst, a, b, c } => {
                 write!(f, "fma.rn{} {dst}, {a}, {b}, {c};", ty.suffix())
+            }
+            Op::Mad {
+                wide,
+                ty,
+                dst,
+                a,
+                b,
+                c,
+            } => {
+                let half = if *wide { "wide" } else { "lo" };
+                write!(f, "mad.{half}{} {dst}, {a}, {b}, {c};", ty.suffix())
             }
             Op::Setp { cmp, ty, dst, a, b } => {
                 write!(f, "setp.{}{} {dst}, {a}, {b};", cmp.name(), ty.suffix())

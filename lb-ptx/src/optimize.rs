@@ -1,6 +1,6 @@
-//! The IR passes every finished kernel goes through: floating-point contraction of a product into
-//! the sum that consumes it, and removal of side-effect-free instructions whose result nobody
-//! reads.
+//! The IR passes every finished kernel goes through: contraction of a product into the sum that
+//! consumes it (floating-point `fma`, integer `mad`), and removal of side-effect-free
+//! instructions whose result nobody reads, among others.
 //!
 //! The schedules and the body generator emit straightforward code and leave these two
 //! clean-ups here, so that a template never has to ask which of its parameters or temporaries a
@@ -23,6 +23,7 @@ pub fn kernel(kernel: &mut Kernel, fma: bool) {
     narrow_zero_extensions(&mut kernel.body);
     reuse_common_values(&mut kernel.body);
     fold_address_offsets(&mut kernel.body);
+    contract_mad(&mut kernel.body);
     remove_dead(&mut kernel.body);
 }
 
@@ -64,7 +65,7 @@ fn visit_uses(instr: &mut Instr, f: &mut dyn FnMut(&mut Reg)) {
             operand(a, f);
             operand(b, f);
         }
-        Op::Fma { a, b, c, .. } => {
+        Op::Fma { a, b, c, .. } | Op::Mad { a, b, c, .. } => {
             operand(a, f);
             operand(b, f);
             operand(c, f);
@@ -132,6 +133,7 @@ fn pure_def_mut(op: &mut Op) -> Option<&mut Reg> {
         | Op::Bin { dst, .. }
         | Op::Un { dst, .. }
         | Op::Fma { dst, .. }
+        | Op::Mad { dst, .. }
         | Op::Setp { dst, .. }
         | Op::Selp { dst, .. }
         | Op::Cvt { dst, .. } => Some(dst),
@@ -661,6 +663,137 @@ fn contract_fma(body: &mut Vec<Instr>) {
     retain_marked(body, &keep);
 }
 
+/// How far [`contract_mad`] looks for the one add that reads a product.
+const MAD_WINDOW: usize = 16;
+
+/// Rewrites an integer `mul.lo d, a, b` or `mul.wide d, a, b` whose only reader is a later
+/// `add e, x, d` (or `d, x`) of the product's width into `mad.lo`/`mad.wide e, a, b, x`.
+///
+/// Integer arithmetic is exact, so unlike [`contract_fma`] this changes no result; it is the
+/// address arithmetic of every gather (`base + index * 4`: one `mad.wide.u32` instead of a
+/// `mul.wide.u32` and an `add.u64`, as CUDA C++ compilers emit it). The add must follow within
+/// [`MAD_WINDOW`] instructions of straight-line code (no branch, no branch target) in which
+/// neither factor is written again, so that it reads the factors the product read.
+fn contract_mad(body: &mut Vec<Instr>) {
+    let targets = branch_targets(body);
+    let counts = use_counts(body);
+    let defs = def_counts(body);
+    let mut removed = vec![false; body.len()];
+    for i in 0..body.len() {
+        let (wide, ty, d, a, b) = match (&body[i].guard, &body[i].op) {
+            (None, Op::Bin { op, ty, dst, a, b })
+                if matches!(op, BinOp::Mul | BinOp::MulWide)
+                    && matches!(ty, Type::U32 | Type::S32 | Type::U64 | Type::S64) =>
+            {
+                (*op == BinOp::MulWide, *ty, *dst, a.clone(), b.clone())
+            }
+            _ => continue,
+        };
+        // `mad`'s first factor is a register; a product of two immediates is left alone.
+        let (a, b) = match (a, b) {
+            (Operand::Reg(a), b) => (Operand::Reg(a), b),
+            (a, Operand::Reg(b)) => (Operand::Reg(b), a),
+            _ => continue,
+        };
+        if counts.get(&d) != Some(&1) || defs.get(&d) != Some(&1) {
+            continue;
+        }
+        let factors: Vec<Reg> = [&a, &b]
+            .into_iter()
+            .filter_map(|o| match o {
+                Operand::Reg(r) => Some(*r),
+                _ => None,
+            })
+            .collect();
+        let Some(j) = reader_in_window(body, i, d, &factors, &targets) else {
+            continue;
+        };
+        let sum_ty = if wide { wide_type(ty) } else { ty };
+        let (e, c) = match (&body[j].guard, &body[j].op) {
+            (
+                None,
+                Op::Bin {
+                    op: BinOp::Add,
+                    ty: add_ty,
+                    dst,
+                    a: x,
+                    b: y,
+                },
+            ) if same_width(*add_ty, sum_ty) => match (x, y) {
+                (Operand::Reg(r), Operand::Reg(c)) | (Operand::Reg(c), Operand::Reg(r))
+                    if *r == d && *c != d =>
+                {
+                    (*dst, Operand::Reg(*c))
+                }
+                _ => continue,
+            },
+            _ => continue,
+        };
+        body[j].op = Op::Mad {
+            wide,
+            ty,
+            dst: e,
+            a,
+            b,
+            c,
+        };
+        removed[i] = true;
+    }
+    let keep: Vec<bool> = removed.iter().map(|r| !r).collect();
+    retain_marked(body, &keep);
+}
+
+/// The first instruction after `i` that reads `d`, if it comes within [`MAD_WINDOW`]
+/// instructions of straight-line code that writes none of `factors`.
+fn reader_in_window(
+    body: &[Instr],
+    i: usize,
+    d: Reg,
+    factors: &[Reg],
+    targets: &BTreeSet<Label>,
+) -> Option<usize> {
+    for (j, instr) in body.iter().enumerate().skip(i + 1).take(MAD_WINDOW) {
+        if uses(instr).contains(&d) {
+            return Some(j);
+        }
+        let flow = match instr.op {
+            Op::Label(l) => targets.contains(&l),
+            Op::Bra { .. } | Op::Ret | Op::Call { .. } => true,
+            _ => false,
+        };
+        if flow || written(instr).iter().any(|w| factors.contains(w)) {
+            return None;
+        }
+    }
+    None
+}
+
+/// The registers `instr` writes.
+fn written(instr: &Instr) -> Vec<Reg> {
+    match &instr.op {
+        Op::Ld { dst, .. }
+        | Op::Atom { dst, .. }
+        | Op::Vote { dst, .. }
+        | Op::ActiveMask { dst } => vec![*dst],
+        Op::Shfl { dst, dst_pred, .. } => std::iter::once(*dst).chain(*dst_pred).collect(),
+        op => pure_def(op).into_iter().collect(),
+    }
+}
+
+/// The 64-bit type a `mul.wide` of `ty` produces.
+fn wide_type(ty: Type) -> Type {
+    if ty == Type::S32 {
+        Type::S64
+    } else {
+        Type::U64
+    }
+}
+
+/// Whether two integer types have the same width (an add does not care about signedness).
+fn same_width(x: Type, y: Type) -> bool {
+    !x.is_float() && x != Type::Pred && x.size() == y.size()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -746,5 +879,53 @@ mod tests {
             "the signature stays: {text}"
         );
         assert!(text.contains("ld.param.u64 %rd0, [p];"), "{text}");
+    }
+
+    #[test]
+    fn a_scaled_index_added_once_becomes_one_mad() {
+        let mut k = KernelBuilder::new("k");
+        let p = k.load_param("p", Type::U64);
+        let i = k.ld(Space::Global, Type::U32, p);
+        let scaled = k.bin(BinOp::MulWide, Type::U32, i, Operand::Imm(4));
+        let addr = k.bin(BinOp::Add, Type::U64, p, scaled);
+        let v = k.ld(Space::Global, Type::F32, addr);
+        k.st(Space::Global, Type::F32, p, v);
+        let text = optimized(k);
+        assert!(text.contains("mad.wide.u32 %rd2, %r0, 4, %rd0;"), "{text}");
+        assert!(!text.contains("mul.wide"), "{text}");
+    }
+
+    #[test]
+    fn a_product_read_twice_rewritten_between_or_across_a_target_stays() {
+        // Read twice.
+        let mut k = KernelBuilder::new("k");
+        let p = k.load_param("p", Type::U64);
+        let i = k.ld(Space::Global, Type::U32, p);
+        let scaled = k.bin(BinOp::MulWide, Type::U32, i, Operand::Imm(4));
+        let a = k.bin(BinOp::Add, Type::U64, p, scaled);
+        let b = k.bin(BinOp::Add, Type::U64, a, scaled);
+        k.st(Space::Global, Type::U64, b, a);
+        assert!(!optimized(k).contains("mad"));
+        // A factor written between the product and the add.
+        let mut k = KernelBuilder::new("k");
+        let p = k.load_param("p", Type::U64);
+        let i = k.ld(Space::Global, Type::U32, p);
+        let scaled = k.bin(BinOp::Mul, Type::U32, i, Operand::Imm(3));
+        k.bin_to(BinOp::Add, Type::U32, i, i, Operand::Imm(1));
+        let sum = k.bin(BinOp::Add, Type::U32, i, scaled);
+        k.st(Space::Global, Type::U32, p, sum);
+        assert!(!optimized(k).contains("mad"));
+        // A branch target between them.
+        let mut k = KernelBuilder::new("k");
+        let p = k.load_param("p", Type::U64);
+        let i = k.ld(Space::Global, Type::U32, p);
+        let scaled = k.bin(BinOp::MulWide, Type::U32, i, Operand::Imm(4));
+        let top = k.label();
+        k.place(top);
+        let addr = k.bin(BinOp::Add, Type::U64, p, scaled);
+        k.st(Space::Global, Type::U64, addr, addr);
+        let again = k.setp(Cmp::Ne, Type::U64, addr, p);
+        k.bra_if(again, false, top);
+        assert!(!optimized(k).contains("mad"));
     }
 }

@@ -75,6 +75,9 @@ mod arith {
     use proptest::prelude::*;
     use std::sync::OnceLock;
 
+    /// The results `INT32` stores, one per 8-byte slot.
+    const INT32_SLOTS: usize = 34;
+
     const INT32: &str = "
 \tld.param.u64 %rd1, [out];
 \tld.param.u32 %r1, [x];
@@ -145,6 +148,12 @@ mod arith {
 \tst.global.f64 [%rd1+232], %fd1;
 \tadd.u32 %r3, %r1, -5;
 \tst.global.u32 [%rd1+240], %r3;
+\tmad.lo.u32 %r3, %r1, %r2, %r1;
+\tst.global.u32 [%rd1+248], %r3;
+\tmad.wide.s32 %rd2, %r1, %r2, -3;
+\tst.global.u64 [%rd1+256], %rd2;
+\tmad.wide.u32 %rd2, %r1, %r2, %rd2;
+\tst.global.u64 [%rd1+264], %rd2;
 \tret;";
 
     fn int32_expected(x: u32, y: u32) -> Vec<u64> {
@@ -190,6 +199,9 @@ mod arith {
             (x as f32).to_bits() as u64,
             (sx as f64).to_bits(),
             x.wrapping_sub(5) as u64,
+            x.wrapping_mul(y).wrapping_add(x) as u64,
+            (sx as i64 * sy as i64).wrapping_sub(3) as u64,
+            (x as u64 * y as u64).wrapping_add((sx as i64 * sy as i64).wrapping_sub(3) as u64),
         ]
     }
 
@@ -482,7 +494,7 @@ mod arith {
     proptest! {
         #[test]
         fn int32_matches_rust(x in any_u32(), y in any_u32()) {
-            let got = run_scalar(modules(), "int32", 31, [x as u64, y as u64, 0]);
+            let got = run_scalar(modules(), "int32", INT32_SLOTS, [x as u64, y as u64, 0]);
             same(&got, &int32_expected(x, y), &[], &[]);
         }
 
@@ -514,12 +526,12 @@ mod arith {
         let got = run_scalar(
             m,
             "int32",
-            31,
+            INT32_SLOTS,
             [i32::MIN as u32 as u64, (-1i32) as u32 as u64, 0],
         );
         assert_eq!(got[8], i32::MIN as u32 as u64, "MIN / -1 wraps");
         assert_eq!(got[10], 0, "MIN rem -1");
-        let got = run_scalar(m, "int32", 31, [7, 0, 0]);
+        let got = run_scalar(m, "int32", INT32_SLOTS, [7, 0, 0]);
         assert_eq!(
             (got[7], got[8], got[9], got[10]),
             (0xffff_ffff, 0xffff_ffff, 7, 7)

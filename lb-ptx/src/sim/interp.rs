@@ -68,6 +68,14 @@ enum POp {
         b: Src,
         c: Src,
     },
+    Mad {
+        wide: bool,
+        ty: Type,
+        dst: u32,
+        a: Src,
+        b: Src,
+        c: Src,
+    },
     Setp {
         cmp: Cmp,
         ty: Type,
@@ -453,6 +461,33 @@ impl Resolver<'_> {
                     a: self.src(a, *ty)?,
                     b: self.src(b, *ty)?,
                     c: self.src(c, *ty)?,
+                }
+            }
+            Op::Mad {
+                wide,
+                ty,
+                dst,
+                a,
+                b,
+                c,
+            } => {
+                let sources_ok = matches!(ty, Type::U32 | Type::S32)
+                    || (!*wide && matches!(ty, Type::U64 | Type::S64));
+                if !sources_ok {
+                    return Err(self.unsupported());
+                }
+                let sum_ty = match (*wide, *ty) {
+                    (true, Type::S32) => Type::S64,
+                    (true, _) => Type::U64,
+                    (false, ty) => ty,
+                };
+                POp::Mad {
+                    wide: *wide,
+                    ty: *ty,
+                    dst: self.reg(*dst)?,
+                    a: self.src(a, *ty)?,
+                    b: self.src(b, *ty)?,
+                    c: self.src(c, sum_ty)?,
                 }
             }
             Op::Setp { cmp, ty, dst, a, b } => {
@@ -1240,6 +1275,24 @@ impl Warp {
                     } else {
                         canon64(f64::from_bits(x).mul_add(f64::from_bits(y), f64::from_bits(z)))
                     };
+                }
+            }
+            POp::Mad {
+                wide,
+                ty,
+                dst,
+                a,
+                b,
+                c: cc,
+            } => {
+                let (op, sum_ty) = if wide {
+                    (BinOp::MulWide, Type::U64)
+                } else {
+                    (BinOp::Mul, ty)
+                };
+                for l in lanes(exec) {
+                    let product = bin(op, ty, rd(regs, a, l), rd(regs, b, l));
+                    regs[dst as usize * 32 + l] = bin(BinOp::Add, sum_ty, product, rd(regs, cc, l));
                 }
             }
             POp::Setp { cmp, ty, dst, a, b } => {

@@ -734,6 +734,25 @@ impl Parser {
                 let c = self.operand()?;
                 Ok(Op::Fma { ty, dst, a, b, c })
             }
+            "mad" if n == 3 && matches!(parts[1], "lo" | "wide") => {
+                let ty = self.ty_of(parts, last)?;
+                let dst = self.reg()?;
+                self.comma()?;
+                let a = self.operand()?;
+                self.comma()?;
+                let b = self.operand()?;
+                self.comma()?;
+                let c = self.operand()?;
+                let wide = parts[1] == "wide";
+                Ok(Op::Mad {
+                    wide,
+                    ty,
+                    dst,
+                    a,
+                    b,
+                    c,
+                })
+            }
             "setp" if n == 3 => {
                 let cmp = match parts[1] {
                     "eq" => Cmp::Eq,
