@@ -98,6 +98,42 @@ pub fn sssp_with_capacity(
     schedule: Schedule,
     capacity: usize,
 ) -> Result<SsspResult> {
+    sssp_run(dev, g, source, schedule, capacity, Kernels::Checked)
+}
+
+/// [`sssp`] through the kernels without bounds tests (`launch_with_unchecked`), to measure what
+/// the tests of the frontier cost. Safe: this driver proves what those kernels leave to their
+/// caller (see [`Kernels::Unchecked`]).
+pub fn sssp_unchecked(
+    dev: &Device,
+    g: &DeviceCsr<f32>,
+    source: usize,
+    schedule: Schedule,
+) -> Result<SsspResult> {
+    sssp_run(dev, g, source, schedule, g.num_rows(), Kernels::Unchecked)
+}
+
+/// Which launcher a driver calls.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kernels {
+    /// `launch_with`: the kernels test every frontier entry.
+    Checked,
+    /// `launch_with_unchecked`: the kernels test nothing. Their only unproven indices are the
+    /// frontier's entries (every other index is a column index, which the upload validated, or
+    /// the tile, which the launcher checks against the slices' lengths), and the driver's
+    /// frontiers hold the source, checked by [`start`] to be a vertex, and vertices the kernel
+    /// pushed: column indices of a square graph, hence vertices too.
+    Unchecked,
+}
+
+fn sssp_run(
+    dev: &Device,
+    g: &DeviceCsr<f32>,
+    source: usize,
+    schedule: Schedule,
+    capacity: usize,
+    kernels: Kernels,
+) -> Result<SsspResult> {
     let mut dist = vec![f32::INFINITY; g.num_rows()];
     let start = start(g, source, "sssp")?;
     dist[source] = 0.0;
@@ -108,7 +144,13 @@ pub fn sssp_with_capacity(
         start,
         capacity,
         &mut dist,
-        |queue, frontier, dist, _| sssp_relax::launch_with(dev, schedule, g, frontier, dist, queue),
+        |queue, frontier, dist, _| match kernels {
+            Kernels::Checked => sssp_relax::launch_with(dev, schedule, g, frontier, dist, queue),
+            // SAFETY: every frontier entry is a vertex (`Kernels::Unchecked`).
+            Kernels::Unchecked => unsafe {
+                sssp_relax::launch_with_unchecked(dev, schedule, g, frontier, dist, queue)
+            },
+        },
     )?;
     Ok(SsspResult {
         dist: dist.download()?,
@@ -137,6 +179,27 @@ pub fn bfs_with_capacity(
     schedule: Schedule,
     capacity: usize,
 ) -> Result<BfsResult> {
+    bfs_run(dev, g, source, schedule, capacity, Kernels::Checked)
+}
+
+/// [`bfs`] through the kernels without bounds tests, as [`sssp_unchecked`].
+pub fn bfs_unchecked(
+    dev: &Device,
+    g: &DeviceCsr<f32>,
+    source: usize,
+    schedule: Schedule,
+) -> Result<BfsResult> {
+    bfs_run(dev, g, source, schedule, g.num_rows(), Kernels::Unchecked)
+}
+
+fn bfs_run(
+    dev: &Device,
+    g: &DeviceCsr<f32>,
+    source: usize,
+    schedule: Schedule,
+    capacity: usize,
+    kernels: Kernels,
+) -> Result<BfsResult> {
     let mut depth = vec![u32::MAX; g.num_rows()];
     let start = start(g, source, "bfs")?;
     depth[source] = 0;
@@ -150,7 +213,17 @@ pub fn bfs_with_capacity(
         |queue, frontier, depth, level| {
             let level = u32::try_from(level)
                 .map_err(|_| Error::Shape(format!("bfs: level {level} exceeds u32")))?;
-            bfs_visit::launch_with(dev, schedule, g, frontier, depth, level, queue)
+            match kernels {
+                Kernels::Checked => {
+                    bfs_visit::launch_with(dev, schedule, g, frontier, depth, level, queue)
+                }
+                // SAFETY: every frontier entry is a vertex (`Kernels::Unchecked`).
+                Kernels::Unchecked => unsafe {
+                    bfs_visit::launch_with_unchecked(
+                        dev, schedule, g, frontier, depth, level, queue,
+                    )
+                },
+            }
         },
     )?;
     Ok(BfsResult {

@@ -3,7 +3,7 @@
 
 use lb::prelude::*;
 
-pub mod rng;
+pub use lb_fuzz_gen::rng;
 
 /// The host inputs every generated kernel reads.
 pub struct Case<'a> {

@@ -2,7 +2,7 @@
 //! one launch over a `Problem`, so they get their own small path: verify against the sequential
 //! reference, then time the driver's kernel time and report traversed edges per second.
 
-use lb::algorithms::{bfs, bfs_levels, dijkstra, schedules, sssp};
+use lb::algorithms::{bfs, bfs_levels, bfs_unchecked, dijkstra, schedules, sssp, sssp_unchecked};
 use lb::prelude::*;
 
 use crate::corpus::Matrix;
@@ -53,10 +53,19 @@ enum Reference {
 }
 
 impl Reference {
-    fn traverse(&self, dev: &Device, g: &DeviceCsr<f32>, s: Schedule) -> lb::Result<Traversal> {
+    /// One traversal with schedule `s`, through the kernels without bounds tests when
+    /// `unchecked` (`--unchecked`).
+    fn traverse(
+        &self,
+        dev: &Device,
+        g: &DeviceCsr<f32>,
+        s: Schedule,
+        unchecked: bool,
+    ) -> lb::Result<Traversal> {
         match self {
             Reference::Dist(want) => {
-                let r = sssp(dev, g, SOURCE, s)?;
+                let run = if unchecked { sssp_unchecked } else { sssp };
+                let r = run(dev, g, SOURCE, s)?;
                 Ok(Traversal {
                     iterations: r.iterations,
                     edges: r.edges,
@@ -65,7 +74,8 @@ impl Reference {
                 })
             }
             Reference::Depth(want) => {
-                let r = bfs(dev, g, SOURCE, s)?;
+                let run = if unchecked { bfs_unchecked } else { bfs };
+                let r = run(dev, g, SOURCE, s)?;
                 Ok(Traversal {
                     iterations: r.iterations,
                     edges: r.edges,
@@ -101,7 +111,8 @@ fn dist_error(got: &[f32], want: &[f32]) -> f64 {
 }
 
 /// Every schedule of `op` (SSSP or BFS) on the square matrix `m`, from vertex 0, with weights
-/// |values| (Dijkstra and the relaxation need nonnegative weights).
+/// |values| (Dijkstra and the relaxation need nonnegative weights); with `--unchecked`, each
+/// schedule also through the kernels without bounds tests, as a `<schedule>+unchecked` row.
 pub fn run_graph(
     cli: &Cli,
     op: Op,
@@ -121,12 +132,17 @@ pub fn run_graph(
         Ok(dg) => dg,
         Err(e) => return vec![base.failed(format!("setting up: {e}"))],
     };
-    schedules()
+    let mut out = Vec::new();
+    for &s in schedules()
         .iter()
-        .copied()
         .filter(|s| wanted.is_empty() || wanted.contains(s))
-        .map(|s| measure(cli, dev, &dg, &reference, s, &base))
-        .collect()
+    {
+        out.push(measure(cli, dev, &dg, &reference, s, false, &base));
+        if cli.unchecked {
+            out.push(measure(cli, dev, &dg, &reference, s, true, &base));
+        }
+    }
+    out
 }
 
 /// Verifies schedule `s` once, then (GPU) times `--reps` traversals by their kernel time.
@@ -136,11 +152,16 @@ fn measure(
     g: &DeviceCsr<f32>,
     reference: &Reference,
     s: Schedule,
+    unchecked: bool,
     base: &Record,
 ) -> Record {
     let mut r = base.clone();
-    r.schedule = s.name().into();
-    let first = match reference.traverse(dev, g, s) {
+    r.schedule = if unchecked {
+        format!("{}{}", s.name(), crate::variants::UNCHECKED)
+    } else {
+        s.name().into()
+    };
+    let first = match reference.traverse(dev, g, s, unchecked) {
         Ok(t) => t,
         Err(e) => return r.failed(e.to_string()),
     };
@@ -163,7 +184,7 @@ fn measure(
     let reps = ((cli.budget_ms / f64::from(first_ms).max(1e-3)) as usize).clamp(3, cli.reps.max(3));
     let mut times = Vec::with_capacity(reps);
     for _ in 0..reps {
-        match reference.traverse(dev, g, s) {
+        match reference.traverse(dev, g, s, unchecked) {
             Ok(t) => times.push(f64::from(t.elapsed_ms.unwrap_or(f32::NAN))),
             Err(e) => return r.failed(format!("while timing: {e}")),
         }

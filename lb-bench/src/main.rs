@@ -121,10 +121,11 @@ pub struct Cli {
     /// other thresholds. They are not candidates of `auto`'s oracle.
     #[arg(long)]
     pub variants: bool,
-    /// Also time every SpMV and SpMM schedule through the unsafe unchecked launcher
-    /// (`launch_with_unchecked`, kernels without bounds tests), reported as
-    /// `<schedule>+unchecked` rows and summarised as the safe launchers' geomean cost over the
-    /// unchecked ones. They are not candidates of `auto`'s oracle.
+    /// Also time every SpMV, SpMM, SSSP and BFS schedule through the unsafe unchecked launcher
+    /// (`launch_with_unchecked`, kernels without bounds tests; for the graph ops the drivers
+    /// `sssp_unchecked`/`bfs_unchecked`), reported as `<schedule>+unchecked` rows and summarised
+    /// as the safe launchers' geomean cost over the unchecked ones. They are not candidates of
+    /// `auto`'s oracle.
     #[arg(long)]
     pub unchecked: bool,
     /// Skip cuSPARSE.

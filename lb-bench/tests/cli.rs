@@ -95,7 +95,20 @@ fn simulator_run_reports_every_schedule_as_json_lines() {
 
 #[test]
 fn simulator_graph_ops_pass_every_schedule() {
-    let json = std::env::temp_dir().join(format!("lb-bench-graph-{}.jsonl", std::process::id()));
+    graph_ops_pass_every_schedule(false);
+}
+
+/// `--unchecked` adds a verified `<schedule>+unchecked` row after every graph schedule's own.
+#[test]
+fn simulator_graph_ops_pass_every_schedule_unchecked_too() {
+    graph_ops_pass_every_schedule(true);
+}
+
+fn graph_ops_pass_every_schedule(unchecked: bool) {
+    let json = std::env::temp_dir().join(format!(
+        "lb-bench-graph-{}-{unchecked}.jsonl",
+        std::process::id()
+    ));
     let out = bench()
         .args([
             "--sim",
@@ -107,6 +120,7 @@ fn simulator_graph_ops_pass_every_schedule() {
             "--families",
             "road,regular",
         ])
+        .args(unchecked.then_some("--unchecked"))
         .arg("--json")
         .arg(&json)
         .output()
@@ -139,7 +153,11 @@ fn simulator_graph_ops_pass_every_schedule() {
     assert_eq!(schedules.len(), 6, "{schedules:?}");
     let want: BTreeSet<String> = lb::algorithms::schedules()
         .iter()
-        .map(|s| s.name().to_string())
+        .flat_map(|s| {
+            let name = s.name().to_string();
+            let twin = unchecked.then(|| format!("{name}+unchecked"));
+            std::iter::once(name).chain(twin)
+        })
         .collect();
     for (key, got) in &schedules {
         assert_eq!(got, &want, "{key:?}");

@@ -518,8 +518,8 @@ impl Checker<'_> {
             }
             Some(class) => {
                 self.expect(rv, lv, &rhs, "the assigned place");
-                self.reqs
-                    .push((lv, class.req(), whole.to_token_stream(), class.what()));
+                let (req, what) = requirement(class, op);
+                self.reqs.push((lv, req, whole.to_token_stream(), what));
             }
         }
         if let Some(place) = place {
@@ -744,8 +744,8 @@ impl Checker<'_> {
             }
             OpClass::Arith | OpClass::Bit => {
                 self.expect(r.ty, l.ty, &b.right, "the operator's left side");
-                self.reqs
-                    .push((l.ty, class.req(), b.to_token_stream(), class.what()));
+                let (req, what) = requirement(class, Some(&b.op));
+                self.reqs.push((l.ty, req, b.to_token_stream(), what));
                 l.ty
             }
         };

@@ -19,6 +19,23 @@ use crate::types::STy;
 
 /// The whole expansion, or every error found on the way.
 pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    expansion(attr, item).map(|e| e.tokens)
+}
+
+/// An expansion with the PTX generation it holds, which the fuzz tests inspect (the macro itself
+/// reads only `tokens`).
+#[cfg_attr(not(test), allow(dead_code))]
+pub struct Expansion {
+    pub tokens: TokenStream,
+    pub generated: SafeGenerated,
+    /// The schedules the attribute asked for (every built-in one for `auto`).
+    pub requested: Vec<Schedule>,
+    /// The attribute said `auto`, which may leave out a schedule too small for the body.
+    pub auto: bool,
+}
+
+/// [`expand`], keeping what it generated.
+pub fn expansion(attr: TokenStream, item: TokenStream) -> syn::Result<Expansion> {
     depth::check(item.clone())?;
     let func: ItemFn = syn::parse2(item)?;
     let front::Front {
@@ -51,9 +68,15 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
     let mut user_fn = user_fn(&func);
     allow_schedule_params(&mut user_fn, &sig);
     let tested = Tested::of(&body, &options, &sig);
+    let (requested, auto) = (args.schedules.clone(), args.auto);
     let args = without_left_out(args, &generated)?;
     let module = module(&func, &args, &sig, Some((&generated, &tested)))?;
-    Ok(quote! { #user_fn #module })
+    Ok(Expansion {
+        tokens: quote! { #user_fn #module },
+        generated,
+        requested,
+        auto,
+    })
 }
 
 /// `args` with the schedules `auto` left out because the body is too large for them (their

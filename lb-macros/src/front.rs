@@ -43,6 +43,11 @@ pub fn front(attr: TokenStream, func: &ItemFn) -> syn::Result<Front> {
         }
     };
     let name = errors.take(kernel_name(&func.sig.ident));
+    if let Some(sig) = &sig {
+        for p in sig.body_params() {
+            errors.take(ptx_name(&p.ident, "parameter"));
+        }
+    }
     errors.finish()?;
     match (args, sig, typed, name) {
         (Some(args), Some(sig), Some(typed), Some(name)) => Ok(Front {
@@ -62,15 +67,26 @@ pub fn front(attr: TokenStream, func: &ItemFn) -> syn::Result<Front> {
 /// The function's name as the PTX entry's: PTX names are ASCII letters, digits and `_` (a raw
 /// identifier such as `r#type` is written without its `r#`).
 fn kernel_name(ident: &syn::Ident) -> syn::Result<String> {
+    ptx_name(ident, "kernel")
+}
+
+/// `ident` as a PTX name: the kernel's entry, or a parameter of it (index parameters are computed
+/// in the kernel and named nowhere).
+fn ptx_name(ident: &syn::Ident, what: &str) -> syn::Result<String> {
     let name = syn::ext::IdentExt::unraw(ident).to_string();
     if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
     {
+        let (names, rename) = if what == "kernel" {
+            ("entry names", "the function")
+        } else {
+            ("names", "the parameter")
+        };
         return Err(syn::Error::new(
             ident.span(),
             format!(
-                "the kernel name `{name}` cannot be used in PTX, whose entry names are ASCII \
-                 letters, digits and `_`: rename the function"
+                "the {what} name `{name}` cannot be used in PTX, whose {names} are ASCII \
+                 letters, digits and `_`: rename {rename}"
             ),
         ));
     }

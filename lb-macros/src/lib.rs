@@ -22,6 +22,8 @@ mod valid;
 #[cfg(test)]
 mod fuzz;
 #[cfg(test)]
+mod fuzz_kernels;
+#[cfg(test)]
 mod proof_tests;
 #[cfg(test)]
 mod tests;

@@ -277,6 +277,7 @@ fn params(sig: &syn::Signature, errors: &mut Errors) -> (Vec<SigParam>, Vec<Stri
                     other,
                     "a kernel parameter must be a plain name (`x: &[f32]`), not a pattern",
                 ));
+                rejected.extend(bound_names(other));
                 continue;
             }
         };
@@ -355,6 +356,21 @@ fn params(sig: &syn::Signature, errors: &mut Errors) -> (Vec<SigParam>, Vec<Stri
         params.push(SigParam { ident, role });
     }
     (params, rejected)
+}
+
+/// The names a parameter pattern binds (`(p, q)`, `&(a, b)`, `s @ _`): the body may use them
+/// as the function declares them, and those uses are not mistakes of their own.
+fn bound_names(pat: &Pat) -> Vec<String> {
+    struct Names(Vec<String>);
+    impl<'ast> syn::visit::Visit<'ast> for Names {
+        fn visit_pat_ident(&mut self, p: &'ast syn::PatIdent) {
+            self.0.push(p.ident.to_string());
+            syn::visit::visit_pat_ident(self, p);
+        }
+    }
+    let mut names = Names(Vec::new());
+    syn::visit::Visit::visit_pat(&mut names, pat);
+    names.0
 }
 
 /// What the signature must agree on with the attribute: the return type with `reduce`, the

@@ -446,6 +446,62 @@ fn a_signature_mistake_and_a_body_mistake_are_reported_together() {
 }
 
 #[test]
+fn a_parameter_pattern_is_one_error_however_often_the_body_uses_its_names() {
+    // Each pattern is rejected once; the names it binds are the function's, so their uses in
+    // the body are not reported as unknown.
+    for params in [
+        quote!((p, q): (u32, u32)),
+        quote!(&(p, q): &(u32, u32)),
+        quote!(Pair { p, q }: Pair),
+        quote!([p, q]: [u32; 2]),
+    ] {
+        let errs = expand_errors(
+            reduce_sum(),
+            quote! {
+                fn f(a: &Csr<f32>, #params, #[atom] nz: usize) -> f32 {
+                    let m = p + q * 2;
+                    a.values[nz] * (m as f32) + (p as f32)
+                }
+            },
+        );
+        assert_eq!(errs.len(), 1, "{params}: {errs:?}");
+        assert!(errs[0].contains("not a pattern"), "{params}: {errs:?}");
+    }
+    // `_` binds nothing: a use of a name it did not bind is still a mistake of its own.
+    let errs = expand_errors(
+        reduce_sum(),
+        quote! {
+            fn f(a: &Csr<f32>, _: u32, #[atom] nz: usize) -> f32 {
+                a.values[nz] * (p as f32)
+            }
+        },
+    );
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(errs[1].contains("`p`"), "{errs:?}");
+}
+
+#[test]
+fn a_float_remainder_is_one_spanned_error_not_a_failed_generation() {
+    // Rust has `%` on floats; PTX does not, so the front end refuses it at the operator.
+    for body in [
+        quote!(a.values[nz] % x[nz]),
+        quote!(let mut v = a.values[nz]; v %= 2.0; v),
+    ] {
+        let errs = expand_errors(
+            reduce_sum(),
+            quote! {
+                fn f(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 { #body }
+            },
+        );
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].contains("remainder `%`") && errs[0].contains("`f32`"),
+            "{errs:?}"
+        );
+    }
+}
+
+#[test]
 fn all_body_errors_are_reported_together() {
     let errs = errors(lower_fn(
         reduce_sum(),

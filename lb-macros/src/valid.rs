@@ -89,6 +89,17 @@ impl OpClass {
     }
 }
 
+/// What the operands of an arithmetic or bit operator must be, and the operation's name for the
+/// message: `%` takes integers only, since PTX has no float remainder (Rust has one).
+pub(crate) fn requirement(class: OpClass, op: Option<&BinOp>) -> (Req, &'static str) {
+    match op {
+        Some(BinOp::Rem(_) | BinOp::RemAssign(_)) => {
+            (Req::Int, "the remainder `%` (PTX has no float remainder)")
+        }
+        _ => (class.req(), class.what()),
+    }
+}
+
 pub(crate) fn op_class(op: &BinOp) -> OpClass {
     match op {
         BinOp::Add(_) | BinOp::Sub(_) | BinOp::Mul(_) | BinOp::Div(_) | BinOp::Rem(_) => {

@@ -1,5 +1,5 @@
-//! splitmix64, shared by `build.rs` (which draws the bodies) and the test (which draws the
-//! inputs), so both follow from one seed and the build needs no dependency.
+//! splitmix64: one seed draws the kernels (`kernel`) and the inputs the tests run them on, and
+//! the crate needs no dependency (a build script uses it).
 
 /// A tiny, well-mixed generator.
 pub struct Rng(pub u64);
