@@ -29,7 +29,7 @@ fn gpu() -> Device {
 /// `got` against an f64 SpMV of `a` and `x`, relative to each row's magnitude.
 fn assert_spmv(a: &Csr<f32>, x: &[f32], got: &[f32], what: &str) {
     assert_eq!(got.len(), a.num_rows, "{what}: length");
-    for row in 0..a.num_rows {
+    for (row, &g) in got.iter().enumerate() {
         let (mut exact, mut magnitude) = (0.0f64, 0.0f64);
         for nz in a.row(row) {
             let term = f64::from(a.values[nz]) * f64::from(x[a.col_indices[nz] as usize]);
@@ -38,9 +38,8 @@ fn assert_spmv(a: &Csr<f32>, x: &[f32], got: &[f32], what: &str) {
         }
         let tol = 1e-5 * magnitude.max(1e-30);
         assert!(
-            (f64::from(got[row]) - exact).abs() <= tol,
-            "{what}: row {row}: got {}, want {exact}",
-            got[row]
+            (f64::from(g) - exact).abs() <= tol,
+            "{what}: row {row}: got {g}, want {exact}"
         );
     }
 }
