@@ -4,14 +4,15 @@ use cudarc::driver::{sys, CudaEvent};
 use lb_ptx::plan::{DeviceLimits, KernelPlan, Plan, ProblemSize, Temp, TempCount, TempRole};
 use lb_ptx::sim::{LaunchConfig, Stats};
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::buffer::{DeviceBuffer, Element, RawBuffer};
 use crate::cache::{PlanKey, TempCache};
 use crate::coo::DeviceCoo;
 use crate::csc::DeviceCsc;
 use crate::cuda::{Function, GpuModule};
-use crate::device::{Backend, Device, SIM_LIMITS};
+use crate::device::{lock, Backend, Device, SIM_LIMITS};
 use crate::error::{Error, Result};
 use crate::formats::DeviceCsr;
 use crate::queue::DeviceQueue;
@@ -205,12 +206,12 @@ pub struct Launch {
 /// block and grid) when `ptx` has one and the loaded module kept it, else `plan.kernels`; and
 /// a note saying which path runs. `kept`: `Ok` when the module has the twin, else why not.
 fn choose_path(
-    ptx: &str,
+    ptx: &'static str,
     plan: &Plan,
     kept: std::result::Result<(), String>,
 ) -> (Vec<KernelPlan>, Vec<String>) {
     let twin = plan.device_launch_entry();
-    if !ptx.contains(&format!(".entry {twin}(")) {
+    if !has_entry(ptx, &twin) {
         return (plan.kernels.to_vec(), Vec::new());
     }
     match (kept, plan.kernels.first()) {
@@ -232,6 +233,22 @@ fn choose_path(
             (plan.kernels.to_vec(), vec![note])
         }
     }
+}
+
+/// Whether `ptx` declares the kernel `entry`. Searching a module of every schedule takes tens of
+/// microseconds, more than a launch may cost, so each answer is kept; the texts are `'static`
+/// and the search is pure, so an answer never goes stale.
+fn has_entry(ptx: &'static str, entry: &str) -> bool {
+    type Seen = HashMap<(usize, usize, String), bool>;
+    static SEEN: OnceLock<Mutex<Seen>> = OnceLock::new();
+    let key = (ptx.as_ptr() as usize, ptx.len(), entry.to_string());
+    let seen = SEEN.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(&found) = lock(seen).get(&key) {
+        return found;
+    }
+    let found = ptx.contains(&format!(".entry {entry}("));
+    lock(seen).insert(key, found);
+    found
 }
 
 /// Elements of a temporary for this problem and first-kernel grid.
