@@ -142,7 +142,11 @@ fn lb_loop(dev: &Device, m: &Matrix, s: Schedule, calls: usize) -> Result<LoopRe
     stream.synchronize().map_err(e)?;
     let wall_us = start.elapsed().as_secs_f64() * 1e6 / calls.max(1) as f64;
     let graph_wall_us = if dev.is_gpu() {
-        Some(graph_loop(&stream, s, &da, &dx, &mut dy, calls).map_err(e)?)
+        // CUDA's legacy default stream (the device's) cannot be captured: use a stream of its
+        // own, ordered after the uploads.
+        let capture = dev.new_stream().map_err(e)?;
+        capture.wait_for(&stream).map_err(e)?;
+        Some(graph_loop(&capture, s, &da, &dx, &mut dy, calls).map_err(e)?)
     } else {
         None
     };
@@ -175,6 +179,8 @@ fn graph_loop(
     calls: usize,
 ) -> lb::Result<f64> {
     let per_graph = GRAPH_LAUNCHES.min(calls.max(1));
+    // Warm: the stream's workspace and tile-set caches exist before the capture.
+    spmv::launch_with_async(stream, s, da, dx, dy)?.wait()?;
     stream.begin_capture()?;
     for _ in 0..per_graph {
         drop(spmv::launch_with_async(stream, s, da, dx, dy)?);
