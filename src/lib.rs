@@ -47,7 +47,7 @@ pub mod prelude {
     pub use lb_runtime::intrinsics::{atomic_add, atomic_cas, atomic_exch, atomic_max, atomic_min};
     pub use lb_runtime::{
         Coo, Csc, Csr, Device, DeviceBuffer, DeviceCoo, DeviceCsc, DeviceCsr, DeviceQueue, Launch,
-        Queue,
+        Pending, Queue, Stream,
     };
 }
 

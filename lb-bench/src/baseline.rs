@@ -104,6 +104,44 @@ impl Cusparse {
         alg: cs::cusparseSpMVAlg_t,
         reps: usize,
     ) -> Result<f64, String> {
+        self.spmv_timed(a, x, y, alg, |call| self.time(reps, call))
+    }
+
+    /// y = A·x with `alg` called `calls` times back to back, then one synchronization: the
+    /// host wall time of the whole loop in ms (after one untimed call).
+    pub fn spmv_loop(
+        &self,
+        a: &CuCsr,
+        x: &DeviceBuffer<f32>,
+        y: &mut DeviceBuffer<f32>,
+        alg: cs::cusparseSpMVAlg_t,
+        calls: usize,
+    ) -> Result<f64, String> {
+        self.spmv_timed(a, x, y, alg, |call| {
+            call()?;
+            self.stream
+                .synchronize()
+                .map_err(|e| driver("cuSPARSE warm-up", e))?;
+            let start = std::time::Instant::now();
+            for _ in 0..calls {
+                call()?;
+            }
+            self.stream
+                .synchronize()
+                .map_err(|e| driver("running cuSPARSE", e))?;
+            Ok(start.elapsed().as_secs_f64() * 1e3)
+        })
+    }
+
+    /// Sets up y = A·x with `alg` (descriptors, buffer) and hands the call to `timer`.
+    fn spmv_timed(
+        &self,
+        a: &CuCsr,
+        x: &DeviceBuffer<f32>,
+        y: &mut DeviceBuffer<f32>,
+        alg: cs::cusparseSpMVAlg_t,
+        timer: impl FnOnce(&mut dyn FnMut() -> Result<(), String>) -> Result<f64, String>,
+    ) -> Result<f64, String> {
         let mat = a.descriptor()?;
         let vx = DnVec::new(x)?;
         let vy = DnVec::new(y)?;
@@ -127,7 +165,7 @@ impl Cusparse {
         })?;
         let buffer = a.dev.zeros::<u8>(size).map_err(|e| e.to_string())?;
         let buf = buffer.device_addr() as *mut c_void;
-        self.time(reps, || {
+        timer(&mut || {
             check("cusparseSpMV", unsafe {
                 cs::cusparseSpMV(
                     self.handle,

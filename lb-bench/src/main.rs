@@ -4,6 +4,7 @@
 mod baseline;
 mod corpus;
 mod graph;
+mod looped;
 mod report;
 mod run;
 mod variants;
@@ -128,6 +129,11 @@ pub struct Cli {
     /// `auto`'s oracle.
     #[arg(long)]
     pub unchecked: bool,
+    /// Instead of the per-call timings: N back-to-back SpMV calls of each schedule (and of
+    /// cuSPARSE) on one stream, timed end to end on the host and replayed from CUDA graphs;
+    /// reports wall µs per call next to the kernel time (docs/streams.md).
+    #[arg(long = "loop", value_name = "N")]
+    pub loop_calls: Option<usize>,
     /// Skip cuSPARSE.
     #[arg(long)]
     pub no_cusparse: bool,

@@ -16,7 +16,7 @@ use crate::{Cli, Op};
 
 /// y = A·x. The body is the work of one nonzero.
 #[load_balanced(schedule = "auto", reduce = "sum", output = "y")]
-fn spmv(a: &Csr<f32>, x: &[f32], #[tile] row: usize, #[atom] nz: usize) -> f32 {
+pub(crate) fn spmv(a: &Csr<f32>, x: &[f32], #[tile] row: usize, #[atom] nz: usize) -> f32 {
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
 
@@ -255,6 +255,20 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
         )),
         None => None,
     };
+    if let Some(calls) = cli.loop_calls {
+        let schedules = if wanted.is_empty() {
+            spmv::SCHEDULES
+        } else {
+            &wanted[..]
+        };
+        let cusparse = gpu.as_ref().and_then(|g| g.cusparse.as_ref());
+        let out = json.as_mut().map(|w| w as &mut dyn Write);
+        let failed = crate::looped::run(&dev, &matrices, schedules, calls, cusparse, out);
+        if let Some(w) = json.as_mut() {
+            w.flush().map_err(|e| e.to_string())?;
+        }
+        return Ok(Summary { failed });
+    }
     let bar = if cli.quiet || !std::io::stderr().is_terminal() {
         ProgressBar::hidden()
     } else {

@@ -7,11 +7,11 @@ use std::marker::PhantomData;
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr};
 use lb_ptx::body::Ty;
 
 use crate::device::{Backend, Device};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 mod sealed {
     pub trait Sealed {}
@@ -156,6 +156,68 @@ impl<T: Element> DeviceBuffer<T> {
     /// Copies the buffer back to the host (same as [`Device::download`]).
     pub fn download(&self) -> Result<Vec<T>> {
         self.raw.dev.download(self)
+    }
+}
+
+impl<T: Element + DeviceRepr> DeviceBuffer<T> {
+    /// Takes over the user's cudarc slice without a copy: lb kernels can then read and write
+    /// it, and [`into_cudarc`](Self::into_cudarc) gives it back. The slice must belong to
+    /// `dev`'s context (`Error::DeviceMismatch` otherwise, and on the simulator). From now on
+    /// the memory belongs to the device's stream like every lb buffer (it is freed there, and
+    /// the slice `into_cudarc` returns is on that stream); work the user enqueued on it on
+    /// another stream must be finished or ordered before lb's (`Stream::wait_for`).
+    pub fn from_cudarc(dev: &Device, slice: CudaSlice<T>) -> Result<DeviceBuffer<T>> {
+        let Backend::Gpu(gpu) = dev.backend() else {
+            return Err(Error::DeviceMismatch {
+                what: "the cudarc slice (the device is the simulator)".into(),
+            });
+        };
+        if !Arc::ptr_eq(slice.context(), &gpu.ctx) {
+            return Err(Error::DeviceMismatch {
+                what: "the cudarc slice".into(),
+            });
+        }
+        let len = slice.len();
+        let bytes = len * T::SIZE;
+        let stream = gpu.stream.clone();
+        let ptr = slice.leak();
+        // SAFETY: `ptr` is the allocation `slice` owned, of `len` values of `T`, i.e. `bytes`
+        // bytes (`Element::SIZE` is the size of `T`); `leak` gave up its ownership, so the
+        // new slice is its only owner and frees it once, on the device's stream of the same
+        // context.
+        let bytes_slice = unsafe { stream.upgrade_device_ptr::<u8>(ptr, bytes.max(1)) };
+        let raw = RawBuffer {
+            dev: dev.clone(),
+            bytes,
+            storage: Storage::Gpu {
+                slice: bytes_slice,
+                stream,
+            },
+        };
+        Ok(DeviceBuffer::from_raw(raw, len))
+    }
+
+    /// Gives the memory back as a cudarc slice of `len()` values, without a copy. A simulator
+    /// buffer has none: `Error::DeviceMismatch`.
+    pub fn into_cudarc(mut self) -> Result<CudaSlice<T>> {
+        // The placeholder makes `RawBuffer::drop` a no-op on a GPU device: the memory moves on.
+        let storage = std::mem::replace(&mut self.raw.storage, Storage::Sim(0));
+        match storage {
+            Storage::Gpu { slice, stream } => {
+                let ptr = slice.leak();
+                // SAFETY: `ptr` is the allocation the byte slice owned, at least
+                // `len * size_of::<T>()` bytes (the buffer was made for `len` elements of
+                // `T::SIZE` bytes, and `T::SIZE` is the size of `T`); `leak` ended the byte
+                // slice's ownership, so the typed slice is the only owner.
+                Ok(unsafe { stream.upgrade_device_ptr::<T>(ptr, self.len) })
+            }
+            sim @ Storage::Sim(_) => {
+                self.raw.storage = sim;
+                Err(Error::DeviceMismatch {
+                    what: "a simulator buffer (it has no cudarc slice)".into(),
+                })
+            }
+        }
     }
 }
 

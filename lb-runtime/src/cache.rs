@@ -11,19 +11,22 @@ use std::sync::{Arc, Mutex};
 
 use crate::buffer::RawBuffer;
 
-/// Which plan a cache entry belongs to: the module text's address and the plan's first entry.
-pub(crate) type PlanKey = (usize, String);
+/// Which plan and stream a cache entry belongs to: the module text's address, the plan's first
+/// entry and the stream's id (a producer still running on one stream must not be read by a
+/// launch on another).
+pub(crate) type PlanKey = (usize, String, u64);
 
-/// The cached temporaries of one tile set, per plan (keyed by the module text's address and the
-/// plan's first entry, so two kernels of the same name in different modules never share).
+/// The cached temporaries of one tile set, per plan and stream (keyed by the module text's
+/// address, the plan's first entry and the stream, so two kernels of the same name in different
+/// modules never share).
 #[derive(Default)]
 pub struct TempCache {
     entries: Mutex<HashMap<PlanKey, Vec<Arc<RawBuffer>>>>,
 }
 
 impl TempCache {
-    pub(crate) fn key(ptx: &'static str, first_entry: &str) -> PlanKey {
-        (ptx.as_ptr() as usize, first_entry.to_string())
+    pub(crate) fn key(ptx: &'static str, first_entry: &str, stream: u64) -> PlanKey {
+        (ptx.as_ptr() as usize, first_entry.to_string(), stream)
     }
 
     /// The plan's cached buffers, in the order of its `Cached` temporaries, if a launch made them.

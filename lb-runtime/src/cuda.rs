@@ -28,6 +28,9 @@ pub(crate) struct GpuModule {
     raw: sys::CUmodule,
     ctx: Arc<CudaContext>,
     functions: Mutex<HashMap<String, Function>>,
+    /// Resident blocks per SM by (function, block, dynamic shared memory): asked of the driver
+    /// once, not at every launch.
+    occupancy: Mutex<HashMap<(usize, u32, u32), u32>>,
     /// Why the module's device-side launches were left out (it was loaded without its kernels
     /// that call the device runtime); `None` when nothing was left out.
     pub(crate) without_device_launch: Option<String>,
@@ -85,6 +88,7 @@ impl GpuModule {
             raw,
             ctx: ctx.clone(),
             functions: Mutex::new(HashMap::new()),
+            occupancy: Mutex::new(HashMap::new()),
             without_device_launch: None,
         }
     }
@@ -229,6 +233,10 @@ impl GpuModule {
         block: u32,
         dynamic_shared: u32,
     ) -> Result<u32> {
+        let key = (f.raw as usize, block, dynamic_shared);
+        if let Some(&n) = lock(&self.occupancy).get(&key) {
+            return Ok(n);
+        }
         self.bind()?;
         let mut n: i32 = 0;
         let r = unsafe {
@@ -240,7 +248,9 @@ impl GpuModule {
             )
         };
         check(|| "computing occupancy".to_string(), r)?;
-        Ok(u32::try_from(n).unwrap_or(0))
+        let n = u32::try_from(n).unwrap_or(0);
+        lock(&self.occupancy).insert(key, n);
+        Ok(n)
     }
 
     /// Launches `f` on `stream`; each entry of `params` is one kernel parameter's bits,

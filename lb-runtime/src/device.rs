@@ -15,6 +15,7 @@ use lb_ptx::sim::Memory;
 use crate::buffer::{from_bytes, to_bytes, DeviceBuffer, Element, RawBuffer, Storage};
 use crate::cuda::GpuModule;
 use crate::error::{Error, Result};
+use crate::stream::{Stream, StreamState};
 
 /// Modules are cached by the address and length of their `&'static str` PTX: each kernel
 /// module is a distinct constant, so this identifies it without hashing megabytes of text.
@@ -31,8 +32,8 @@ pub(crate) const SIM_LIMITS: DeviceLimits = DeviceLimits {
     blocks_per_sm: 2,
 };
 
-/// A CUDA context with its one stream; every copy and launch goes through that stream, so
-/// they are ordered without events.
+/// A CUDA context with the device's stream; every copy goes through that stream, and so does
+/// every launch that names no other, so they are ordered without events.
 pub(crate) struct Gpu {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
@@ -41,9 +42,10 @@ pub(crate) struct Gpu {
     modules: Mutex<HashMap<ModuleKey, Arc<GpuModule>>>,
 }
 
-/// The simulator's memory and parsed modules.
+/// The simulator's memory and parsed modules. Workspaces refer to the memory weakly (see
+/// `stream::WsBuf`), hence the `Arc`.
 pub(crate) struct Sim {
-    memory: Mutex<Memory>,
+    pub(crate) memory: Arc<Mutex<Memory>>,
     modules: Mutex<HashMap<ModuleKey, Arc<Module>>>,
 }
 
@@ -125,6 +127,8 @@ pub(crate) enum Backend {
 struct Inner {
     backend: Backend,
     fallback: Option<String>,
+    /// The device's own stream: copies, and launches that name no other.
+    stream: Arc<StreamState>,
 }
 
 /// A GPU or the simulator. Cheap to clone: clones share the context, memory and module cache.
@@ -161,9 +165,19 @@ impl Device {
         }
         let ctx = CudaContext::new(ordinal)
             .map_err(|e| Error::cuda(format!("opening GPU {ordinal}"), e))?;
-        // One stream orders all our work; per-buffer events would only add overhead.
+        // SAFETY: lb orders its own work by streams (one per `Stream`, joined with events where
+        // the user asks); per-buffer events would only add overhead. Only buffers of this
+        // context, which lb made, are affected.
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.default_stream();
+        Device::from_cudarc(ctx.default_stream())
+    }
+
+    /// A device on the user's cudarc context, whose stream `stream` becomes the device's
+    /// stream (uploads, downloads, copies and launches that name no other stream). lb keeps the
+    /// context's event-tracking setting as the user chose it. Buffers made by lb and by the
+    /// user's cudarc code on this context mix freely ([`DeviceBuffer::from_cudarc`]).
+    pub fn from_cudarc(stream: Arc<CudaStream>) -> Result<Device> {
+        let ctx = stream.context().clone();
         let name = ctx
             .name()
             .map_err(|e| Error::cuda("reading the GPU name", e))?;
@@ -180,10 +194,12 @@ impl Device {
             name: format!("{name} (sm_{major}{minor})"),
             modules: Mutex::new(HashMap::new()),
         };
+        let state = Arc::new(StreamState::new(Some(gpu.stream.clone())));
         Ok(Device {
             inner: Arc::new(Inner {
                 backend: Backend::Gpu(gpu),
                 fallback: None,
+                stream: state,
             }),
         })
     }
@@ -195,15 +211,37 @@ impl Device {
 
     fn new_sim(fallback: Option<String>) -> Device {
         let sim = Sim {
-            memory: Mutex::new(Memory::new()),
+            memory: Arc::new(Mutex::new(Memory::new())),
             modules: Mutex::new(HashMap::new()),
         };
         Device {
             inner: Arc::new(Inner {
                 backend: Backend::Sim(sim),
                 fallback,
+                stream: Arc::new(StreamState::new(None)),
             }),
         }
+    }
+
+    /// The device's own stream: the one `launch` uses and every copy goes through.
+    pub fn stream(&self) -> Stream {
+        Stream::new(self.clone(), self.inner.stream.clone())
+    }
+
+    /// A new stream of this device (a non-blocking CUDA stream; on the simulator, a stream of
+    /// its own with its own workspace and reports). Its work is not ordered with the device's
+    /// stream: after uploading, call `stream.wait_for(&dev.stream())`, and before downloading
+    /// what it wrote, wait on its launches (or synchronize it).
+    pub fn new_stream(&self) -> Result<Stream> {
+        let cuda = match &self.inner.backend {
+            Backend::Gpu(gpu) => Some(
+                gpu.ctx
+                    .new_stream()
+                    .map_err(|e| Error::cuda("creating a stream", e))?,
+            ),
+            Backend::Sim(_) => None,
+        };
+        Ok(Stream::new(self.clone(), Arc::new(StreamState::new(cuda))))
     }
 
     pub fn is_gpu(&self) -> bool {
@@ -254,7 +292,10 @@ impl Device {
                 what: "the buffer to download".into(),
             });
         }
-        Ok(from_bytes(&self.read_raw(&buf.raw)?))
+        let bytes = self.read_raw(&buf.raw)?;
+        // The read waited for the device's stream: its launches' reports are due now.
+        self.stream().run_checks()?;
+        Ok(from_bytes(&bytes))
     }
 
     /// Copies `src` into `dst` on the device (same length), ordered after earlier work: e.g. a
@@ -296,16 +337,16 @@ impl Device {
         }
     }
 
-    /// Waits until all work submitted to the device has finished; reports faults of kernels.
+    /// Waits until all work submitted to the device (on every stream) has finished; reports
+    /// faults of kernels and the pending reports of the device's stream
+    /// ([`Stream::synchronize`] reads another stream's).
     pub fn synchronize(&self) -> Result<()> {
-        match &self.inner.backend {
-            Backend::Gpu(gpu) => gpu
-                .stream
+        if let Backend::Gpu(gpu) = &self.inner.backend {
+            gpu.ctx
                 .synchronize()
-                .map_err(|e| Error::cuda("synchronizing", e)),
-            // The simulator runs every launch to completion before returning.
-            Backend::Sim(_) => Ok(()),
+                .map_err(|e| Error::cuda("synchronizing", e))?;
         }
+        self.stream().synchronize()
     }
 
     /// Device-to-device copy bandwidth in bytes per second, counting each copied byte twice (read
@@ -367,28 +408,45 @@ impl Device {
 
     /// An allocation of at least one byte (so even an empty buffer has a valid address).
     pub(crate) fn alloc_raw(&self, bytes: usize, zero: bool) -> Result<RawBuffer> {
-        let storage = match &self.inner.backend {
-            Backend::Gpu(gpu) => {
+        self.alloc_raw_on(&self.stream(), bytes, zero)
+    }
+
+    /// [`alloc_raw`](Self::alloc_raw), ordered on `stream` (its zeros land before the stream's
+    /// later work).
+    pub(crate) fn alloc_raw_on(
+        &self,
+        stream: &Stream,
+        bytes: usize,
+        zero: bool,
+    ) -> Result<RawBuffer> {
+        let storage = match (&self.inner.backend, stream.cudarc()) {
+            (Backend::Gpu(_), Some(cuda)) => {
                 let n = bytes.max(1);
                 let slice = if zero {
-                    gpu.stream.alloc_zeros::<u8>(n)
+                    cuda.alloc_zeros::<u8>(n)
                 } else {
-                    // Uninitialized bytes are fine for u8, and the caller overwrites them.
-                    unsafe { gpu.stream.alloc::<u8>(n) }
+                    // SAFETY: uninitialized bytes are valid u8 values, and the caller
+                    // overwrites them before any read.
+                    unsafe { cuda.alloc::<u8>(n) }
                 }
                 .map_err(|e| Error::cuda(format!("allocating {n} bytes"), e))?;
                 Storage::Gpu {
                     slice,
-                    stream: gpu.stream.clone(),
+                    stream: cuda.clone(),
                 }
             }
-            Backend::Sim(sim) => {
+            (Backend::Sim(sim), None) => {
                 let mut mem = sim.memory();
                 // Simulated memory starts zeroed, so `zero` needs no host-side buffer of zeros
                 // (which would abort the process for a size the host cannot hold); a size the
                 // simulator refuses is an `Error::Sim` naming it.
                 let addr = mem.alloc(bytes.max(1) as u64)?;
                 Storage::Sim(addr)
+            }
+            _ => {
+                return Err(Error::DeviceMismatch {
+                    what: "the stream of an allocation".into(),
+                })
             }
         };
         Ok(RawBuffer {

@@ -59,6 +59,10 @@ pub enum Error {
         needed: u64,
         capacity: u64,
     },
+    /// A stream capture or graph used in a way it cannot be (synchronizing while capturing,
+    /// allocating inside a capture, …); the message says what to do instead.
+    #[error("stream capture: {0}")]
+    Capture(String),
     /// Host data that does not form a valid sparse matrix.
     #[error("invalid matrix: {0}")]
     InvalidMatrix(String),

@@ -1,19 +1,22 @@
 //! Plan execution: arguments, temporaries, grids, launches, timing and error flags.
 
-use cudarc::driver::sys;
-use lb_ptx::plan::{DeviceLimits, KernelPlan, Plan, ProblemSize, TempCount, TempRole};
+use cudarc::driver::{sys, CudaEvent};
+use lb_ptx::plan::{DeviceLimits, KernelPlan, Plan, ProblemSize, Temp, TempCount, TempRole};
 use lb_ptx::sim::{LaunchConfig, Stats};
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::buffer::{DeviceBuffer, Element, RawBuffer};
-use crate::cache::TempCache;
+use crate::cache::{PlanKey, TempCache};
 use crate::coo::DeviceCoo;
 use crate::csc::DeviceCsc;
-use crate::device::{Backend, Device, SIM_LIMITS};
+use crate::cuda::{Function, GpuModule};
+use crate::device::{lock, Backend, Device, SIM_LIMITS};
 use crate::error::{Error, Result};
 use crate::formats::DeviceCsr;
 use crate::queue::DeviceQueue;
+use crate::stream::{Pending, Stream, WsBuf, ALIGN, FLAG_REGION};
 
 /// One kernel parameter's value, in the type of its `.param`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -203,12 +206,12 @@ pub struct Launch {
 /// block and grid) when `ptx` has one and the loaded module kept it, else `plan.kernels`; and
 /// a note saying which path runs. `kept`: `Ok` when the module has the twin, else why not.
 fn choose_path(
-    ptx: &str,
+    ptx: &'static str,
     plan: &Plan,
     kept: std::result::Result<(), String>,
 ) -> (Vec<KernelPlan>, Vec<String>) {
     let twin = plan.device_launch_entry();
-    if !ptx.contains(&format!(".entry {twin}(")) {
+    if !has_entry(ptx, &twin) {
         return (plan.kernels.to_vec(), Vec::new());
     }
     match (kept, plan.kernels.first()) {
@@ -230,6 +233,22 @@ fn choose_path(
             (plan.kernels.to_vec(), vec![note])
         }
     }
+}
+
+/// Whether `ptx` declares the kernel `entry`. Searching a module of every schedule takes tens of
+/// microseconds, more than a launch may cost, so each answer is kept; the texts are `'static`
+/// and the search is pure, so an answer never goes stale.
+fn has_entry(ptx: &'static str, entry: &str) -> bool {
+    type Seen = HashMap<(usize, usize, String), bool>;
+    static SEEN: OnceLock<Mutex<Seen>> = OnceLock::new();
+    let key = (ptx.as_ptr() as usize, ptx.len(), entry.to_string());
+    let seen = SEEN.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(&found) = lock(seen).get(&key) {
+        return found;
+    }
+    let found = ptx.contains(&format!(".entry {entry}("));
+    lock(seen).insert(key, found);
+    found
 }
 
 /// Elements of a temporary for this problem and first-kernel grid.
@@ -272,6 +291,47 @@ pub fn execute_cached(
     size: ProblemSize,
     cache: Option<&TempCache>,
 ) -> Result<Launch> {
+    let job = Job {
+        ptx,
+        plan,
+        param_names,
+        size,
+        cache,
+    };
+    submit(&dev.stream(), &job, args, Submit::Timed)?.wait()
+}
+
+/// What [`submit`] does with a plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Submit {
+    /// Enqueue it between two timing events (what the synchronous `launch` does).
+    Timed,
+    /// Enqueue it, timed only when the stream times its launches (`Stream::set_timing`).
+    Enqueue,
+    /// Launch nothing and allocate nothing: only size its workspace (`Pending::workspace_bytes`).
+    SizeOnly,
+}
+
+/// One plan and what it runs over; see [`execute_cached`] for `cache`.
+#[derive(Clone, Copy)]
+pub struct Job<'a> {
+    pub ptx: &'static str,
+    pub plan: &'a Plan,
+    pub param_names: &'static [&'static str],
+    pub size: ProblemSize,
+    pub cache: Option<&'a TempCache>,
+}
+
+/// Enqueues `job` on `stream` and returns without waiting; see docs/runtime-contract.md.
+/// The temporaries come from the stream's workspace (and the tile set's cache), the error flag
+/// is read at the stream's next synchronization ([`Pending::wait`]).
+pub fn submit(
+    stream: &Stream,
+    job: &Job<'_>,
+    args: Vec<ArgValue>,
+    mode: Submit,
+) -> Result<Pending> {
+    let (plan, size) = (job.plan, &job.size);
     // A plan reads the tile offsets at one width: never launch it over the other.
     if plan.offsets != size.offsets {
         return Err(Error::OffsetWidthMismatch {
@@ -284,9 +344,86 @@ pub fn execute_cached(
             tile_set_bits: size.offsets.bytes() * 8,
         });
     }
-    // Grids first: per-block temporaries are sized by the first kernel's grid.
-    let mut kernels = Vec::with_capacity(plan.kernels.len());
-    let mut gpu_functions = Vec::new();
+    let dev = stream.device();
+    let mut prepared = prepare(dev, job.ptx, plan, size)?;
+    let first_grid = prepared.kernels.first().map_or(1, |k| k.grid);
+    let (offsets, ws_bytes) = layout(plan, size, first_grid)?;
+    let mut launch = Launch {
+        schedule: plan.schedule.to_string(),
+        kernels: Vec::new(),
+        elapsed_ms: None,
+        sim: None,
+        device: dev.name().to_string(),
+        notes: std::mem::take(&mut prepared.notes),
+    };
+    if mode == Submit::SizeOnly {
+        launch.kernels = prepared.kernels;
+        return Ok(Pending {
+            stream: stream.clone(),
+            launch,
+            events: None,
+            workspace_bytes: ws_bytes,
+        });
+    }
+    let ws = stream.workspace(ws_bytes)?;
+    let temps = Temps::gather(stream, job, &ws, &offsets, first_grid)?;
+    prepared.skip(temps.warm, plan.cache_producers());
+    for (t, off) in plan.temps.iter().zip(&offsets) {
+        if let (true, Some(off), false) = (t.zero, off, t.role == TempRole::ErrorFlag) {
+            let bytes = temp_bytes(t, size, first_grid)?;
+            ws.zero(stream, *off, bytes)?;
+        }
+    }
+    let mut params: Vec<u64> = args.iter().map(|a| a.bits()).collect();
+    params.extend(temps.addrs.iter().copied());
+    let timed = mode == Submit::Timed || stream.timing();
+    let events = run_kernels(stream, job.ptx, &prepared, &mut params, timed, &mut launch)?;
+    stream.order_device_after()?;
+    if plan.temps.iter().any(|t| t.role == TempRole::ErrorFlag) {
+        stream.watch_flag(&ws, job.param_names);
+    }
+    temps.store(job);
+    launch.kernels = prepared.kernels;
+    Ok(Pending {
+        stream: stream.clone(),
+        launch,
+        events,
+        workspace_bytes: ws_bytes,
+    })
+}
+
+/// The kernels of a plan as they will be launched, with their driver handles on a GPU.
+struct Prepared {
+    kernels: Vec<KernelLaunch>,
+    gpu_functions: Vec<Function>,
+    gpu_module: Option<Arc<GpuModule>>,
+    notes: Vec<String>,
+    needed: Vec<bool>,
+}
+
+impl Prepared {
+    /// Drops the kernels with nothing to do: the cache producers when the cache is warm, and
+    /// those this tile set does not need (the huge-tile split without a huge tile).
+    fn skip(&mut self, warm: bool, producers: usize) {
+        if warm {
+            let n = producers.min(self.needed.len());
+            self.needed.drain(..n);
+            self.kernels.drain(..n.min(self.kernels.len()));
+            if !self.gpu_functions.is_empty() {
+                self.gpu_functions.drain(..n.min(self.gpu_functions.len()));
+            }
+        }
+        let mut keep = self.needed.iter();
+        self.kernels.retain(|_| *keep.next().unwrap_or(&true));
+        if !self.gpu_functions.is_empty() {
+            let mut keep = self.needed.iter();
+            self.gpu_functions.retain(|_| *keep.next().unwrap_or(&true));
+        }
+    }
+}
+
+/// Loads the module, picks the kernels (device-launch twin or host path) and sizes their grids.
+fn prepare(dev: &Device, ptx: &'static str, plan: &Plan, size: &ProblemSize) -> Result<Prepared> {
     let gpu_module = match dev.backend() {
         Backend::Gpu(gpu) => Some(gpu.module(ptx)?),
         Backend::Sim(_) => None,
@@ -300,12 +437,14 @@ pub fn execute_cached(
     let huge = plan
         .kernels
         .iter()
-        .any(|k| k.min_tile_atoms.is_some() && k.needed(&size));
+        .any(|k| k.min_tile_atoms.is_some() && k.needed(size));
     let kept = match kept {
         Ok(()) if huge => Err("a tile is large enough for the huge-tile split".to_string()),
         kept => kept,
     };
     let (kernel_plans, notes) = choose_path(ptx, plan, kept);
+    let mut kernels = Vec::with_capacity(kernel_plans.len());
+    let mut gpu_functions = Vec::new();
     for k in &kernel_plans {
         let limits = match (dev.backend(), &gpu_module) {
             (Backend::Gpu(gpu), Some(module)) => {
@@ -327,158 +466,195 @@ pub fn execute_cached(
         };
         kernels.push(KernelLaunch {
             entry: k.entry.to_string(),
-            grid: k.grid.blocks(&size, k.block, &limits),
+            grid: k.grid.blocks(size, k.block, &limits),
             block: k.block,
             dynamic_shared: k.dynamic_shared,
         });
     }
-    let first_grid = kernels.first().map_or(1, |k| k.grid);
+    Ok(Prepared {
+        needed: kernel_plans.iter().map(|k| k.needed(size)).collect(),
+        kernels,
+        gpu_functions,
+        gpu_module,
+        notes,
+    })
+}
 
-    let producers = plan.cache_producers();
-    let cache_key = match (cache, producers) {
-        (Some(_), 1..) => plan.kernels.first().map(|k| TempCache::key(ptx, &k.entry)),
-        _ => None,
-    };
-    let mut warm = cache
-        .zip(cache_key.as_ref())
-        .and_then(|(c, key)| c.get(key))
-        .map(Vec::into_iter);
-    let mut temps: Vec<Arc<RawBuffer>> = Vec::with_capacity(plan.temps.len());
+/// Bytes of temporary `t` for this problem and first-kernel grid.
+fn temp_bytes(t: &Temp, size: &ProblemSize, first_grid: u32) -> Result<usize> {
+    temp_elements(t.count, size, first_grid)
+        .and_then(|n| n.checked_mul(u64::from(t.elem_bytes)))
+        .and_then(|b| usize::try_from(b).ok())
+        .ok_or_else(|| {
+            Error::Shape(format!(
+                "temporary `{}` is too large for this problem",
+                t.name
+            ))
+        })
+}
+
+/// Where each temporary that is not cached with the tile set lies in the workspace, and the
+/// workspace's size: the error flag at 0, the rest after the flag region, aligned.
+fn layout(plan: &Plan, size: &ProblemSize, first_grid: u32) -> Result<(Vec<Option<usize>>, usize)> {
+    let mut end = FLAG_REGION;
+    let mut offsets = Vec::with_capacity(plan.temps.len());
     for t in plan.temps.iter() {
-        if let (TempRole::Cached { .. }, Some(cached)) = (t.role, warm.as_mut()) {
-            let buffer = cached.next().ok_or_else(|| {
-                Error::Shape(format!(
-                    "the cache of `{}` lost temporary `{}`",
-                    plan.schedule, t.name
-                ))
-            })?;
-            temps.push(buffer);
-            continue;
-        }
-        let bytes = temp_elements(t.count, &size, first_grid)
-            .and_then(|n| n.checked_mul(u64::from(t.elem_bytes)))
-            .and_then(|b| usize::try_from(b).ok())
-            .ok_or_else(|| {
-                Error::Shape(format!(
-                    "temporary `{}` is too large for this problem",
-                    t.name
-                ))
-            })?;
-        temps.push(Arc::new(
-            dev.alloc_raw(bytes, t.zero || t.role == TempRole::ErrorFlag)?,
-        ));
+        let bytes = temp_bytes(t, size, first_grid)?;
+        let off = match t.role {
+            TempRole::Cached { .. } => None,
+            TempRole::ErrorFlag if bytes <= FLAG_REGION => Some(0),
+            _ => {
+                let off = end;
+                end = bytes
+                    .checked_next_multiple_of(ALIGN)
+                    .and_then(|b| off.checked_add(b))
+                    .ok_or_else(|| Error::Shape(format!("temporary `{}` is too large", t.name)))?;
+                Some(off)
+            }
+        };
+        offsets.push(off);
     }
-    // Kernels with nothing to do for this tile set (the huge-tile split without a huge tile).
-    let mut needed: Vec<bool> = kernel_plans.iter().map(|k| k.needed(&size)).collect();
-    if warm.is_some() {
-        // The cached temporaries are already written: their producers do not run again.
-        needed.drain(..producers.min(needed.len()));
-        kernels.drain(..producers.min(kernels.len()));
-        if !gpu_functions.is_empty() {
-            gpu_functions.drain(..producers.min(gpu_functions.len()));
-        }
-    }
-    let mut keep = needed.iter();
-    kernels.retain(|_| *keep.next().unwrap_or(&true));
-    if !gpu_functions.is_empty() {
-        let mut keep = needed.iter();
-        gpu_functions.retain(|_| *keep.next().unwrap_or(&true));
-    }
-    let mut params: Vec<u64> = args.iter().map(|a| a.bits()).collect();
-    params.extend(temps.iter().map(|t| t.addr()));
+    Ok((offsets, end))
+}
 
-    let mut elapsed_ms = None;
-    let mut sim_stats: Option<Stats> = None;
-    match dev.backend() {
-        Backend::Gpu(gpu) => {
-            let module = gpu_module
+/// The temporaries' device addresses, in plan order, and the cached ones made by this launch.
+struct Temps {
+    addrs: Vec<u64>,
+    /// The tile set's cache already held this plan's cached temporaries.
+    warm: bool,
+    /// Cached temporaries this launch made (stored once it is enqueued).
+    fresh: Option<(PlanKey, Vec<Arc<RawBuffer>>)>,
+}
+
+impl Temps {
+    fn gather(
+        stream: &Stream,
+        job: &Job<'_>,
+        ws: &WsBuf,
+        offsets: &[Option<usize>],
+        first_grid: u32,
+    ) -> Result<Temps> {
+        let plan = job.plan;
+        let key = match (job.cache, plan.cache_producers()) {
+            (Some(_), 1..) => plan
+                .kernels
+                .first()
+                .map(|k| TempCache::key(job.ptx, &k.entry, stream.state.id)),
+            _ => None,
+        };
+        let mut warm = job
+            .cache
+            .zip(key.as_ref())
+            .and_then(|(c, key)| c.get(key))
+            .map(Vec::into_iter);
+        let is_warm = warm.is_some();
+        let mut addrs = Vec::with_capacity(plan.temps.len());
+        let mut made = Vec::new();
+        for (t, off) in plan.temps.iter().zip(offsets) {
+            if let Some(off) = off {
+                addrs.push(ws.addr() + *off as u64);
+                continue;
+            }
+            // A cached temporary: the tile set's, or a new one (zeroed on the stream when asked).
+            let buffer = match warm.as_mut() {
+                Some(cached) => cached.next().ok_or_else(|| {
+                    Error::Shape(format!(
+                        "the cache of `{}` lost temporary `{}`",
+                        plan.schedule, t.name
+                    ))
+                })?,
+                None if stream.capturing() => {
+                    return Err(Error::Capture(format!(
+                        "`{}` would allocate its cached temporaries inside the capture: launch it once on this stream first",
+                        plan.schedule
+                    )))
+                }
+                None => {
+                    let bytes = temp_bytes(t, &job.size, first_grid)?;
+                    let b = Arc::new(stream.device().alloc_raw_on(stream, bytes, t.zero)?);
+                    made.push(Arc::clone(&b));
+                    b
+                }
+            };
+            addrs.push(buffer.addr());
+        }
+        Ok(Temps {
+            addrs,
+            warm: is_warm,
+            fresh: key.filter(|_| !is_warm).map(|k| (k, made)),
+        })
+    }
+
+    /// Keeps the cached temporaries this launch produced with the tile set.
+    fn store(self, job: &Job<'_>) {
+        if let (Some(cache), Some((key, made))) = (job.cache, self.fresh) {
+            cache.insert(key, made);
+        }
+    }
+}
+
+/// Enqueues the prepared kernels (or runs them, on the simulator); the timing events around
+/// them when `timed` on a GPU.
+fn run_kernels(
+    stream: &Stream,
+    ptx: &'static str,
+    prepared: &Prepared,
+    params: &mut [u64],
+    timed: bool,
+    launch: &mut Launch,
+) -> Result<Option<(CudaEvent, CudaEvent)>> {
+    let dev = stream.device();
+    match (dev.backend(), stream.cudarc()) {
+        (Backend::Gpu(_), Some(cuda)) => {
+            let module = prepared
+                .gpu_module
                 .as_ref()
                 .ok_or_else(|| Error::MissingKernel(String::new()))?;
+            // Events cannot time a capture; the graph's replays are timed by the caller.
+            let timed = timed && !stream.capturing();
             let event = || {
-                gpu.stream
-                    .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                cuda.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
                     .map_err(|e| Error::cuda("recording a timing event", e))
             };
-            let start = event()?;
-            for (k, &f) in kernels.iter().zip(&gpu_functions) {
+            let start = timed.then(event).transpose()?;
+            for (k, &f) in prepared.kernels.iter().zip(&prepared.gpu_functions) {
                 // The driver copies the parameter values at launch, so reusing `params` is safe.
-                module.launch(
-                    f,
-                    &gpu.stream,
-                    k.grid,
-                    k.block,
-                    k.dynamic_shared,
-                    &mut params,
-                )?;
+                module.launch(f, cuda, k.grid, k.block, k.dynamic_shared, params)?;
             }
-            let stop = event()?;
-            // Kernel faults surface here, at the first synchronization after the launch.
-            gpu.stream
-                .synchronize()
-                .map_err(|e| Error::cuda(format!("running schedule `{}`", plan.schedule), e))?;
-            elapsed_ms = Some(
-                start
-                    .elapsed_ms(&stop)
-                    .map_err(|e| Error::cuda("reading the timing events", e))?,
-            );
+            let stop = timed.then(event).transpose()?;
+            Ok(start.zip(stop))
         }
-        Backend::Sim(sim) => {
+        (Backend::Sim(sim), None) => {
             let module = sim.module(ptx)?;
             // Same error as the GPU path, checked before any kernel of the plan runs.
-            if let Some(k) = kernels.iter().find(|k| module.kernel(&k.entry).is_none()) {
+            if let Some(k) = prepared
+                .kernels
+                .iter()
+                .find(|k| module.kernel(&k.entry).is_none())
+            {
                 return Err(Error::MissingKernel(k.entry.clone()));
             }
-            let mut mem = sim.memory();
-            for k in &kernels {
+            for k in &prepared.kernels {
                 let cfg = LaunchConfig {
                     grid: k.grid,
                     block: k.block,
                     dynamic_shared: k.dynamic_shared,
                 };
-                let stats = lb_ptx::sim::launch(&module, &k.entry, cfg, &params, &mut mem)?;
-                match &mut sim_stats {
+                if stream.record_sim_kernel(&module, &k.entry, cfg, params) {
+                    continue;
+                }
+                let stats = lb_ptx::sim::launch(&module, &k.entry, cfg, params, &mut sim.memory())?;
+                match &mut launch.sim {
                     Some(total) => total.merge(&stats),
-                    None => sim_stats = Some(stats),
+                    None => launch.sim = Some(stats),
                 }
             }
+            Ok(None)
         }
+        _ => Err(Error::DeviceMismatch {
+            what: "the stream".into(),
+        }),
     }
-
-    for (t, raw) in plan.temps.iter().zip(&temps) {
-        if t.role != TempRole::ErrorFlag {
-            continue;
-        }
-        let bytes = dev.read_raw(raw)?;
-        let word = |i: usize| -> u64 { bytes.get(i * 8..i * 8 + 8).map_or(0, u64::read_le) };
-        let (w0, w1) = (word(0), word(1));
-        if w0 != 0 {
-            let p = (w0 - 1) as usize;
-            let param = param_names
-                .get(p)
-                .map_or_else(|| format!("parameter #{p}"), |s| s.to_string());
-            return Err(Error::OutOfBounds { param, index: w1 });
-        }
-    }
-
-    if let (Some(cache), Some(key), None) = (cache, cache_key, warm) {
-        let cached = plan
-            .temps
-            .iter()
-            .zip(&temps)
-            .filter(|(t, _)| matches!(t.role, TempRole::Cached { .. }))
-            .map(|(_, b)| Arc::clone(b))
-            .collect();
-        cache.insert(key, cached);
-    }
-
-    Ok(Launch {
-        schedule: plan.schedule.to_string(),
-        kernels,
-        elapsed_ms,
-        sim: sim_stats,
-        device: dev.name().to_string(),
-        notes,
-    })
 }
 
 #[cfg(test)]

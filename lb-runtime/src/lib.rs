@@ -19,18 +19,25 @@ mod launch;
 pub mod mtx;
 mod queue;
 mod stats;
+mod stream;
 
 pub use buffer::{DeviceBuffer, Element};
 pub use cache::TempCache;
 pub use coo::{Coo, DeviceCoo};
 pub use csc::{Csc, DeviceCsc};
+/// The cudarc this crate is built on, for interop ([`Device::from_cudarc`],
+/// [`DeviceBuffer::from_cudarc`], [`Stream::from_cudarc`]) without a version mismatch.
+pub use cudarc;
 pub use device::Device;
 pub use error::{Error, Result};
 pub use formats::{Csr, DeviceCsr, DeviceOffsets, DeviceTileSet, TileSet};
 pub use heuristic::choose_schedule;
-pub use launch::{execute, execute_cached, ArgValue, KernelArg, KernelLaunch, Launch};
+pub use launch::{
+    execute, execute_cached, submit, ArgValue, Job, KernelArg, KernelLaunch, Launch, Submit,
+};
 /// The width of a device tile set's offsets (`DeviceCsr::offset_width`, `upload_with_offsets`).
 pub use lb_ptx::plan::OffsetWidth;
 pub use mtx::{parse_mtx, read_mtx, write_mtx, MtxValue};
 pub use queue::{DeviceQueue, Queue};
 pub use stats::TileStats;
+pub use stream::{Graph, Pending, Stream, Workspace};

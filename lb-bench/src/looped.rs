@@ -1,0 +1,237 @@
+//! `--loop N`: N back-to-back SpMV calls of one schedule on one stream, timed end to end on the
+//! host (what an iterative solver sees), next to the kernel time of one call; the same N
+//! calls replayed from a CUDA graph; and cuSPARSE's SpMV called N times in the same way.
+//!
+//! Host overhead per call = wall per call − kernel time. One line per (matrix, schedule) on
+//! stdout, and one JSON object per line into `--json`.
+
+use std::io::Write;
+use std::time::Instant;
+
+use lb::prelude::*;
+use serde::Serialize;
+
+use crate::baseline::{CuCsr, Cusparse, SPMV_ALGS};
+use crate::corpus::Matrix;
+use crate::run::spmv;
+
+/// Launches per captured graph (replayed N / this many times).
+const GRAPH_LAUNCHES: usize = 100;
+
+#[derive(Serialize)]
+struct LoopRecord {
+    matrix: String,
+    nnz: usize,
+    schedule: String,
+    calls: usize,
+    /// Median CUDA-event time of one synchronous call, µs (None on the simulator).
+    kernel_us: Option<f64>,
+    /// Host wall time of the loop (enqueue N calls, then synchronize once) per call, µs.
+    wall_us: f64,
+    /// Wall per call − kernel time, µs.
+    overhead_us: Option<f64>,
+    /// Wall per call when the calls are replayed from CUDA graphs of `GRAPH_LAUNCHES` calls.
+    graph_wall_us: Option<f64>,
+    error: Option<String>,
+}
+
+/// Runs the loop benchmark over `matrices`; returns how many runs failed.
+pub fn run(
+    dev: &Device,
+    matrices: &[Matrix],
+    schedules: &[Schedule],
+    calls: usize,
+    cusparse: Option<&Cusparse>,
+    json: Option<&mut dyn Write>,
+) -> usize {
+    let mut failed = 0;
+    let mut out = json;
+    println!(
+        "{:<28} {:<22} {:>10} {:>10} {:>10} {:>10}",
+        "matrix", "schedule", "kernel µs", "wall µs", "over µs", "graph µs"
+    );
+    for m in matrices {
+        let mut records = Vec::new();
+        for &s in schedules {
+            records.push(lb_loop(dev, m, s, calls).unwrap_or_else(|e| failure(m, s.name(), e)));
+        }
+        if let Some(cs) = cusparse {
+            records.push(
+                cusparse_loop(dev, cs, m, calls).unwrap_or_else(|e| failure(m, "cusparse", e)),
+            );
+        }
+        for r in &records {
+            failed += usize::from(r.error.is_some());
+            let f = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.2}"));
+            println!(
+                "{:<28} {:<22} {:>10} {:>10.2} {:>10} {:>10}{}",
+                r.matrix,
+                r.schedule,
+                f(r.kernel_us),
+                r.wall_us,
+                f(r.overhead_us),
+                f(r.graph_wall_us),
+                r.error
+                    .as_deref()
+                    .map_or_else(String::new, |e| format!("  ERROR {e}"))
+            );
+            if let Some(w) = out.as_mut() {
+                if let Ok(line) = serde_json::to_string(r) {
+                    let _ = writeln!(w, "{line}");
+                }
+            }
+        }
+    }
+    failed
+}
+
+fn failure(m: &Matrix, schedule: &str, e: String) -> LoopRecord {
+    LoopRecord {
+        matrix: m.name.clone(),
+        nnz: m.csr.nnz(),
+        schedule: schedule.into(),
+        calls: 0,
+        kernel_us: None,
+        wall_us: f64::NAN,
+        overhead_us: None,
+        graph_wall_us: None,
+        error: Some(e),
+    }
+}
+
+/// The largest error of `got` relative to each row's term magnitudes, against an f64 SpMV.
+fn spmv_error(a: &Csr<f32>, x: &[f32], got: &[f32]) -> f64 {
+    (0..a.num_rows)
+        .map(|row| {
+            let (mut exact, mut mag) = (0.0f64, 0.0f64);
+            for nz in a.row(row) {
+                let t = f64::from(a.values[nz]) * f64::from(x[a.col_indices[nz] as usize]);
+                exact += t;
+                mag += t.abs();
+            }
+            (f64::from(got[row]) - exact).abs() / mag.max(1e-30)
+        })
+        .fold(0.0, f64::max)
+}
+
+fn lb_loop(dev: &Device, m: &Matrix, s: Schedule, calls: usize) -> Result<LoopRecord, String> {
+    let e = |e: lb::Error| e.to_string();
+    let a = &m.csr;
+    let x = lb::generate::random_vector(a.num_cols, 11);
+    let da = DeviceCsr::upload(dev, a).map_err(e)?;
+    let dx = dev.upload(&x).map_err(e)?;
+    let mut dy = dev.zeros::<f32>(a.num_rows).map_err(e)?;
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let l = spmv::launch_with(dev, s, &da, &dx, &mut dy).map_err(e)?;
+        times.extend(l.elapsed_ms.map(|ms| f64::from(ms) * 1e3));
+    }
+    let err = spmv_error(a, &x, &dy.download().map_err(e)?);
+    if err > 1e-4 {
+        return Err(format!("wrong result: max relative error {err:.2e}"));
+    }
+    times.sort_by(f64::total_cmp);
+    let kernel_us = times.get(times.len() / 2).copied();
+    let stream = dev.stream();
+    let start = Instant::now();
+    for _ in 0..calls {
+        // SpMV's kernels test nothing, so a dropped Pending leaves no report behind; a fault
+        // would still surface at the synchronization below.
+        drop(spmv::launch_with_async(&stream, s, &da, &dx, &mut dy).map_err(e)?);
+    }
+    stream.synchronize().map_err(e)?;
+    let wall_us = start.elapsed().as_secs_f64() * 1e6 / calls.max(1) as f64;
+    let graph_wall_us = if dev.is_gpu() {
+        // CUDA's legacy default stream (the device's) cannot be captured: use a stream of its
+        // own, ordered after the uploads.
+        let capture = dev.new_stream().map_err(e)?;
+        capture.wait_for(&stream).map_err(e)?;
+        Some(graph_loop(&capture, s, &da, &dx, &mut dy, calls).map_err(e)?)
+    } else {
+        None
+    };
+    let err = spmv_error(a, &x, &dy.download().map_err(e)?);
+    if err > 1e-4 {
+        return Err(format!(
+            "wrong result after the loop: max relative error {err:.2e}"
+        ));
+    }
+    Ok(LoopRecord {
+        matrix: m.name.clone(),
+        nnz: a.nnz(),
+        schedule: s.name().into(),
+        calls,
+        kernel_us,
+        wall_us,
+        overhead_us: kernel_us.map(|k| wall_us - k),
+        graph_wall_us,
+        error: None,
+    })
+}
+
+/// Wall µs per call of `calls` launches replayed from graphs of `GRAPH_LAUNCHES` launches.
+fn graph_loop(
+    stream: &Stream,
+    s: Schedule,
+    da: &DeviceCsr<f32>,
+    dx: &DeviceBuffer<f32>,
+    dy: &mut DeviceBuffer<f32>,
+    calls: usize,
+) -> lb::Result<f64> {
+    let per_graph = GRAPH_LAUNCHES.min(calls.max(1));
+    // Warm: the stream's workspace and tile-set caches exist before the capture.
+    spmv::launch_with_async(stream, s, da, dx, dy)?.wait()?;
+    stream.begin_capture()?;
+    for _ in 0..per_graph {
+        drop(spmv::launch_with_async(stream, s, da, dx, dy)?);
+    }
+    let graph = stream.end_capture()?;
+    graph.launch()?;
+    stream.synchronize()?;
+    let replays = calls.div_ceil(per_graph);
+    let start = Instant::now();
+    for _ in 0..replays {
+        graph.launch()?;
+    }
+    stream.synchronize()?;
+    Ok(start.elapsed().as_secs_f64() * 1e6 / (replays * per_graph) as f64)
+}
+
+fn cusparse_loop(
+    dev: &Device,
+    cs: &Cusparse,
+    m: &Matrix,
+    calls: usize,
+) -> Result<LoopRecord, String> {
+    let e = |e: lb::Error| e.to_string();
+    let a = &m.csr;
+    let x = lb::generate::random_vector(a.num_cols, 11);
+    let ca = CuCsr::upload(dev, a)?;
+    let dx = dev.upload(&x).map_err(e)?;
+    let mut dy = dev.zeros::<f32>(a.num_rows).map_err(e)?;
+    let mut best: Option<(f64, f64)> = None;
+    for (alg, _) in SPMV_ALGS {
+        let kernel_ms = cs.spmv(&ca, &dx, &mut dy, alg, 5)?;
+        let wall_ms = cs.spmv_loop(&ca, &dx, &mut dy, alg, calls)?;
+        if best.is_none_or(|(w, _)| wall_ms < w) {
+            best = Some((wall_ms, kernel_ms));
+        }
+    }
+    let err = spmv_error(a, &x, &dy.download().map_err(e)?);
+    if err > 1e-4 {
+        return Err(format!("wrong result: max relative error {err:.2e}"));
+    }
+    let (wall_ms, kernel_ms) = best.ok_or("no cuSPARSE algorithm")?;
+    let wall_us = wall_ms * 1e3 / calls.max(1) as f64;
+    Ok(LoopRecord {
+        matrix: m.name.clone(),
+        nnz: a.nnz(),
+        schedule: "cusparse".into(),
+        calls,
+        kernel_us: Some(kernel_ms * 1e3),
+        wall_us,
+        overhead_us: Some(wall_us - kernel_ms * 1e3),
+        graph_wall_us: None,
+        error: None,
+    })
+}

@@ -1,0 +1,804 @@
+//! Streams, asynchronous launches, reusable workspaces and captured graphs.
+//!
+//! A [`Stream`] orders lb launches (and, on a GPU, the user's own cudarc work on the same
+//! `CudaStream`). A launch on a stream returns a [`Pending`] at once; what only the finished
+//! kernels can tell (an error flag, a queue's overflow, the kernel time) is read by
+//! [`Pending::wait`] or by the stream's next synchronizing call, and an error found there is an
+//! `Err` of that call: a report is never dropped. docs/streams.md explains the design.
+//!
+//! Each stream keeps one [`Workspace`] for the plans' temporaries, grown to the largest need
+//! and reused by every launch on it (stream order makes the reuse safe); a user can size one
+//! up front and hand it over instead (the cuSPARSE `bufferSize` pattern).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use cudarc::driver::{sys, CudaEvent, CudaGraph, CudaSlice, CudaStream, DevicePtr};
+use lb_ptx::ir::Module;
+use lb_ptx::sim::{LaunchConfig, Memory};
+
+use crate::device::{lock, Backend, Device};
+use crate::error::{Error, Result};
+use crate::launch::Launch;
+use crate::queue::DeviceQueue;
+
+/// Bytes at the start of every workspace reserved for the error flag (two u64 words), so that
+/// no plan's scratch ever lands on the flag another plan left raised but unread.
+pub(crate) const FLAG_REGION: usize = 256;
+
+/// Offsets of temporaries inside a workspace are multiples of this (the allocator's alignment).
+pub(crate) const ALIGN: usize = 256;
+
+/// Workspace memory. It refers to its device only weakly (the simulator's memory, or the
+/// slice's own context), so a stream stored inside its device never keeps that device alive.
+pub(crate) struct WsBuf {
+    bytes: usize,
+    addr: u64,
+    mem: WsMem,
+}
+
+enum WsMem {
+    Gpu(CudaSlice<u8>),
+    Sim(Weak<Mutex<Memory>>),
+}
+
+impl WsBuf {
+    fn alloc(dev: &Device, state: &StreamState, bytes: usize) -> Result<WsBuf> {
+        let n = bytes.max(1);
+        match (dev.backend(), &state.cuda) {
+            (Backend::Gpu(_), Some(stream)) => {
+                let slice = stream
+                    .alloc_zeros::<u8>(n)
+                    .map_err(|e| Error::cuda(format!("allocating a workspace of {n} bytes"), e))?;
+                let addr = slice.device_ptr(stream).0;
+                Ok(WsBuf {
+                    bytes: n,
+                    addr,
+                    mem: WsMem::Gpu(slice),
+                })
+            }
+            (Backend::Sim(sim), None) => {
+                let addr = sim.memory().alloc(n as u64)?;
+                Ok(WsBuf {
+                    bytes: n,
+                    addr,
+                    mem: WsMem::Sim(Arc::downgrade(&sim.memory)),
+                })
+            }
+            _ => Err(Error::DeviceMismatch {
+                what: "the stream".into(),
+            }),
+        }
+    }
+
+    pub(crate) fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// Whether this memory belongs to `dev`.
+    fn on(&self, dev: &Device) -> bool {
+        match (&self.mem, dev.backend()) {
+            (WsMem::Gpu(slice), Backend::Gpu(gpu)) => Arc::ptr_eq(slice.context(), &gpu.ctx),
+            (WsMem::Sim(mem), Backend::Sim(sim)) => {
+                std::ptr::eq(mem.as_ptr(), Arc::as_ptr(&sim.memory))
+            }
+            _ => false,
+        }
+    }
+
+    /// Enqueues zeros over `off..off + n` on `stream` (recorded instead while a simulator
+    /// stream captures).
+    pub(crate) fn zero(self: &Arc<Self>, stream: &Stream, off: usize, n: usize) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        if off.checked_add(n).is_none_or(|end| end > self.bytes) {
+            return Err(Error::Shape(format!(
+                "zeroing {n} bytes at {off} of a workspace of {}",
+                self.bytes
+            )));
+        }
+        match (&self.mem, &stream.state.cuda) {
+            (WsMem::Gpu(_), Some(cuda)) => {
+                cuda.context()
+                    .bind_to_thread()
+                    .map_err(|e| Error::cuda("binding the context", e))?;
+                // SAFETY: `off + n` lies inside this live allocation (checked above), which the
+                // Arc keeps alive until the memset is enqueued; the stream orders it after the
+                // kernels that used these bytes before.
+                let r =
+                    unsafe { sys::cuMemsetD8Async(self.addr + off as u64, 0, n, cuda.cu_stream()) };
+                r.result()
+                    .map_err(|e| Error::cuda("zeroing a temporary", e))
+            }
+            (WsMem::Sim(mem), None) => {
+                if let Some(ops) = lock(&stream.state.capture).as_mut() {
+                    ops.ops.push(SimOp::Zero {
+                        buf: Arc::clone(self),
+                        off,
+                        n,
+                    });
+                    return Ok(());
+                }
+                let mem = mem.upgrade().ok_or_else(gone)?;
+                let zeros = vec![0u8; n];
+                lock(&mem).write(self.addr + off as u64, &zeros)?;
+                Ok(())
+            }
+            _ => Err(Error::DeviceMismatch {
+                what: "a workspace".into(),
+            }),
+        }
+    }
+
+    /// The first `n` bytes, once the stream has finished the work before this call.
+    fn read(&self, n: usize) -> Result<Vec<u8>> {
+        let n = n.min(self.bytes);
+        match &self.mem {
+            WsMem::Gpu(slice) => {
+                slice
+                    .context()
+                    .bind_to_thread()
+                    .map_err(|e| Error::cuda("binding the context", e))?;
+                let mut out = vec![0u8; n];
+                // SAFETY: `out` holds `n` bytes and the allocation at least `n` (min above);
+                // the copy is synchronous, so `out` outlives it.
+                let r = unsafe { sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), self.addr, n) };
+                r.result()
+                    .map_err(|e| Error::cuda("reading an error flag", e))?;
+                Ok(out)
+            }
+            WsMem::Sim(mem) => {
+                let mem = mem.upgrade().ok_or_else(gone)?;
+                let bytes = lock(&mem).read(self.addr, n as u64)?;
+                Ok(bytes)
+            }
+        }
+    }
+}
+
+fn gone() -> Error {
+    Error::DeviceMismatch {
+        what: "a workspace whose device was dropped".into(),
+    }
+}
+
+impl Drop for WsBuf {
+    fn drop(&mut self) {
+        // A GPU slice frees itself, ordered on its stream; simulator memory is ours to return.
+        if let WsMem::Sim(mem) = &self.mem {
+            if let Some(mem) = mem.upgrade() {
+                lock(&mem).free(self.addr);
+            }
+        }
+    }
+}
+
+/// Device memory for the temporaries of lb's plans, reused across launches on one stream.
+///
+/// Make one of [`Pending::workspace_bytes`] (or a generated `workspace_size`) bytes and give it
+/// to a stream with [`Stream::set_workspace`]; launches on that stream then take their
+/// temporaries from it and never allocate, and a launch that needs more is an `Error::Shape`
+/// saying how much. Without one, a stream allocates its own on first use and grows it.
+pub struct Workspace {
+    buf: Arc<WsBuf>,
+}
+
+impl Workspace {
+    /// `bytes` zeroed bytes on `dev` (at least [`FLAG_REGION`] are used by every plan).
+    pub fn new(dev: &Device, bytes: usize) -> Result<Workspace> {
+        let buf = WsBuf::alloc(dev, &dev.stream().state, bytes)?;
+        // The allocation is zeroed on the device's stream; a launch on another stream must not
+        // see it before the zeros land.
+        dev.stream().synchronize()?;
+        Ok(Workspace { buf: Arc::new(buf) })
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.buf.bytes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.bytes == 0
+    }
+}
+
+impl std::fmt::Debug for Workspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Workspace({} bytes)", self.buf.bytes)
+    }
+}
+
+/// Something only the finished kernels can tell, read at the next synchronization.
+#[derive(Clone)]
+enum Check {
+    /// The error flag at the start of a workspace (sticky: zeroed again only after a read
+    /// found it raised), with the parameter names of the plan that raised it.
+    Flag {
+        buf: Arc<WsBuf>,
+        names: &'static [&'static str],
+    },
+    /// A queue's push counter, copied right after the launch.
+    Queue {
+        param: &'static str,
+        capacity: u64,
+        count: Counter,
+    },
+}
+
+#[derive(Clone)]
+enum Counter {
+    Known(u64),
+    Gpu(Arc<WsBuf>),
+}
+
+impl Check {
+    /// `Err` for what the kernels reported; a raised flag is lowered so the next launch starts
+    /// clean.
+    fn run(&self, stream: &Stream) -> Result<()> {
+        match self {
+            Check::Flag { buf, names } => {
+                let bytes = buf.read(16)?;
+                let word = |i: usize| -> u64 {
+                    bytes
+                        .get(i * 8..i * 8 + 8)
+                        .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+                };
+                let (w0, w1) = (word(0), word(1));
+                if w0 == 0 {
+                    return Ok(());
+                }
+                buf.zero(stream, 0, 16)?;
+                let p = (w0 - 1) as usize;
+                let param = names
+                    .get(p)
+                    .map_or_else(|| format!("parameter #{p}"), |s| s.to_string());
+                Err(Error::OutOfBounds { param, index: w1 })
+            }
+            Check::Queue {
+                param,
+                capacity,
+                count,
+            } => {
+                let needed = match count {
+                    Counter::Known(n) => *n,
+                    Counter::Gpu(buf) => {
+                        let b = buf.read(8)?;
+                        u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]))
+                    }
+                };
+                if needed > *capacity {
+                    return Err(Error::QueueOverflow {
+                        param: param.to_string(),
+                        needed,
+                        capacity: *capacity,
+                    });
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn same(&self, other: &Check) -> bool {
+        match (self, other) {
+            (Check::Flag { buf: a, .. }, Check::Flag { buf: b, .. }) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// A simulator operation recorded while a stream captures.
+enum SimOp {
+    Kernel {
+        module: Arc<Module>,
+        entry: String,
+        cfg: LaunchConfig,
+        params: Vec<u64>,
+    },
+    Zero {
+        buf: Arc<WsBuf>,
+        off: usize,
+        n: usize,
+    },
+}
+
+/// What a capture has recorded so far.
+#[derive(Default)]
+struct Captured {
+    ops: Vec<SimOp>,
+    checks: Vec<Check>,
+}
+
+/// The workspace slot of a stream.
+#[derive(Default)]
+struct Slot {
+    buf: Option<Arc<WsBuf>>,
+    /// Given by the user: never replaced by a larger one behind their back.
+    user: bool,
+}
+
+static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
+
+/// The state behind a [`Stream`]; the device holds its own stream's state.
+pub(crate) struct StreamState {
+    pub(crate) id: u64,
+    /// `None` on the simulator.
+    pub(crate) cuda: Option<Arc<CudaStream>>,
+    checks: Mutex<Vec<Check>>,
+    slot: Mutex<Slot>,
+    capture: Mutex<Option<Captured>>,
+    /// GPU-side capture in progress (the simulator's is `capture`).
+    capturing: AtomicBool,
+    timing: AtomicBool,
+}
+
+impl StreamState {
+    pub(crate) fn new(cuda: Option<Arc<CudaStream>>) -> StreamState {
+        StreamState {
+            id: NEXT_STREAM.fetch_add(1, Ordering::Relaxed),
+            cuda,
+            checks: Mutex::new(Vec::new()),
+            slot: Mutex::new(Slot::default()),
+            capture: Mutex::new(None),
+            capturing: AtomicBool::new(false),
+            timing: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Drop for StreamState {
+    fn drop(&mut self) {
+        // Nobody can ask any more: say what the kernels reported rather than drop it.
+        let checks = std::mem::take(&mut *lock(&self.checks));
+        if checks.is_empty() {
+            return;
+        }
+        if let Some(cuda) = &self.cuda {
+            if cuda.synchronize().is_err() {
+                eprintln!("lb: a stream with unread launch reports failed to synchronize");
+                return;
+            }
+        }
+        for check in checks {
+            if let Check::Flag { buf, names } = &check {
+                if let Ok(bytes) = buf.read(16) {
+                    let w0 = u64::from_le_bytes(bytes[..8].try_into().unwrap_or([0; 8]));
+                    if w0 != 0 {
+                        let p = (w0 - 1) as usize;
+                        let param = names.get(p).copied().unwrap_or("a parameter");
+                        eprintln!(
+                            "lb: an asynchronous launch reported an index out of bounds for `{param}` that was never read (wait on its Pending or synchronize the stream)"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// An ordered queue of GPU work: the device's own ([`Device::stream`]), a new one
+/// ([`Device::new_stream`]) or the user's cudarc stream ([`Stream::from_cudarc`]).
+///
+/// Launches on one stream run in order and share its workspace. Work on two streams is not
+/// ordered: make one wait for the other with [`Stream::wait_for`] (uploads and downloads go
+/// through the device's stream). Cheap to clone; clones are the same stream.
+#[derive(Clone)]
+pub struct Stream {
+    pub(crate) dev: Device,
+    pub(crate) state: Arc<StreamState>,
+}
+
+impl Stream {
+    pub(crate) fn new(dev: Device, state: Arc<StreamState>) -> Stream {
+        Stream { dev, state }
+    }
+
+    /// Wraps the user's cudarc stream, which must belong to `dev`'s context
+    /// (`Error::DeviceMismatch` otherwise, and on the simulator). lb enqueues its launches on
+    /// it in the order they are made, interleaved with the user's own work.
+    pub fn from_cudarc(dev: &Device, stream: Arc<CudaStream>) -> Result<Stream> {
+        match dev.backend() {
+            Backend::Gpu(gpu) if Arc::ptr_eq(stream.context(), &gpu.ctx) => Ok(Stream::new(
+                dev.clone(),
+                Arc::new(StreamState::new(Some(stream))),
+            )),
+            _ => Err(Error::DeviceMismatch {
+                what: "the cudarc stream".into(),
+            }),
+        }
+    }
+
+    /// The cudarc stream underneath, `None` on the simulator: enqueue your own kernels,
+    /// copies or library calls on it to order them with lb's launches.
+    pub fn cudarc(&self) -> Option<&Arc<CudaStream>> {
+        self.state.cuda.as_ref()
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.dev
+    }
+
+    /// Whether asynchronous launches record CUDA events around their kernels, so that
+    /// [`Pending::wait`] reports `elapsed_ms` (off by default: two events per launch cost
+    /// host time). The synchronous `launch` always times.
+    pub fn set_timing(&self, on: bool) {
+        self.state.timing.store(on, Ordering::Relaxed);
+    }
+
+    pub(crate) fn timing(&self) -> bool {
+        self.state.timing.load(Ordering::Relaxed)
+    }
+
+    /// Makes later work on this stream wait for the work enqueued on `other` so far (an
+    /// event, no host wait). Streams of different devices are `Error::DeviceMismatch`.
+    pub fn wait_for(&self, other: &Stream) -> Result<()> {
+        if !self.dev.same(&other.dev) {
+            return Err(Error::DeviceMismatch {
+                what: "the stream waited for".into(),
+            });
+        }
+        match (&self.state.cuda, &other.state.cuda) {
+            (Some(a), Some(b)) => a
+                .join(b)
+                .map_err(|e| Error::cuda("ordering two streams", e)),
+            // The simulator finishes every operation before the call returns.
+            _ => Ok(()),
+        }
+    }
+
+    /// Waits for everything enqueued on this stream, then reads every pending report of its
+    /// launches; the first kernel error is the `Err` (the others stay for the next call).
+    pub fn synchronize(&self) -> Result<()> {
+        if self.capturing() {
+            return Err(Error::Capture(
+                "a capturing stream cannot be synchronized: end the capture first".into(),
+            ));
+        }
+        if let Some(cuda) = &self.state.cuda {
+            cuda.synchronize()
+                .map_err(|e| Error::cuda("running the launches of a stream", e))?;
+        }
+        self.run_checks()
+    }
+
+    pub(crate) fn run_checks(&self) -> Result<()> {
+        let mut checks = lock(&self.state.checks);
+        while !checks.is_empty() {
+            let check = checks.remove(0);
+            check.run(self)?;
+        }
+        Ok(())
+    }
+
+    /// Hands `ws` to this stream: its launches take their temporaries from it from now on.
+    /// Waits for the stream first, so the workspace it had is no longer in use.
+    pub fn set_workspace(&self, ws: Workspace) -> Result<()> {
+        if !ws.buf.on(&self.dev) {
+            return Err(Error::DeviceMismatch {
+                what: "the workspace".into(),
+            });
+        }
+        self.synchronize()?;
+        *lock(&self.state.slot) = Slot {
+            buf: Some(ws.buf),
+            user: true,
+        };
+        Ok(())
+    }
+
+    /// Takes back the workspace set with [`set_workspace`](Self::set_workspace) (after waiting
+    /// for the launches that use it); the stream allocates its own again when needed.
+    pub fn take_workspace(&self) -> Result<Option<Workspace>> {
+        self.synchronize()?;
+        let mut slot = lock(&self.state.slot);
+        if !slot.user {
+            return Ok(None);
+        }
+        slot.user = false;
+        Ok(slot.buf.take().map(|buf| Workspace { buf }))
+    }
+
+    /// Bytes of the workspace the stream holds now (0 before its first launch).
+    pub fn workspace_len(&self) -> usize {
+        lock(&self.state.slot).buf.as_ref().map_or(0, |b| b.bytes)
+    }
+
+    /// The stream's workspace, with room for `bytes` (the stream's own grows; a user's that is
+    /// too small is an error).
+    pub(crate) fn workspace(&self, bytes: usize) -> Result<Arc<WsBuf>> {
+        let mut slot = lock(&self.state.slot);
+        if let Some(buf) = slot.buf.as_ref().filter(|b| b.bytes >= bytes) {
+            return Ok(buf.clone());
+        }
+        if slot.user {
+            return Err(Error::Shape(format!(
+                "the stream's workspace has {} bytes, this launch needs {bytes}: make one of \
+                 `workspace_size` bytes (the largest over the launches that share it)",
+                slot.buf.as_ref().map_or(0, |b| b.bytes)
+            )));
+        }
+        if self.capturing() {
+            return Err(Error::Capture(format!(
+                "this launch needs a workspace of {bytes} bytes and a capture cannot allocate: \
+                 launch it once before the capture, or set a workspace of that size"
+            )));
+        }
+        let buf = Arc::new(WsBuf::alloc(&self.dev, &self.state, bytes)?);
+        slot.buf = Some(buf.clone());
+        Ok(buf)
+    }
+
+    /// Makes the device's stream wait for what this stream has enqueued so far (nothing when
+    /// this is the device's stream, or while capturing: a replay orders itself). Buffers are
+    /// freed, uploaded and downloaded on the device's stream, so none of that can overtake a
+    /// launch still using them on this one: dropping an argument right after an asynchronous
+    /// launch is safe.
+    pub(crate) fn order_device_after(&self) -> Result<()> {
+        let device = self.dev.stream();
+        if device.state.id == self.state.id || self.capturing() {
+            return Ok(());
+        }
+        match (&device.state.cuda, &self.state.cuda) {
+            (Some(d), Some(me)) => d
+                .join(me)
+                .map_err(|e| Error::cuda("ordering the device's stream after a launch", e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Registers the error flag of a launch to be read at the next synchronization.
+    pub(crate) fn watch_flag(&self, buf: &Arc<WsBuf>, names: &'static [&'static str]) {
+        let check = Check::Flag {
+            buf: buf.clone(),
+            names,
+        };
+        if let Some(cap) = lock(&self.state.capture).as_mut() {
+            cap.checks.push(check.clone());
+        }
+        if self.capturing() {
+            return;
+        }
+        let mut checks = lock(&self.state.checks);
+        if !checks.iter().any(|c| c.same(&check)) {
+            checks.push(check);
+        }
+    }
+
+    /// Whether a capture is in progress (GPU or simulator).
+    pub(crate) fn capturing(&self) -> bool {
+        self.state.capturing.load(Ordering::Relaxed) || lock(&self.state.capture).is_some()
+    }
+
+    /// Records a simulator kernel when capturing; `false` when it must run now.
+    pub(crate) fn record_sim_kernel(
+        &self,
+        module: &Arc<Module>,
+        entry: &str,
+        cfg: LaunchConfig,
+        params: &[u64],
+    ) -> bool {
+        match lock(&self.state.capture).as_mut() {
+            Some(cap) => {
+                cap.ops.push(SimOp::Kernel {
+                    module: module.clone(),
+                    entry: entry.to_string(),
+                    cfg,
+                    params: params.to_vec(),
+                });
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Starts recording this stream's lb launches into a graph (CUDA stream capture in relaxed
+    /// mode on a GPU, a list of kernels on the simulator). Launch once before capturing, so
+    /// that modules, cached temporaries and the workspace exist: a capture allocates nothing.
+    pub fn begin_capture(&self) -> Result<()> {
+        if self.capturing() {
+            return Err(Error::Capture("the stream is already capturing".into()));
+        }
+        self.synchronize()?;
+        if let Some(cuda) = &self.state.cuda {
+            cuda.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+                .map_err(|e| Error::cuda("beginning a stream capture", e))?;
+            self.state.capturing.store(true, Ordering::Relaxed);
+        }
+        // The launches' reports (and, on the simulator, the operations) are recorded here.
+        *lock(&self.state.capture) = Some(Captured::default());
+        Ok(())
+    }
+
+    /// Ends the capture begun by [`begin_capture`](Self::begin_capture) and returns the graph.
+    pub fn end_capture(&self) -> Result<Graph> {
+        let captured = lock(&self.state.capture)
+            .take()
+            .ok_or_else(|| Error::Capture("the stream is not capturing".into()))?;
+        let kind = match &self.state.cuda {
+            Some(cuda) => {
+                self.state.capturing.store(false, Ordering::Relaxed);
+                let graph = cuda
+                    .end_capture(sys::CUgraphInstantiate_flags(0))
+                    .map_err(|e| Error::cuda("ending a stream capture", e))?;
+                GraphKind::Gpu(graph)
+            }
+            None => GraphKind::Sim(captured.ops),
+        };
+        Ok(Graph {
+            stream: self.clone(),
+            kind,
+            checks: captured.checks,
+        })
+    }
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("device", &self.dev.name())
+            .field("id", &self.state.id)
+            .finish()
+    }
+}
+
+enum GraphKind {
+    /// `None` when the capture recorded no work.
+    Gpu(Option<CudaGraph>),
+    Sim(Vec<SimOp>),
+}
+
+/// A recorded sequence of lb launches on one stream, replayed with [`Graph::launch`]. It keeps
+/// the buffers its kernels use alive only through the caller: the arguments of the captured
+/// launches must outlive every replay (the graph holds their addresses).
+pub struct Graph {
+    stream: Stream,
+    kind: GraphKind,
+    checks: Vec<Check>,
+}
+
+impl Graph {
+    /// Enqueues one replay on the capturing stream. Like a launch, its reports are read at the
+    /// stream's next synchronization.
+    pub fn launch(&self) -> Result<()> {
+        match &self.kind {
+            GraphKind::Gpu(Some(g)) => {
+                g.launch()
+                    .map_err(|e| Error::cuda("launching a graph", e))?;
+                self.stream.order_device_after()?;
+            }
+            GraphKind::Gpu(None) => {}
+            GraphKind::Sim(ops) => self.replay_sim(ops)?,
+        }
+        let mut pending = lock(&self.stream.state.checks);
+        for check in &self.checks {
+            if !pending.iter().any(|c| c.same(check)) {
+                pending.push(check.clone());
+            }
+        }
+        Ok(())
+    }
+
+    fn replay_sim(&self, ops: &[SimOp]) -> Result<()> {
+        let Backend::Sim(sim) = self.stream.dev.backend() else {
+            return Err(Error::DeviceMismatch {
+                what: "a simulator graph".into(),
+            });
+        };
+        for op in ops {
+            match op {
+                SimOp::Kernel {
+                    module,
+                    entry,
+                    cfg,
+                    params,
+                } => {
+                    let mut mem = sim.memory();
+                    lb_ptx::sim::launch(module, entry, *cfg, params, &mut mem)?;
+                }
+                SimOp::Zero { buf, off, n } => buf.zero(&self.stream, *off, *n)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// The stream it replays on.
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+}
+
+/// An enqueued launch. [`wait`](Self::wait) waits for the stream and returns the finished
+/// [`Launch`] or the kernels' error; dropping it unread leaves its reports with the stream,
+/// whose next synchronizing call returns them.
+#[must_use = "a launch's errors surface when it is waited on (or at the stream's next synchronization)"]
+pub struct Pending {
+    pub(crate) stream: Stream,
+    pub(crate) launch: Launch,
+    pub(crate) events: Option<(CudaEvent, CudaEvent)>,
+    pub(crate) workspace_bytes: usize,
+}
+
+impl Pending {
+    /// Waits for the stream (everything enqueued on it up to now, this launch included), reads
+    /// the reports of its launches and returns this one's [`Launch`] with its kernel time when
+    /// the stream times launches. The `Err` is the first report of any launch on the stream not
+    /// read yet, this one's or an earlier one's.
+    pub fn wait(self) -> Result<Launch> {
+        self.stream.synchronize()?;
+        let mut launch = self.launch;
+        if let Some((start, stop)) = &self.events {
+            launch.elapsed_ms = Some(
+                start
+                    .elapsed_ms(stop)
+                    .map_err(|e| Error::cuda("reading the timing events", e))?,
+            );
+        }
+        Ok(launch)
+    }
+
+    /// What was enqueued (schedule, kernels, notes; no time yet).
+    pub fn launch(&self) -> &Launch {
+        &self.launch
+    }
+
+    /// Bytes of workspace the launch used (what [`Stream::set_workspace`] needs for it).
+    pub fn workspace_bytes(&self) -> usize {
+        self.workspace_bytes
+    }
+
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// Called by the generated launchers for each `&mut Queue` argument after the launch: the
+    /// queue's push counter is copied on the stream (the simulator reads it at once) and
+    /// compared with its capacity at the next synchronization.
+    pub fn watch_queue(&mut self, queue: &DeviceQueue, param: &'static str) -> Result<()> {
+        if self.stream.capturing() {
+            return Err(Error::Capture(format!(
+                "queue `{param}`: launches that push to a queue cannot be captured yet (issue 13)"
+            )));
+        }
+        let capacity = queue.capacity() as u64;
+        let count = match &self.stream.state.cuda {
+            None => Counter::Known(queue.pushed()?),
+            Some(cuda) => {
+                let snapshot = WsBuf::alloc(&self.stream.dev, &self.stream.state, 8)?;
+                cuda.context()
+                    .bind_to_thread()
+                    .map_err(|e| Error::cuda("binding the context", e))?;
+                // SAFETY: both addresses are live allocations of at least 8 bytes (the queue's
+                // counter is one u64, the snapshot was just made of 8); the queue is borrowed
+                // for this call and the snapshot is owned by the check, and the stream orders
+                // the copy after the launch that pushed.
+                let r = unsafe {
+                    sys::cuMemcpyDtoDAsync_v2(
+                        snapshot.addr,
+                        queue.count.device_addr(),
+                        8,
+                        cuda.cu_stream(),
+                    )
+                };
+                r.result()
+                    .map_err(|e| Error::cuda("copying a queue's counter", e))?;
+                Counter::Gpu(Arc::new(snapshot))
+            }
+        };
+        lock(&self.stream.state.checks).push(Check::Queue {
+            param,
+            capacity,
+            count,
+        });
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pending")
+            .field("schedule", &self.launch.schedule)
+            .field("stream", &self.stream)
+            .finish()
+    }
+}
