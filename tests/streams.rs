@@ -245,7 +245,8 @@ fn graph_replays(dev: &Device) {
         dev.copy(&dev.upload(&x).unwrap(), &mut dx).unwrap();
         dev.synchronize().unwrap();
         stream.wait_for(&dev.stream()).unwrap();
-        graph.launch().unwrap();
+        // SAFETY: `da`, `dx`, `dy` and `dz` outlive the replay, which is synchronized here.
+        unsafe { graph.launch() }.unwrap();
         stream.synchronize().unwrap();
         let y = dy.download().unwrap();
         assert_spmv(&a, &x, &y, &format!("replay {rep}, y"));

@@ -308,6 +308,9 @@ enum SimOp {
 struct Captured {
     ops: Vec<SimOp>,
     checks: Vec<Check>,
+    /// The workspaces the captured kernels use: the graph keeps them alive, so that a later
+    /// launch that grows the stream's workspace cannot free memory a replay writes.
+    workspaces: Vec<Arc<WsBuf>>,
 }
 
 /// The workspace slot of a stream.
@@ -509,6 +512,11 @@ impl Stream {
     pub(crate) fn workspace(&self, bytes: usize) -> Result<Arc<WsBuf>> {
         let mut slot = lock(&self.state.slot);
         if let Some(buf) = slot.buf.as_ref().filter(|b| b.bytes >= bytes) {
+            if let Some(cap) = lock(&self.state.capture).as_mut() {
+                if !cap.workspaces.iter().any(|w| Arc::ptr_eq(w, buf)) {
+                    cap.workspaces.push(buf.clone());
+                }
+            }
             return Ok(buf.clone());
         }
         if slot.user {
@@ -629,6 +637,7 @@ impl Stream {
             stream: self.clone(),
             kind,
             checks: captured.checks,
+            _workspaces: captured.workspaces,
         })
     }
 }
@@ -648,19 +657,28 @@ enum GraphKind {
     Sim(Vec<SimOp>),
 }
 
-/// A recorded sequence of lb launches on one stream, replayed with [`Graph::launch`]. It keeps
-/// the buffers its kernels use alive only through the caller: the arguments of the captured
-/// launches must outlive every replay (the graph holds their addresses).
+/// A recorded sequence of lb launches on one stream, replayed with [`Graph::launch`]. The graph
+/// keeps its workspace alive itself; the arguments of the captured launches (buffers, tile sets,
+/// queues) it holds only by address, which is why a replay is `unsafe`.
 pub struct Graph {
     stream: Stream,
     kind: GraphKind,
     checks: Vec<Check>,
+    _workspaces: Vec<Arc<WsBuf>>,
 }
 
 impl Graph {
     /// Enqueues one replay on the capturing stream. Like a launch, its reports are read at the
     /// stream's next synchronization.
-    pub fn launch(&self) -> Result<()> {
+    ///
+    /// # Safety
+    ///
+    /// The kernels read and write the addresses the captured launches were given. Every
+    /// buffer, tile set and queue passed to a launch during the capture must still be alive,
+    /// not replaced, when the replay runs on the GPU (keep them until the stream's next
+    /// synchronization after the last replay). Their contents may change between replays: that
+    /// is how a graph is fed new input. On the simulator a freed argument is an error instead.
+    pub unsafe fn launch(&self) -> Result<()> {
         match &self.kind {
             GraphKind::Gpu(Some(g)) => {
                 g.launch()
