@@ -276,6 +276,8 @@ impl Checker<'_> {
             Stmt::Item(item) => {
                 self.report(&item, "items (`fn`, `const`, `use`, `struct`, …) cannot be declared inside a kernel body: declare them outside and pass values as parameters");
             }
+            // A lone `;` (syn's empty verbatim expression): an empty statement, as in Rust.
+            Stmt::Expr(Expr::Verbatim(tokens), Some(_)) if tokens.is_empty() => {}
             Stmt::Expr(e, _) => self.stmt_expr(e, out),
             Stmt::Macro(m) => {
                 self.report(&m, MACRO_MSG);

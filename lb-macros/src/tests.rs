@@ -120,6 +120,34 @@ fn unsuffixed_literal_takes_the_type_it_meets_later() {
 }
 
 #[test]
+fn empty_statements_are_nothing_as_in_rust() {
+    let with = lower_fn(
+        reduce_sum(),
+        quote! {
+            fn f(a: &Csr<f32>, #[atom] nz: usize) -> f32 {
+                ;
+                let mut acc = 0.0;
+                if acc > 1.0 { ; } else { acc += a.values[nz];; }
+                acc
+            }
+        },
+    )
+    .unwrap();
+    let without = lower_fn(
+        reduce_sum(),
+        quote! {
+            fn f(a: &Csr<f32>, #[atom] nz: usize) -> f32 {
+                let mut acc = 0.0;
+                if acc > 1.0 { } else { acc += a.values[nz]; }
+                acc
+            }
+        },
+    )
+    .unwrap();
+    assert_eq!(with.block, without.block);
+}
+
+#[test]
 fn literals_without_context_default_like_rust() {
     let body = lower_fn(
         reduce_sum(),
@@ -767,6 +795,9 @@ fn expansion_has_the_contracts_items() {
             "PARAM_NAMES",
             "cpu",
             "launch",
+            "launch_async",
+            "launch_with_async",
+            "workspace_size",
             "launch_with",
             "launch_unchecked",
             "launch_with_unchecked",
