@@ -15,26 +15,6 @@ fn device() -> Device {
     Device::default()
 }
 
-/// Sums agree within a relative tolerance of the row's magnitude (schedules may add in another
-/// order); the reference is recomputed in f64 from the matrix, independent of the macro.
-fn assert_spmv_close(a: &Csr<f32>, x: &[f32], got: &[f32], what: &str) {
-    assert_eq!(got.len(), a.num_rows, "{what}: output length");
-    for row in 0..a.num_rows {
-        let (mut exact, mut magnitude) = (0.0f64, 0.0f64);
-        for nz in a.row(row) {
-            let term = f64::from(a.values[nz]) * f64::from(x[a.col_indices[nz] as usize]);
-            exact += term;
-            magnitude += term.abs();
-        }
-        let tol = 1e-5 * magnitude.max(1e-30);
-        assert!(
-            (f64::from(got[row]) - exact).abs() <= tol,
-            "{what}: row {row}: got {}, f64 reference {exact}",
-            got[row]
-        );
-    }
-}
-
 fn check_spmv(a: &Csr<f32>, seed: u64) -> Result<(), TestCaseError> {
     let dev = device();
     let x = random_vec(a.num_cols, seed);

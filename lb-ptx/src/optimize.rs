@@ -18,12 +18,12 @@ pub fn kernel(kernel: &mut Kernel, fma: bool) {
     remove_unused_labels(&mut kernel.body);
     coalesce_copies(&mut kernel.body);
     if fma {
-        contract_fma(&mut kernel.body);
+        contract(&mut kernel.body, Contraction::Float);
     }
     narrow_zero_extensions(&mut kernel.body);
     reuse_common_values(&mut kernel.body);
     fold_address_offsets(&mut kernel.body);
-    contract_mad(&mut kernel.body);
+    contract(&mut kernel.body, Contraction::Integer);
     remove_dead(&mut kernel.body);
 }
 
@@ -173,20 +173,7 @@ fn remove_dead(body: &mut Vec<Instr>) {
 fn def_counts(body: &[Instr]) -> BTreeMap<Reg, usize> {
     let mut defs = BTreeMap::new();
     for instr in body {
-        let d = match &instr.op {
-            Op::Ld { dst, .. }
-            | Op::Atom { dst, .. }
-            | Op::Vote { dst, .. }
-            | Op::ActiveMask { dst } => Some(*dst),
-            Op::Shfl { dst, dst_pred, .. } => {
-                if let Some(p) = dst_pred {
-                    *defs.entry(*p).or_insert(0) += 1;
-                }
-                Some(*dst)
-            }
-            op => pure_def(op),
-        };
-        if let Some(d) = d {
+        for d in written(instr) {
             *defs.entry(d).or_insert(0) += 1;
         }
     }
@@ -564,7 +551,7 @@ impl Flow {
 
 /// Folds `op s, ...; mov d, s` into `op d, ...` when `s` is written by that one instruction and
 /// read by that one `mov`: the body generator copies a `return`ed value into the result register,
-/// and the copy hides the product from [`contract_fma`].
+/// and the copy hides the product from [`contract`].
 fn coalesce_copies(body: &mut Vec<Instr>) {
     let counts = use_counts(body);
     let defs = def_counts(body);
@@ -596,163 +583,174 @@ fn coalesce_copies(body: &mut Vec<Instr>) {
     retain_marked(body, &keep);
 }
 
-/// Rewrites `mul.rn d, a, b` directly followed by `add.rn e, x, d` (or `d, x`) into
-/// `fma.rn e, a, b, x` when `d` is read nowhere else and written nowhere else.
-///
-/// This is the contraction CUDA C++ compilers apply by default (`--fmad=true`): one rounding
-/// instead of two, so the result is at least as accurate as the separately rounded pair, and
-/// the dot product at the heart of SpMV costs one instruction per atom instead of two. Only
-/// labels no branch targets may sit between the two instructions, so that both run on exactly
-/// the same paths.
-fn contract_fma(body: &mut Vec<Instr>) {
-    let targets = branch_targets(body);
-    let counts = use_counts(body);
-    let defs = def_counts(body);
-    let mut removed = vec![false; body.len()];
-    for i in 0..body.len() {
-        let (ty, d, a, b) = match (&body[i].guard, &body[i].op) {
-            (
-                None,
-                Op::Bin {
-                    op: BinOp::Mul,
-                    ty,
-                    dst,
-                    a,
-                    b,
-                },
-            ) if ty.is_float() => (*ty, *dst, a.clone(), b.clone()),
-            _ => continue,
-        };
-        if counts.get(&d) != Some(&1) || defs.get(&d) != Some(&1) {
-            continue;
-        }
-        let Some(j) = (i + 1..body.len())
-            .find(|&j| !matches!(body[j].op, Op::Label(l) if !targets.contains(&l)))
-        else {
-            continue;
-        };
-        let other = match (&body[j].guard, &body[j].op) {
-            (
-                None,
-                Op::Bin {
-                    op: BinOp::Add,
-                    ty: add_ty,
-                    a: x,
-                    b: y,
-                    ..
-                },
-            ) if *add_ty == ty => match (x, y) {
-                (Operand::Reg(r), other) | (other, Operand::Reg(r)) if *r == d => other.clone(),
-                _ => continue,
-            },
-            _ => continue,
-        };
-        let Op::Bin { dst: e, .. } = body[j].op else {
-            unreachable!("matched as an add above")
-        };
-        body[j].op = Op::Fma {
-            ty,
-            dst: e,
-            a,
-            b,
-            c: other,
-        };
-        removed[i] = true;
-    }
-    let keep: Vec<bool> = removed.iter().map(|r| !r).collect();
-    retain_marked(body, &keep);
+/// Which products [`contract`] fuses into the add that reads them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Contraction {
+    /// `mul.rn d, a, b` directly followed by `add.rn e, x, d` (or `d, x`) becomes
+    /// `fma.rn e, a, b, x`: the contraction CUDA C++ compilers apply by default
+    /// (`--fmad=true`), one rounding instead of two, so the result is at least as accurate as
+    /// the separately rounded pair, and the dot product at the heart of SpMV costs one
+    /// instruction per atom instead of two. The add must be the very next instruction.
+    Float,
+    /// An integer `mul.lo d, a, b` or `mul.wide d, a, b` read by a later `add e, x, d` of the
+    /// product's width becomes `mad.lo`/`mad.wide e, a, b, x`. Integer arithmetic is exact, so
+    /// this changes no result; it is the address arithmetic of every gather (`base + index * 4`
+    /// in one `mad.wide.u32`, as CUDA C++ compilers emit it). The add may come up to
+    /// [`MAD_WINDOW`] instructions later.
+    Integer,
 }
 
-/// How far [`contract_mad`] looks for the one add that reads a product.
+/// How far an integer contraction looks for the one add that reads a product.
 const MAD_WINDOW: usize = 16;
 
-/// Rewrites an integer `mul.lo d, a, b` or `mul.wide d, a, b` whose only reader is a later
-/// `add e, x, d` (or `d, x`) of the product's width into `mad.lo`/`mad.wide e, a, b, x`.
-///
-/// Integer arithmetic is exact, so unlike [`contract_fma`] this changes no result; it is the
-/// address arithmetic of every gather (`base + index * 4`: one `mad.wide.u32` instead of a
-/// `mul.wide.u32` and an `add.u64`, as CUDA C++ compilers emit it). The add must follow within
-/// [`MAD_WINDOW`] instructions of straight-line code (no branch, no branch target) in which
-/// neither factor is written again, so that it reads the factors the product read.
-fn contract_mad(body: &mut Vec<Instr>) {
-    let targets = branch_targets(body);
-    let counts = use_counts(body);
-    let defs = def_counts(body);
-    let mut removed = vec![false; body.len()];
-    for i in 0..body.len() {
-        let (wide, ty, d, a, b) = match (&body[i].guard, &body[i].op) {
-            (None, Op::Bin { op, ty, dst, a, b })
+/// A product [`contract`] may fuse: `mul.wide` or not, the source type, the destination and
+/// the factors.
+struct Product {
+    wide: bool,
+    ty: Type,
+    dst: Reg,
+    a: Operand,
+    b: Operand,
+}
+
+impl Contraction {
+    /// The unguarded product of this kind that `instr` computes, if any.
+    fn product(self, instr: &Instr) -> Option<Product> {
+        let (None, Op::Bin { op, ty, dst, a, b }) = (&instr.guard, &instr.op) else {
+            return None;
+        };
+        let (a, b) = match self {
+            Contraction::Float if *op == BinOp::Mul && ty.is_float() => (a.clone(), b.clone()),
+            Contraction::Integer
                 if matches!(op, BinOp::Mul | BinOp::MulWide)
                     && matches!(ty, Type::U32 | Type::S32 | Type::U64 | Type::S64) =>
             {
-                (*op == BinOp::MulWide, *ty, *dst, a.clone(), b.clone())
+                // `mad`'s first factor is a register; a product of two immediates stays.
+                match (a, b) {
+                    (Operand::Reg(_), _) => (a.clone(), b.clone()),
+                    (_, Operand::Reg(_)) => (b.clone(), a.clone()),
+                    _ => return None,
+                }
             }
-            _ => continue,
+            _ => return None,
         };
-        // `mad`'s first factor is a register; a product of two immediates is left alone.
-        let (a, b) = match (a, b) {
-            (Operand::Reg(a), b) => (Operand::Reg(a), b),
-            (a, Operand::Reg(b)) => (Operand::Reg(b), a),
-            _ => continue,
+        Some(Product {
+            wide: *op == BinOp::MulWide,
+            ty: *ty,
+            dst: *dst,
+            a,
+            b,
+        })
+    }
+
+    /// How many instructions after the product the add may come.
+    fn window(self) -> usize {
+        match self {
+            Contraction::Float => 1,
+            Contraction::Integer => MAD_WINDOW,
+        }
+    }
+
+    /// The fused instruction, when `add` is an unguarded add of `p`'s result (read once) and
+    /// something this kind can take as the addend.
+    fn fuse(self, p: &Product, add: &Instr) -> Option<Op> {
+        let (
+            None,
+            Op::Bin {
+                op: BinOp::Add,
+                ty,
+                dst,
+                a: x,
+                b: y,
+            },
+        ) = (&add.guard, &add.op)
+        else {
+            return None;
         };
-        if counts.get(&d) != Some(&1) || defs.get(&d) != Some(&1) {
+        let other = match (x, y) {
+            (Operand::Reg(r), other) | (other, Operand::Reg(r)) if *r == p.dst => other,
+            _ => return None,
+        };
+        let (a, b) = (p.a.clone(), p.b.clone());
+        match self {
+            Contraction::Float if *ty == p.ty => Some(Op::Fma {
+                ty: p.ty,
+                dst: *dst,
+                a,
+                b,
+                c: other.clone(),
+            }),
+            Contraction::Integer => {
+                let sum_ty = match (p.wide, p.ty) {
+                    (true, Type::S32) => Type::S64,
+                    (true, _) => Type::U64,
+                    (false, ty) => ty,
+                };
+                let same_width = !ty.is_float() && *ty != Type::Pred && ty.size() == sum_ty.size();
+                match other {
+                    Operand::Reg(c) if same_width && *c != p.dst => Some(Op::Mad {
+                        wide: p.wide,
+                        ty: p.ty,
+                        dst: *dst,
+                        a,
+                        b,
+                        c: other.clone(),
+                    }),
+                    _ => None,
+                }
+            }
+            Contraction::Float => None,
+        }
+    }
+}
+
+/// Fuses each product of `kind` whose result is written once and read once, by an add that
+/// follows within the kind's window of straight-line code (no branch, no branch target) in
+/// which neither factor is written again: both then run on exactly the same paths and the add
+/// reads the factors the product read.
+fn contract(body: &mut Vec<Instr>, kind: Contraction) {
+    let targets = branch_targets(body);
+    let counts = use_counts(body);
+    let defs = def_counts(body);
+    let mut removed = vec![false; body.len()];
+    for i in 0..body.len() {
+        let Some(p) = kind.product(&body[i]) else {
+            continue;
+        };
+        if counts.get(&p.dst) != Some(&1) || defs.get(&p.dst) != Some(&1) {
             continue;
         }
-        let factors: Vec<Reg> = [&a, &b]
+        let factors: Vec<Reg> = [&p.a, &p.b]
             .into_iter()
             .filter_map(|o| match o {
                 Operand::Reg(r) => Some(*r),
                 _ => None,
             })
             .collect();
-        let Some(j) = reader_in_window(body, i, d, &factors, &targets) else {
+        let window = (i + 1..body.len()).take(kind.window());
+        let Some(j) = reader_in(body, window, p.dst, &factors, &targets) else {
             continue;
         };
-        let sum_ty = if wide { wide_type(ty) } else { ty };
-        let (e, c) = match (&body[j].guard, &body[j].op) {
-            (
-                None,
-                Op::Bin {
-                    op: BinOp::Add,
-                    ty: add_ty,
-                    dst,
-                    a: x,
-                    b: y,
-                },
-            ) if same_width(*add_ty, sum_ty) => match (x, y) {
-                (Operand::Reg(r), Operand::Reg(c)) | (Operand::Reg(c), Operand::Reg(r))
-                    if *r == d && *c != d =>
-                {
-                    (*dst, Operand::Reg(*c))
-                }
-                _ => continue,
-            },
-            _ => continue,
-        };
-        body[j].op = Op::Mad {
-            wide,
-            ty,
-            dst: e,
-            a,
-            b,
-            c,
-        };
-        removed[i] = true;
+        if let Some(fused) = kind.fuse(&p, &body[j]) {
+            body[j].op = fused;
+            removed[i] = true;
+        }
     }
     let keep: Vec<bool> = removed.iter().map(|r| !r).collect();
     retain_marked(body, &keep);
 }
 
-/// The first instruction after `i` that reads `d`, if it comes within [`MAD_WINDOW`]
-/// instructions of straight-line code that writes none of `factors`.
-fn reader_in_window(
+/// The first instruction of `window` that reads `d`, if none before it branches, is a branch
+/// target or writes one of `factors`.
+fn reader_in(
     body: &[Instr],
-    i: usize,
+    window: impl Iterator<Item = usize>,
     d: Reg,
     factors: &[Reg],
     targets: &BTreeSet<Label>,
 ) -> Option<usize> {
-    for (j, instr) in body.iter().enumerate().skip(i + 1).take(MAD_WINDOW) {
+    for j in window {
+        let instr = &body[j];
         if uses(instr).contains(&d) {
             return Some(j);
         }
@@ -778,20 +776,6 @@ fn written(instr: &Instr) -> Vec<Reg> {
         Op::Shfl { dst, dst_pred, .. } => std::iter::once(*dst).chain(*dst_pred).collect(),
         op => pure_def(op).into_iter().collect(),
     }
-}
-
-/// The 64-bit type a `mul.wide` of `ty` produces.
-fn wide_type(ty: Type) -> Type {
-    if ty == Type::S32 {
-        Type::S64
-    } else {
-        Type::U64
-    }
-}
-
-/// Whether two integer types have the same width (an add does not care about signedness).
-fn same_width(x: Type, y: Type) -> bool {
-    !x.is_float() && x != Type::Pred && x.size() == y.size()
 }
 
 #[cfg(test)]

@@ -496,6 +496,18 @@ impl Parser {
         }
     }
 
+    /// `d, a, b, c` of a fused multiply-add.
+    fn three_sources(&mut self) -> Result<(Reg, Operand, Operand, Operand), ParseError> {
+        let dst = self.reg()?;
+        self.comma()?;
+        let a = self.operand()?;
+        self.comma()?;
+        let b = self.operand()?;
+        self.comma()?;
+        let c = self.operand()?;
+        Ok((dst, a, b, c))
+    }
+
     fn comma(&mut self) -> Result<(), ParseError> {
         self.punct(',')
     }
@@ -725,24 +737,12 @@ impl Parser {
             }
             "fma" if n == 3 && parts[1] == "rn" => {
                 let ty = self.ty_of(parts, last)?;
-                let dst = self.reg()?;
-                self.comma()?;
-                let a = self.operand()?;
-                self.comma()?;
-                let b = self.operand()?;
-                self.comma()?;
-                let c = self.operand()?;
+                let (dst, a, b, c) = self.three_sources()?;
                 Ok(Op::Fma { ty, dst, a, b, c })
             }
             "mad" if n == 3 && matches!(parts[1], "lo" | "wide") => {
                 let ty = self.ty_of(parts, last)?;
-                let dst = self.reg()?;
-                self.comma()?;
-                let a = self.operand()?;
-                self.comma()?;
-                let b = self.operand()?;
-                self.comma()?;
-                let c = self.operand()?;
+                let (dst, a, b, c) = self.three_sources()?;
                 let wide = parts[1] == "wide";
                 Ok(Op::Mad {
                     wide,
