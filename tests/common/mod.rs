@@ -253,7 +253,7 @@ pub fn csc_frontier_rows(a: &Csc<f32>, frontier: &[u32], out: &mut Queue, #[atom
 /// order); the reference is recomputed in f64 from the matrix, independent of the macro.
 pub fn assert_spmv_close(a: &Csr<f32>, x: &[f32], got: &[f32], what: &str) {
     assert_eq!(got.len(), a.num_rows, "{what}: output length");
-    for row in 0..a.num_rows {
+    for (row, &value) in got.iter().enumerate() {
         let (mut exact, mut magnitude) = (0.0f64, 0.0f64);
         for nz in a.row(row) {
             let term = f64::from(a.values[nz]) * f64::from(x[a.col_indices[nz] as usize]);
@@ -262,9 +262,8 @@ pub fn assert_spmv_close(a: &Csr<f32>, x: &[f32], got: &[f32], what: &str) {
         }
         let tol = 1e-5 * magnitude.max(1e-30);
         assert!(
-            (f64::from(got[row]) - exact).abs() <= tol,
-            "{what}: row {row}: got {}, f64 reference {exact}",
-            got[row]
+            (f64::from(value) - exact).abs() <= tol,
+            "{what}: row {row}: got {value}, f64 reference {exact}"
         );
     }
 }
