@@ -119,7 +119,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             kernels = launch
                 .kernels
                 .iter()
-                .map(|k| k.entry.as_str())
+                .map(|k| k.entry.as_ref())
                 .collect::<Vec<_>>()
                 .join("+");
             times.extend(launch.elapsed_ms);

@@ -102,3 +102,42 @@ fn edge_cases() {
         .contains("merge_path"));
     assert_eq!(solver::spmv_schedule("auto"), Ok(None));
 }
+
+/// q = A·p as a user writes it: a kernel of the test's own over the matrix's columns (CSC), for
+/// A = Aᵀ: column j's sum over its nonzeros A[i][j]·p[i] is (Aᵀp)[j] = (Ap)[j].
+#[load_balanced(schedule = "merge_path", reduce = "sum", output = "q")]
+fn column_spmv(a: &Csc<f32>, p: &[f32], #[atom] nz: usize) -> f32 {
+    a.values[nz] * p[a.row_indices[nz] as usize]
+}
+
+/// The solver runs with the caller's SpMV, enqueued on the solver's stream, and converges like
+/// the host CG.
+#[test]
+fn converges_with_the_callers_spmv() {
+    let dev = Device::simulator();
+    let a = poisson3d(6).unwrap();
+    let at = DeviceCsc::upload(&dev, &a.to_csc().unwrap()).unwrap();
+    let b = lb::generate::random_vector(a.num_rows, seed());
+    let opts = Options {
+        max_iters: 60,
+        tol: 1e-5,
+        check_every: 2,
+        schedule: None,
+    };
+    let mut calls = 0;
+    let solve = solver::device_cg_with(&dev, &a, &b, &opts, &mut |stream, p, q| {
+        calls += 1;
+        drop(column_spmv::launch_async(stream, &at, p, q)?);
+        Ok(())
+    })
+    .unwrap();
+    let cpu = cpu_cg(&a, &b, opts.tol, opts.max_iters);
+    let (res, cpu_res) = (
+        relative_residual(&a, &b, &solve.x),
+        relative_residual(&a, &b, &cpu.x),
+    );
+    assert!(solve.converged, "{} iterations", solve.iterations);
+    assert!((res - cpu_res).abs() <= opts.tol, "{res} vs {cpu_res}");
+    // One warm-up iteration, then one SpMV per iteration.
+    assert_eq!(calls, solve.iterations + 1);
+}

@@ -104,11 +104,11 @@ impl Cusparse {
         alg: cs::cusparseSpMVAlg_t,
         reps: usize,
     ) -> Result<f64, String> {
-        self.spmv_timed(a, x, y, alg, |call| self.time(reps, call))
+        self.spmv_with(a, x, y, alg, |call| self.time(reps, call))
     }
 
-    /// y = A·x with `alg` called `calls` times back to back, then one synchronization: the
-    /// host wall time of the whole loop in ms (after one untimed call).
+    /// y = A·x with `alg` called `calls` times back to back, then one synchronization (after
+    /// one untimed call): the host time in ms to enqueue the calls, and of the whole loop.
     pub fn spmv_loop(
         &self,
         a: &CuCsr,
@@ -116,8 +116,8 @@ impl Cusparse {
         y: &mut DeviceBuffer<f32>,
         alg: cs::cusparseSpMVAlg_t,
         calls: usize,
-    ) -> Result<f64, String> {
-        self.spmv_timed(a, x, y, alg, |call| {
+    ) -> Result<(f64, f64), String> {
+        self.spmv_with(a, x, y, alg, |call| {
             call()?;
             self.stream
                 .synchronize()
@@ -126,25 +126,40 @@ impl Cusparse {
             for _ in 0..calls {
                 call()?;
             }
+            let enqueue = start.elapsed().as_secs_f64() * 1e3;
             self.stream
                 .synchronize()
                 .map_err(|e| driver("running cuSPARSE", e))?;
-            Ok(start.elapsed().as_secs_f64() * 1e3)
+            Ok((enqueue, start.elapsed().as_secs_f64() * 1e3))
         })
     }
 
-    /// Sets up y = A·x with `alg` (descriptors, buffer) and hands the call to `timer`.
-    fn spmv_timed(
+    /// Sets up y = A·x with `alg` (descriptors, buffer) and hands the call to `user`, which may
+    /// make it any number of times (each reads `x` and overwrites `y` as they are then).
+    pub fn spmv_with<R>(
         &self,
         a: &CuCsr,
         x: &DeviceBuffer<f32>,
         y: &mut DeviceBuffer<f32>,
         alg: cs::cusparseSpMVAlg_t,
-        timer: impl FnOnce(&mut dyn FnMut() -> Result<(), String>) -> Result<f64, String>,
-    ) -> Result<f64, String> {
-        let mat = a.descriptor()?;
+        user: impl FnOnce(&mut dyn FnMut() -> Result<(), String>) -> Result<R, String>,
+    ) -> Result<R, String> {
         let vx = DnVec::new(x)?;
         let vy = DnVec::new(y)?;
+        self.spmv_on(a, &vx, &vy, alg, user)
+    }
+
+    /// y = A·x over the vector descriptors `vx` and `vy`: the buffer is sized and made, and
+    /// `user` gets the call.
+    fn spmv_on<R>(
+        &self,
+        a: &CuCsr,
+        vx: &DnVec,
+        vy: &DnVec,
+        alg: cs::cusparseSpMVAlg_t,
+        user: impl FnOnce(&mut dyn FnMut() -> Result<(), String>) -> Result<R, String>,
+    ) -> Result<R, String> {
+        let mat = a.descriptor()?;
         let (alpha, beta) = (1.0f32, 0.0f32);
         let op = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
         let f32t = cs::cudaDataType::CUDA_R_32F;
@@ -165,7 +180,7 @@ impl Cusparse {
         })?;
         let buffer = a.dev.zeros::<u8>(size).map_err(|e| e.to_string())?;
         let buf = buffer.device_addr() as *mut c_void;
-        timer(&mut || {
+        user(&mut || {
             check("cusparseSpMV", unsafe {
                 cs::cusparseSpMV(
                     self.handle,
@@ -179,6 +194,45 @@ impl Cusparse {
                     alg,
                     buf,
                 )
+            })
+        })
+    }
+
+    /// [`Cusparse::spmv_with`] for a caller whose vectors change between calls (a solver's p
+    /// and q): the descriptors and buffer are made once for `x` and `y`'s shapes, and each call
+    /// points them at the vectors it is given, which must have those lengths.
+    pub fn spmv_rebound<R>(
+        &self,
+        a: &CuCsr,
+        x: &DeviceBuffer<f32>,
+        y: &mut DeviceBuffer<f32>,
+        alg: cs::cusparseSpMVAlg_t,
+        user: impl FnOnce(
+            &mut dyn FnMut(&DeviceBuffer<f32>, &mut DeviceBuffer<f32>) -> Result<(), String>,
+        ) -> Result<R, String>,
+    ) -> Result<R, String> {
+        let (x_len, y_len) = (x.len(), y.len());
+        let vx = DnVec::new(x)?;
+        let vy = DnVec::new(y)?;
+        self.spmv_on(a, &vx, &vy, alg, |call| {
+            user(&mut |x, y| {
+                if x.len() != x_len || y.len() != y_len {
+                    return Err(format!(
+                        "SpMV vectors of {} and {} elements, the descriptors were made for {x_len} and {y_len}",
+                        x.len(),
+                        y.len()
+                    ));
+                }
+                // SAFETY: both descriptors are alive (dropped after `user` returns) and the
+                // addresses are device buffers of the lengths they were created with.
+                check("cusparseDnVecSetValues", unsafe {
+                    cs::cusparseDnVecSetValues(vx.0, x.device_addr() as *mut c_void)
+                })?;
+                // SAFETY: as above.
+                check("cusparseDnVecSetValues", unsafe {
+                    cs::cusparseDnVecSetValues(vy.0, y.device_addr() as *mut c_void)
+                })?;
+                call()
             })
         })
     }

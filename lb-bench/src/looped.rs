@@ -2,8 +2,21 @@
 //! host (what an iterative solver sees), next to the kernel time of one call; the same N
 //! calls replayed from a CUDA graph; and cuSPARSE's SpMV called N times in the same way.
 //!
-//! Host overhead per call = wall per call − kernel time. One line per (matrix, schedule) on
-//! stdout, and one JSON object per line into `--json`.
+//! What the columns mean (µs per call):
+//! - `kernel`: CUDA events around one synchronous call (includes the gaps between a plan's
+//!   kernels, and the event pair's own cost).
+//! - `enqueue`: host time to enqueue one call (the loop before its final synchronization):
+//!   what the calls cost the CPU, whatever the GPU does meanwhile.
+//! - `wall`: the whole loop, synchronization included, per call.
+//! - `graph`: the same calls replayed from CUDA graphs: no host work per call, so this is the
+//!   GPU's own time per call when launches are back to back.
+//! - `over`: `wall − graph`, the time the host adds to a loop of calls (≤ 0 when the GPU, not
+//!   the host, is the bottleneck).
+//! - `lb host`: `enqueue − kernels × driver`, the host time lb adds per call beyond the driver's
+//!   own launch cost (`driver`: `cuLaunchKernel` of an empty kernel with as many parameters,
+//!   timed in the same run, once per matrix).
+//!
+//! One line per (matrix, schedule) on stdout, and one JSON object per line into `--json`.
 
 use std::io::Write;
 use std::time::Instant;
@@ -13,6 +26,7 @@ use serde::Serialize;
 
 use crate::baseline::{CuCsr, Cusparse, SPMV_ALGS};
 use crate::corpus::Matrix;
+use crate::driver_floor;
 use crate::run::spmv;
 
 /// Launches per captured graph (replayed N / this many times).
@@ -26,12 +40,18 @@ struct LoopRecord {
     calls: usize,
     /// Median CUDA-event time of one synchronous call, µs (None on the simulator).
     kernel_us: Option<f64>,
+    /// Host time to enqueue one call, µs.
+    enqueue_us: f64,
     /// Host wall time of the loop (enqueue N calls, then synchronize once) per call, µs.
     wall_us: f64,
-    /// Wall per call − kernel time, µs.
+    /// Wall per call − graph wall per call, µs.
     overhead_us: Option<f64>,
     /// Wall per call when the calls are replayed from CUDA graphs of `GRAPH_LAUNCHES` calls.
     graph_wall_us: Option<f64>,
+    /// Kernels one call launches.
+    kernels: usize,
+    /// Enqueue time minus `kernels` × the driver's own launch time, µs.
+    lb_host_us: Option<f64>,
     error: Option<String>,
 }
 
@@ -46,14 +66,28 @@ pub fn run(
 ) -> usize {
     let mut failed = 0;
     let mut out = json;
+    let driver = match driver_floor::launch_us(dev, calls) {
+        Ok(us) => {
+            if let Some(us) = us {
+                println!("lb-bench: the driver enqueues an empty kernel in {us:.2} µs");
+            }
+            us
+        }
+        Err(e) => {
+            println!("lb-bench: timing the driver's empty launch failed: {e}");
+            None
+        }
+    };
     println!(
-        "{:<28} {:<22} {:>10} {:>10} {:>10} {:>10}",
-        "matrix", "schedule", "kernel µs", "wall µs", "over µs", "graph µs"
+        "{:<28} {:<22} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "matrix", "schedule", "kernel", "enqueue", "wall", "graph", "over", "lb host"
     );
     for m in matrices {
         let mut records = Vec::new();
         for &s in schedules {
-            records.push(lb_loop(dev, m, s, calls).unwrap_or_else(|e| failure(m, s.name(), e)));
+            records.push(
+                lb_loop(dev, m, s, calls, driver).unwrap_or_else(|e| failure(m, s.name(), e)),
+            );
         }
         if let Some(cs) = cusparse {
             records.push(
@@ -64,13 +98,15 @@ pub fn run(
             failed += usize::from(r.error.is_some());
             let f = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.2}"));
             println!(
-                "{:<28} {:<22} {:>10} {:>10.2} {:>10} {:>10}{}",
+                "{:<28} {:<22} {:>8} {:>8.2} {:>8.2} {:>8} {:>8} {:>8}{}",
                 r.matrix,
                 r.schedule,
                 f(r.kernel_us),
+                r.enqueue_us,
                 r.wall_us,
-                f(r.overhead_us),
                 f(r.graph_wall_us),
+                f(r.overhead_us),
+                f(r.lb_host_us),
                 r.error
                     .as_deref()
                     .map_or_else(String::new, |e| format!("  ERROR {e}"))
@@ -92,9 +128,12 @@ fn failure(m: &Matrix, schedule: &str, e: String) -> LoopRecord {
         schedule: schedule.into(),
         calls: 0,
         kernel_us: None,
+        enqueue_us: f64::NAN,
         wall_us: f64::NAN,
         overhead_us: None,
         graph_wall_us: None,
+        kernels: 0,
+        lb_host_us: None,
         error: Some(e),
     }
 }
@@ -114,7 +153,13 @@ fn spmv_error(a: &Csr<f32>, x: &[f32], got: &[f32]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-fn lb_loop(dev: &Device, m: &Matrix, s: Schedule, calls: usize) -> Result<LoopRecord, String> {
+fn lb_loop(
+    dev: &Device,
+    m: &Matrix,
+    s: Schedule,
+    calls: usize,
+    driver_us: Option<f64>,
+) -> Result<LoopRecord, String> {
     let e = |e: lb::Error| e.to_string();
     let a = &m.csr;
     let x = lb::generate::random_vector(a.num_cols, 11);
@@ -122,9 +167,11 @@ fn lb_loop(dev: &Device, m: &Matrix, s: Schedule, calls: usize) -> Result<LoopRe
     let dx = dev.upload(&x).map_err(e)?;
     let mut dy = dev.zeros::<f32>(a.num_rows).map_err(e)?;
     let mut times = Vec::new();
+    let mut kernels = 0;
     for _ in 0..5 {
         let l = spmv::launch_with(dev, s, &da, &dx, &mut dy).map_err(e)?;
         times.extend(l.elapsed_ms.map(|ms| f64::from(ms) * 1e3));
+        kernels = l.kernels.len();
     }
     let err = spmv_error(a, &x, &dy.download().map_err(e)?);
     if err > 1e-4 {
@@ -133,14 +180,16 @@ fn lb_loop(dev: &Device, m: &Matrix, s: Schedule, calls: usize) -> Result<LoopRe
     times.sort_by(f64::total_cmp);
     let kernel_us = times.get(times.len() / 2).copied();
     let stream = dev.stream();
+    let per_call = |t: Instant| t.elapsed().as_secs_f64() * 1e6 / calls.max(1) as f64;
     let start = Instant::now();
     for _ in 0..calls {
         // SpMV's kernels test nothing, so a dropped Pending leaves no report behind; a fault
         // would still surface at the synchronization below.
         drop(spmv::launch_with_async(&stream, s, &da, &dx, &mut dy).map_err(e)?);
     }
+    let enqueue_us = per_call(start);
     stream.synchronize().map_err(e)?;
-    let wall_us = start.elapsed().as_secs_f64() * 1e6 / calls.max(1) as f64;
+    let wall_us = per_call(start);
     let graph_wall_us = if dev.is_gpu() {
         // CUDA's legacy default stream (the device's) cannot be captured: use a stream of its
         // own, ordered after the uploads.
@@ -162,9 +211,12 @@ fn lb_loop(dev: &Device, m: &Matrix, s: Schedule, calls: usize) -> Result<LoopRe
         schedule: s.name().into(),
         calls,
         kernel_us,
+        enqueue_us,
         wall_us,
-        overhead_us: kernel_us.map(|k| wall_us - k),
+        overhead_us: graph_wall_us.map(|g| wall_us - g),
         graph_wall_us,
+        kernels,
+        lb_host_us: driver_us.map(|d| enqueue_us - kernels as f64 * d),
         error: None,
     })
 }
@@ -212,29 +264,32 @@ fn cusparse_loop(
     let ca = CuCsr::upload(dev, a)?;
     let dx = dev.upload(&x).map_err(e)?;
     let mut dy = dev.zeros::<f32>(a.num_rows).map_err(e)?;
-    let mut best: Option<(f64, f64)> = None;
+    let mut best: Option<((f64, f64), f64)> = None;
     for (alg, _) in SPMV_ALGS {
         let kernel_ms = cs.spmv(&ca, &dx, &mut dy, alg, 5)?;
-        let wall_ms = cs.spmv_loop(&ca, &dx, &mut dy, alg, calls)?;
-        if best.is_none_or(|(w, _)| wall_ms < w) {
-            best = Some((wall_ms, kernel_ms));
+        let loop_ms = cs.spmv_loop(&ca, &dx, &mut dy, alg, calls)?;
+        if best.is_none_or(|((_, w), _)| loop_ms.1 < w) {
+            best = Some((loop_ms, kernel_ms));
         }
     }
     let err = spmv_error(a, &x, &dy.download().map_err(e)?);
     if err > 1e-4 {
         return Err(format!("wrong result: max relative error {err:.2e}"));
     }
-    let (wall_ms, kernel_ms) = best.ok_or("no cuSPARSE algorithm")?;
-    let wall_us = wall_ms * 1e3 / calls.max(1) as f64;
+    let ((enqueue_ms, wall_ms), kernel_ms) = best.ok_or("no cuSPARSE algorithm")?;
+    let per_call = |ms: f64| ms * 1e3 / calls.max(1) as f64;
     Ok(LoopRecord {
         matrix: m.name.clone(),
         nnz: a.nnz(),
         schedule: "cusparse".into(),
         calls,
         kernel_us: Some(kernel_ms * 1e3),
-        wall_us,
-        overhead_us: Some(wall_us - kernel_ms * 1e3),
+        enqueue_us: per_call(enqueue_ms),
+        wall_us: per_call(wall_ms),
+        overhead_us: None,
         graph_wall_us: None,
+        kernels: 0,
+        lb_host_us: None,
         error: None,
     })
 }

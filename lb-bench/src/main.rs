@@ -2,7 +2,9 @@
 //! the simulator's load-balance figures without one. docs/benchmarks.md explains every option.
 
 mod baseline;
+mod cg;
 mod corpus;
+mod driver_floor;
 mod graph;
 mod looped;
 mod report;
@@ -134,6 +136,11 @@ pub struct Cli {
     /// reports wall µs per call next to the kernel time (docs/streams.md).
     #[arg(long = "loop", value_name = "N")]
     pub loop_calls: Option<usize>,
+    /// Instead of the per-call timings: conjugate gradient (examples/cg.rs's solver) on the
+    /// N × N × N 3-D Poisson matrix with each SpMV schedule, `auto` and cuSPARSE's SpMV in the
+    /// same solver; reports iterations, the f64 residual and µs per iteration.
+    #[arg(long = "cg", value_name = "N", value_parser = clap::value_parser!(u16).range(2..=400))]
+    pub cg_grid: Option<u16>,
     /// Skip cuSPARSE.
     #[arg(long)]
     pub no_cusparse: bool,

@@ -235,12 +235,15 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
             .and_then(|g| g.power.as_ref())
             .and_then(Power::driver_version),
     );
+    let work = match (cli.cg_grid, cli.loop_calls) {
+        (Some(n), _) => format!("CG on the {n}³ Poisson matrix"),
+        (None, Some(calls)) => format!("{} matrices × SpMV loops of {calls}", matrices.len()),
+        (None, None) => format!("{} matrices × {} ops", matrices.len(), cli.ops.len()),
+    };
     eprintln!(
-        "lb-bench: {} ({}), {} matrices × {} ops",
+        "lb-bench: {} ({}), {work}",
         ctx.gpu,
         ctx.driver.as_deref().unwrap_or("driver n/a"),
-        matrices.len(),
-        cli.ops.len()
     );
     if let Some(bw) = gpu.as_ref().and_then(|g| g.copy_bytes_per_s) {
         eprintln!(
@@ -255,6 +258,20 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
         )),
         None => None,
     };
+    if let Some(n) = cli.cg_grid {
+        let schedules = if wanted.is_empty() {
+            crate::cg::SCHEDULES
+        } else {
+            &wanted[..]
+        };
+        let cusparse = gpu.as_ref().and_then(|g| g.cusparse.as_ref());
+        let out = json.as_mut().map(|w| w as &mut dyn Write);
+        let failed = crate::cg::run(&dev, usize::from(n), schedules, cusparse, out);
+        if let Some(w) = json.as_mut() {
+            w.flush().map_err(|e| e.to_string())?;
+        }
+        return Ok(Summary { failed });
+    }
     if let Some(calls) = cli.loop_calls {
         let schedules = if wanted.is_empty() {
             spmv::SCHEDULES
@@ -404,7 +421,7 @@ fn measure(cli: &Cli, p: &mut Problem, s: Subject, base: &Record, gpu: Option<&G
         Ok(l) => l,
         Err(e) => return r.failed(e.to_string()),
     };
-    r.kernels = launch.kernels.iter().map(|k| k.entry.clone()).collect();
+    r.kernels = launch.kernels.iter().map(|k| k.entry.to_string()).collect();
     match p.error() {
         Ok(err) => {
             r.max_rel_err = Some(err);

@@ -5,6 +5,7 @@
 //! upload: an entry is valid for exactly as long as its tile set, and is freed with it. Nothing
 //! keyed by address can outlive the data it describes.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -14,7 +15,7 @@ use crate::buffer::RawBuffer;
 /// Which plan and stream a cache entry belongs to: the module text's address, the plan's first
 /// entry and the stream's id (a producer still running on one stream must not be read by a
 /// launch on another).
-pub(crate) type PlanKey = (usize, String, u64);
+pub(crate) type PlanKey = (usize, Cow<'static, str>, u64);
 
 /// The cached temporaries of one tile set, per plan and stream (keyed by the module text's
 /// address, the plan's first entry and the stream, so two kernels of the same name in different
@@ -25,8 +26,8 @@ pub struct TempCache {
 }
 
 impl TempCache {
-    pub(crate) fn key(ptx: &'static str, first_entry: &str, stream: u64) -> PlanKey {
-        (ptx.as_ptr() as usize, first_entry.to_string(), stream)
+    pub(crate) fn key(ptx: &'static str, first_entry: Cow<'static, str>, stream: u64) -> PlanKey {
+        (ptx.as_ptr() as usize, first_entry, stream)
     }
 
     /// The plan's cached buffers, in the order of its `Cached` temporaries, if a launch made them.

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{sys, CudaContext, CudaStream, DriverError};
+use lb_ptx::plan::KernelPlan;
 
 use crate::device::lock;
 use crate::error::{Error, Result};
@@ -31,6 +32,10 @@ pub(crate) struct GpuModule {
     /// Resident blocks per SM by (function, block, dynamic shared memory): asked of the driver
     /// once, not at every launch.
     occupancy: Mutex<HashMap<(usize, u32, u32), u32>>,
+    /// The kernels each static plan launches from this module, looked up once: a launch then
+    /// takes one lock instead of a name search, a function lookup and an occupancy query per
+    /// kernel (see [`LoadedPlanKey`]).
+    plans: Mutex<HashMap<LoadedPlanKey, Arc<LoadedPlan>>>,
     /// Why the module's device-side launches were left out (it was loaded without its kernels
     /// that call the device runtime); `None` when nothing was left out.
     pub(crate) without_device_launch: Option<String>,
@@ -41,12 +46,39 @@ pub(crate) struct GpuModule {
 unsafe impl Send for GpuModule {}
 unsafe impl Sync for GpuModule {}
 
+/// Which plan a [`LoadedPlan`] was made for: the address and length of the plan's `'static`
+/// kernel list (only plans whose list is `'static` are kept, so the address never names another
+/// list later) and whether the tile set has a huge tile (which decides the device-launch twin).
+pub(crate) type LoadedPlanKey = (usize, usize, bool);
+
+/// One kernel of a plan as this module runs it.
+#[derive(Clone)]
+pub(crate) struct LoadedKernel {
+    pub(crate) plan: KernelPlan,
+    pub(crate) function: Function,
+    pub(crate) blocks_per_sm: u32,
+}
+
+/// The kernels a plan launches from this module (its device-launch twin or its host path) and
+/// the note saying which path that is.
+pub(crate) struct LoadedPlan {
+    pub(crate) kernels: Vec<LoadedKernel>,
+    pub(crate) notes: Vec<String>,
+}
+
 /// A kernel handle and the dynamic shared memory it has been opted in to.
 #[derive(Clone, Copy)]
 pub(crate) struct Function {
     raw: sys::CUfunction,
     shared_opt_in: u32,
 }
+
+// SAFETY: a function handle is a driver object of its module's context, valid from any thread;
+// every launch and query through it binds that context first, and the module (which owns it)
+// outlives every `Function` taken from it, as both live in the module's maps or a `Prepared`
+// that holds the module's `Arc`.
+unsafe impl Send for Function {}
+unsafe impl Sync for Function {}
 
 impl GpuModule {
     /// JIT-compiles `ptx`; on failure the error carries ptxas's log.
@@ -89,6 +121,7 @@ impl GpuModule {
             ctx: ctx.clone(),
             functions: Mutex::new(HashMap::new()),
             occupancy: Mutex::new(HashMap::new()),
+            plans: Mutex::new(HashMap::new()),
             without_device_launch: None,
         }
     }
@@ -218,6 +251,24 @@ impl GpuModule {
         }
         functions.insert(entry.to_string(), f);
         Ok(f)
+    }
+
+    /// The kernels of the plan `key` names, made by `load` on first use and kept with the module
+    /// when `key` is `Some` (a plan with a `'static` kernel list).
+    pub(crate) fn plan(
+        &self,
+        key: Option<LoadedPlanKey>,
+        load: impl FnOnce() -> Result<LoadedPlan>,
+    ) -> Result<Arc<LoadedPlan>> {
+        let Some(key) = key else {
+            return load().map(Arc::new);
+        };
+        if let Some(p) = lock(&self.plans).get(&key) {
+            return Ok(Arc::clone(p));
+        }
+        let p = Arc::new(load()?);
+        lock(&self.plans).insert(key, Arc::clone(&p));
+        Ok(p)
     }
 
     fn bind(&self) -> Result<()> {

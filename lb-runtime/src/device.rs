@@ -38,7 +38,6 @@ pub(crate) struct Gpu {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) sm_count: u32,
-    name: String,
     modules: Mutex<HashMap<ModuleKey, Arc<GpuModule>>>,
 }
 
@@ -125,6 +124,8 @@ pub(crate) enum Backend {
 }
 
 struct Inner {
+    /// [`Device::name`], shared with every `Launch` it reports.
+    name: Arc<str>,
     backend: Backend,
     fallback: Option<String>,
     /// The device's own stream: copies, and launches that name no other.
@@ -191,12 +192,12 @@ impl Device {
             ctx,
             stream,
             sm_count: u32::try_from(sm_count).unwrap_or(1).max(1),
-            name: format!("{name} (sm_{major}{minor})"),
             modules: Mutex::new(HashMap::new()),
         };
         let state = Arc::new(StreamState::new(Some(gpu.stream.clone())));
         Ok(Device {
             inner: Arc::new(Inner {
+                name: format!("{name} (sm_{major}{minor})").into(),
                 backend: Backend::Gpu(gpu),
                 fallback: None,
                 stream: state,
@@ -216,6 +217,7 @@ impl Device {
         };
         Device {
             inner: Arc::new(Inner {
+                name: "simulator".into(),
                 backend: Backend::Sim(sim),
                 fallback,
                 stream: Arc::new(StreamState::new(None)),
@@ -250,10 +252,12 @@ impl Device {
 
     /// The GPU's name and compute capability (`"NVIDIA H100 80GB HBM3 (sm_90)"`), or `"simulator"`.
     pub fn name(&self) -> &str {
-        match &self.inner.backend {
-            Backend::Gpu(gpu) => &gpu.name,
-            Backend::Sim(_) => "simulator",
-        }
+        &self.inner.name
+    }
+
+    /// [`Device::name`], shared.
+    pub(crate) fn name_arc(&self) -> Arc<str> {
+        Arc::clone(&self.inner.name)
     }
 
     /// Why [`Device::default`] fell back to the simulator, if it did.

@@ -4,6 +4,7 @@ use cudarc::driver::{sys, CudaEvent};
 use lb_ptx::plan::{DeviceLimits, KernelPlan, Plan, ProblemSize, Temp, TempCount, TempRole};
 use lb_ptx::sim::{LaunchConfig, Stats};
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -11,7 +12,7 @@ use crate::buffer::{DeviceBuffer, Element, RawBuffer};
 use crate::cache::{PlanKey, TempCache};
 use crate::coo::DeviceCoo;
 use crate::csc::DeviceCsc;
-use crate::cuda::{Function, GpuModule};
+use crate::cuda::{Function, GpuModule, LoadedKernel, LoadedPlan};
 use crate::device::{lock, Backend, Device, SIM_LIMITS};
 use crate::error::{Error, Result};
 use crate::formats::DeviceCsr;
@@ -179,7 +180,7 @@ impl KernelArg for bool {
 /// One kernel as it was launched.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelLaunch {
-    pub entry: String,
+    pub entry: Cow<'static, str>,
     pub grid: u32,
     pub block: u32,
     pub dynamic_shared: u32,
@@ -188,14 +189,14 @@ pub struct KernelLaunch {
 /// What a plan's execution did.
 #[derive(Clone, Debug)]
 pub struct Launch {
-    pub schedule: String,
+    pub schedule: Cow<'static, str>,
     pub kernels: Vec<KernelLaunch>,
     /// GPU time of all kernels together (CUDA events), `None` on the simulator.
     pub elapsed_ms: Option<f32>,
     /// Work statistics summed over the kernels, on the simulator only.
     pub sim: Option<Stats>,
     /// [`Device::name`] of the device it ran on.
-    pub device: String,
+    pub device: Arc<str>,
     /// How the plan ran where that is a choice: for a schedule with a device-launch twin
     /// ([`Plan::device_launch_entry`]), whether its child kernels were launched from the device
     /// or by the host (the fallback), and why.
@@ -349,11 +350,11 @@ pub fn submit(
     let first_grid = prepared.kernels.first().map_or(1, |k| k.grid);
     let (offsets, ws_bytes) = layout(plan, size, first_grid)?;
     let mut launch = Launch {
-        schedule: plan.schedule.to_string(),
+        schedule: plan.schedule.clone(),
         kernels: Vec::new(),
         elapsed_ms: None,
         sim: None,
-        device: dev.name().to_string(),
+        device: dev.name_arc(),
         notes: std::mem::take(&mut prepared.notes),
     };
     if mode == Submit::SizeOnly {
@@ -424,60 +425,92 @@ impl Prepared {
 
 /// Loads the module, picks the kernels (device-launch twin or host path) and sizes their grids.
 fn prepare(dev: &Device, ptx: &'static str, plan: &Plan, size: &ProblemSize) -> Result<Prepared> {
-    let gpu_module = match dev.backend() {
-        Backend::Gpu(gpu) => Some(gpu.module(ptx)?),
-        Backend::Sim(_) => None,
-    };
-    let kept = match &gpu_module {
-        Some(module) => module.without_device_launch.clone().map_or(Ok(()), Err),
-        None => Err("the simulator has no device-side launch".to_string()),
-    };
     // The device-launch twin has no huge-tile split: a tile set with a huge tile takes the host
     // path, whose split kernels spread that tile over the grid.
     let huge = plan
         .kernels
         .iter()
         .any(|k| k.min_tile_atoms.is_some() && k.needed(size));
-    let kept = match kept {
-        Ok(()) if huge => Err("a tile is large enough for the huge-tile split".to_string()),
-        kept => kept,
+    let (gpu, gpu_module) = match dev.backend() {
+        Backend::Gpu(gpu) => (gpu, gpu.module(ptx)?),
+        Backend::Sim(_) => {
+            let kept = Err("the simulator has no device-side launch".to_string());
+            let (kernel_plans, notes) = choose_path(ptx, plan, kept);
+            let kernels = kernel_plans
+                .iter()
+                .map(|k| KernelLaunch {
+                    entry: k.entry.clone(),
+                    grid: k.grid.blocks(size, k.block, &SIM_LIMITS),
+                    block: k.block,
+                    dynamic_shared: k.dynamic_shared,
+                })
+                .collect();
+            return Ok(Prepared {
+                needed: kernel_plans.iter().map(|k| k.needed(size)).collect(),
+                kernels,
+                gpu_functions: Vec::new(),
+                gpu_module: None,
+                notes,
+            });
+        }
     };
-    let (kernel_plans, notes) = choose_path(ptx, plan, kept);
-    let mut kernels = Vec::with_capacity(kernel_plans.len());
-    let mut gpu_functions = Vec::new();
-    for k in &kernel_plans {
-        let limits = match (dev.backend(), &gpu_module) {
-            (Backend::Gpu(gpu), Some(module)) => {
-                let f = module.function(&k.entry, k.dynamic_shared)?;
-                gpu_functions.push(f);
-                let blocks_per_sm = module.blocks_per_sm(f, k.block, k.dynamic_shared)?;
-                if blocks_per_sm == 0 {
-                    return Err(Error::Shape(format!(
-                        "kernel `{}` cannot run: no block of {} threads with {} bytes of dynamic shared memory fits on an SM",
-                        k.entry, k.block, k.dynamic_shared
-                    )));
-                }
-                DeviceLimits {
-                    sm_count: gpu.sm_count,
-                    blocks_per_sm,
-                }
-            }
-            _ => SIM_LIMITS,
+    // A static plan's kernels are looked up in the module once; a plan built at run time (tests,
+    // tools) is looked up at every launch.
+    let key = match &plan.kernels {
+        Cow::Borrowed(list) => Some((list.as_ptr() as usize, list.len(), huge)),
+        Cow::Owned(_) => None,
+    };
+    let loaded = gpu_module.plan(key, || load_plan(&gpu_module, ptx, plan, huge))?;
+    let mut kernels = Vec::with_capacity(loaded.kernels.len());
+    let mut gpu_functions = Vec::with_capacity(loaded.kernels.len());
+    for k in &loaded.kernels {
+        let limits = DeviceLimits {
+            sm_count: gpu.sm_count,
+            blocks_per_sm: k.blocks_per_sm,
         };
+        gpu_functions.push(k.function);
         kernels.push(KernelLaunch {
-            entry: k.entry.to_string(),
-            grid: k.grid.blocks(size, k.block, &limits),
-            block: k.block,
-            dynamic_shared: k.dynamic_shared,
+            entry: k.plan.entry.clone(),
+            grid: k.plan.grid.blocks(size, k.plan.block, &limits),
+            block: k.plan.block,
+            dynamic_shared: k.plan.dynamic_shared,
         });
     }
     Ok(Prepared {
-        needed: kernel_plans.iter().map(|k| k.needed(size)).collect(),
+        needed: loaded.kernels.iter().map(|k| k.plan.needed(size)).collect(),
         kernels,
         gpu_functions,
-        gpu_module,
-        notes,
+        notes: loaded.notes.clone(),
+        gpu_module: Some(gpu_module),
     })
+}
+
+/// The kernels `plan` launches from `module` (its device-launch twin unless the module lacks
+/// it or the tile set has a huge tile), with their handles and occupancy.
+fn load_plan(module: &GpuModule, ptx: &'static str, plan: &Plan, huge: bool) -> Result<LoadedPlan> {
+    let kept = match module.without_device_launch.clone() {
+        None if huge => Err("a tile is large enough for the huge-tile split".to_string()),
+        None => Ok(()),
+        Some(why) => Err(why),
+    };
+    let (kernel_plans, notes) = choose_path(ptx, plan, kept);
+    let mut kernels = Vec::with_capacity(kernel_plans.len());
+    for k in kernel_plans {
+        let function = module.function(&k.entry, k.dynamic_shared)?;
+        let blocks_per_sm = module.blocks_per_sm(function, k.block, k.dynamic_shared)?;
+        if blocks_per_sm == 0 {
+            return Err(Error::Shape(format!(
+                "kernel `{}` cannot run: no block of {} threads with {} bytes of dynamic shared memory fits on an SM",
+                k.entry, k.block, k.dynamic_shared
+            )));
+        }
+        kernels.push(LoadedKernel {
+            plan: k,
+            function,
+            blocks_per_sm,
+        });
+    }
+    Ok(LoadedPlan { kernels, notes })
 }
 
 /// Bytes of temporary `t` for this problem and first-kernel grid.
@@ -539,7 +572,7 @@ impl Temps {
             (Some(_), 1..) => plan
                 .kernels
                 .first()
-                .map(|k| TempCache::key(job.ptx, &k.entry, stream.state.id)),
+                .map(|k| TempCache::key(job.ptx, k.entry.clone(), stream.state.id)),
             _ => None,
         };
         let mut warm = job
@@ -632,7 +665,7 @@ fn run_kernels(
                 .iter()
                 .find(|k| module.kernel(&k.entry).is_none())
             {
-                return Err(Error::MissingKernel(k.entry.clone()));
+                return Err(Error::MissingKernel(k.entry.to_string()));
             }
             for k in &prepared.kernels {
                 let cfg = LaunchConfig {

@@ -155,7 +155,7 @@ fn execute_runs_a_grid_stride_kernel() {
     assert_eq!(launch.kernels.len(), 1);
     assert_eq!((launch.kernels[0].grid, launch.kernels[0].block), (4, 32));
     assert_eq!(launch.schedule, "thread_mapped");
-    assert_eq!(launch.device, "simulator");
+    assert_eq!(&*launch.device, "simulator");
     assert!(launch.elapsed_ms.is_none());
     let stats = launch.sim.expect("simulator statistics");
     assert_eq!(stats.threads, 128);
