@@ -76,9 +76,14 @@ pub struct Record {
     pub max_row: usize,
     /// A schedule's name, "auto" or "cusparse".
     pub schedule: String,
-    /// For "auto": the schedule the heuristic picked.
+    /// For "auto": the schedule the heuristic picked; for "tuned": the one measured fastest.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub picked: Option<String>,
+    /// For "tuned": the first launch's extra time over a launch of its pick (GPU), ms.
+    pub tuning_ms: Option<f64>,
+    /// For "tuned": launches after which the tuning time is paid back against the heuristic's
+    /// pick (`None` when the heuristic picked as well, or on the simulator).
+    pub payback_launches: Option<f64>,
     /// "ok" or "failed" (an error, or a result off the CPU reference); failed runs are not timed.
     pub status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -151,6 +156,8 @@ impl Record {
                 .unwrap_or(0),
             schedule: String::new(),
             picked: None,
+            tuning_ms: None,
+            payback_launches: None,
             status: "ok",
             error: None,
             kernels: Vec::new(),
@@ -251,7 +258,7 @@ pub fn print_header(gpu: bool) {
 
 pub fn print_row(r: &Record) {
     let schedule = match &r.picked {
-        Some(p) => format!("auto→{p}"),
+        Some(p) => format!("{}→{p}", r.schedule),
         None => r.schedule.clone(),
     };
     let status = match (&r.status, &r.error) {
@@ -308,6 +315,8 @@ pub struct AutoSummary {
     #[serde(flatten)]
     pub context: Context,
     pub op: &'static str,
+    /// "auto" (the heuristic) or "tuned" (measured at the first launch).
+    pub subject: &'static str,
     /// What "best" means: "median_ms" on a GPU, "sim_busiest_instructions" on the simulator.
     pub metric: &'static str,
     pub matrices: usize,
@@ -324,8 +333,13 @@ fn cost(r: &Record) -> Option<f64> {
     r.median_ms.or(r.sim_busiest_instructions.map(|v| v as f64))
 }
 
+/// Rows that are not one schedule's own.
+fn is_pick(schedule: &str) -> bool {
+    matches!(schedule, "auto" | "tuned" | "cusparse")
+}
+
 pub fn auto_summary(records: &[Record], ctx: &Context) -> Vec<AutoSummary> {
-    let mut by_op: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut by_op: BTreeMap<(&str, &'static str), Vec<(f64, f64)>> = BTreeMap::new();
     let mut groups: BTreeMap<(&str, &str), Vec<&Record>> = BTreeMap::new();
     for r in records.iter().filter(|r| r.status == "ok") {
         groups.entry((r.op, r.matrix.as_str())).or_default().push(r);
@@ -334,29 +348,32 @@ pub fn auto_summary(records: &[Record], ctx: &Context) -> Vec<AutoSummary> {
     for ((op, _), rs) in groups {
         let best = rs
             .iter()
-            .filter(|r| r.schedule != "auto" && r.schedule != "cusparse")
+            .filter(|r| !is_pick(&r.schedule))
             .filter(|r| !crate::variants::is_variant(&r.schedule))
             .filter_map(|r| cost(r))
             .fold(f64::INFINITY, f64::min);
-        let auto = rs
-            .iter()
-            .find(|r| r.schedule == "auto")
-            .and_then(|r| cost(r));
         if rs.iter().any(|r| r.median_ms.is_some()) {
             metric = "median_ms";
         }
-        if let Some(a) = auto.filter(|_| best.is_finite() && best > 0.0) {
-            by_op.entry(op).or_default().push((a, best));
+        for subject in ["auto", "tuned"] {
+            let picked = rs
+                .iter()
+                .find(|r| r.schedule == subject)
+                .and_then(|r| cost(r));
+            if let Some(a) = picked.filter(|_| best.is_finite() && best > 0.0) {
+                by_op.entry((op, subject)).or_default().push((a, best));
+            }
         }
     }
     by_op
         .into_iter()
-        .map(|(op, pairs)| {
+        .map(|((op, subject), pairs)| {
             let losses: Vec<f64> = pairs.iter().map(|&(a, b)| a / b).collect();
             AutoSummary {
                 record: "auto_summary",
                 context: ctx.clone(),
                 op,
+                subject,
                 metric,
                 matrices: losses.len(),
                 auto_picked_best: losses.iter().filter(|&&l| l <= 1.0 + 1e-9).count(),
@@ -372,8 +389,8 @@ pub fn auto_summary(records: &[Record], ctx: &Context) -> Vec<AutoSummary> {
 pub fn print_summary(s: &[AutoSummary]) {
     for a in s {
         println!(
-            "auto, {}: picked the best schedule on {}/{} matrices; geomean loss against the oracle {:.3}× (worst {:.2}×; by {})",
-            a.op, a.auto_picked_best, a.matrices, a.geomean_loss, a.worst_loss, a.metric
+            "{}, {}: picked the best schedule on {}/{} matrices; geomean loss against the oracle {:.3}× (worst {:.2}×; by {})",
+            a.subject, a.op, a.auto_picked_best, a.matrices, a.geomean_loss, a.worst_loss, a.metric
         );
     }
 }
@@ -430,7 +447,7 @@ pub fn plots(dir: &Path, records: &[Record]) -> Result<(), String> {
         };
         let gpu = mine().any(|r| r.gbps.is_some());
         let mut landscape = Series::new();
-        for r in mine().filter(|r| r.schedule != "auto") {
+        for r in mine().filter(|r| r.schedule != "auto" && r.schedule != "tuned") {
             let y = if gpu { r.gbps } else { r.sim_instr_per_atom };
             if let Some(y) = y {
                 landscape
@@ -457,9 +474,7 @@ pub fn plots(dir: &Path, records: &[Record]) -> Result<(), String> {
             let mut speedup = Series::new();
             for r in mine() {
                 let best_ours = mine()
-                    .filter(|o| {
-                        o.matrix == r.matrix && o.schedule != "cusparse" && o.schedule != "auto"
-                    })
+                    .filter(|o| o.matrix == r.matrix && !is_pick(&o.schedule))
                     .filter_map(|o| o.speedup_vs_cusparse)
                     .fold(f64::NAN, f64::max);
                 let x = r.nnz as f64;

@@ -66,11 +66,18 @@ fn simulator_run_reports_every_schedule_as_json_lines() {
                     .or_default()
                     .insert(v["schedule"].as_str().unwrap().to_string());
             }
-            Some("auto_summary") => summaries += 1,
+            Some("auto_summary") => {
+                summaries += 1;
+                // Measured at the first launch by the simulator's cost, `tuned` is the oracle.
+                if v["subject"] == "tuned" {
+                    assert_eq!(v["auto_picked_best"], v["matrices"], "{line}");
+                    assert_eq!(v["worst_loss"].as_f64(), Some(1.0), "{line}");
+                }
+            }
             other => panic!("unknown record kind {other:?}"),
         }
     }
-    assert_eq!(summaries, 2, "one auto summary per op");
+    assert_eq!(summaries, 4, "one auto and one tuned summary per op");
     // tiny has 3 members, road 1; two ops.
     assert_eq!(schedules.len(), 8, "{schedules:?}");
     let mut want: BTreeSet<String> = lb::Schedule::ALL
@@ -78,6 +85,7 @@ fn simulator_run_reports_every_schedule_as_json_lines() {
         .map(|s| s.name().to_string())
         .collect();
     want.insert("auto".into());
+    want.insert("tuned".into());
     for (key, got) in &schedules {
         assert_eq!(got, &want, "{key:?}");
     }

@@ -699,6 +699,15 @@ fn launchers(
     };
     let choose =
         quote!(::lb::__private::choose_schedule(self::SCHEDULES, #tile_set.stats(), #lane_count));
+    // Candidate runs of a tuning launch must leave what one launch leaves: a reduce kernel
+    // overwrites its whole output at each run; `&mut` slices and queues would take every run's
+    // writes and pushes, and a frontier launch is not the tile set's own problem.
+    let tunable = sig.output.is_some()
+        && sig.tiles.is_none()
+        && sig
+            .body_params()
+            .all(|p| !matches!(p.role, Role::Queue | Role::Slice { mutable: true, .. }));
+    let fn_name = func.sig.ident.to_string();
     let safe_doc = tested.safe_doc();
     let safety_doc = tested.safety_doc();
     let run = run_fn(func, sig, g);
@@ -706,17 +715,42 @@ fn launchers(
     // the user's crate, and `#[allow(unsafe_code)]` lets a crate that denies unsafe code keep
     // its lint for its own code.
     quote! {
-        /// Runs the kernels of the schedule among `SCHEDULES` that `lb::heuristic` picks for the
-        /// tile set; see `launch_with` for what is checked.
+        /// Runs the kernels of the schedule among `SCHEDULES` that the device's tuning picks for
+        /// the tile set (`Launch::picked` says how): measured at the first launch on a tile set
+        /// when the kernel can be tuned and tuning is on, else `lb::heuristic`'s choice; see
+        /// `launch_with` for what is checked.
         pub fn launch(dev: &::lb::__private::Device, #(#params),*) -> ::lb::__private::Result<::lb::__private::Launch> {
-            self::launch_with(dev, #choose, #(#names),*)
+            let __lb_stream = dev.stream();
+            self::__lb_auto(&__lb_stream, ::lb::__private::Submit::Timed, #(#names),*)?.wait()
         }
 
         /// `launch` on `stream`, without waiting: the kernels are enqueued and the returned
         /// `Pending` reports their errors (bounds, queue overflow) and time when waited on, or
         /// the stream's next synchronization does. Temporaries come from the stream's workspace.
+        /// A launch that tunes waits for its candidates' runs.
         pub fn launch_async(stream: &::lb::__private::Stream, #(#params),*) -> ::lb::__private::Result<::lb::__private::Pending> {
-            self::launch_with_async(stream, #choose, #(#names),*)
+            self::__lb_auto(stream, ::lb::__private::Submit::Enqueue, #(#names),*)
+        }
+
+        /// `launch`'s schedule choice, then the launch.
+        fn __lb_auto(stream: &::lb::__private::Stream, __lb_mode: ::lb::__private::Submit, #(#params),*) -> ::lb::__private::Result<::lb::__private::Pending> {
+            let __lb_kernel = ::lb::__private::AutoKernel {
+                name: #fn_name,
+                ptx: self::PTX,
+                schedules: self::SCHEDULES,
+                tunable: #tunable,
+            };
+            let (__lb_schedule, __lb_picked) = ::lb::__private::pick_schedule(
+                stream,
+                &__lb_kernel,
+                #tile_set.stats(),
+                ::lb::__private::DeviceTileSet::temp_cache(#tile_set),
+                #lane_count,
+                &mut |__lb_s| self::__lb_run(stream, __lb_s, false, ::lb::__private::Submit::Timed, #(#names),*),
+            )?;
+            let mut __lb_pending = self::__lb_run(stream, __lb_schedule, false, __lb_mode, #(#names),*)?;
+            __lb_pending.set_picked(__lb_picked);
+            ::core::result::Result::Ok(__lb_pending)
         }
 
         /// `launch_with` on `stream`, without waiting; see `launch_async`.

@@ -10,7 +10,10 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use lb_ptx::Schedule;
+
 use crate::buffer::RawBuffer;
+use crate::device::lock;
 
 /// Which plan and stream a cache entry belongs to: the module text's address, the plan's first
 /// entry and the stream's id (a producer still running on one stream must not be read by a
@@ -23,7 +26,13 @@ pub(crate) type PlanKey = (usize, Cow<'static, str>, u64);
 #[derive(Default)]
 pub struct TempCache {
     entries: Mutex<HashMap<PlanKey, Vec<Arc<RawBuffer>>>>,
+    /// The schedule `auto` measured fastest here, per kernel module (its text's address and
+    /// length) and lane count (`crate::tune`).
+    tuned: Mutex<HashMap<TunedKey, Schedule>>,
 }
+
+/// A kernel module's text address and length, and the lane count.
+pub(crate) type TunedKey = (usize, usize, u64);
 
 impl TempCache {
     pub(crate) fn key(ptx: &'static str, first_entry: Cow<'static, str>, stream: u64) -> PlanKey {
@@ -39,6 +48,14 @@ impl TempCache {
         if let Ok(mut entries) = self.entries.lock() {
             entries.insert(key, buffers);
         }
+    }
+
+    pub(crate) fn tuned(&self, key: TunedKey) -> Option<Schedule> {
+        lock(&self.tuned).get(&key).copied()
+    }
+
+    pub(crate) fn set_tuned(&self, key: TunedKey, schedule: Schedule) {
+        lock(&self.tuned).insert(key, schedule);
     }
 
     /// How many plans have cached temporaries for this tile set.

@@ -16,6 +16,7 @@ use crate::buffer::{from_bytes, to_bytes, DeviceBuffer, Element, RawBuffer, Stor
 use crate::cuda::GpuModule;
 use crate::error::{Error, Result};
 use crate::stream::{Stream, StreamState};
+use crate::tune::{TuneConfig, Tuning};
 
 /// Modules are cached by the address and length of their `&'static str` PTX: each kernel
 /// module is a distinct constant, so this identifies it without hashing megabytes of text.
@@ -106,6 +107,17 @@ impl Gpu {
     }
 }
 
+/// The driver's version number, or `"unknown"` when it cannot say.
+fn driver_version() -> String {
+    let mut v = 0;
+    // SAFETY: the driver writes one int through the pointer, which is valid for the call.
+    let r = unsafe { sys::cuDriverGetVersion(&mut v) };
+    match r.result() {
+        Ok(()) => v.to_string(),
+        Err(_) => "unknown".to_string(),
+    }
+}
+
 /// The CUDA device runtime library: `$LB_CUDADEVRT`, else the toolkit's default location.
 fn device_runtime() -> std::path::PathBuf {
     std::env::var_os("LB_CUDADEVRT")
@@ -126,6 +138,10 @@ pub(crate) enum Backend {
 struct Inner {
     /// [`Device::name`], shared with every `Launch` it reports.
     name: Arc<str>,
+    /// The CUDA driver's version (`"13000"`), or `"simulator"`: part of a tuning file's key.
+    driver: String,
+    /// How `auto` picks (`crate::tune`).
+    tune: Mutex<TuneConfig>,
     backend: Backend,
     fallback: Option<String>,
     /// The device's own stream: copies, and launches that name no other.
@@ -198,6 +214,8 @@ impl Device {
         Ok(Device {
             inner: Arc::new(Inner {
                 name: format!("{name} (sm_{major}{minor})").into(),
+                driver: driver_version(),
+                tune: Mutex::new(TuneConfig::from_env(true)),
                 backend: Backend::Gpu(gpu),
                 fallback: None,
                 stream: state,
@@ -218,6 +236,8 @@ impl Device {
         Device {
             inner: Arc::new(Inner {
                 name: "simulator".into(),
+                driver: "simulator".into(),
+                tune: Mutex::new(TuneConfig::from_env(false)),
                 backend: Backend::Sim(sim),
                 fallback,
                 stream: Arc::new(StreamState::new(None)),
@@ -258,6 +278,38 @@ impl Device {
     /// [`Device::name`], shared.
     pub(crate) fn name_arc(&self) -> Arc<str> {
         Arc::clone(&self.inner.name)
+    }
+
+    /// The CUDA driver's version number (`"13000"`), or `"simulator"`.
+    pub fn driver_version(&self) -> &str {
+        &self.inner.driver
+    }
+
+    /// How `schedule = "auto"` picks on this device: [`Tuning::Tune`] (the default on a GPU)
+    /// measures every generated schedule at the first launch on a tile set; [`Tuning::Rule`]
+    /// (the default on the simulator) uses the heuristic alone. `LB_TUNE=rule|tune` sets the
+    /// default. See docs/tuning.md.
+    pub fn set_tuning(&self, mode: Tuning) {
+        lock(&self.inner.tune).mode = mode;
+    }
+
+    pub fn tuning(&self) -> Tuning {
+        lock(&self.inner.tune).mode
+    }
+
+    /// Where tuning choices are kept across processes; `None`: nowhere. The default is
+    /// `LB_TUNE_CACHE` (a path, or `off`), else on a GPU `$XDG_CACHE_HOME/lb/tuning.tsv` or
+    /// `~/.cache/lb/tuning.tsv`, and nowhere on the simulator.
+    pub fn set_tuning_file(&self, path: Option<std::path::PathBuf>) {
+        lock(&self.inner.tune).set_file(path);
+    }
+
+    pub fn tuning_file(&self) -> Option<std::path::PathBuf> {
+        lock(&self.inner.tune).file.clone()
+    }
+
+    pub(crate) fn tune_config(&self) -> &Mutex<TuneConfig> {
+        &self.inner.tune
     }
 
     /// Why [`Device::default`] fell back to the simulator, if it did.

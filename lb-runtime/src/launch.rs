@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::formats::DeviceCsr;
 use crate::queue::DeviceQueue;
 use crate::stream::{Pending, Stream, WsBuf, ALIGN, FLAG_REGION};
+use crate::tune::Picked;
 
 /// One kernel parameter's value, in the type of its `.param`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -197,6 +198,9 @@ pub struct Launch {
     pub sim: Option<Stats>,
     /// [`Device::name`] of the device it ran on.
     pub device: Arc<str>,
+    /// Why this schedule ran: named by the caller, picked by the heuristic, or measured
+    /// ([`Picked`]).
+    pub picked: Picked,
     /// How the plan ran where that is a choice: for a schedule with a device-launch twin
     /// ([`Plan::device_launch_entry`]), whether its child kernels were launched from the device
     /// or by the host (the fallback), and why.
@@ -355,6 +359,7 @@ pub fn submit(
         elapsed_ms: None,
         sim: None,
         device: dev.name_arc(),
+        picked: Picked::Named,
         notes: std::mem::take(&mut prepared.notes),
     };
     if mode == Submit::SizeOnly {

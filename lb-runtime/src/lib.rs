@@ -20,6 +20,7 @@ pub mod mtx;
 mod queue;
 mod stats;
 mod stream;
+mod tune;
 
 pub use buffer::{DeviceBuffer, Element};
 pub use cache::TempCache;
@@ -41,3 +42,4 @@ pub use mtx::{parse_mtx, read_mtx, write_mtx, MtxValue};
 pub use queue::{DeviceQueue, Queue};
 pub use stats::TileStats;
 pub use stream::{Graph, Pending, Stream, Workspace};
+pub use tune::{pick_schedule, AutoKernel, Picked, Tuning};

@@ -21,6 +21,7 @@ use crate::device::{lock, Backend, Device};
 use crate::error::{Error, Result};
 use crate::launch::Launch;
 use crate::queue::DeviceQueue;
+use crate::tune::Picked;
 
 /// Bytes at the start of every workspace reserved for the error flag (two u64 words), so that
 /// no plan's scratch ever lands on the flag another plan left raised but unread.
@@ -758,6 +759,11 @@ impl Pending {
     /// What was enqueued (schedule, kernels, notes; no time yet).
     pub fn launch(&self) -> &Launch {
         &self.launch
+    }
+
+    /// Records why the launch's schedule was chosen (the generated `auto` launchers call it).
+    pub fn set_picked(&mut self, picked: Picked) {
+        self.launch.picked = picked;
     }
 
     /// Bytes of workspace the launch used (what [`Stream::set_workspace`] needs for it).

@@ -1,0 +1,306 @@
+//! `schedule = "auto"` that measures: the first launch of an `auto` kernel on a tile set runs
+//! every generated schedule, keeps the fastest with the tile set, and records it on disk so that
+//! another process does not measure again (docs/tuning.md).
+//!
+//! The cost of a candidate is its GPU time (CUDA events, the best of two timed runs after one
+//! that warms its module and caches), or on the simulator the busiest thread's instructions of
+//! a run after that first one, the measure lb-bench ranks simulator runs by. Only kernels whose every candidate run leaves the
+//! same result are tuned: a `reduce` kernel with no `&mut` slice, queue or frontier (its output
+//! is overwritten whole by each run, the winner's run last). Any other kernel keeps the
+//! heuristic (`Picked::Rule`): running it several times would apply its atomics and pushes
+//! several times.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, Once};
+
+use lb_ptx::Schedule;
+
+use crate::cache::TempCache;
+use crate::device::{lock, Device};
+use crate::error::Result;
+use crate::heuristic::choose_schedule;
+use crate::stats::TileStats;
+use crate::stream::{Pending, Stream};
+
+/// How `auto` picks a schedule on a device ([`Device::set_tuning`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tuning {
+    /// The heuristic alone (`lb::heuristic`), from the tile set's statistics.
+    Rule,
+    /// Measure every generated schedule at the first launch on a tile set and keep the fastest.
+    Tune,
+}
+
+/// Why a launch ran the schedule it ran ([`crate::Launch::picked`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Picked {
+    /// The caller named it (`launch_with`).
+    Named,
+    /// The heuristic picked it: tuning is off, or the kernel cannot be tuned (see the module
+    /// documentation), or a capture is in progress.
+    Rule,
+    /// Measured by this launch: each candidate with its cost (ms on a GPU, the busiest
+    /// thread's instructions on the simulator), fastest first.
+    Tuned(Vec<(Schedule, f64)>),
+    /// Measured by an earlier launch on this tile set.
+    Cached,
+    /// Read from the tuning file, measured by an earlier process on a tile set of this shape.
+    Persisted,
+}
+
+/// What the generated `auto` launchers tell the tuner about their kernel.
+#[derive(Clone, Copy, Debug)]
+pub struct AutoKernel {
+    /// The kernel's function name.
+    pub name: &'static str,
+    /// The module text (its address tells kernels apart within a process; its hash across
+    /// processes).
+    pub ptx: &'static str,
+    pub schedules: &'static [Schedule],
+    /// Every candidate run leaves the same result (see the module documentation).
+    pub tunable: bool,
+}
+
+/// A device's tuning settings.
+#[derive(Debug)]
+pub(crate) struct TuneConfig {
+    pub(crate) mode: Tuning,
+    /// The tuning file, `None`: nothing is read or written.
+    pub(crate) file: Option<PathBuf>,
+    /// The file's entries once read (`None` until the first lookup).
+    loaded: Option<HashMap<String, String>>,
+}
+
+impl TuneConfig {
+    /// `LB_TUNE` (`rule` or `tune`) else tuning on a GPU and the rule on the simulator, whose
+    /// runs cost a thousand times a GPU's; `LB_TUNE_CACHE` (a path, or `off`) else, on a GPU,
+    /// `$XDG_CACHE_HOME/lb/tuning.tsv` or `~/.cache/lb/tuning.tsv`.
+    pub(crate) fn from_env(gpu: bool) -> TuneConfig {
+        let mode = match std::env::var("LB_TUNE").as_deref() {
+            Ok("rule") => Tuning::Rule,
+            Ok("tune") => Tuning::Tune,
+            _ if gpu => Tuning::Tune,
+            _ => Tuning::Rule,
+        };
+        let file = match std::env::var_os("LB_TUNE_CACHE") {
+            Some(p) if p == "off" => None,
+            Some(p) => Some(PathBuf::from(p)),
+            None if gpu => default_file(),
+            None => None,
+        };
+        TuneConfig {
+            mode,
+            file,
+            loaded: None,
+        }
+    }
+
+    pub(crate) fn set_file(&mut self, file: Option<PathBuf>) {
+        self.file = file;
+        self.loaded = None;
+    }
+}
+
+fn default_file() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("lb").join("tuning.tsv"))
+}
+
+/// A problem trouble with the tuning file is only ever a warning, said once per process.
+fn warn(message: String) {
+    static WARNED: Once = Once::new();
+    WARNED.call_once(|| eprintln!("lb: {message}; tuning without it"));
+}
+
+/// FNV-1a over the module text: stable across processes and builds of the same PTX.
+fn ptx_hash(ptx: &str) -> u64 {
+    ptx.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The tuning file's key of a kernel on a tile set of this shape on this device.
+fn file_key(dev: &Device, k: &AutoKernel, stats: &TileStats, lanes: u64) -> String {
+    format!(
+        "{}\t{}\t{:016x}\t{}\t{lanes}\t{}\t{}\t{}\t{}\t{:.3}",
+        dev.name(),
+        dev.driver_version(),
+        ptx_hash(k.ptx),
+        k.name,
+        stats.tiles,
+        stats.cols,
+        stats.atoms,
+        stats.max_atoms,
+        stats.std_atoms
+    )
+}
+
+/// The entries of the tuning file at `path`: `key\tschedule` per line, where the key has the
+/// fields of [`file_key`]. Unreadable lines are skipped with a warning; a missing file is empty.
+fn read_file(path: &Path) -> HashMap<String, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return HashMap::new(),
+        Err(e) => {
+            warn(format!(
+                "cannot read the tuning file {}: {e}",
+                path.display()
+            ));
+            return HashMap::new();
+        }
+    };
+    let mut entries = HashMap::new();
+    let mut bad = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        match line.rsplit_once('\t') {
+            Some((key, schedule)) if key.split('\t').count() == 10 => {
+                entries.insert(key.to_string(), schedule.to_string());
+            }
+            _ => bad += 1,
+        }
+    }
+    if bad > 0 {
+        warn(format!(
+            "{bad} unreadable lines in the tuning file {} were ignored",
+            path.display()
+        ));
+    }
+    entries
+}
+
+fn append_file(path: &Path, key: &str, schedule: Schedule) {
+    let written = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+        })
+        .and_then(|mut f| writeln!(f, "{key}\t{}", schedule.name()));
+    if let Err(e) = written {
+        warn(format!(
+            "cannot write the tuning file {}: {e}",
+            path.display()
+        ));
+    }
+}
+
+/// The choice the tuning file holds for `key`, if it names a schedule of the kernel.
+fn persisted(cfg: &Mutex<TuneConfig>, key: &str, generated: &[Schedule]) -> Option<Schedule> {
+    let mut cfg = lock(cfg);
+    let path = cfg.file.clone()?;
+    let entries = cfg.loaded.get_or_insert_with(|| read_file(&path));
+    // A name this build does not generate (an older module, a renamed schedule) is stale.
+    entries
+        .get(key)
+        .and_then(|name| Schedule::from_name(name))
+        .filter(|s| generated.contains(s))
+}
+
+fn persist(cfg: &Mutex<TuneConfig>, key: String, schedule: Schedule) {
+    let mut cfg = lock(cfg);
+    if let Some(path) = cfg.file.clone() {
+        append_file(&path, &key, schedule);
+        cfg.loaded
+            .get_or_insert_with(HashMap::new)
+            .insert(key, schedule.name().to_string());
+    }
+}
+
+/// What one candidate run cost, `None` when it could not run (no plan fits the tile set) or
+/// gave no measure.
+fn cost(run: &mut dyn FnMut(Schedule) -> Result<Pending>, s: Schedule, gpu: bool) -> Option<f64> {
+    let mut once = || run(s).and_then(Pending::wait).ok();
+    // The first run loads the module and fills the tile set's caches (whose producer kernels
+    // later launches skip): measure the runs after it.
+    once()?;
+    if !gpu {
+        let stats = once()?.sim?;
+        return stats
+            .per_thread_instructions
+            .iter()
+            .max()
+            .map(|&n| n as f64);
+    }
+    let a = once()?.elapsed_ms?;
+    let b = once()?.elapsed_ms?;
+    Some(f64::from(a.min(b)))
+}
+
+/// The schedule an `auto` launch of `k` runs on a tile set with `stats` and `cache`, and why.
+/// `run` launches one candidate, synchronously timed, on the caller's arguments.
+pub fn pick_schedule(
+    stream: &Stream,
+    k: &AutoKernel,
+    stats: &TileStats,
+    cache: &TempCache,
+    lanes: u64,
+    run: &mut dyn FnMut(Schedule) -> Result<Pending>,
+) -> Result<(Schedule, Picked)> {
+    let rule = choose_schedule(k.schedules, stats, lanes);
+    let dev = stream.device();
+    let cfg = dev.tune_config();
+    if k.schedules.len() < 2 || !k.tunable || lock(cfg).mode == Tuning::Rule {
+        return Ok((rule, Picked::Rule));
+    }
+    let mem_key = (k.ptx.as_ptr() as usize, k.ptx.len(), lanes);
+    if let Some(s) = cache.tuned(mem_key) {
+        return Ok((s, Picked::Cached));
+    }
+    let key = file_key(dev, k, stats, lanes);
+    if let Some(s) = persisted(cfg, &key, k.schedules) {
+        cache.set_tuned(mem_key, s);
+        return Ok((s, Picked::Persisted));
+    }
+    // Measuring synchronizes, which a capture cannot: the rule picks, and a later launch
+    // outside the capture tunes.
+    if stream.capturing() {
+        return Ok((rule, Picked::Rule));
+    }
+    let gpu = dev.is_gpu();
+    let mut costs: Vec<(Schedule, f64)> = k
+        .schedules
+        .iter()
+        .filter_map(|&s| cost(run, s, gpu).map(|c| (s, c)))
+        .collect();
+    costs.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let Some(&(best, _)) = costs.first() else {
+        // No candidate ran: the rule's schedule runs and reports why.
+        return Ok((rule, Picked::Rule));
+    };
+    cache.set_tuned(mem_key, best);
+    persist(cfg, key, best);
+    Ok((best, Picked::Tuned(costs)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tuning_file_skips_what_it_cannot_read() {
+        let dir = std::env::temp_dir().join(format!("lb-tune-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.tsv");
+        let key = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"].join("\t");
+        std::fs::write(&path, format!("garbage\n{key}\tmerge_path\n\n\u{fffd}\t\n")).unwrap();
+        let entries = read_file(&path);
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[&key], "merge_path");
+        assert!(read_file(&dir.join("missing.tsv")).is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_hash_is_fnv1a() {
+        // FNV-1a 64 of "" and "a", the published test vectors.
+        assert_eq!(ptx_hash(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(ptx_hash("a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}

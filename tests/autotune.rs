@@ -1,0 +1,212 @@
+//! `schedule = "auto"` that measures (docs/tuning.md), on the simulator where the cost is the
+//! busiest thread's instructions, so every choice is deterministic: the first launch on a tile
+//! set runs every candidate and keeps the cheapest (checked against each schedule launched by
+//! name), later launches reuse it, a new tile set tunes again, a tuning file carries the choice
+//! to another device and survives garbage, and kernels whose runs could not be repeated safely
+//! keep the heuristic and leave exactly one launch's result. The `gpu_*` twin (ignored without a
+//! GPU; `scripts/gpu-run.sh` runs it) tunes by CUDA-event time.
+
+mod common;
+
+use common::{assert_spmv_close, random_csr, random_vec, scatter, spmv, Shape};
+use lb::prelude::*;
+use lb::{Picked, Tuning};
+
+fn seed() -> u64 {
+    let s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(7, |d| d.as_nanos() as u64);
+    eprintln!("seed {s}");
+    s
+}
+
+/// A fresh file path in the temporary directory (removed by the caller).
+fn temp_file(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
+        "lb-autotune-{}-{name}-{}.tsv",
+        std::process::id(),
+        seed()
+    ))
+}
+
+/// The busiest thread's instructions of `schedule` launched by name: the tuner's cost.
+fn busiest(dev: &Device, a: &DeviceCsr<f32>, x: &DeviceBuffer<f32>, s: Schedule) -> Option<u64> {
+    let mut y = dev.zeros::<f32>(a.num_rows()).unwrap();
+    let l = spmv::launch_with(dev, s, a, x, &mut y).ok()?;
+    l.sim?.per_thread_instructions.iter().max().copied()
+}
+
+#[test]
+fn the_first_launch_measures_every_schedule_and_keeps_the_cheapest() {
+    let dev = Device::simulator();
+    dev.set_tuning(Tuning::Tune);
+    dev.set_tuning_file(None);
+    let seed = seed();
+    for shape in [Shape::Random, Shape::OneGiantRow, Shape::Alternating] {
+        let a = random_csr(shape, 300, 200, seed);
+        let x = random_vec(a.num_cols, seed ^ 1);
+        let da = DeviceCsr::upload(&dev, &a).unwrap();
+        let dx = dev.upload(&x).unwrap();
+        // Garbage in the output: the result must be the winner's whole write.
+        let mut dy = dev.upload(&vec![f32::NAN; a.num_rows]).unwrap();
+        let first = spmv::launch(&dev, &da, &dx, &mut dy).unwrap();
+        let Picked::Tuned(costs) = &first.picked else {
+            panic!(
+                "{shape:?}: the first launch did not tune: {:?}",
+                first.picked
+            );
+        };
+        assert_spmv_close(&a, &x, &dy.download().unwrap(), "tuned launch");
+        // Every generated schedule was a candidate, each at the cost it has by name.
+        assert_eq!(costs.len(), spmv::SCHEDULES.len(), "{shape:?}: {costs:?}");
+        for &(s, c) in costs {
+            assert_eq!(busiest(&dev, &da, &dx, s).map(|n| n as f64), Some(c), "{s}");
+        }
+        let cheapest = costs.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
+        assert_eq!(costs[0].1, cheapest);
+        assert_eq!(first.schedule, costs[0].0.name());
+        // The next launch reuses the choice without measuring.
+        let second = spmv::launch(&dev, &da, &dx, &mut dy).unwrap();
+        assert_eq!(second.picked, Picked::Cached);
+        assert_eq!(second.schedule, first.schedule);
+        assert_spmv_close(&a, &x, &dy.download().unwrap(), "cached launch");
+        // The choice belongs to the tile set: a new upload (another matrix as far as lb can
+        // tell) is measured again.
+        let again = DeviceCsr::upload(&dev, &a).unwrap();
+        let third = spmv::launch(&dev, &again, &dx, &mut dy).unwrap();
+        assert!(
+            matches!(third.picked, Picked::Tuned(_)),
+            "{:?}",
+            third.picked
+        );
+    }
+}
+
+#[test]
+fn the_rule_picks_when_tuning_is_off_and_a_schedule_named_is_named() {
+    let dev = Device::simulator();
+    dev.set_tuning(Tuning::Rule);
+    let a = random_csr(Shape::Random, 100, 80, seed());
+    let x = random_vec(a.num_cols, 3);
+    let da = DeviceCsr::upload(&dev, &a).unwrap();
+    let dx = dev.upload(&x).unwrap();
+    let mut dy = dev.zeros::<f32>(a.num_rows).unwrap();
+    let l = spmv::launch(&dev, &da, &dx, &mut dy).unwrap();
+    assert_eq!(l.picked, Picked::Rule);
+    let rule = lb::choose_schedule(spmv::SCHEDULES, da.stats(), 1);
+    assert_eq!(l.schedule, rule.name());
+    let named = spmv::launch_with(&dev, Schedule::MergePath, &da, &dx, &mut dy).unwrap();
+    assert_eq!(named.picked, Picked::Named);
+}
+
+#[test]
+fn a_tuning_file_carries_the_choice_to_another_device_and_survives_garbage() {
+    let path = temp_file("file");
+    std::fs::write(&path, "not a tuning file\n\t\t\n\u{1}\u{2}\n").unwrap();
+    let a = random_csr(Shape::Random, 200, 150, seed());
+    let x = random_vec(a.num_cols, 5);
+    let run = |dev: &Device| {
+        dev.set_tuning(Tuning::Tune);
+        dev.set_tuning_file(Some(path.clone()));
+        let da = DeviceCsr::upload(dev, &a).unwrap();
+        let dx = dev.upload(&x).unwrap();
+        let mut dy = dev.zeros::<f32>(a.num_rows).unwrap();
+        let l = spmv::launch(dev, &da, &dx, &mut dy).unwrap();
+        assert_spmv_close(&a, &x, &dy.download().unwrap(), "launch");
+        l
+    };
+    // The garbage lines are skipped with a warning; the measured choice is appended.
+    let first = run(&Device::simulator());
+    assert!(
+        matches!(first.picked, Picked::Tuned(_)),
+        "{:?}",
+        first.picked
+    );
+    // A second device (its own memory, caches and file reading, as a second process has)
+    // finds the choice for a tile set of the same shape and does not measure.
+    let second = run(&Device::simulator());
+    assert_eq!(second.picked, Picked::Persisted);
+    assert_eq!(second.schedule, first.schedule);
+    // A stale entry (a schedule this kernel was not generated for) is ignored.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let stale = text.replace(&format!("\t{}\n", first.schedule), "\tno_such_schedule\n");
+    std::fs::write(&path, stale).unwrap();
+    let third = run(&Device::simulator());
+    assert!(
+        matches!(third.picked, Picked::Tuned(_)),
+        "{:?}",
+        third.picked
+    );
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn kernels_with_side_effects_keep_the_rule_and_run_once() {
+    let dev = Device::simulator();
+    dev.set_tuning(Tuning::Tune);
+    dev.set_tuning_file(None);
+    let a = random_csr(Shape::Random, 150, 60, seed());
+    let da = DeviceCsr::upload(&dev, &a).unwrap();
+    let mut counts = dev.zeros::<u32>(a.num_cols).unwrap();
+    let mut sums = dev.zeros::<f32>(a.num_cols).unwrap();
+    let l = scatter::launch(&dev, &da, &mut counts, &mut sums).unwrap();
+    assert_eq!(l.picked, Picked::Rule);
+    // The histogram counts every nonzero exactly once: no candidate run added to it.
+    let mut want = vec![0u32; a.num_cols];
+    for &c in &a.col_indices {
+        want[c as usize] += 1;
+    }
+    assert_eq!(counts.download().unwrap(), want);
+}
+
+/// Queue pushes are side effects too: an `auto` kernel that pushes keeps the rule, and the queue
+/// holds one launch's pushes.
+#[load_balanced(schedule = "auto")]
+fn push_positive(a: &Csr<f32>, out: &mut Queue, #[atom] nz: usize) {
+    if a.values[nz] > 0.0 {
+        out.push(nz as u32);
+    }
+}
+
+#[test]
+fn queue_pushes_are_not_repeated() {
+    let dev = Device::simulator();
+    dev.set_tuning(Tuning::Tune);
+    dev.set_tuning_file(None);
+    let a = random_csr(Shape::Random, 120, 50, seed());
+    let da = DeviceCsr::upload(&dev, &a).unwrap();
+    let mut q = DeviceQueue::new(&dev, a.nnz().max(1)).unwrap();
+    let l = push_positive::launch(&dev, &da, &mut q).unwrap();
+    assert_eq!(l.picked, Picked::Rule);
+    let mut got = q.download().unwrap();
+    got.sort_unstable();
+    let want: Vec<u32> = (0..a.nnz() as u32)
+        .filter(|&nz| a.values[nz as usize] > 0.0)
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_tunes_by_time() {
+    let dev = Device::cuda(0).expect("this test needs a CUDA GPU");
+    dev.set_tuning(Tuning::Tune);
+    dev.set_tuning_file(None);
+    let a = random_csr(Shape::Alternating, 4000, 3000, seed());
+    let x = random_vec(a.num_cols, 9);
+    let da = DeviceCsr::upload(&dev, &a).unwrap();
+    let dx = dev.upload(&x).unwrap();
+    let mut dy = dev.upload(&vec![f32::NAN; a.num_rows]).unwrap();
+    let first = spmv::launch(&dev, &da, &dx, &mut dy).unwrap();
+    let Picked::Tuned(costs) = &first.picked else {
+        panic!("the first launch did not tune: {:?}", first.picked);
+    };
+    eprintln!("{costs:?}");
+    assert_eq!(costs.len(), spmv::SCHEDULES.len());
+    assert!(costs.windows(2).all(|w| w[0].1 <= w[1].1));
+    assert_eq!(first.schedule, costs[0].0.name());
+    assert_spmv_close(&a, &x, &dy.download().unwrap(), "tuned launch");
+    let second = spmv::launch(&dev, &da, &dx, &mut dy).unwrap();
+    assert_eq!(second.picked, Picked::Cached);
+    assert_spmv_close(&a, &x, &dy.download().unwrap(), "cached launch");
+}
