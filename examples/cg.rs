@@ -30,7 +30,7 @@ struct Args {
 }
 
 const USAGE: &str = "usage: cg [--mtx FILE] [--n N] [--max-iters N] [--tol T] \
-                     [--check-every K] [--schedule NAME]";
+                     [--check-every K] [--schedule NAME] [--graph]";
 
 /// A positive finite tolerance.
 fn tolerance(it: &mut impl Iterator<Item = String>) -> Result<f64, String> {
@@ -50,6 +50,7 @@ fn parse_args() -> Result<Args, String> {
             tol: 1e-5,
             check_every: 10,
             schedule: None,
+            graph: false,
         },
     };
     let mut it = std::env::args().skip(1);
@@ -69,6 +70,7 @@ fn parse_args() -> Result<Args, String> {
                 args.opts.check_every = number(&mut it, "--check-every", 1..=1 << 24)?
             }
             "--tol" => args.opts.tol = tolerance(&mut it)?,
+            "--graph" => args.opts.graph = true,
             "--schedule" => {
                 let name = it.next().ok_or("--schedule needs a name")?;
                 args.opts.schedule = solver::spmv_schedule(&name)?;
@@ -128,9 +130,14 @@ fn run(args: &Args) -> lb::Result<bool> {
     // from the true residual by f32 rounding: both residuals within tol of each other.
     let agree = (gpu_res - cpu_res).abs() <= opts.tol;
     println!(
-        "schedule: {}, residual checked every {} iterations; device and host residuals {}",
+        "schedule: {}, residual checked every {} iterations{}; device and host residuals {}",
         opts.schedule.map_or("auto", |s| s.name()),
         opts.check_every,
+        if opts.graph {
+            ", replayed from a graph of two iterations"
+        } else {
+            ""
+        },
         if agree { "agree" } else { "DISAGREE" }
     );
     Ok(gpu.converged && cpu.converged && agree)

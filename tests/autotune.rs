@@ -210,3 +210,51 @@ fn gpu_tunes_by_time() {
     assert_eq!(second.picked, Picked::Cached);
     assert_spmv_close(&a, &x, &dy.download().unwrap(), "cached launch");
 }
+
+/// A tuning launch does not swallow reports: an earlier launch's out-of-bounds report left on the
+/// stream comes back from the tuning launch (which synchronizes first), and the tuning launch's
+/// own bad argument comes back as its error.
+#[test]
+fn tuning_keeps_every_report() {
+    let dev = Device::simulator();
+    dev.set_tuning(Tuning::Tune);
+    dev.set_tuning_file(None);
+    let a = random_csr(Shape::Random, 200, 150, seed());
+    let short = dev.upload(&random_vec(a.num_cols / 2, 1)).unwrap();
+    let full = dev.upload(&random_vec(a.num_cols, 2)).unwrap();
+    let da = DeviceCsr::upload(&dev, &a).unwrap();
+    let mut dy = dev.zeros::<f32>(a.num_rows).unwrap();
+    let stream = dev.stream();
+    let is_oob = |r: lb::Result<Pending>| {
+        assert!(
+            matches!(r, Err(lb::Error::OutOfBounds { ref param, .. }) if param == "x"),
+            "{:?}",
+            r.map(|p| p.launch().schedule.clone())
+        )
+    };
+    // Its own bad `x`: every candidate reports it, so the launch does.
+    is_oob(common::spmv_checked::launch_async(
+        &stream, &da, &short, &mut dy,
+    ));
+    stream.synchronize().unwrap();
+    // A bad launch by name, dropped unread, then a tuning launch: the report is not lost.
+    drop(
+        common::spmv_checked::launch_with_async(&stream, Schedule::MergePath, &da, &short, &mut dy)
+            .unwrap(),
+    );
+    is_oob(common::spmv_checked::launch_async(
+        &stream, &da, &full, &mut dy,
+    ));
+    // The stream is clean again, and the tuning launch then measures and runs.
+    let l = common::spmv_checked::launch_async(&stream, &da, &full, &mut dy)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(matches!(l.picked, Picked::Tuned(_)), "{:?}", l.picked);
+    assert_spmv_close(
+        &a,
+        &full.download().unwrap(),
+        &dy.download().unwrap(),
+        "after the reports",
+    );
+}

@@ -19,7 +19,7 @@ fn seed() -> u64 {
 
 /// CG on the n³ Poisson matrix with every SpMV schedule named in `schedules` (None: the
 /// heuristic): converged within `bound` iterations, residual within tol of the host CG's.
-fn converges(dev: &Device, n: usize, schedules: &[Option<Schedule>]) {
+fn converges(dev: &Device, n: usize, schedules: &[Option<Schedule>], graph: bool) {
     let a = poisson3d(n).unwrap();
     let tol = 1e-5;
     // CG on this matrix needs O(n) iterations; 10·n is far more than any rounding explains.
@@ -31,6 +31,7 @@ fn converges(dev: &Device, n: usize, schedules: &[Option<Schedule>]) {
             tol,
             check_every: 3,
             schedule,
+            graph,
         };
         let what = schedule.map_or("auto", |s| s.name());
         let gpu = device_cg(dev, &a, &b, &opts).unwrap();
@@ -69,14 +70,26 @@ fn converges(dev: &Device, n: usize, schedules: &[Option<Schedule>]) {
 fn converges_on_the_simulator() {
     let mut schedules: Vec<_> = solver::SPMV_SCHEDULES.iter().map(|&s| Some(s)).collect();
     schedules.push(None);
-    converges(&Device::simulator(), 8, &schedules);
+    converges(&Device::simulator(), 8, &schedules, false);
+}
+
+/// The iterations replayed from a graph of two (captured on the simulator too) converge alike.
+#[test]
+fn converges_from_a_graph_on_the_simulator() {
+    converges(
+        &Device::simulator(),
+        6,
+        &[Some(Schedule::MergePath), Some(Schedule::Lrb), None],
+        true,
+    );
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_converges() {
     let dev = Device::cuda(0).expect("this test needs a CUDA GPU");
-    converges(&dev, 40, &[None]);
+    converges(&dev, 40, &[None], false);
+    converges(&dev, 40, &[None], true);
 }
 
 /// A zero right-hand side is solved by x = 0 without an iteration (no 0/0 on the device), and a
@@ -90,6 +103,7 @@ fn edge_cases() {
         tol: 1e-5,
         check_every: 1,
         schedule: None,
+        graph: false,
     };
     let zero = device_cg(&dev, &a, &vec![0.0; a.num_rows], &opts).unwrap();
     assert!(zero.converged && zero.iterations == 0 && zero.x.iter().all(|&v| v == 0.0));
@@ -123,6 +137,7 @@ fn converges_with_the_callers_spmv() {
         tol: 1e-5,
         check_every: 2,
         schedule: None,
+        graph: false,
     };
     let mut calls = 0;
     let solve = solver::device_cg_with(&dev, &a, &b, &opts, &mut |stream, p, q| {

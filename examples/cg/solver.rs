@@ -151,6 +151,9 @@ pub struct Options {
     pub check_every: usize,
     /// None: the launcher's heuristic.
     pub schedule: Option<Schedule>,
+    /// Replay the iterations from a CUDA graph of two iterations (so a check comes after an even
+    /// number of them) instead of launching each kernel.
+    pub graph: bool,
 }
 
 /// What a solve gives back.
@@ -341,25 +344,61 @@ pub fn device_cg_with(
         each: DeviceCsr::upload(dev, &index_set(b.len(), 1)?)?,
         all: DeviceCsr::upload(dev, &index_set(1, b.len())?)?,
     };
-    let stream = dev.stream();
+    // CUDA's legacy default stream (the device's) cannot be captured: a graph runs on a stream
+    // of its own, ordered after the uploads.
+    let stream = if opts.graph {
+        let own = dev.new_stream()?;
+        own.wait_for(&dev.stream())?;
+        own
+    } else {
+        dev.stream()
+    };
     // One iteration on throwaway vectors first: loading the modules and allocating the workspace
-    // and tile-set caches happen once, outside the timed loop.
+    // and tile-set caches happen once, outside the timed loop (and outside a capture, which
+    // cannot allocate).
     let mut warm = State::new(dev, b)?;
+    stream.wait_for(&dev.stream())?;
     iterate(&stream, &ops, &mut warm, spmv)?;
     stream.synchronize()?;
     drop(warm);
 
     let mut s = State::new(dev, b)?;
+    stream.wait_for(&dev.stream())?;
     let start = Instant::now();
     drop(dot::launch_async(&stream, &ops.all, &s.r, &s.r, &mut s.rr)?);
+    // Two iterations per graph: the second swaps r·r's buffers back, so every replay reads and
+    // writes the addresses the capture saw.
+    let graph = if opts.graph {
+        stream.begin_capture()?;
+        for _ in 0..2 {
+            iterate(&stream, &ops, &mut s, spmv)?;
+        }
+        Some(stream.end_capture()?)
+    } else {
+        None
+    };
     let (mut iterations, mut estimate) = (0, 1.0);
     while iterations < opts.max_iters {
         let batch = opts.check_every.min(opts.max_iters - iterations);
-        for _ in 0..batch {
-            iterate(&stream, &ops, &mut s, spmv)?;
+        match &graph {
+            Some(g) => {
+                for _ in 0..batch.div_ceil(2) {
+                    // SAFETY: the captured launches' arguments (the tile sets in `ops`, the
+                    // vectors in `s`, what `spmv` holds) live until this function returns, after
+                    // the download of x below has synchronized the last replay.
+                    unsafe { g.launch() }?;
+                }
+                iterations += 2 * batch.div_ceil(2);
+            }
+            None => {
+                for _ in 0..batch {
+                    iterate(&stream, &ops, &mut s, spmv)?;
+                }
+                iterations += batch;
+            }
         }
-        iterations += batch;
-        // The download waits for the device's stream: the iteration's only synchronization.
+        // The download waits for the device's stream, which every launch and replay orders
+        // after itself: the iteration's only synchronization.
         let rr = s.rr.download()?[0];
         estimate = f64::from(rr).sqrt() / b_norm;
         if !estimate.is_finite() {

@@ -53,6 +53,7 @@ pub fn run(
         tol: 1e-5,
         check_every: 10,
         schedule: None,
+        graph: false,
     };
     let cpu = solver::cpu_cg(&a, &b, opts.tol, opts.max_iters);
     println!(
@@ -67,6 +68,14 @@ pub fn run(
         "spmv", "converged", "iterations", "‖b−Ax‖/‖b‖", "µs/iter"
     );
     let mut solves: Vec<(String, Result<solver::Solve, String>)> = Vec::new();
+    let graphed = solver::Options {
+        graph: true,
+        ..opts
+    };
+    solves.push((
+        "auto, graph".into(),
+        solver::device_cg(dev, &a, &b, &graphed).map_err(|e| e.to_string()),
+    ));
     for s in std::iter::once(None).chain(schedules.iter().map(|&s| Some(s))) {
         let name = s.map_or("auto", |s| s.name()).to_string();
         let opts = solver::Options {

@@ -2,8 +2,8 @@
 //! every generated schedule, keeps the fastest with the tile set, and records it on disk so that
 //! another process does not measure again (docs/tuning.md).
 //!
-//! The cost of a candidate is its GPU time (CUDA events, the best of two timed runs after one
-//! that warms its module and caches), or on the simulator the busiest thread's instructions of
+//! The cost of a candidate is its GPU time (CUDA events, the best of two to eight timed runs,
+//! more for shorter kernels, after one that warms its module and caches), or on the simulator the busiest thread's instructions of
 //! a run after that first one, the measure lb-bench ranks simulator runs by. Only kernels whose every candidate run leaves the
 //! same result are tuned: a `reduce` kernel with no `&mut` slice, queue or frontier (its output
 //! is overwritten whole by each run, the winner's run last). Any other kernel keeps the
@@ -19,7 +19,7 @@ use lb_ptx::Schedule;
 
 use crate::cache::TempCache;
 use crate::device::{lock, Device};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::heuristic::choose_schedule;
 use crate::stats::TileStats;
 use crate::stream::{Pending, Stream};
@@ -42,7 +42,9 @@ pub enum Picked {
     /// documentation), or a capture is in progress.
     Rule,
     /// Measured by this launch: each candidate with its cost (ms on a GPU, the busiest
-    /// thread's instructions on the simulator), fastest first.
+    /// thread's instructions on the simulator), fastest first. A candidate that cannot run the
+    /// problem is left out; a candidate's error (an out-of-bounds report, a fault) is the
+    /// launch's error.
     Tuned(Vec<(Schedule, f64)>),
     /// Measured by an earlier launch on this tile set.
     Cached,
@@ -213,24 +215,45 @@ fn persist(cfg: &Mutex<TuneConfig>, key: String, schedule: Schedule) {
     }
 }
 
-/// What one candidate run cost, `None` when it could not run (no plan fits the tile set) or
-/// gave no measure.
-fn cost(run: &mut dyn FnMut(Schedule) -> Result<Pending>, s: Schedule, gpu: bool) -> Option<f64> {
-    let mut once = || run(s).and_then(Pending::wait).ok();
+/// What one candidate run cost, `None` when it cannot run this problem (no plan of the schedule
+/// admits it) or gave no measure. Any other error (a report of the kernels, a fault) is the
+/// launch's own and is returned.
+fn cost(
+    run: &mut dyn FnMut(Schedule) -> Result<Pending>,
+    s: Schedule,
+    gpu: bool,
+) -> Result<Option<f64>> {
+    let mut once = || match run(s).and_then(Pending::wait) {
+        Ok(l) => Ok(Some(l)),
+        Err(Error::Shape(_)) => Ok(None),
+        Err(e) => Err(e),
+    };
     // The first run loads the module and fills the tile set's caches (whose producer kernels
     // later launches skip): measure the runs after it.
-    once()?;
+    let Some(first) = once()? else {
+        return Ok(None);
+    };
     if !gpu {
-        let stats = once()?.sim?;
-        return stats
-            .per_thread_instructions
-            .iter()
-            .max()
-            .map(|&n| n as f64);
+        let busiest = once()?
+            .and_then(|l| l.sim)
+            .and_then(|stats| stats.per_thread_instructions.iter().max().copied());
+        return Ok(busiest.map(|n| n as f64));
     }
-    let a = once()?.elapsed_ms?;
-    let b = once()?.elapsed_ms?;
-    Some(f64::from(a.min(b)))
+    // The best of a few runs: a run lasting microseconds varies by a few percent from one launch
+    // to the next, so short kernels get more runs (at most about a millisecond's worth).
+    let runs = match first.elapsed_ms {
+        Some(ms) if ms < 0.1 => 8,
+        Some(ms) if ms < 1.0 => 4,
+        _ => 2,
+    };
+    let mut best: Option<f32> = None;
+    for _ in 0..runs {
+        let Some(ms) = once()?.and_then(|l| l.elapsed_ms) else {
+            return Ok(None);
+        };
+        best = Some(best.map_or(ms, |b| b.min(ms)));
+    }
+    Ok(best.map(f64::from))
 }
 
 /// The schedule an `auto` launch of `k` runs on a tile set with `stats` and `cache`, and why.
@@ -263,12 +286,16 @@ pub fn pick_schedule(
     if stream.capturing() {
         return Ok((rule, Picked::Rule));
     }
+    // Reports of earlier launches on the stream are theirs: read them now, before a
+    // candidate's wait would take them for its own.
+    stream.synchronize()?;
     let gpu = dev.is_gpu();
-    let mut costs: Vec<(Schedule, f64)> = k
-        .schedules
-        .iter()
-        .filter_map(|&s| cost(run, s, gpu).map(|c| (s, c)))
-        .collect();
+    let mut costs: Vec<(Schedule, f64)> = Vec::with_capacity(k.schedules.len());
+    for &s in k.schedules {
+        if let Some(c) = cost(run, s, gpu)? {
+            costs.push((s, c));
+        }
+    }
     costs.sort_by(|a, b| a.1.total_cmp(&b.1));
     let Some(&(best, _)) = costs.first() else {
         // No candidate ran: the rule's schedule runs and reports why.
