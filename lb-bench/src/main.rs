@@ -5,6 +5,7 @@ mod baseline;
 mod cg;
 mod corpus;
 mod driver_floor;
+mod fit;
 mod graph;
 mod looped;
 mod report;
@@ -141,6 +142,10 @@ pub struct Cli {
     /// same solver; reports iterations, the f64 residual and µs per iteration.
     #[arg(long = "cg", value_name = "N", value_parser = clap::value_parser!(u16).range(2..=400))]
     pub cg_grid: Option<u16>,
+    /// Instead of running anything: refit the thresholds of `auto`'s cold-start rule on these
+    /// JSON-lines results of earlier runs (`--json`), leaving one matrix family out at a time.
+    #[arg(long = "fit-rule", value_name = "FILE", num_args = 1..)]
+    pub fit_rule: Vec<PathBuf>,
     /// Skip cuSPARSE.
     #[arg(long)]
     pub no_cusparse: bool,
@@ -170,6 +175,15 @@ fn non_negative(text: &str) -> Result<f64, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !cli.fit_rule.is_empty() {
+        return match fit::run(&cli.fit_rule) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("lb-bench: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     match run::run(&cli) {
         Ok(summary) if summary.failed == 0 => ExitCode::SUCCESS,
         Ok(summary) => {
