@@ -177,3 +177,34 @@ pub fn run(files: &[PathBuf]) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows of 20 atoms: the built-in rule says `warp_mapped` (mean ≥ 12), but here
+    /// `thread_mapped` is faster, so the fit must raise the warp threshold above 20 and lose
+    /// nothing; and held out, a family is scored by a rule fitted on the others.
+    #[test]
+    fn the_fit_moves_a_threshold_the_data_contradicts() {
+        let problem = |family: &str, rows: u64| Problem {
+            family: family.into(),
+            name: format!("{family}-{rows}"),
+            stats: TileStats::new(rows, rows, 20 * rows, 20),
+            lanes: 1,
+            times: HashMap::from([
+                (Schedule::ThreadMapped, 1.0),
+                (Schedule::WarpMapped, 2.0),
+                (Schedule::MergePath, 3.0),
+            ]),
+        };
+        let problems = [problem("a", 100_000), problem("b", 200_000)];
+        let all: Vec<&Problem> = problems.iter().collect();
+        assert_eq!(score(&DEFAULT_RULE, &all), 2.0);
+        let (rule, loss) = fit(&grid(), &all);
+        assert_eq!(loss, 1.0);
+        assert!(rule.warp_mean_atoms > 20.0, "{rule:?}");
+        let (held_out, _) = fit(&grid(), &all[..1]);
+        assert_eq!(score(&held_out, &all[1..]), 1.0);
+    }
+}
