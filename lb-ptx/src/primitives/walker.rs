@@ -13,6 +13,7 @@ use crate::codegen::{
     MAX_ATOM_ADDRS,
 };
 use crate::ir::{BinOp, Cmp, Operand, Reg, Type};
+use crate::primitives::layout::LaneSet;
 use crate::GenError;
 
 /// What an atom walk needs, per lane.
@@ -84,9 +85,28 @@ impl Walker<'_> {
         &self,
         b: &mut KernelBuilder,
         tile: Option<Reg>,
-        (begin, first, end): (Reg, Reg, Reg),
+        range: (Reg, Reg, Reg),
         stride: u32,
         mut each: impl FnMut(&mut KernelBuilder, Option<Reg>) -> Result<(), GenError>,
+    ) -> Result<(), GenError> {
+        self.walk_lanes(b, tile, range, stride, None, |b, _, c| each(b, c))
+    }
+
+    /// [`Walker::walk`] for every lane of `lanes` (or for [`Walker::lane`] alone, as lane 0,
+    /// with `None`): per atom, the body is emitted once per lane, one copy after the other, and
+    /// `each` gets the lane's position in the set with its contribution. The copies share the
+    /// atom's kept pointers, and their lane-invariant instructions (the atom's loads, `col * k`)
+    /// are the same values, which [`crate::optimize`] computes once for all of them. A masked lane
+    /// of a body with side effects is skipped with a branch; a pure body's is clamped in range by
+    /// the [`LaneSet`], and its value reaches `each` to be dropped at the store.
+    pub fn walk_lanes(
+        &self,
+        b: &mut KernelBuilder,
+        tile: Option<Reg>,
+        (begin, first, end): (Reg, Reg, Reg),
+        stride: u32,
+        lanes: Option<&LaneSet>,
+        mut each: impl FnMut(&mut KernelBuilder, usize, Option<Reg>) -> Result<(), GenError>,
     ) -> Result<(), GenError> {
         let rank_wanted = self.body.roles.contains(&IndexRole::Rank);
         let kept = KeptAtoms::new(b, self.body, self.params, self.checked, first)?;
@@ -103,7 +123,7 @@ impl Walker<'_> {
             _ => None,
         };
         if let (1, Some(kept), Some(bound)) = (stride, &kept, bound) {
-            return self.walk_pairs(b, tile, kept, bound, each);
+            return self.walk_pairs(b, tile, kept, bound, lanes, each);
         }
         let (done, top) = (b.label(), b.label());
         let empty = b.setp(Cmp::Ge, Type::U64, first, end);
@@ -116,9 +136,9 @@ impl Walker<'_> {
             rank: rank_wanted.then(|| b.bin(BinOp::Sub, Type::U64, first, begin)),
             atom_addrs: kept.as_ref().map(KeptAtoms::addrs).unwrap_or_default(),
             coalesced: stride >= 32,
+            lane_scaled: [None; 4],
         };
-        let c = emit_body(b, self.body, self.params, &ctx, self.checked)?;
-        each(b, c)?;
+        self.each_lane(b, &ctx, lanes, &mut each)?;
         if let Some(k) = &kept {
             k.advance(b, stride);
         }
@@ -134,6 +154,40 @@ impl Walker<'_> {
         b.place(done);
         Ok(())
     }
+
+    /// The body for one atom (`ctx`) and every lane of `lanes`, each contribution handed to
+    /// `each` (see [`Walker::walk_lanes`]).
+    fn each_lane(
+        &self,
+        b: &mut KernelBuilder,
+        ctx: &AtomContext,
+        lanes: Option<&LaneSet>,
+        each: &mut impl FnMut(&mut KernelBuilder, usize, Option<Reg>) -> Result<(), GenError>,
+    ) -> Result<(), GenError> {
+        let Some(set) = lanes else {
+            let c = emit_body(b, self.body, self.params, ctx, self.checked)?;
+            return each(b, 0, c);
+        };
+        let pure = self.body.is_pure();
+        let lanes = set.body.iter().zip(&set.valid).zip(&set.scaled);
+        for (r, ((&lane, valid), &lane_scaled)) in lanes.enumerate() {
+            let skip = match valid {
+                Some(valid) if !pure => Some(b.if_begin(*valid, false)),
+                _ => None,
+            };
+            let ctx = AtomContext {
+                lane: Some(lane),
+                lane_scaled,
+                ..*ctx
+            };
+            let c = emit_body(b, self.body, self.params, &ctx, self.checked)?;
+            each(b, r, c)?;
+            if let Some(scope) = skip {
+                b.if_end(scope);
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Walker<'_> {
@@ -147,7 +201,8 @@ impl Walker<'_> {
         tile: Option<Reg>,
         kept: &KeptAtoms,
         (addr, stop): (Reg, Reg),
-        mut each: impl FnMut(&mut KernelBuilder, Option<Reg>) -> Result<(), GenError>,
+        lanes: Option<&LaneSet>,
+        mut each: impl FnMut(&mut KernelBuilder, usize, Option<Reg>) -> Result<(), GenError>,
     ) -> Result<(), GenError> {
         let step = i64::from(kept.kept[0].elem_bytes);
         // The last atom's address. Signed comparisons against it: with an empty tile at address 0
@@ -168,8 +223,7 @@ impl Walker<'_> {
                 },
                 ..AtomContext::default()
             };
-            let c = emit_body(b, self.body, self.params, &ctx, self.checked)?;
-            each(b, c)?;
+            self.each_lane(b, &ctx, lanes, &mut each)?;
         }
         kept.advance(b, 2);
         let more = b.setp(Cmp::Lt, Type::S64, addr, last);
@@ -183,8 +237,7 @@ impl Walker<'_> {
             atom_addrs: kept.addrs(),
             ..AtomContext::default()
         };
-        let c = emit_body(b, self.body, self.params, &ctx, self.checked)?;
-        each(b, c)?;
+        self.each_lane(b, &ctx, lanes, &mut each)?;
         b.place(done);
         Ok(())
     }
