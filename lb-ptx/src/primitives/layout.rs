@@ -213,6 +213,30 @@ pub fn lanes_per_thread(lanes: u64) -> u32 {
 /// `u64::MAX` unbounded), covering `0..` once; see [`lanes_per_thread`].
 pub const LANE_BLOCKING: [(u32, u64, u64); 3] = [(1, 0, 16), (2, 16, 32), (4, 32, u64::MAX)];
 
+/// Emits `code` once per register-blocking variant of [`LANE_BLOCKING`], each behind a test of
+/// the lane count, so that one kernel runs the variant [`lanes_per_thread`] picks: for a plan
+/// with several kernels, where one plan per variant would repeat every kernel. `lanes` is the
+/// lane count (u64).
+pub fn per_lane_blocking(
+    b: &mut KernelBuilder,
+    lanes: Reg,
+    mut code: impl FnMut(&mut KernelBuilder, u32) -> Result<(), GenError>,
+) -> Result<(), GenError> {
+    let end = b.label();
+    for &(r, min, _) in LANE_BLOCKING.iter().rev() {
+        let next = b.label();
+        if min > 0 {
+            let fewer = b.setp(Cmp::Lt, Type::U64, lanes, Operand::Imm(min as i64));
+            b.bra_if(fewer, false, next);
+        }
+        code(b, r)?;
+        b.bra(end);
+        b.place(next);
+    }
+    b.place(end);
+    Ok(())
+}
+
 /// A grid-stride loop over (tile position, lane group) pairs: the lane mapping of a schedule that
 /// gives each thread whole tiles ([`Layout::lane_stride_begin`]).
 ///

@@ -1,4 +1,5 @@
-//! Atom walks: the body emitted for one atom, and a thread's strided walk over a tile's atoms.
+//! Atom walks: the body emitted for one atom, a thread's strided walk over a tile's atoms, and
+//! the walk of a thread that owns whole tiles with several lanes each ([`own_tiles`]).
 //!
 //! The walk is where most of a kernel's instructions go, so it is written once, lean: the loop
 //! is rotated (one test per atom, at the bottom), and the tile-set arrays the body reads at
@@ -13,8 +14,8 @@ use crate::codegen::{
     MAX_ATOM_ADDRS,
 };
 use crate::ir::{BinOp, Cmp, Operand, Reg, Type};
-use crate::primitives::layout::LaneSet;
-use crate::GenError;
+use crate::primitives::layout::{LaneSet, Layout};
+use crate::{GenError, Options};
 
 /// What an atom walk needs, per lane.
 pub struct Walker<'a> {
@@ -376,4 +377,61 @@ impl AtomUses {
             elsewhere: uses > kept,
         }
     }
+}
+
+/// Every thread takes whole tiles with `per_thread` lanes each, on the grid of (tile, lane group)
+/// pairs of [`crate::primitives::layout::LaneStride`]: it walks the tile's atoms once, in order,
+/// for all its lanes ([`Walker::walk_lanes`]), keeps one partial per lane, and stores the lanes
+/// below the lane count. Tiles of at least `skip_from` atoms are left alone (another kernel of
+/// the plan takes them). Needs `lanes`.
+pub fn own_tiles(
+    b: &mut KernelBuilder,
+    body: &Body,
+    opts: &Options,
+    (params, layout): (&KernelParams, &Layout),
+    per_thread: u32,
+    skip_from: Option<u64>,
+) -> Result<(), GenError> {
+    let ls = layout.lane_stride_begin(b, per_thread);
+    let tile = layout.tile(b, params, ls.position, opts.checked, ls.next);
+    let (begin, end) = layout.atoms(b, tile);
+    if let Some(limit) = skip_from {
+        let size = b.bin(BinOp::Sub, Type::U64, end, begin);
+        let large = b.setp(Cmp::Ge, Type::U64, size, Operand::Imm(limit as i64));
+        b.bra_if(large, false, ls.next);
+    }
+    let set = layout.lane_set(b, body, (ls.group, ls.groups), per_thread);
+    let accs = match body.reduce {
+        Some((ty, r)) => set
+            .lanes
+            .iter()
+            .map(|_| reduce_identity(b, ty, r))
+            .collect::<Result<Vec<_>, _>>()?,
+        None => Vec::new(),
+    };
+    let walker = Walker {
+        body,
+        params,
+        checked: opts.checked,
+        lane: None,
+    };
+    let range = (begin, begin, end);
+    walker.walk_lanes(b, Some(tile), range, 1, Some(&set), |b, r, x| {
+        if let (Some(&acc), Some(x), Some((ty, red))) = (accs.get(r), x, body.reduce) {
+            reduce_combine(b, ty, red, acc, x)?;
+        }
+        Ok(())
+    })?;
+    if let Some((ty, _)) = body.reduce {
+        for ((&acc, &lane), valid) in accs.iter().zip(&set.lanes).zip(&set.valid) {
+            let masked = valid.map(|v| b.if_begin(v, false));
+            let item = (tile, Some(lane));
+            layout.store_output(b, body, params, item, (acc, ty), opts.checked)?;
+            if let Some(scope) = masked {
+                b.if_end(scope);
+            }
+        }
+    }
+    layout.lane_stride_end(b, ls);
+    Ok(())
 }

@@ -41,7 +41,8 @@ use crate::ir::{
 };
 use crate::plan::{twin_base, Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::huge;
-use crate::primitives::walker::Walker;
+use crate::primitives::layout::per_lane_blocking;
+use crate::primitives::walker::{own_tiles, Walker};
 use crate::primitives::warp::{butterfly, grid_warps};
 use crate::primitives::Layout;
 use crate::{GenError, Options};
@@ -336,7 +337,17 @@ impl Process<'_> {
     /// atomics) made every access of a short tile a scattered one. On an H100 that made `lrb`
     /// 3–12× slower than `thread_mapped` on road, stencil and regular matrices, whose tiles are
     /// nearly all in these bins (docs/benchmarks.md, 2026-11-22). `items` counts every tile.
+    ///
+    /// With `lanes`, each thread owns 1, 2 or 4 lanes of its tiles (picked in the kernel by the
+    /// lane count: [`per_lane_blocking`]), as `thread_mapped` does ([`own_tiles`]).
     fn per_thread(&self, b: &mut KernelBuilder, items: Reg) -> Result<(), GenError> {
+        let skip_from: u64 = 1 << (WARP_BIN - 1);
+        if let Some(lanes) = self.layout.lanes {
+            let params = (self.params, self.layout);
+            return per_lane_blocking(b, lanes, |b, r| {
+                own_tiles(b, self.body, self.opts, params, r, Some(skip_from))
+            });
+        }
         let gs = b.grid_stride_begin(items);
         let w = self.layout.work_item(b, gs.item);
         let tile = self
@@ -344,7 +355,7 @@ impl Process<'_> {
             .tile(b, self.params, w.position, self.opts.checked, gs.next);
         let (begin, end) = self.layout.atoms(b, tile);
         let size = b.bin(BinOp::Sub, Type::U64, end, begin);
-        let warp_sized = b.setp(Cmp::Ge, Type::U64, size, Operand::Imm(1 << (WARP_BIN - 1)));
+        let warp_sized = b.setp(Cmp::Ge, Type::U64, size, Operand::Imm(skip_from as i64));
         b.bra_if(warp_sized, false, gs.next);
         let lane = self.lane(b, w.lane);
         let zero = b.mov(Type::U64, Operand::Imm(0));

@@ -24,7 +24,7 @@ use crate::codegen::{reduce_combine, reduce_identity, KernelParams};
 use crate::ir::{Kernel, Operand, Type};
 use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Select};
 use crate::primitives::layout::LANE_BLOCKING;
-use crate::primitives::walker::Walker;
+use crate::primitives::walker::{own_tiles, Walker};
 use crate::primitives::Layout;
 use crate::{GenError, Options};
 
@@ -84,7 +84,7 @@ impl ScheduleTemplate for ThreadMapped {
                 Grid::CoverItems { per_thread } => per_thread.max(1),
                 _ => 1,
             };
-            build_lanes(&mut b, body, opts, (&params, &layout), per_thread)?;
+            own_tiles(&mut b, body, opts, (&params, &layout), per_thread, None)?;
             return Ok(vec![b.finish()]);
         }
 
@@ -130,52 +130,4 @@ impl ScheduleTemplate for ThreadMapped {
         b.grid_stride_end(gs);
         Ok(vec![b.finish()])
     }
-}
-
-/// The kernel body with `lanes`: each thread walks its tile once for its `per_thread` lanes,
-/// keeping one partial per lane, and stores the lanes below the lane count.
-fn build_lanes(
-    b: &mut KernelBuilder,
-    body: &Body,
-    opts: &Options,
-    (params, layout): (&KernelParams, &Layout),
-    per_thread: u32,
-) -> Result<(), GenError> {
-    let ls = layout.lane_stride_begin(b, per_thread);
-    let tile = layout.tile(b, params, ls.position, opts.checked, ls.next);
-    let (begin, end) = layout.atoms(b, tile);
-    let set = layout.lane_set(b, body, (ls.group, ls.groups), per_thread);
-    let accs = match body.reduce {
-        Some((ty, r)) => set
-            .lanes
-            .iter()
-            .map(|_| reduce_identity(b, ty, r))
-            .collect::<Result<Vec<_>, _>>()?,
-        None => Vec::new(),
-    };
-    let walker = Walker {
-        body,
-        params,
-        checked: opts.checked,
-        lane: None,
-    };
-    let range = (begin, begin, end);
-    walker.walk_lanes(b, Some(tile), range, 1, Some(&set), |b, r, x| {
-        if let (Some(&acc), Some(x), Some((ty, red))) = (accs.get(r), x, body.reduce) {
-            reduce_combine(b, ty, red, acc, x)?;
-        }
-        Ok(())
-    })?;
-    if let Some((ty, _)) = body.reduce {
-        for ((&acc, &lane), valid) in accs.iter().zip(&set.lanes).zip(&set.valid) {
-            let masked = valid.map(|v| b.if_begin(v, false));
-            let item = (tile, Some(lane));
-            layout.store_output(b, body, params, item, (acc, ty), opts.checked)?;
-            if let Some(scope) = masked {
-                b.if_end(scope);
-            }
-        }
-    }
-    layout.lane_stride_end(b, ls);
-    Ok(())
 }
