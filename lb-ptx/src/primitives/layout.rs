@@ -238,13 +238,14 @@ pub fn per_lane_blocking(
 }
 
 /// A grid-stride loop over (tile position, lane group) pairs: the lane mapping of a schedule that
-/// gives each thread whole tiles ([`Layout::lane_stride_begin`]).
+/// gives each tile to `W` threads side by side ([`Layout::lane_stride_begin`]), `W = groups`
+/// (every lane group of a tile at once) or at most a cap (a group of N threads per tile, each
+/// looping over lane groups `g, g + W, ..`), and never more than the grid has.
 ///
 /// The thread's global index is split once, at entry, into a position and a lane group (one
-/// division per thread, not per work item): `position = thread / groups`, `group = thread %
-/// groups`. When the grid has at least `groups` threads, each thread then keeps its group and
-/// strides over positions by `⌊threads / groups⌋` (the last `threads % groups` threads idle); when
-/// it has fewer, every thread walks every position and strides over the groups by `threads`.
+/// division per thread, not per work item): `position = thread / W`, `group = thread % W`. Each
+/// thread then keeps its group and strides over positions by `⌊threads / W⌋` (the last
+/// `threads % W` threads idle).
 pub struct LaneStride {
     /// The tile position (u64).
     pub position: Reg,
@@ -254,7 +255,7 @@ pub struct LaneStride {
     pub groups: Reg,
     /// Branch here to skip to the thread's next (position, group).
     pub next: Label,
-    threads: Reg,
+    width: Reg,
     first_group: Reg,
     step: Reg,
     positions: LoopScope,
@@ -279,9 +280,14 @@ pub struct LaneSet {
 }
 
 impl Layout {
-    /// Opens the (position, lane group) loop of [`LaneStride`] for `per_thread` lanes per thread.
-    /// Needs `lanes`.
-    pub fn lane_stride_begin(&self, b: &mut KernelBuilder, per_thread: u32) -> LaneStride {
+    /// Opens the (position, lane group) loop of [`LaneStride`] for `per_thread` lanes per thread
+    /// and at most `cap` threads per tile. Needs `lanes`.
+    pub fn lane_stride_begin(
+        &self,
+        b: &mut KernelBuilder,
+        per_thread: u32,
+        cap: Option<u32>,
+    ) -> LaneStride {
         debug_assert!(per_thread.is_power_of_two());
         let lanes = self.lanes.expect("a lane stride needs `lanes`");
         let (thread, threads) = b.grid_thread();
@@ -299,13 +305,17 @@ impl Layout {
         };
         let none = b.setp(Cmp::Eq, Type::U64, groups, Operand::Imm(0));
         b.break_if(&positions, none, false);
-        let per = b.bin(BinOp::Div, Type::U64, threads, groups);
-        let step = b.bin(BinOp::Max, Type::U64, per, Operand::Imm(1));
-        let position = b.bin(BinOp::Div, Type::U64, thread, groups);
-        let whole = b.bin(BinOp::Mul, Type::U64, position, groups);
+        let wide = match cap {
+            Some(n) => b.bin(BinOp::Min, Type::U64, groups, Operand::Imm(n.into())),
+            None => groups,
+        };
+        let width = b.bin(BinOp::Min, Type::U64, wide, threads);
+        let step = b.bin(BinOp::Div, Type::U64, threads, width);
+        let position = b.bin(BinOp::Div, Type::U64, thread, width);
+        let whole = b.bin(BinOp::Mul, Type::U64, position, width);
         let first_group = b.bin(BinOp::Sub, Type::U64, thread, whole);
-        // The last `threads % groups` threads would repeat the first positions' groups.
-        let used = b.bin(BinOp::Mul, Type::U64, step, groups);
+        // The last `threads % width` threads would repeat the first positions' groups.
+        let used = b.bin(BinOp::Mul, Type::U64, step, width);
         let idle = b.setp(Cmp::Ge, Type::U64, thread, used);
         b.break_if(&positions, idle, false);
         let past = b.setp(Cmp::Ge, Type::U64, position, self.tiles);
@@ -319,7 +329,7 @@ impl Layout {
             group,
             groups,
             next: b.label(),
-            threads,
+            width,
             first_group,
             step,
             positions,
@@ -330,7 +340,7 @@ impl Layout {
     /// Closes [`Layout::lane_stride_begin`]'s loops.
     pub fn lane_stride_end(&self, b: &mut KernelBuilder, ls: LaneStride) {
         b.place(ls.next);
-        b.bin_to(BinOp::Add, Type::U64, ls.group, ls.group, ls.threads);
+        b.bin_to(BinOp::Add, Type::U64, ls.group, ls.group, ls.width);
         let more = b.setp(Cmp::Lt, Type::U64, ls.group, ls.groups);
         b.bra_if(more, false, ls.groups_loop);
         b.bin_to(BinOp::Add, Type::U64, ls.position, ls.position, ls.step);

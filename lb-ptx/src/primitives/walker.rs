@@ -380,19 +380,19 @@ impl AtomUses {
 }
 
 /// Every thread takes whole tiles with `per_thread` lanes each, on the grid of (tile, lane group)
-/// pairs of [`crate::primitives::layout::LaneStride`]: it walks the tile's atoms once, in order,
-/// for all its lanes ([`Walker::walk_lanes`]), keeps one partial per lane, and stores the lanes
-/// below the lane count. Tiles of at least `skip_from` atoms are left alone (another kernel of
-/// the plan takes them). Needs `lanes`.
+/// pairs of [`crate::primitives::layout::LaneStride`] with at most `cap` threads per tile: it
+/// walks the tile's atoms once, in order, for all its lanes ([`Walker::walk_lanes`]), keeps one
+/// partial per lane, and stores the lanes below the lane count. Tiles of at least `skip_from`
+/// atoms are left alone (another kernel of the plan takes them). Needs `lanes`.
 pub fn own_tiles(
     b: &mut KernelBuilder,
     body: &Body,
     opts: &Options,
     (params, layout): (&KernelParams, &Layout),
-    per_thread: u32,
+    (per_thread, cap): (u32, Option<u32>),
     skip_from: Option<u64>,
 ) -> Result<(), GenError> {
-    let ls = layout.lane_stride_begin(b, per_thread);
+    let ls = layout.lane_stride_begin(b, per_thread, cap);
     let tile = layout.tile(b, params, ls.position, opts.checked, ls.next);
     let (begin, end) = layout.atoms(b, tile);
     if let Some(limit) = skip_from {

@@ -345,7 +345,7 @@ impl Process<'_> {
         if let Some(lanes) = self.layout.lanes {
             let params = (self.params, self.layout);
             return per_lane_blocking(b, lanes, |b, r| {
-                own_tiles(b, self.body, self.opts, params, r, Some(skip_from))
+                own_tiles(b, self.body, self.opts, params, (r, None), Some(skip_from))
             });
         }
         let gs = b.grid_stride_begin(items);

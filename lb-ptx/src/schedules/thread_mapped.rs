@@ -84,7 +84,14 @@ impl ScheduleTemplate for ThreadMapped {
                 Grid::CoverItems { per_thread } => per_thread.max(1),
                 _ => 1,
             };
-            own_tiles(&mut b, body, opts, (&params, &layout), per_thread, None)?;
+            own_tiles(
+                &mut b,
+                body,
+                opts,
+                (&params, &layout),
+                (per_thread, None),
+                None,
+            )?;
             return Ok(vec![b.finish()]);
         }
 
