@@ -71,7 +71,7 @@ use crate::ir::{
 use crate::plan::{KernelPlan, Plan, Select};
 use crate::primitives::huge;
 use crate::primitives::layout::{per_lane_blocking, Layout};
-use crate::primitives::walker::{own_tiles, Walker};
+use crate::primitives::walker::{own_tiles, TileSource, Walker};
 use crate::primitives::warp::batch_slot;
 use crate::primitives::warp::butterfly_with;
 use crate::schedules::Schedule;
@@ -304,7 +304,16 @@ fn group_kernel(
     if let Some(lanes) = layout.lanes {
         let huge = Some(huge::threshold(block));
         per_lane_blocking(&mut b, lanes, |b, r| {
-            own_tiles(b, body, opts, (&params, &layout), (r, Some(n)), huge)
+            let source = TileSource::Layout;
+            own_tiles(
+                b,
+                body,
+                opts,
+                (&params, &layout),
+                source,
+                (r, Some(n)),
+                huge,
+            )
         })?;
         return Ok(b.finish());
     }

@@ -253,6 +253,8 @@ pub struct LaneStride {
     pub group: Reg,
     /// Lane groups per tile, `⌈lanes / R⌉` (u64).
     pub groups: Reg,
+    /// The number of positions (u64).
+    count: Reg,
     /// Branch here to skip to the thread's next (position, group).
     pub next: Label,
     width: Reg,
@@ -280,13 +282,13 @@ pub struct LaneSet {
 }
 
 impl Layout {
-    /// Opens the (position, lane group) loop of [`LaneStride`] for `per_thread` lanes per thread
-    /// and at most `cap` threads per tile. Needs `lanes`.
+    /// Opens the (position, lane group) loop of [`LaneStride`] over positions `0..positions`
+    /// (u64) for `per_thread` lanes per thread and at most `cap` threads per tile. Needs `lanes`.
     pub fn lane_stride_begin(
         &self,
         b: &mut KernelBuilder,
-        per_thread: u32,
-        cap: Option<u32>,
+        positions: Reg,
+        (per_thread, cap): (u32, Option<u32>),
     ) -> LaneStride {
         debug_assert!(per_thread.is_power_of_two());
         let lanes = self.lanes.expect("a lane stride needs `lanes`");
@@ -299,6 +301,7 @@ impl Layout {
                 b.bin(BinOp::Shr, Type::U64, up, shift)
             }
         };
+        let count = positions;
         let positions = LoopScope {
             head: b.label(),
             exit: b.label(),
@@ -318,7 +321,7 @@ impl Layout {
         let used = b.bin(BinOp::Mul, Type::U64, step, width);
         let idle = b.setp(Cmp::Ge, Type::U64, thread, used);
         b.break_if(&positions, idle, false);
-        let past = b.setp(Cmp::Ge, Type::U64, position, self.tiles);
+        let past = b.setp(Cmp::Ge, Type::U64, position, count);
         b.break_if(&positions, past, false);
         b.place(positions.head);
         let group = b.mov(Type::U64, first_group);
@@ -328,6 +331,7 @@ impl Layout {
             position,
             group,
             groups,
+            count,
             next: b.label(),
             width,
             first_group,
@@ -338,14 +342,14 @@ impl Layout {
     }
 
     /// Closes [`Layout::lane_stride_begin`]'s loops.
-    pub fn lane_stride_end(&self, b: &mut KernelBuilder, ls: LaneStride) {
+    pub fn lane_stride_end(b: &mut KernelBuilder, ls: LaneStride) {
         b.place(ls.next);
         b.bin_to(BinOp::Add, Type::U64, ls.group, ls.group, ls.width);
         let more = b.setp(Cmp::Lt, Type::U64, ls.group, ls.groups);
         b.bra_if(more, false, ls.groups_loop);
         b.bin_to(BinOp::Add, Type::U64, ls.position, ls.position, ls.step);
         b.mov_to(Type::U64, ls.group, ls.first_group);
-        let more = b.setp(Cmp::Lt, Type::U64, ls.position, self.tiles);
+        let more = b.setp(Cmp::Lt, Type::U64, ls.position, ls.count);
         b.bra_if(more, false, ls.positions.head);
         b.place(ls.positions.exit);
     }

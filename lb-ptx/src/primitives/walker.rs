@@ -13,7 +13,7 @@ use crate::codegen::{
     array_info, emit_body, reduce_combine, reduce_identity, AtomContext, KernelParams,
     MAX_ATOM_ADDRS,
 };
-use crate::ir::{BinOp, Cmp, Operand, Reg, Type};
+use crate::ir::{BinOp, Cmp, Operand, Reg, Space, Type};
 use crate::primitives::layout::{LaneSet, Layout};
 use crate::{GenError, Options};
 
@@ -379,6 +379,16 @@ impl AtomUses {
     }
 }
 
+/// Where [`own_tiles`] finds its tiles.
+#[derive(Clone, Copy, Debug)]
+pub enum TileSource {
+    /// The layout's tiles ([`Layout::tile`]: every tile, or the frontier's).
+    Layout,
+    /// Tiles `list[from + p]` for positions `p < count` of a `u64` list (a binning pass's
+    /// reordered tiles).
+    List { list: Reg, from: Reg, count: Reg },
+}
+
 /// Every thread takes whole tiles with `per_thread` lanes each, on the grid of (tile, lane group)
 /// pairs of [`crate::primitives::layout::LaneStride`] with at most `cap` threads per tile: it
 /// walks the tile's atoms once, in order, for all its lanes ([`Walker::walk_lanes`]), keeps one
@@ -389,11 +399,24 @@ pub fn own_tiles(
     body: &Body,
     opts: &Options,
     (params, layout): (&KernelParams, &Layout),
-    (per_thread, cap): (u32, Option<u32>),
+    source: TileSource,
+    blocking: (u32, Option<u32>),
     skip_from: Option<u64>,
 ) -> Result<(), GenError> {
-    let ls = layout.lane_stride_begin(b, per_thread, cap);
-    let tile = layout.tile(b, params, ls.position, opts.checked, ls.next);
+    let per_thread = blocking.0;
+    let positions = match source {
+        TileSource::Layout => layout.tiles,
+        TileSource::List { count, .. } => count,
+    };
+    let ls = layout.lane_stride_begin(b, positions, blocking);
+    let tile = match source {
+        TileSource::Layout => layout.tile(b, params, ls.position, opts.checked, ls.next),
+        TileSource::List { list, from, .. } => {
+            let at = b.bin(BinOp::Add, Type::U64, from, ls.position);
+            let addr = b.elem_addr(list, at, 8);
+            b.ld(Space::Global, Type::U64, addr)
+        }
+    };
     let (begin, end) = layout.atoms(b, tile);
     if let Some(limit) = skip_from {
         let size = b.bin(BinOp::Sub, Type::U64, end, begin);
@@ -432,6 +455,6 @@ pub fn own_tiles(
             }
         }
     }
-    layout.lane_stride_end(b, ls);
+    Layout::lane_stride_end(b, ls);
     Ok(())
 }

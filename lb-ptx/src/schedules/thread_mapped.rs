@@ -24,7 +24,7 @@ use crate::codegen::{reduce_combine, reduce_identity, KernelParams};
 use crate::ir::{Kernel, Operand, Type};
 use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Select};
 use crate::primitives::layout::LANE_BLOCKING;
-use crate::primitives::walker::{own_tiles, Walker};
+use crate::primitives::walker::{own_tiles, TileSource, Walker};
 use crate::primitives::Layout;
 use crate::{GenError, Options};
 
@@ -89,6 +89,7 @@ impl ScheduleTemplate for ThreadMapped {
                 body,
                 opts,
                 (&params, &layout),
+                TileSource::Layout,
                 (per_thread, None),
                 None,
             )?;
