@@ -3,7 +3,8 @@
 //! per thread) and of the warp: k ∈ {1, 2, 3, 5, 8, 31, 32, 33, 64, 100, 128}, on adversarial
 //! matrices (no rows, rows without nonzeros, one nonzero, a row longer than a block, rows longer
 //! than a warp, a row past the huge-tile threshold). A body with side effects (an atomic per
-//! lane) is checked the same way: its masked lanes must be skipped, not clamped.
+//! lane) is checked the same way: its masked lanes must be skipped, not clamped; and so is SpMM
+//! over a frontier of rows, repeats included.
 
 mod common;
 
@@ -28,6 +29,25 @@ fn spmm_atomic(
         &mut c[row * k + j],
         a.values[nz] * b[a.col_indices[nz] as usize * k + j],
     );
+}
+
+/// C = A·B on the rows a frontier lists (`c[row * k + j]`); other rows are not written.
+#[load_balanced(
+    schedule = "auto",
+    reduce = "sum",
+    output = "c",
+    lanes = "k",
+    tiles = "frontier"
+)]
+fn frontier_spmm(
+    a: &Csr<f32>,
+    frontier: &[u32],
+    b: &[f32],
+    k: usize,
+    #[atom] nz: usize,
+    #[lane] j: usize,
+) -> f32 {
+    a.values[nz] * b[a.col_indices[nz] as usize * k + j]
 }
 
 /// Checks `got` (row-major `rows × k`) against the f64 product, to a tolerance relative to the
@@ -113,5 +133,51 @@ fn spmm_with_a_huge_row_matches_the_f64_reference() {
     let a = Csr::from_triplets(rows, giant, t).expect("a valid matrix");
     for (k, seed) in [(3, 7), (33, 8)] {
         check(&dev, &a, k, seed, "huge row");
+    }
+}
+
+/// SpMM over a frontier that lists some rows, one of them twice, for lane counts on both sides of
+/// each register-blocking step: listed rows hold the product, the others what was there.
+#[test]
+fn frontier_spmm_matches_the_f64_reference() {
+    const UNTOUCHED: f32 = -7.0;
+    let dev = Device::default();
+    let a = lb::generate::power_law(200, 200, 6.0, 21);
+    let mut frontier: Vec<u32> = (0..a.num_rows as u32).filter(|r| r % 3 != 1).collect();
+    frontier.push(frontier[frontier.len() / 2]);
+    let da = DeviceCsr::upload(&dev, &a).unwrap();
+    let df = dev.upload(&frontier).unwrap();
+    for k in [3usize, 16, 33, 100] {
+        let b = random_vec(a.num_cols * k, k as u64);
+        let db = dev.upload(&b).unwrap();
+        // (exact product, sum of the terms' magnitudes) per element, in f64.
+        let want: Vec<(f64, f64)> = (0..a.num_rows * k)
+            .map(|e| {
+                let (row, j) = (e / k, e % k);
+                a.row(row).fold((0.0, 0.0), |(sum, mag), nz| {
+                    let col = a.col_indices[nz] as usize;
+                    let term = f64::from(a.values[nz]) * f64::from(b[col * k + j]);
+                    (sum + term, mag + term.abs())
+                })
+            })
+            .collect();
+        for &s in frontier_spmm::SCHEDULES {
+            let mut dc = dev.upload(&vec![UNTOUCHED; a.num_rows * k]).unwrap();
+            frontier_spmm::launch_with(&dev, s, &da, &df, &db, k, &mut dc).unwrap();
+            let got = dev.download(&dc).unwrap();
+            for row in 0..a.num_rows {
+                let listed = frontier.contains(&(row as u32));
+                for j in 0..k {
+                    let (g, (w, mag)) = (got[row * k + j], want[row * k + j]);
+                    let what = format!("frontier, k = {k}, {}: c[{row}][{j}]", s.name());
+                    if listed {
+                        let err = (f64::from(g) - w).abs();
+                        assert!(err <= 1e-5 * mag.max(1e-30), "{what} = {g}, f64 {w}");
+                    } else {
+                        assert_eq!(g.to_bits(), UNTOUCHED.to_bits(), "{what} was written");
+                    }
+                }
+            }
+        }
     }
 }
