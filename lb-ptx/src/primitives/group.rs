@@ -48,8 +48,8 @@
 //! reference; integer sums and min/max are exact.
 //!
 //! With lanes the group's threads split the tile's lanes instead of its atoms, as in GE-SpMM
-//! (Huang, Chen, Wang and Hu, SC'20, §4: a warp per row of A, its threads over the columns of
-//! B): up to N threads side by side take a tile, each owning 1, 2 or 4 lanes (picked in the
+//! (Huang et al., SC'20: a warp per row of A, its threads over the columns of B): up to N
+//! threads side by side take a tile, each owning 1, 2 or 4 lanes (picked in the
 //! kernel by the lane count) and walking the tile's atoms in order ([`own_tiles`]), so reads of
 //! B's rows and writes of C's are coalesced and each atom's loads serve every lane of a thread.
 //! The lanes give the group its parallelism, which the atoms gave without them; tiles of the

@@ -194,8 +194,8 @@ impl Layout {
 /// A thread that owns R lanes of a tile evaluates the body for all R per atom, so the atom's
 /// loads (column index, value) and the lane-invariant index arithmetic (`&b[col * k]`) are done
 /// once for R lanes, and R gathers are in flight together: the register blocking of GE-SpMM
-/// (Huang, Chen, Wang and Hu, SC'20), whose coarse-grained warp merging (§4.2) gives each thread
-/// several columns of B for the same reason. The thread's lanes are `group + r × groups` with
+/// (Huang et al., SC'20), whose coarse-grained warp merging gives each thread several columns of
+/// B for the same reason. The thread's lanes are `group + r × groups` with
 /// `groups = ⌈lanes / R⌉`, so for each r consecutive threads read consecutive elements of B's row
 /// and write consecutive elements of C's. The rule is the largest R that keeps `groups ≥ 8`:
 /// eight f32 side by side are one 32-byte sector, the unit of a coalesced access, so no sector is
