@@ -291,16 +291,8 @@ impl Layout {
         (per_thread, cap): (u32, Option<u32>),
     ) -> LaneStride {
         debug_assert!(per_thread.is_power_of_two());
-        let lanes = self.lanes.expect("a lane stride needs `lanes`");
         let (thread, threads) = b.grid_thread();
-        let groups = match per_thread {
-            1 => lanes,
-            r => {
-                let up = b.bin(BinOp::Add, Type::U64, lanes, Operand::Imm(i64::from(r) - 1));
-                let shift = Operand::Imm(r.trailing_zeros().into());
-                b.bin(BinOp::Shr, Type::U64, up, shift)
-            }
-        };
+        let groups = self.lane_groups(b, per_thread);
         let count = positions;
         let positions = LoopScope {
             head: b.label(),
@@ -338,6 +330,20 @@ impl Layout {
             step,
             positions,
             groups_loop,
+        }
+    }
+
+    /// Lane groups per tile for `per_thread` lanes per thread, `⌈lanes / per_thread⌉` (u64; a
+    /// power of two `per_thread`). Needs `lanes`.
+    pub fn lane_groups(&self, b: &mut KernelBuilder, per_thread: u32) -> Reg {
+        let lanes = self.lanes.expect("lane groups need `lanes`");
+        match per_thread {
+            1 => lanes,
+            r => {
+                let up = b.bin(BinOp::Add, Type::U64, lanes, Operand::Imm(i64::from(r) - 1));
+                let shift = Operand::Imm(r.trailing_zeros().into());
+                b.bin(BinOp::Shr, Type::U64, up, shift)
+            }
         }
     }
 

@@ -424,6 +424,23 @@ pub fn own_tiles(
         b.bra_if(large, false, ls.next);
     }
     let set = layout.lane_set(b, body, (ls.group, ls.groups), per_thread);
+    tile_lanes(b, body, opts, (params, layout), tile, (begin, end), &set)?;
+    Layout::lane_stride_end(b, ls);
+    Ok(())
+}
+
+/// One thread's work on `tile` (atoms `begin..end`) for the lanes of `set`: the atoms walked once,
+/// in order, for every lane, one partial per lane, each stored when its lane is below the lane
+/// count.
+pub fn tile_lanes(
+    b: &mut KernelBuilder,
+    body: &Body,
+    opts: &Options,
+    (params, layout): (&KernelParams, &Layout),
+    tile: Reg,
+    (begin, end): (Reg, Reg),
+    set: &LaneSet,
+) -> Result<(), GenError> {
     let accs = match body.reduce {
         Some((ty, r)) => set
             .lanes
@@ -439,7 +456,7 @@ pub fn own_tiles(
         lane: None,
     };
     let range = (begin, begin, end);
-    walker.walk_lanes(b, Some(tile), range, 1, Some(&set), |b, r, x| {
+    walker.walk_lanes(b, Some(tile), range, 1, Some(set), |b, r, x| {
         if let (Some(&acc), Some(x), Some((ty, red))) = (accs.get(r), x, body.reduce) {
             reduce_combine(b, ty, red, acc, x)?;
         }
@@ -455,6 +472,5 @@ pub fn own_tiles(
             }
         }
     }
-    Layout::lane_stride_end(b, ls);
     Ok(())
 }
