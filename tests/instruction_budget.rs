@@ -1,5 +1,7 @@
 //! The instruction budget: simulator instructions per nonzero of the SpMV body under every
-//! schedule on four fixed matrices, held to the checked-in table `tests/instruction_budget.tsv`.
+//! schedule on four fixed matrices, held to the checked-in table `tests/instruction_budget.tsv`,
+//! and per (nonzero × lane) of the SpMM body at k = 32 and 128 on a 27-point stencil and a
+//! power-law matrix, held to `tests/spmm_instruction_budget.tsv`.
 //!
 //! A schedule whose count grows by more than 5% over its budget fails the test, and so does a
 //! (matrix, schedule) pair the table does not list or a row no run produced. Changing the table is
@@ -18,7 +20,14 @@ fn spmv(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
 
+/// C = A·B with B row-major `cols × k`: the lanes are the columns of B (`examples/spmm.rs`).
+#[load_balanced(schedule = "auto", reduce = "sum", output = "c", lanes = "k")]
+fn spmm(a: &Csr<f32>, b: &[f32], k: usize, #[atom] nz: usize, #[lane] j: usize) -> f32 {
+    a.values[nz] * b[a.col_indices[nz] as usize * k + j]
+}
+
 const TABLE: &str = "tests/instruction_budget.tsv";
+const SPMM_TABLE: &str = "tests/spmm_instruction_budget.tsv";
 /// The growth over the budget that fails the test.
 const SLACK: f64 = 1.05;
 
@@ -110,11 +119,11 @@ fn measure() -> BTreeMap<String, f64> {
     out
 }
 
-fn render(measured: &BTreeMap<String, f64>) -> String {
-    let mut text = String::from(
-        "# Simulator instructions per nonzero of the SpMV body (tests/instruction_budget.rs).\n\
+fn render(measured: &BTreeMap<String, f64>, what: &str) -> String {
+    let mut text = format!(
+        "# Simulator instructions per {what} (tests/instruction_budget.rs).\n\
          # Rewrite with LB_UPDATE_BUDGET=1 cargo test --test instruction_budget; review the diff.\n\
-         # matrix\tschedule\tinstructions per nonzero\n",
+         # matrix\tschedule\tinstructions per {what}\n",
     );
     for (key, v) in measured {
         writeln!(text, "{key}\t{v:.2}").unwrap();
@@ -136,20 +145,102 @@ fn parse(text: &str) -> BTreeMap<String, f64> {
 
 #[test]
 fn spmv_stays_within_its_instruction_budget() {
-    let measured = measure();
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(TABLE);
+    hold_to_budget(&measure(), TABLE, "nonzero of the SpMV body");
+}
+
+#[test]
+fn spmm_stays_within_its_instruction_budget() {
+    hold_to_budget(
+        &measure_spmm(),
+        SPMM_TABLE,
+        "nonzero × lane of the SpMM body",
+    );
+}
+
+/// A 3-D 27-point stencil on an `n × n × n` grid: every row has up to 27 nonzeros.
+fn stencil27(n: usize) -> Csr<f32> {
+    let mut t = Vec::new();
+    let at = |x: usize, y: usize, z: usize| (x * n + y) * n + z;
+    for (x, y, z) in (0..n).flat_map(|x| (0..n).flat_map(move |y| (0..n).map(move |z| (x, y, z)))) {
+        for (dx, dy, dz) in (0..27).map(|d| (d / 9, d / 3 % 3, d % 3)) {
+            let (u, v, w) = (x + dx, y + dy, z + dz);
+            if (1..=n).contains(&u) && (1..=n).contains(&v) && (1..=n).contains(&w) {
+                let value = if (dx, dy, dz) == (1, 1, 1) {
+                    26.0
+                } else {
+                    -1.0
+                };
+                t.push((at(x, y, z), at(u - 1, v - 1, w - 1), value));
+            }
+        }
+    }
+    Csr::from_triplets(n * n * n, n * n * n, t).expect("a valid stencil")
+}
+
+/// The f64 reference of C = A·B, independent of the macro.
+fn check_spmm(a: &Csr<f32>, b: &[f32], k: usize, got: &[f32], what: &str) {
+    assert_eq!(got.len(), a.num_rows * k, "{what}: output length");
+    for row in 0..a.num_rows {
+        for j in 0..k {
+            let (mut exact, mut magnitude) = (0.0f64, 0.0f64);
+            for nz in a.row(row) {
+                let col = a.col_indices[nz] as usize;
+                let term = f64::from(a.values[nz]) * f64::from(b[col * k + j]);
+                exact += term;
+                magnitude += term.abs();
+            }
+            let value = got[row * k + j];
+            let err = (f64::from(value) - exact).abs();
+            assert!(
+                err <= 1e-5 * magnitude.max(1e-30),
+                "{what}: c[{row}][{j}]: got {value}, f64 reference {exact}"
+            );
+        }
+    }
+}
+
+/// Instructions per (nonzero × lane) of SpMM for every (matrix and k, schedule).
+fn measure_spmm() -> BTreeMap<String, f64> {
+    let dev = Device::simulator();
+    let mut out = BTreeMap::new();
+    let matrices = [
+        ("stencil27-8", stencil27(8)),
+        ("power_law-600", lb::generate::power_law(600, 600, 8.0, 17)),
+    ];
+    for (name, a) in matrices {
+        let da = DeviceCsr::upload(&dev, &a).unwrap();
+        for k in [32usize, 128] {
+            let b = lb::generate::random_vector(a.num_cols * k, 7);
+            let db = dev.upload(&b).unwrap();
+            for &s in spmm::SCHEDULES {
+                let mut dc = dev.upload(&vec![f32::NAN; a.num_rows * k]).unwrap();
+                let launch = spmm::launch_with(&dev, s, &da, &db, k, &mut dc).unwrap();
+                let what = format!("{name} k={k} {}", s.name());
+                check_spmm(&a, &b, k, &dev.download(&dc).unwrap(), &what);
+                let stats = launch.sim.expect("the simulator reports instructions");
+                let per = stats.instructions as f64 / (a.nnz() * k).max(1) as f64;
+                out.insert(format!("{name} k={k}\t{}", s.name()), per);
+            }
+        }
+    }
+    out
+}
+
+/// Compares `measured` with the table at `table` (or rewrites it under `LB_UPDATE_BUDGET`).
+fn hold_to_budget(measured: &BTreeMap<String, f64>, table: &str, what: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(table);
     if std::env::var_os("LB_UPDATE_BUDGET").is_some() {
-        std::fs::write(&path, render(&measured)).unwrap();
+        std::fs::write(&path, render(measured, what)).unwrap();
         eprintln!("instruction budget rewritten: {}", path.display());
         return;
     }
     let budget = parse(&std::fs::read_to_string(&path).expect("the checked-in budget table"));
     let mut failures = Vec::new();
-    for (key, &got) in &measured {
+    for (key, &got) in measured {
         match budget.get(key) {
-            None => failures.push(format!("{key}: {got:.2} per nonzero, but no budget")),
+            None => failures.push(format!("{key}: {got:.2} per {what}, but no budget")),
             Some(&want) if got > want * SLACK => failures.push(format!(
-                "{key}: {got:.2} per nonzero, budget {want:.2} (+{:.1}%)",
+                "{key}: {got:.2} per {what}, budget {want:.2} (+{:.1}%)",
                 100.0 * (got / want - 1.0)
             )),
             Some(_) => {}

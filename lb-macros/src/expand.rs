@@ -345,6 +345,9 @@ fn plan_tokens(p: &Plan) -> TokenStream {
         Some(Select::AvgAtomsPerTile { min, max }) => {
             quote!(::core::option::Option::Some(::lb::__private::Select::AvgAtomsPerTile { min: #min, max: #max }))
         }
+        Some(Select::Lanes { min, max }) => {
+            quote!(::core::option::Option::Some(::lb::__private::Select::Lanes { min: #min, max: #max }))
+        }
         Some(Select::Spread {
             max_avg,
             max_std_dev,

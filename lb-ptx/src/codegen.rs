@@ -335,6 +335,11 @@ pub struct AtomContext {
     /// ([`load::Data::AtomStream`]). A thread that walks consecutive atoms itself needs the line
     /// to stay in L1 for its next atoms, so it reads them read-only but cached.
     pub coalesced: bool,
+    /// The lane times 1, 2, 4 and 8 bytes (u64, by `log2` of the element size), computed once
+    /// per tile by a walk over several lanes ([`crate::primitives::layout::LaneSet`]): a load
+    /// `x[e + lane]` is then `&x[e]` (the same for every lane of the atom, so computed once for
+    /// all of them) plus this offset.
+    pub lane_scaled: [Option<Reg>; 4],
 }
 
 /// How many `array[atom]` addresses a walk may keep (a tile set has at most three atom arrays).
@@ -922,6 +927,12 @@ impl Lower<'_> {
         let kept = self.ctx.atom_addr(array).filter(|_| at_atom && !guarded);
         let (addr, skip) = match kept {
             Some(addr) => (addr, None),
+            None if !guarded && self.lane_offset(index, info.elem).is_some() => {
+                let (rest, offset) = self.lane_offset(index, info.elem).expect("just matched");
+                let i = self.index(false, rest)?;
+                let row = load::elem_addr(self.b, info.base, i, info.elem.size());
+                (self.b.bin(BinOp::Add, Type::U64, row, offset), None)
+            }
             None => {
                 if guarded {
                     let zero = if info.elem.is_float() {
@@ -951,6 +962,26 @@ impl Lower<'_> {
             return Ok(self.b.setp(Cmp::Ne, Type::U32, dst, Operand::Imm(0)));
         }
         Ok(dst)
+    }
+
+    /// For an index `rest + lane` (either order) and a walk that scaled its lane for `elem`'s
+    /// size: `rest` and the scaled lane.
+    fn lane_offset<'e>(&self, index: &'e Expr, elem: Ty) -> Option<(&'e Expr, Reg)> {
+        let ExprKind::Binary {
+            op: BinaryOp::Add,
+            lhs,
+            rhs,
+        } = &index.kind
+        else {
+            return None;
+        };
+        let offset = self.ctx.lane_scaled[elem.size().trailing_zeros() as usize]?;
+        let is_lane = |e: &Expr| matches!(e.kind, ExprKind::Index(IndexRole::Lane));
+        match (is_lane(lhs), is_lane(rhs)) {
+            (_, true) => Some((lhs, offset)),
+            (true, false) => Some((rhs, offset)),
+            _ => None,
+        }
     }
 
     /// An index, kept as the `u32` it was cast from when nothing needs the 64-bit value (no

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::ir::{Address, BinOp, Instr, Kernel, Label, Op, Operand, Reg, Space, Type};
+use crate::ir::{Address, BinOp, Instr, Kernel, Label, LdCache, Op, Operand, Reg, Space, Type};
 
 /// Runs the passes on `kernel` in place; `fma` allows the contraction ([`crate::Options::fma`]).
 pub fn kernel(kernel: &mut Kernel, fma: bool) {
@@ -143,6 +143,22 @@ fn pure_def_mut(op: &mut Op) -> Option<&mut Reg> {
             ..
         } => Some(dst),
         _ => None,
+    }
+}
+
+/// The destination of an instruction whose value [`reuse_common_values`] may reuse: a pure one,
+/// or a read-only global load (`.nc`: no thread writes that memory while the kernel runs, so a
+/// second load of an address gives what the first gave, and the first did not fault). A body
+/// evaluated for several lanes of one atom loads the atom's arrays once this way.
+fn reusable_def_mut(op: &mut Op) -> Option<&mut Reg> {
+    match op {
+        Op::Ld {
+            space: Space::Global,
+            cache: LdCache::ReadOnly | LdCache::Stream,
+            dst,
+            ..
+        } => Some(dst),
+        other => pure_def_mut(other),
     }
 }
 
@@ -444,8 +460,21 @@ fn value_key(instr: &Instr) -> Option<(Reg, String)> {
     if instr.guard.is_some() {
         return None;
     }
+    // An integer scaled by a constant (an element size) is left to [`contract`], which fuses each
+    // copy into the add after it: one `mad` per use instead of a shared `mul` and an `add` each.
+    if let Op::Bin {
+        op: BinOp::Mul | BinOp::MulWide,
+        ty,
+        b: Operand::Imm(_),
+        ..
+    } = instr.op
+    {
+        if !ty.is_float() {
+            return None;
+        }
+    }
     let mut op = instr.op.clone();
-    let dst = pure_def_mut(&mut op)?;
+    let dst = reusable_def_mut(&mut op)?;
     let def = *dst;
     dst.index = u32::MAX;
     Some((def, format!("{op:?}")))
@@ -461,19 +490,19 @@ fn value_key(instr: &Instr) -> Option<(Reg, String)> {
 fn reuse_common_values(body: &mut Vec<Instr>) {
     let defs = def_counts(body);
     let flow = Flow::of(body);
-    let keys: Vec<Option<(Reg, String)>> = body.iter().map(value_key).collect();
     let mut keep = vec![true; body.len()];
-    let mut renames: Vec<(Reg, Reg, Vec<usize>)> = Vec::new();
     // The kept instructions of each key whose destination is written once, ascending.
-    let mut earlier: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut earlier: HashMap<String, Vec<usize>> = HashMap::new();
     for j in 0..body.len() {
-        let Some((dst_j, key)) = &keys[j] else {
+        // Keyed after the renames so far, so that a value computed from a reused one (the
+        // widened column of a column index loaded twice) is found the same in one pass.
+        let Some((dst_j, key)) = value_key(&body[j]) else {
             continue;
         };
-        if defs.get(dst_j) != Some(&1) {
+        if defs.get(&dst_j) != Some(&1) {
             continue;
         }
-        let candidates = earlier.entry(key.as_str()).or_default();
+        let candidates = earlier.entry(key).or_default();
         // The nearest earlier computation whose value reaches `j`; a bounded look-back keeps
         // a body that computes one value thousands of times linear.
         let found = candidates
@@ -482,18 +511,15 @@ fn reuse_common_values(body: &mut Vec<Instr>) {
             .take(REUSE_LOOK_BACK)
             .copied()
             .find(|&i| flow.reaches(body, i, j));
-        match found.and_then(|i| Some((i, flow.positions.straight_uses(*dst_j, j)?))) {
+        match found.and_then(|i| Some((i, flow.positions.straight_uses(dst_j, j)?))) {
             Some((i, at)) => {
-                let dst_i = keys[i].as_ref().expect("a candidate has a key").0;
+                let dst_i = value_key(&body[i]).expect("a candidate has a key").0;
                 keep[j] = false;
-                renames.push((*dst_j, dst_i, at.to_vec()));
+                for &u in at {
+                    rename_uses(&mut body[u], dst_j, dst_i);
+                }
             }
             None => candidates.push(j),
-        }
-    }
-    for (from, to, at) in renames {
-        for j in at {
-            rename_uses(&mut body[j], from, to);
         }
     }
     retain_marked(body, &keep);

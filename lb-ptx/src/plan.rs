@@ -294,6 +294,9 @@ pub enum Select {
         max_std_dev: u64,
         low: bool,
     },
+    /// Picked when `min <= lanes < max` ([`ProblemSize::lanes`]); `max == u64::MAX` means no
+    /// upper bound. The register-blocking variants of one schedule cover `0..` once.
+    Lanes { min: u64, max: u64 },
 }
 
 impl Select {
@@ -322,6 +325,9 @@ impl Select {
                 let within =
                     Self::avg_atoms_per_tile(size) <= max_avg && std_dev <= max_std_dev as f64;
                 within == low
+            }
+            Select::Lanes { min, max } => {
+                size.lanes >= min && (size.lanes < max || max == u64::MAX)
             }
         }
     }

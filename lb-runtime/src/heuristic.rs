@@ -67,7 +67,7 @@ impl Rule {
             };
         }
         if lanes {
-            // A thread per (tile, lane) already reads a row of B coalesced across a warp.
+            // Threads side by side over a tile's lanes read a row of B coalesced across a warp.
             [ThreadMapped, Lrb, MergePath, WarpMapped]
         } else if stats.mean_atoms >= self.warp_mean_atoms {
             [WarpMapped, BlockMapped, ThreadMapped, MergePath]

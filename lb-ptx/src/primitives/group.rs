@@ -47,11 +47,15 @@
 //! is not the sequential loop's order, so float sums may round differently from the CPU
 //! reference; integer sums and min/max are exact.
 //!
-//! Lanes are a loop around the walks (each lane repeats them over the same slots), so any lane
-//! count works. Atom and tile indices are 64-bit (`Options::index` is not consulted); only the
-//! small-tile rounds run in 32 bits, which always suffices. The grid is `Grid::CoverItems`, which
-//! counts tile × lane items; with lanes that launches more blocks than there are batches, and the
-//! extra blocks exit at once.
+//! With lanes the group's threads split the tile's lanes instead of its atoms, as in GE-SpMM
+//! (Huang et al., SC'20: a warp per row of A, its threads over the columns of B): up to N
+//! threads side by side take a tile, each owning 1, 2 or 4 lanes (picked in the
+//! kernel by the lane count) and walking the tile's atoms in order ([`own_tiles`]), so reads of
+//! B's rows and writes of C's are coalesced and each atom's loads serve every lane of a thread.
+//! The lanes give the group its parallelism, which the atoms gave without them; tiles of the
+//! huge-tile split are still left to it. Atom and tile indices are 64-bit (`Options::index` is
+//! not consulted); only the small-tile rounds run in 32 bits, which always suffices. The grid is
+//! `Grid::CoverItems`.
 //!
 //! Huge tiles (at least [`crate::primitives::huge::threshold`] atoms, for every group size) are
 //! empty, invalid slots here: the plan adds the huge-tile split's kernels around this one, and the
@@ -66,8 +70,8 @@ use crate::ir::{
 };
 use crate::plan::{KernelPlan, Plan, Select};
 use crate::primitives::huge;
-use crate::primitives::layout::Layout;
-use crate::primitives::walker::Walker;
+use crate::primitives::layout::{per_lane_blocking, Layout};
+use crate::primitives::walker::{own_tiles, TileSource, Walker};
 use crate::primitives::warp::batch_slot;
 use crate::primitives::warp::butterfly_with;
 use crate::schedules::Schedule;
@@ -297,6 +301,22 @@ fn group_kernel(
     let mut b = KernelBuilder::new(kp.entry.as_ref());
     let params = KernelParams::declare(&mut b, body, plan)?;
     let layout = Layout::new(&mut b, body, opts, &params)?;
+    if let Some(lanes) = layout.lanes {
+        let huge = Some(huge::threshold(block));
+        per_lane_blocking(&mut b, lanes, |b, r| {
+            let source = TileSource::Layout;
+            own_tiles(
+                b,
+                body,
+                opts,
+                (&params, &layout),
+                source,
+                (r, Some(n)),
+                huge,
+            )
+        })?;
+        return Ok(b.finish());
+    }
 
     let tid = b.special(Special::TidX);
     // The shuffle group: the schedule's group for N <= 32, each warp of a wider group.
@@ -351,18 +371,8 @@ fn group_kernel(
     };
     let setup = shfl_setup(&mut b, &g, &rest, wants);
 
-    let lane_loop = layout.lanes.map(|count| {
-        let lane = b.mov(Type::U64, Operand::Imm(0));
-        let scope = b.loop_begin();
-        let end = b.setp(Cmp::Ge, Type::U64, lane, count);
-        b.break_if(&scope, end, false);
-        (lane, scope)
-    });
-    let lane = match lane_loop {
-        Some((l, _)) => Some(l),
-        None if wants(IndexRole::Lane) => Some(b.mov(Type::U64, Operand::Imm(0))),
-        None => None,
-    };
+    // Without `lanes`, a body that reads its lane sees lane 0.
+    let lane = wants(IndexRole::Lane).then(|| b.mov(Type::U64, Operand::Imm(0)));
     let acc = body
         .reduce
         .map(|(ty, red)| reduce_identity(&mut b, ty, red))
@@ -385,10 +395,6 @@ fn group_kernel(
         let store = b.if_begin(ok, false);
         layout.store_output(&mut b, body, &params, (tile, lane), (acc, ty), opts.checked)?;
         b.if_end(store);
-    }
-    if let Some((l, scope)) = lane_loop {
-        b.bin_to(BinOp::Add, Type::U64, l, l, Operand::Imm(1));
-        b.loop_end(scope);
     }
     b.bin_to(BinOp::Add, Type::U64, bb, bb, nblocks);
     b.loop_end(batches);

@@ -1,10 +1,11 @@
 //! The tile-set layout contract every schedule shares: how many work items there are, which tile
-//! an item is, where a tile's atoms begin and end, and where its output goes.
+//! an item is, where a tile's atoms begin and end, and where its output goes; and the lane
+//! mapping, lanes as a second dimension of the grid with register blocking ([`LaneStride`]).
 
 use crate::body::{Body, ParamKind, Ty};
-use crate::builder::KernelBuilder;
+use crate::builder::{KernelBuilder, LoopScope};
 use crate::codegen::{check_index, load_offset, offset_addr, ptx_type, CsrRegs, KernelParams};
-use crate::ir::{BinOp, Label, Operand, Reg, Rounding, Space, Type};
+use crate::ir::{BinOp, Cmp, Label, Operand, Reg, Rounding, Space, Type};
 use crate::plan::OffsetWidth;
 use crate::{GenError, Options};
 
@@ -185,5 +186,221 @@ impl Layout {
         b.st(Space::Global, ptx_type(value.1), addr, value.0);
         b.place(done);
         Ok(())
+    }
+}
+
+/// Lanes per thread (register blocking) for `lanes` lanes: 4 from 32 lanes, 2 from 16, else 1.
+///
+/// A thread that owns R lanes of a tile evaluates the body for all R per atom, so the atom's
+/// loads (column index, value) and the lane-invariant index arithmetic (`&b[col * k]`) are done
+/// once for R lanes, and R gathers are in flight together: the register blocking of GE-SpMM
+/// (Huang et al., SC'20), whose coarse-grained warp merging gives each thread several columns of
+/// B for the same reason. The thread's lanes are `group + r × groups` with
+/// `groups = ⌈lanes / R⌉`, so for each r consecutive threads read consecutive elements of B's row
+/// and write consecutive elements of C's. The rule is the largest R that keeps `groups ≥ 8`:
+/// eight f32 side by side are one 32-byte sector, the unit of a coalesced access, so no sector is
+/// read for fewer lanes than a thread-per-lane mapping reads it. The masked tail stays small: at
+/// most `R − 1` of a tile's `R × groups` lane slots pass `lanes`, under 10% from 32 lanes on. R
+/// stops at 4 because a thread holds R partials and, in the two-atom walk, 2R gathered values.
+pub fn lanes_per_thread(lanes: u64) -> u32 {
+    LANE_BLOCKING
+        .iter()
+        .find(|&&(_, min, max)| lanes >= min && lanes < max)
+        .map_or(1, |&(r, _, _)| r)
+}
+
+/// The register-blocking variants: `(lanes per thread, min lanes, max lanes)` (`max` exclusive,
+/// `u64::MAX` unbounded), covering `0..` once; see [`lanes_per_thread`].
+pub const LANE_BLOCKING: [(u32, u64, u64); 3] = [(1, 0, 16), (2, 16, 32), (4, 32, u64::MAX)];
+
+/// Emits `code` once per register-blocking variant of [`LANE_BLOCKING`], each behind a test of
+/// the lane count, so that one kernel runs the variant [`lanes_per_thread`] picks: for a plan
+/// with several kernels, where one plan per variant would repeat every kernel. `lanes` is the
+/// lane count (u64).
+pub fn per_lane_blocking(
+    b: &mut KernelBuilder,
+    lanes: Reg,
+    mut code: impl FnMut(&mut KernelBuilder, u32) -> Result<(), GenError>,
+) -> Result<(), GenError> {
+    let end = b.label();
+    for &(r, min, _) in LANE_BLOCKING.iter().rev() {
+        let next = b.label();
+        if min > 0 {
+            let fewer = b.setp(Cmp::Lt, Type::U64, lanes, Operand::Imm(min as i64));
+            b.bra_if(fewer, false, next);
+        }
+        code(b, r)?;
+        b.bra(end);
+        b.place(next);
+    }
+    b.place(end);
+    Ok(())
+}
+
+/// A grid-stride loop over (tile position, lane group) pairs: the lane mapping of a schedule that
+/// gives each tile to `W` threads side by side ([`Layout::lane_stride_begin`]), `W = groups`
+/// (every lane group of a tile at once) or at most a cap (a group of N threads per tile, each
+/// looping over lane groups `g, g + W, ..`), and never more than the grid has.
+///
+/// The thread's global index is split once, at entry, into a position and a lane group (one
+/// division per thread, not per work item): `position = thread / W`, `group = thread % W`. Each
+/// thread then keeps its group and strides over positions by `⌊threads / W⌋` (the last
+/// `threads % W` threads idle).
+pub struct LaneStride {
+    /// The tile position (u64).
+    pub position: Reg,
+    /// The lane group (u64, `< groups`).
+    pub group: Reg,
+    /// Lane groups per tile, `⌈lanes / R⌉` (u64).
+    pub groups: Reg,
+    /// The number of positions (u64).
+    count: Reg,
+    /// Branch here to skip to the thread's next (position, group).
+    pub next: Label,
+    width: Reg,
+    first_group: Reg,
+    step: Reg,
+    positions: LoopScope,
+    groups_loop: Label,
+}
+
+/// The lanes a thread owns in one tile: `lanes[r] = group + r × groups`.
+pub struct LaneSet {
+    /// The lanes (u64), for the output.
+    pub lanes: Vec<Reg>,
+    /// The lanes the body is evaluated for (u64): `lanes[r]`, or for a body without side effects
+    /// `min(lanes[r], lanes − 1)`, so that a masked lane computes in bounds without a branch and
+    /// its value is dropped (the body's lane-invariant part stays one straight line, which
+    /// [`crate::optimize`] evaluates once for all R).
+    pub body: Vec<Reg>,
+    /// `lanes[r] < lanes`, `None` where it always holds (r = 0).
+    pub valid: Vec<Option<Reg>>,
+    /// `body[r]` times 1, 2, 4 and 8 bytes ([`crate::codegen::AtomContext::lane_scaled`]): once
+    /// per tile, so that the walk's loads at `e + lane` add one offset per lane (those the body
+    /// does not read are removed as dead code).
+    pub scaled: Vec<[Option<Reg>; 4]>,
+}
+
+impl Layout {
+    /// Opens the (position, lane group) loop of [`LaneStride`] over positions `0..positions`
+    /// (u64) for `per_thread` lanes per thread and at most `cap` threads per tile. Needs `lanes`.
+    pub fn lane_stride_begin(
+        &self,
+        b: &mut KernelBuilder,
+        positions: Reg,
+        (per_thread, cap): (u32, Option<u32>),
+    ) -> LaneStride {
+        debug_assert!(per_thread.is_power_of_two());
+        let (thread, threads) = b.grid_thread();
+        let groups = self.lane_groups(b, per_thread);
+        let count = positions;
+        let positions = LoopScope {
+            head: b.label(),
+            exit: b.label(),
+        };
+        let none = b.setp(Cmp::Eq, Type::U64, groups, Operand::Imm(0));
+        b.break_if(&positions, none, false);
+        let wide = match cap {
+            Some(n) => b.bin(BinOp::Min, Type::U64, groups, Operand::Imm(n.into())),
+            None => groups,
+        };
+        let width = b.bin(BinOp::Min, Type::U64, wide, threads);
+        let step = b.bin(BinOp::Div, Type::U64, threads, width);
+        let position = b.bin(BinOp::Div, Type::U64, thread, width);
+        let whole = b.bin(BinOp::Mul, Type::U64, position, width);
+        let first_group = b.bin(BinOp::Sub, Type::U64, thread, whole);
+        // The last `threads % width` threads would repeat the first positions' groups.
+        let used = b.bin(BinOp::Mul, Type::U64, step, width);
+        let idle = b.setp(Cmp::Ge, Type::U64, thread, used);
+        b.break_if(&positions, idle, false);
+        let past = b.setp(Cmp::Ge, Type::U64, position, count);
+        b.break_if(&positions, past, false);
+        b.place(positions.head);
+        let group = b.mov(Type::U64, first_group);
+        let groups_loop = b.label();
+        b.place(groups_loop);
+        LaneStride {
+            position,
+            group,
+            groups,
+            count,
+            next: b.label(),
+            width,
+            first_group,
+            step,
+            positions,
+            groups_loop,
+        }
+    }
+
+    /// Lane groups per tile for `per_thread` lanes per thread, `⌈lanes / per_thread⌉` (u64; a
+    /// power of two `per_thread`). Needs `lanes`.
+    pub fn lane_groups(&self, b: &mut KernelBuilder, per_thread: u32) -> Reg {
+        let lanes = self.lanes.expect("lane groups need `lanes`");
+        match per_thread {
+            1 => lanes,
+            r => {
+                let up = b.bin(BinOp::Add, Type::U64, lanes, Operand::Imm(i64::from(r) - 1));
+                let shift = Operand::Imm(r.trailing_zeros().into());
+                b.bin(BinOp::Shr, Type::U64, up, shift)
+            }
+        }
+    }
+
+    /// Closes [`Layout::lane_stride_begin`]'s loops.
+    pub fn lane_stride_end(b: &mut KernelBuilder, ls: LaneStride) {
+        b.place(ls.next);
+        b.bin_to(BinOp::Add, Type::U64, ls.group, ls.group, ls.width);
+        let more = b.setp(Cmp::Lt, Type::U64, ls.group, ls.groups);
+        b.bra_if(more, false, ls.groups_loop);
+        b.bin_to(BinOp::Add, Type::U64, ls.position, ls.position, ls.step);
+        b.mov_to(Type::U64, ls.group, ls.first_group);
+        let more = b.setp(Cmp::Lt, Type::U64, ls.position, ls.count);
+        b.bra_if(more, false, ls.positions.head);
+        b.place(ls.positions.exit);
+    }
+
+    /// The `per_thread` lanes `group + r × groups` of lane group `group` (see [`LaneSet`]).
+    /// Needs `lanes`.
+    pub fn lane_set(
+        &self,
+        b: &mut KernelBuilder,
+        body: &Body,
+        (group, groups): (Reg, Reg),
+        per_thread: u32,
+    ) -> LaneSet {
+        let count = self.lanes.expect("a lane set needs `lanes`");
+        let last = (per_thread > 1 && body.is_pure())
+            .then(|| b.bin(BinOp::Sub, Type::U64, count, Operand::Imm(1)));
+        let mut set = LaneSet {
+            lanes: vec![group],
+            body: vec![group],
+            valid: vec![None],
+            scaled: Vec::new(),
+        };
+        for _ in 1..per_thread {
+            let prev = *set.lanes.last().expect("lane 0 is there");
+            let lane = b.bin(BinOp::Add, Type::U64, prev, groups);
+            let valid = b.setp(Cmp::Lt, Type::U64, lane, count);
+            set.lanes.push(lane);
+            set.body.push(match last {
+                Some(last) => b.bin(BinOp::Min, Type::U64, lane, last),
+                None => lane,
+            });
+            set.valid.push(Some(valid));
+        }
+        set.scaled = set
+            .body
+            .iter()
+            .map(|&lane| {
+                let mut scaled = [None; 4];
+                for (shift, slot) in scaled.iter_mut().enumerate() {
+                    let by = Operand::Imm(shift as i64);
+                    *slot = Some(b.bin(BinOp::Shl, Type::B64, lane, by));
+                }
+                scaled
+            })
+            .collect();
+        set
     }
 }

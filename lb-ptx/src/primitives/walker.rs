@@ -1,4 +1,5 @@
-//! Atom walks: the body emitted for one atom, and a thread's strided walk over a tile's atoms.
+//! Atom walks: the body emitted for one atom, a thread's strided walk over a tile's atoms, and
+//! the walk of a thread that owns whole tiles with several lanes each ([`own_tiles`]).
 //!
 //! The walk is where most of a kernel's instructions go, so it is written once, lean: the loop
 //! is rotated (one test per atom, at the bottom), and the tile-set arrays the body reads at
@@ -12,8 +13,9 @@ use crate::codegen::{
     array_info, emit_body, reduce_combine, reduce_identity, AtomContext, KernelParams,
     MAX_ATOM_ADDRS,
 };
-use crate::ir::{BinOp, Cmp, Operand, Reg, Type};
-use crate::GenError;
+use crate::ir::{BinOp, Cmp, Operand, Reg, Space, Type};
+use crate::primitives::layout::{LaneSet, Layout};
+use crate::{GenError, Options};
 
 /// What an atom walk needs, per lane.
 pub struct Walker<'a> {
@@ -84,9 +86,28 @@ impl Walker<'_> {
         &self,
         b: &mut KernelBuilder,
         tile: Option<Reg>,
-        (begin, first, end): (Reg, Reg, Reg),
+        range: (Reg, Reg, Reg),
         stride: u32,
         mut each: impl FnMut(&mut KernelBuilder, Option<Reg>) -> Result<(), GenError>,
+    ) -> Result<(), GenError> {
+        self.walk_lanes(b, tile, range, stride, None, |b, _, c| each(b, c))
+    }
+
+    /// [`Walker::walk`] for every lane of `lanes` (or for [`Walker::lane`] alone, as lane 0,
+    /// with `None`): per atom, the body is emitted once per lane, one copy after the other, and
+    /// `each` gets the lane's position in the set with its contribution. The copies share the
+    /// atom's kept pointers, and their lane-invariant instructions (the atom's loads, `col * k`)
+    /// are the same values, which [`crate::optimize`] computes once for all of them. A masked lane
+    /// of a body with side effects is skipped with a branch; a pure body's is clamped in range by
+    /// the [`LaneSet`], and its value reaches `each` to be dropped at the store.
+    pub fn walk_lanes(
+        &self,
+        b: &mut KernelBuilder,
+        tile: Option<Reg>,
+        (begin, first, end): (Reg, Reg, Reg),
+        stride: u32,
+        lanes: Option<&LaneSet>,
+        mut each: impl FnMut(&mut KernelBuilder, usize, Option<Reg>) -> Result<(), GenError>,
     ) -> Result<(), GenError> {
         let rank_wanted = self.body.roles.contains(&IndexRole::Rank);
         let kept = KeptAtoms::new(b, self.body, self.params, self.checked, first)?;
@@ -103,7 +124,7 @@ impl Walker<'_> {
             _ => None,
         };
         if let (1, Some(kept), Some(bound)) = (stride, &kept, bound) {
-            return self.walk_pairs(b, tile, kept, bound, each);
+            return self.walk_pairs(b, tile, kept, bound, lanes, each);
         }
         let (done, top) = (b.label(), b.label());
         let empty = b.setp(Cmp::Ge, Type::U64, first, end);
@@ -116,9 +137,9 @@ impl Walker<'_> {
             rank: rank_wanted.then(|| b.bin(BinOp::Sub, Type::U64, first, begin)),
             atom_addrs: kept.as_ref().map(KeptAtoms::addrs).unwrap_or_default(),
             coalesced: stride >= 32,
+            lane_scaled: [None; 4],
         };
-        let c = emit_body(b, self.body, self.params, &ctx, self.checked)?;
-        each(b, c)?;
+        self.each_lane(b, &ctx, lanes, &mut each)?;
         if let Some(k) = &kept {
             k.advance(b, stride);
         }
@@ -134,6 +155,40 @@ impl Walker<'_> {
         b.place(done);
         Ok(())
     }
+
+    /// The body for one atom (`ctx`) and every lane of `lanes`, each contribution handed to
+    /// `each` (see [`Walker::walk_lanes`]).
+    fn each_lane(
+        &self,
+        b: &mut KernelBuilder,
+        ctx: &AtomContext,
+        lanes: Option<&LaneSet>,
+        each: &mut impl FnMut(&mut KernelBuilder, usize, Option<Reg>) -> Result<(), GenError>,
+    ) -> Result<(), GenError> {
+        let Some(set) = lanes else {
+            let c = emit_body(b, self.body, self.params, ctx, self.checked)?;
+            return each(b, 0, c);
+        };
+        let pure = self.body.is_pure();
+        let lanes = set.body.iter().zip(&set.valid).zip(&set.scaled);
+        for (r, ((&lane, valid), &lane_scaled)) in lanes.enumerate() {
+            let skip = match valid {
+                Some(valid) if !pure => Some(b.if_begin(*valid, false)),
+                _ => None,
+            };
+            let ctx = AtomContext {
+                lane: Some(lane),
+                lane_scaled,
+                ..*ctx
+            };
+            let c = emit_body(b, self.body, self.params, &ctx, self.checked)?;
+            each(b, r, c)?;
+            if let Some(scope) = skip {
+                b.if_end(scope);
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Walker<'_> {
@@ -147,7 +202,8 @@ impl Walker<'_> {
         tile: Option<Reg>,
         kept: &KeptAtoms,
         (addr, stop): (Reg, Reg),
-        mut each: impl FnMut(&mut KernelBuilder, Option<Reg>) -> Result<(), GenError>,
+        lanes: Option<&LaneSet>,
+        mut each: impl FnMut(&mut KernelBuilder, usize, Option<Reg>) -> Result<(), GenError>,
     ) -> Result<(), GenError> {
         let step = i64::from(kept.kept[0].elem_bytes);
         // The last atom's address. Signed comparisons against it: with an empty tile at address 0
@@ -168,8 +224,7 @@ impl Walker<'_> {
                 },
                 ..AtomContext::default()
             };
-            let c = emit_body(b, self.body, self.params, &ctx, self.checked)?;
-            each(b, c)?;
+            self.each_lane(b, &ctx, lanes, &mut each)?;
         }
         kept.advance(b, 2);
         let more = b.setp(Cmp::Lt, Type::S64, addr, last);
@@ -183,8 +238,7 @@ impl Walker<'_> {
             atom_addrs: kept.addrs(),
             ..AtomContext::default()
         };
-        let c = emit_body(b, self.body, self.params, &ctx, self.checked)?;
-        each(b, c)?;
+        self.each_lane(b, &ctx, lanes, &mut each)?;
         b.place(done);
         Ok(())
     }
@@ -323,4 +377,100 @@ impl AtomUses {
             elsewhere: uses > kept,
         }
     }
+}
+
+/// Where [`own_tiles`] finds its tiles.
+#[derive(Clone, Copy, Debug)]
+pub enum TileSource {
+    /// The layout's tiles ([`Layout::tile`]: every tile, or the frontier's).
+    Layout,
+    /// Tiles `list[from + p]` for positions `p < count` of a `u64` list (a binning pass's
+    /// reordered tiles).
+    List { list: Reg, from: Reg, count: Reg },
+}
+
+/// Every thread takes whole tiles with `per_thread` lanes each, on the grid of (tile, lane group)
+/// pairs of [`crate::primitives::layout::LaneStride`] with at most `cap` threads per tile: it
+/// walks the tile's atoms once, in order, for all its lanes ([`Walker::walk_lanes`]), keeps one
+/// partial per lane, and stores the lanes below the lane count. Tiles of at least `skip_from`
+/// atoms are left alone (another kernel of the plan takes them). Needs `lanes`.
+pub fn own_tiles(
+    b: &mut KernelBuilder,
+    body: &Body,
+    opts: &Options,
+    (params, layout): (&KernelParams, &Layout),
+    source: TileSource,
+    blocking: (u32, Option<u32>),
+    skip_from: Option<u64>,
+) -> Result<(), GenError> {
+    let per_thread = blocking.0;
+    let positions = match source {
+        TileSource::Layout => layout.tiles,
+        TileSource::List { count, .. } => count,
+    };
+    let ls = layout.lane_stride_begin(b, positions, blocking);
+    let tile = match source {
+        TileSource::Layout => layout.tile(b, params, ls.position, opts.checked, ls.next),
+        TileSource::List { list, from, .. } => {
+            let at = b.bin(BinOp::Add, Type::U64, from, ls.position);
+            let addr = b.elem_addr(list, at, 8);
+            b.ld(Space::Global, Type::U64, addr)
+        }
+    };
+    let (begin, end) = layout.atoms(b, tile);
+    if let Some(limit) = skip_from {
+        let size = b.bin(BinOp::Sub, Type::U64, end, begin);
+        let large = b.setp(Cmp::Ge, Type::U64, size, Operand::Imm(limit as i64));
+        b.bra_if(large, false, ls.next);
+    }
+    let set = layout.lane_set(b, body, (ls.group, ls.groups), per_thread);
+    tile_lanes(b, body, opts, (params, layout), tile, (begin, end), &set)?;
+    Layout::lane_stride_end(b, ls);
+    Ok(())
+}
+
+/// One thread's work on `tile` (atoms `begin..end`) for the lanes of `set`: the atoms walked once,
+/// in order, for every lane, one partial per lane, each stored when its lane is below the lane
+/// count.
+pub fn tile_lanes(
+    b: &mut KernelBuilder,
+    body: &Body,
+    opts: &Options,
+    (params, layout): (&KernelParams, &Layout),
+    tile: Reg,
+    (begin, end): (Reg, Reg),
+    set: &LaneSet,
+) -> Result<(), GenError> {
+    let accs = match body.reduce {
+        Some((ty, r)) => set
+            .lanes
+            .iter()
+            .map(|_| reduce_identity(b, ty, r))
+            .collect::<Result<Vec<_>, _>>()?,
+        None => Vec::new(),
+    };
+    let walker = Walker {
+        body,
+        params,
+        checked: opts.checked,
+        lane: None,
+    };
+    let range = (begin, begin, end);
+    walker.walk_lanes(b, Some(tile), range, 1, Some(set), |b, r, x| {
+        if let (Some(&acc), Some(x), Some((ty, red))) = (accs.get(r), x, body.reduce) {
+            reduce_combine(b, ty, red, acc, x)?;
+        }
+        Ok(())
+    })?;
+    if let Some((ty, _)) = body.reduce {
+        for ((&acc, &lane), valid) in accs.iter().zip(&set.lanes).zip(&set.valid) {
+            let masked = valid.map(|v| b.if_begin(v, false));
+            let item = (tile, Some(lane));
+            layout.store_output(b, body, params, item, (acc, ty), opts.checked)?;
+            if let Some(scope) = masked {
+                b.if_end(scope);
+            }
+        }
+    }
+    Ok(())
 }

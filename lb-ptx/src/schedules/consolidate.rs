@@ -37,6 +37,9 @@
 //!
 //! Child mapping: one warp per buffered tile; lane `l` takes atoms `begin + l, begin + l + 32, …`
 //! in order, keeping a partial, and a fixed butterfly combines the 32 partials; lane 0 stores.
+//! With `lanes`, the warp's threads take the tile's lanes instead (1, 2 or 4 each, picked in the
+//! kernel by the lane count) and walk its atoms in order ([`child_lanes`]); the parent still
+//! takes small tiles as (tile, lane) items.
 //! Determinism: a tile's result depends only on the tile (small: the sequential loop, bitwise
 //! the CPU reference; large: the fixed strided-then-butterfly order), never on which warp or
 //! launch took it, so two launches agree bitwise. No float atomics.
@@ -62,6 +65,8 @@ use crate::ir::{
 };
 use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::huge;
+use crate::primitives::layout::per_lane_blocking;
+use crate::primitives::walker::tile_lanes;
 use crate::primitives::warp::{butterfly, grid_warps, shfl};
 use crate::primitives::Layout;
 use crate::{GenError, Options};
@@ -351,6 +356,49 @@ fn thread_tile(
     Ok(())
 }
 
+/// The child's walk with lanes: one warp per buffered tile, its threads side by side over the
+/// tile's lane groups (`g, g + 32, ..`, `per_thread` lanes each) instead of its atoms, each
+/// walking the atoms in order for its lanes ([`tile_lanes`]): reads of B's rows are coalesced
+/// and each atom's loads serve all of a thread's lanes (GE-SpMM's warp per row, Huang et al.,
+/// SC'20). A tile's result is the sequential loop's per lane, whichever warp takes it.
+fn child_lanes(
+    b: &mut KernelBuilder,
+    body: &Body,
+    opts: &Options,
+    c: &Common,
+    (first, count): (Reg, Reg),
+    per_thread: u32,
+) -> Result<(), GenError> {
+    let (warp, warps, laneid) = grid_warps(b);
+    let lane64 = b.cvt(Rounding::None, Type::U64, Type::U32, laneid);
+    let groups = c.layout.lane_groups(b, per_thread);
+    let i = b.mov(Type::U64, warp);
+    let tiles = b.loop_begin();
+    let done = b.setp(Cmp::Ge, Type::U64, i, count);
+    b.break_if(&tiles, done, false);
+    let next = b.label();
+    let index = b.bin(BinOp::Add, Type::U64, first, i);
+    let (tile, range) = buffered_tile(b, c, index, next);
+    let group = b.mov(Type::U64, lane64);
+    let own = b.loop_begin();
+    let past = b.setp(Cmp::Ge, Type::U64, group, groups);
+    b.break_if(&own, past, false);
+    let set = c.layout.lane_set(b, body, (group, groups), per_thread);
+    tile_lanes(b, body, opts, (&c.params, &c.layout), tile, range, &set)?;
+    b.bin_to(
+        BinOp::Add,
+        Type::U64,
+        group,
+        group,
+        Operand::Imm(WARP.into()),
+    );
+    b.loop_end(own);
+    b.place(next);
+    b.bin_to(BinOp::Add, Type::U64, i, i, warps);
+    b.loop_end(tiles);
+    Ok(())
+}
+
 /// Opens `for lane in 0..lanes` when the layout has lanes; `None` otherwise (one pass).
 fn lanes_begin(b: &mut KernelBuilder, c: &Common) -> Option<(Reg, crate::builder::LoopScope)> {
     let lanes = c.layout.lanes?;
@@ -401,6 +449,12 @@ impl Consolidate {
             let count = b.ld(Space::Global, Type::U64, c.count_ptr);
             (b.mov(Type::U64, Operand::Imm(0)), count)
         };
+        if let Some(lanes) = c.layout.lanes {
+            per_lane_blocking(&mut b, lanes, |b, r| {
+                child_lanes(b, body, opts, &c, (first, count), r)
+            })?;
+            return Ok(b.finish());
+        }
         let (warp, warps, laneid) = grid_warps(&mut b);
         let lane64 = b.cvt(Rounding::None, Type::U64, Type::U32, laneid);
         let is_first = b.setp(Cmp::Eq, Type::U32, laneid, Operand::Imm(0));
@@ -487,70 +541,19 @@ impl Consolidate {
             block: opts.block,
         });
 
-        let batches = b.loop_begin();
-        let done = b.setp(Cmp::Ge, Type::U64, batch, c.layout.items);
-        b.break_if(&batches, done, false);
-        let item = b.bin(BinOp::Add, Type::U64, batch, tid64);
-        let position = b.reg(RegClass::B64);
-        // `append` is false unless this item is the lane-0 item of a large tile.
-        let append = b.setp(Cmp::Lt, Type::U64, item, Operand::Imm(0));
-        let skip = b.label();
-        let outside = b.setp(Cmp::Ge, Type::U64, item, c.layout.items);
-        b.bra_if(outside, false, skip);
-        let work = c.layout.work_item(&mut b, item);
-        b.mov_to(Type::U64, position, work.position);
-        let tile = c
-            .layout
-            .tile(&mut b, &c.params, work.position, opts.checked, skip);
-        let range = c.layout.atoms(&mut b, tile);
-        let n = b.bin(BinOp::Sub, Type::U64, range.1, range.0);
-        if device_child.is_none() {
-            // The host path leaves huge tiles to the split that runs after the child. (The
-            // device path has no such kernels: its children take every large tile.)
-            let split = huge::is_huge(&mut b, n, opts.block);
-            b.bra_if(split, false, skip);
+        let regs = BatchRegs {
+            batch,
+            stride,
+            tid64,
+            laneid,
+            is_t0,
+        };
+        match c.layout.lanes {
+            Some(lanes) => per_lane_blocking(&mut b, lanes, |b, r| {
+                self.batches(b, body, opts, &c, regs, (device_child, launch), Some(r))
+            })?,
+            None => self.batches(&mut b, body, opts, &c, regs, (device_child, launch), None)?,
         }
-        let threshold = opts.tuning.consolidate_threshold.unwrap_or(self.threshold);
-        b.emit(Op::Setp {
-            cmp: Cmp::Ge,
-            ty: Type::U64,
-            dst: append,
-            a: n.into(),
-            b: Operand::Imm(threshold as i64),
-        });
-        let mut small = b.if_begin(append, true);
-        thread_tile(&mut b, body, opts, &c, tile, range, work.lane)?;
-        b.if_else(&mut small);
-        if let Some(lane) = work.lane {
-            // Only the lane-0 item appends; the child walks every lane of the tile.
-            let other = b.setp(Cmp::Ne, Type::U64, lane, Operand::Imm(0));
-            b.emit_guarded(
-                other,
-                false,
-                Op::Setp {
-                    cmp: Cmp::Lt,
-                    ty: Type::U64,
-                    dst: append,
-                    a: item.into(),
-                    b: Operand::Imm(0),
-                },
-            );
-        }
-        b.if_end(small);
-        b.place(skip);
-
-        match self.level {
-            Level::Warp | Level::Grid => {
-                let level = self.level;
-                let launch = launch.filter(|_| level == Level::Warp);
-                warp_append(&mut b, body, opts, &c, (append, position, laneid), launch)?;
-            }
-            Level::Block => {
-                block_append(&mut b, body, opts, &c, (append, position, is_t0), launch)?
-            }
-        }
-        b.bin_to(BinOp::Add, Type::U64, batch, batch, stride);
-        b.loop_end(batches);
 
         if let (Level::Grid, Some(launch)) = (self.level, launch) {
             // The last block to finish launches one child over the whole buffer.
@@ -597,6 +600,128 @@ impl Consolidate {
         }
         Ok(b.finish())
     }
+
+    /// The parent's block-uniform loop over batches of `ntid` items: small tiles in place, large
+    /// ones appended (by the item of lane or lane group 0). With `per_thread: None` an item is a
+    /// tile (and a lane, with `lanes`); with `Some(R)` it is a tile and a lane group of R lanes
+    /// ([`crate::primitives::layout::LaneSet`]), consecutive items taking consecutive lanes, and
+    /// a small tile is walked once for its R lanes ([`tile_lanes`]).
+    #[allow(clippy::too_many_arguments)]
+    fn batches(
+        &self,
+        b: &mut KernelBuilder,
+        body: &Body,
+        opts: &Options,
+        c: &Common,
+        regs: BatchRegs,
+        (device_child, launch): (Option<&str>, Option<Launch<'_>>),
+        per_thread: Option<u32>,
+    ) -> Result<(), GenError> {
+        let BatchRegs {
+            batch,
+            stride,
+            tid64,
+            laneid,
+            is_t0,
+        } = regs;
+        // With lanes, items are (tile, lane group) pairs: `per_thread` lanes per item.
+        let blocking = per_thread.map(|r| {
+            let groups = c.layout.lane_groups(b, r);
+            let items = b.bin(BinOp::Mul, Type::U64, c.layout.tiles, groups);
+            (r, groups, items)
+        });
+        let items = blocking.map_or(c.layout.items, |(_, _, items)| items);
+        let batches = b.loop_begin();
+        let done = b.setp(Cmp::Ge, Type::U64, batch, items);
+        b.break_if(&batches, done, false);
+        let item = b.bin(BinOp::Add, Type::U64, batch, tid64);
+        let position = b.reg(RegClass::B64);
+        // `append` is false unless this item is the lane-0 item of a large tile.
+        let append = b.setp(Cmp::Lt, Type::U64, item, Operand::Imm(0));
+        let skip = b.label();
+        let outside = b.setp(Cmp::Ge, Type::U64, item, items);
+        b.bra_if(outside, false, skip);
+        // The item's position and its lane (or lane group: `None` without lanes).
+        let (at, lane) = match blocking {
+            Some((_, groups, _)) => {
+                let at = b.bin(BinOp::Div, Type::U64, item, groups);
+                let whole = b.bin(BinOp::Mul, Type::U64, at, groups);
+                (at, Some(b.bin(BinOp::Sub, Type::U64, item, whole)))
+            }
+            None => {
+                let work = c.layout.work_item(b, item);
+                (work.position, work.lane)
+            }
+        };
+        b.mov_to(Type::U64, position, at);
+        let tile = c.layout.tile(b, &c.params, at, opts.checked, skip);
+        let range = c.layout.atoms(b, tile);
+        let n = b.bin(BinOp::Sub, Type::U64, range.1, range.0);
+        if device_child.is_none() {
+            // The host path leaves huge tiles to the split that runs after the child. (The
+            // device path has no such kernels: its children take every large tile.)
+            let split = huge::is_huge(b, n, opts.block);
+            b.bra_if(split, false, skip);
+        }
+        let threshold = opts.tuning.consolidate_threshold.unwrap_or(self.threshold);
+        b.emit(Op::Setp {
+            cmp: Cmp::Ge,
+            ty: Type::U64,
+            dst: append,
+            a: n.into(),
+            b: Operand::Imm(threshold as i64),
+        });
+        let mut small = b.if_begin(append, true);
+        match (blocking, lane) {
+            (Some((r, groups, _)), Some(group)) => {
+                let set = c.layout.lane_set(b, body, (group, groups), r);
+                tile_lanes(b, body, opts, (&c.params, &c.layout), tile, range, &set)?;
+            }
+            _ => thread_tile(b, body, opts, c, tile, range, lane)?,
+        }
+        b.if_else(&mut small);
+        if let Some(lane) = lane {
+            // Only the lane-0 (group-0) item appends; the child walks every lane of the tile.
+            let other = b.setp(Cmp::Ne, Type::U64, lane, Operand::Imm(0));
+            b.emit_guarded(
+                other,
+                false,
+                Op::Setp {
+                    cmp: Cmp::Lt,
+                    ty: Type::U64,
+                    dst: append,
+                    a: item.into(),
+                    b: Operand::Imm(0),
+                },
+            );
+        }
+        b.if_end(small);
+        b.place(skip);
+
+        match self.level {
+            Level::Warp | Level::Grid => {
+                let level = self.level;
+                let launch = launch.filter(|_| level == Level::Warp);
+                warp_append(b, body, opts, c, (append, position, laneid), launch)?;
+            }
+            Level::Block => block_append(b, body, opts, c, (append, position, is_t0), launch)?,
+        }
+        b.bin_to(BinOp::Add, Type::U64, batch, batch, stride);
+        b.loop_end(batches);
+        Ok(())
+    }
+}
+
+/// The registers of the parent's batch loop.
+#[derive(Clone, Copy)]
+struct BatchRegs {
+    /// The batch's first item (u64, advanced in place).
+    batch: Reg,
+    /// Items per grid-wide batch step (u64).
+    stride: Reg,
+    tid64: Reg,
+    laneid: Reg,
+    is_t0: Reg,
 }
 
 /// Warp-aggregated append: one atomic per warp reserves the warp's range of the buffer. With

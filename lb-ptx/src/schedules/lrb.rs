@@ -41,7 +41,8 @@ use crate::ir::{
 };
 use crate::plan::{twin_base, Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::huge;
-use crate::primitives::walker::Walker;
+use crate::primitives::layout::per_lane_blocking;
+use crate::primitives::walker::{own_tiles, TileSource, Walker};
 use crate::primitives::warp::{butterfly, grid_warps};
 use crate::primitives::Layout;
 use crate::{GenError, Options};
@@ -208,8 +209,9 @@ impl ScheduleTemplate for Lrb {
                     };
                     // The thread class walks the tile set itself (`Process::per_thread`), so it
                     // reads no bin starts.
-                    let (from, items) = if class == "thread" {
-                        (b.mov(Type::U64, Operand::Imm(0)), layout.items)
+                    let (from, items, tiles) = if class == "thread" {
+                        let zero = b.mov(Type::U64, Operand::Imm(0));
+                        (zero, layout.items, layout.tiles)
                     } else {
                         let from = start(&mut b, t(STARTS), lo);
                         let to = start(&mut b, t(STARTS), hi);
@@ -218,7 +220,7 @@ impl ScheduleTemplate for Lrb {
                             Some(l) => b.bin(BinOp::Mul, Type::U64, tiles, l),
                             None => tiles,
                         };
-                        (from, items)
+                        (from, items, tiles)
                     };
                     let p = Process {
                         body,
@@ -231,7 +233,7 @@ impl ScheduleTemplate for Lrb {
                     };
                     match class {
                         "thread" => p.per_thread(&mut b, items)?,
-                        "warp" => p.per_warp(&mut b, items)?,
+                        "warp" => p.per_warp(&mut b, items, tiles)?,
                         _ => p.per_block(&mut b, items)?,
                     }
                 }
@@ -336,7 +338,26 @@ impl Process<'_> {
     /// atomics) made every access of a short tile a scattered one. On an H100 that made `lrb`
     /// 3–12× slower than `thread_mapped` on road, stencil and regular matrices, whose tiles are
     /// nearly all in these bins (docs/benchmarks.md, 2026-11-22). `items` counts every tile.
+    ///
+    /// With `lanes`, each thread owns 1, 2 or 4 lanes of its tiles (picked in the kernel by the
+    /// lane count: [`per_lane_blocking`]), as `thread_mapped` does ([`own_tiles`]).
     fn per_thread(&self, b: &mut KernelBuilder, items: Reg) -> Result<(), GenError> {
+        let skip_from: u64 = 1 << (WARP_BIN - 1);
+        if let Some(lanes) = self.layout.lanes {
+            let params = (self.params, self.layout);
+            return per_lane_blocking(b, lanes, |b, r| {
+                let source = TileSource::Layout;
+                own_tiles(
+                    b,
+                    self.body,
+                    self.opts,
+                    params,
+                    source,
+                    (r, None),
+                    Some(skip_from),
+                )
+            });
+        }
         let gs = b.grid_stride_begin(items);
         let w = self.layout.work_item(b, gs.item);
         let tile = self
@@ -344,7 +365,7 @@ impl Process<'_> {
             .tile(b, self.params, w.position, self.opts.checked, gs.next);
         let (begin, end) = self.layout.atoms(b, tile);
         let size = b.bin(BinOp::Sub, Type::U64, end, begin);
-        let warp_sized = b.setp(Cmp::Ge, Type::U64, size, Operand::Imm(1 << (WARP_BIN - 1)));
+        let warp_sized = b.setp(Cmp::Ge, Type::U64, size, Operand::Imm(skip_from as i64));
         b.bra_if(warp_sized, false, gs.next);
         let lane = self.lane(b, w.lane);
         let zero = b.mov(Type::U64, Operand::Imm(0));
@@ -357,7 +378,19 @@ impl Process<'_> {
     }
 
     /// One warp per item; lane 0 stores.
-    fn per_warp(&self, b: &mut KernelBuilder, items: Reg) -> Result<(), GenError> {
+    ///
+    /// With `lanes`, the bin's tiles (`count` of them) are walked as the group family walks
+    /// them: up to a warp of threads side by side per tile, each owning 1, 2 or 4 lanes and
+    /// walking the tile's atoms in order ([`own_tiles`]), so B's rows are read coalesced.
+    fn per_warp(&self, b: &mut KernelBuilder, items: Reg, count: Reg) -> Result<(), GenError> {
+        if let Some(lanes) = self.layout.lanes {
+            let params = (self.params, self.layout);
+            let (list, from) = (self.perm, self.from);
+            return per_lane_blocking(b, lanes, |b, r| {
+                let source = TileSource::List { list, from, count };
+                own_tiles(b, self.body, self.opts, params, source, (r, Some(32)), None)
+            });
+        }
         let (item, warps, lane_w) = grid_warps(b);
         let lane_w64 = b.cvt(Rounding::None, Type::U64, Type::U32, lane_w);
         let first = b.setp(Cmp::Eq, Type::U32, lane_w, Operand::Imm(0));

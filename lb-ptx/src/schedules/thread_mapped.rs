@@ -8,16 +8,23 @@
 //! contributions left to right in the body's type, starting from the identity, the result is
 //! bitwise the sequential CPU loop's (with `Options::fma` off; with it on, the loop that fuses
 //! each product into the sum). The walk takes two atoms per trip (`Walker`).
+//!
+//! With `lanes`, a thread owns R lanes of its tile (register blocking, one plan per R picked at
+//! launch by the lane count: [`crate::primitives::layout::lanes_per_thread`]) on the grid of
+//! (tile, lane group) pairs of [`crate::primitives::layout::LaneStride`]: consecutive threads take
+//! consecutive lanes, the atom's loads are shared by the R lanes, and each lane's sum is still
+//! the sequential loop's.
 
 use std::borrow::Cow;
 
-use super::{common_temps, entry_name, Schedule, ScheduleTemplate};
+use super::{common_temps, entry_name, with_offsets32_twins, Schedule, ScheduleTemplate};
 use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
 use crate::codegen::{reduce_combine, reduce_identity, KernelParams};
 use crate::ir::{Kernel, Operand, Type};
-use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan};
-use crate::primitives::walker::Walker;
+use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Select};
+use crate::primitives::layout::LANE_BLOCKING;
+use crate::primitives::walker::{own_tiles, TileSource, Walker};
 use crate::primitives::Layout;
 use crate::{GenError, Options};
 
@@ -43,10 +50,51 @@ impl ScheduleTemplate for ThreadMapped {
         })
     }
 
+    /// Without `lanes`, [`ScheduleTemplate::plan`]'s; with `lanes`, one per register-blocking
+    /// variant of [`LANE_BLOCKING`], R lanes per thread being the grid's `per_thread`.
+    fn plans(&self, body: &Body, opts: &Options) -> Result<Vec<Plan>, GenError> {
+        let plan = self.plan(body, opts)?;
+        if opts.lanes.is_none() {
+            return Ok(with_offsets32_twins(vec![plan]));
+        }
+        let plans = LANE_BLOCKING
+            .iter()
+            .map(|&(r, min, max)| {
+                let mut kernel = plan.kernels[0].clone();
+                if r > 1 {
+                    kernel.entry = Cow::Owned(format!("{}_x{r}", kernel.entry));
+                }
+                kernel.grid = Grid::CoverItems { per_thread: r };
+                Plan {
+                    kernels: Cow::Owned(vec![kernel]),
+                    select: Some(Select::Lanes { min, max }),
+                    ..plan.clone()
+                }
+            })
+            .collect();
+        Ok(with_offsets32_twins(plans))
+    }
+
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
         let mut b = KernelBuilder::new(plan.kernels[0].entry.as_ref());
         let params = KernelParams::declare(&mut b, body, plan)?;
         let layout = Layout::new(&mut b, body, opts, &params)?;
+        if layout.lanes.is_some() {
+            let per_thread = match plan.kernels[0].grid {
+                Grid::CoverItems { per_thread } => per_thread.max(1),
+                _ => 1,
+            };
+            own_tiles(
+                &mut b,
+                body,
+                opts,
+                (&params, &layout),
+                TileSource::Layout,
+                (per_thread, None),
+                None,
+            )?;
+            return Ok(vec![b.finish()]);
+        }
 
         let gs = b.grid_stride_begin(layout.items);
         let work = layout.work_item(&mut b, gs.item);
