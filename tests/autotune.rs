@@ -29,9 +29,11 @@ fn temp_file(name: &str) -> std::path::PathBuf {
     ))
 }
 
-/// The busiest thread's instructions of `schedule` launched by name: the tuner's cost.
+/// The busiest thread's instructions of `schedule` launched by name, in a launch after the first
+/// (which fills the tile set's caches): the tuner's cost.
 fn busiest(dev: &Device, a: &DeviceCsr<f32>, x: &DeviceBuffer<f32>, s: Schedule) -> Option<u64> {
     let mut y = dev.zeros::<f32>(a.num_rows()).unwrap();
+    spmv::launch_with(dev, s, a, x, &mut y).ok()?;
     let l = spmv::launch_with(dev, s, a, x, &mut y).ok()?;
     l.sim?.per_thread_instructions.iter().max().copied()
 }
@@ -211,9 +213,10 @@ fn gpu_tunes_by_time() {
     assert_spmv_close(&a, &x, &dy.download().unwrap(), "cached launch");
 }
 
-/// A tuning launch does not swallow reports: an earlier launch's out-of-bounds report left on the
-/// stream comes back from the tuning launch (which synchronizes first), and the tuning launch's
-/// own bad argument comes back as its error.
+/// Tuning changes no report: a launch whose candidates report a bad `x` runs the heuristic's pick
+/// and reports it at its wait, as an untuned launch does; a report an earlier launch left on the
+/// stream is not taken by the candidates (they run on a stream of their own) and comes back from
+/// the stream's next synchronization; then the launch that tuned ran and is correct.
 #[test]
 fn tuning_keeps_every_report() {
     let dev = Device::simulator();
@@ -224,37 +227,36 @@ fn tuning_keeps_every_report() {
     let full = dev.upload(&random_vec(a.num_cols, 2)).unwrap();
     let da = DeviceCsr::upload(&dev, &a).unwrap();
     let mut dy = dev.zeros::<f32>(a.num_rows).unwrap();
-    let stream = dev.stream();
-    let is_oob = |r: lb::Result<Pending>| {
+    let stream = dev.new_stream().unwrap();
+    stream.wait_for(&dev.stream()).unwrap();
+    let is_oob = |r: lb::Result<()>| {
         assert!(
             matches!(r, Err(lb::Error::OutOfBounds { ref param, .. }) if param == "x"),
-            "{:?}",
-            r.map(|p| p.launch().schedule.clone())
+            "{r:?}"
         )
     };
-    // Its own bad `x`: every candidate reports it, so the launch does.
-    is_oob(common::spmv_checked::launch_async(
-        &stream, &da, &short, &mut dy,
-    ));
-    stream.synchronize().unwrap();
-    // A bad launch by name, dropped unread, then a tuning launch: the report is not lost.
+    let bad = common::spmv_checked::launch_async(&stream, &da, &short, &mut dy).unwrap();
+    assert_eq!(bad.launch().picked, Picked::Rule);
+    is_oob(bad.wait().map(drop));
+    // A bad launch by name, dropped unread, then a tuning launch: the report is the stream's.
     drop(
         common::spmv_checked::launch_with_async(&stream, Schedule::MergePath, &da, &short, &mut dy)
             .unwrap(),
     );
-    is_oob(common::spmv_checked::launch_async(
-        &stream, &da, &full, &mut dy,
-    ));
-    // The stream is clean again, and the tuning launch then measures and runs.
-    let l = common::spmv_checked::launch_async(&stream, &da, &full, &mut dy)
-        .unwrap()
-        .wait()
-        .unwrap();
-    assert!(matches!(l.picked, Picked::Tuned(_)), "{:?}", l.picked);
+    let tuned = common::spmv_checked::launch_async(&stream, &da, &full, &mut dy).unwrap();
+    assert!(
+        matches!(tuned.launch().picked, Picked::Tuned(_)),
+        "{:?}",
+        tuned.launch().picked
+    );
+    is_oob(stream.synchronize());
+    tuned.wait().unwrap();
     assert_spmv_close(
         &a,
         &full.download().unwrap(),
         &dy.download().unwrap(),
         "after the reports",
     );
+    let again = common::spmv_checked::launch_async(&stream, &da, &full, &mut dy).unwrap();
+    assert_eq!(again.wait().unwrap().picked, Picked::Cached);
 }

@@ -749,7 +749,7 @@ fn launchers(
                 #tile_set.stats(),
                 ::lb::__private::DeviceTileSet::temp_cache(#tile_set),
                 #lane_count,
-                &mut |__lb_s| self::__lb_run(stream, __lb_s, false, ::lb::__private::Submit::Timed, #(#names),*),
+                &mut |__lb_st, __lb_s| self::__lb_run(__lb_st, __lb_s, false, ::lb::__private::Submit::Timed, #(#names),*),
             )?;
             let mut __lb_pending = self::__lb_run(stream, __lb_schedule, false, __lb_mode, #(#names),*)?;
             __lb_pending.set_picked(__lb_picked);

@@ -42,4 +42,4 @@ pub use mtx::{parse_mtx, read_mtx, write_mtx, MtxValue};
 pub use queue::{DeviceQueue, Queue};
 pub use stats::TileStats;
 pub use stream::{Graph, Pending, Stream, Workspace};
-pub use tune::{pick_schedule, AutoKernel, Picked, Tuning};
+pub use tune::{pick_schedule, AutoKernel, Picked, RunFn, Tuning};

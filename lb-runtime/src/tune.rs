@@ -39,12 +39,12 @@ pub enum Picked {
     /// The caller named it (`launch_with`).
     Named,
     /// The heuristic picked it: tuning is off, or the kernel cannot be tuned (see the module
-    /// documentation), or a capture is in progress.
+    /// documentation), or a capture is in progress, or the candidates reported a bad argument
+    /// (which this launch then reports too).
     Rule,
     /// Measured by this launch: each candidate with its cost (ms on a GPU, the busiest
     /// thread's instructions on the simulator), fastest first. A candidate that cannot run the
-    /// problem is left out; a candidate's error (an out-of-bounds report, a fault) is the
-    /// launch's error.
+    /// problem is left out.
     Tuned(Vec<(Schedule, f64)>),
     /// Measured by an earlier launch on this tile set.
     Cached,
@@ -215,29 +215,39 @@ fn persist(cfg: &Mutex<TuneConfig>, key: String, schedule: Schedule) {
     }
 }
 
-/// What one candidate run cost, `None` when it cannot run this problem (no plan of the schedule
-/// admits it) or gave no measure. Any other error (a report of the kernels, a fault) is the
-/// launch's own and is returned.
-fn cost(
-    run: &mut dyn FnMut(Schedule) -> Result<Pending>,
-    s: Schedule,
-    gpu: bool,
-) -> Result<Option<f64>> {
-    let mut once = || match run(s).and_then(Pending::wait) {
-        Ok(l) => Ok(Some(l)),
-        Err(Error::Shape(_)) => Ok(None),
+/// What a candidate's run says about tuning.
+enum Outcome {
+    /// Its cost.
+    Cost(f64),
+    /// It cannot run this problem (no plan of the schedule admits it), or gave no measure.
+    Skip,
+    /// The kernels reported a bad argument (an index out of bounds, a queue too small): every
+    /// candidate would, so tuning stops and the launch runs the heuristic's pick, whose own
+    /// report the caller then reads as from any launch.
+    Reported,
+}
+
+/// Runs candidate `s` on `tuner`: once to load its module and fill the tile set's caches (whose
+/// producer kernels later launches skip), then measured. A fault is returned as an error.
+fn cost(run: &mut RunFn<'_>, tuner: &Stream, s: Schedule, gpu: bool) -> Result<Outcome> {
+    let mut once = || match run(tuner, s).and_then(Pending::wait) {
+        Ok(l) => Ok(Ok(l)),
+        Err(Error::Shape(_)) => Ok(Err(Outcome::Skip)),
+        Err(Error::OutOfBounds { .. } | Error::QueueOverflow { .. }) => Ok(Err(Outcome::Reported)),
         Err(e) => Err(e),
     };
-    // The first run loads the module and fills the tile set's caches (whose producer kernels
-    // later launches skip): measure the runs after it.
-    let Some(first) = once()? else {
-        return Ok(None);
+    let first = match once()? {
+        Ok(l) => l,
+        Err(outcome) => return Ok(outcome),
     };
     if !gpu {
-        let busiest = once()?
-            .and_then(|l| l.sim)
-            .and_then(|stats| stats.per_thread_instructions.iter().max().copied());
-        return Ok(busiest.map(|n| n as f64));
+        return Ok(match once()? {
+            Ok(l) => l
+                .sim
+                .and_then(|stats| stats.per_thread_instructions.iter().max().copied())
+                .map_or(Outcome::Skip, |n| Outcome::Cost(n as f64)),
+            Err(outcome) => outcome,
+        });
     }
     // The best of a few runs: a run lasting microseconds varies by a few percent from one launch
     // to the next, so short kernels get more runs (at most about a millisecond's worth).
@@ -246,25 +256,35 @@ fn cost(
         Some(ms) if ms < 1.0 => 4,
         _ => 2,
     };
-    let mut best: Option<f32> = None;
+    let mut best = f32::INFINITY;
     for _ in 0..runs {
-        let Some(ms) = once()?.and_then(|l| l.elapsed_ms) else {
-            return Ok(None);
-        };
-        best = Some(best.map_or(ms, |b| b.min(ms)));
+        match once()? {
+            Ok(l) => match l.elapsed_ms {
+                Some(ms) => best = best.min(ms),
+                None => return Ok(Outcome::Skip),
+            },
+            Err(outcome) => return Ok(outcome),
+        }
     }
-    Ok(best.map(f64::from))
+    Ok(Outcome::Cost(f64::from(best)))
 }
 
+/// Launches one candidate schedule on the given stream, timed, on the caller's arguments.
+pub type RunFn<'a> = dyn FnMut(&Stream, Schedule) -> Result<Pending> + 'a;
+
 /// The schedule an `auto` launch of `k` runs on a tile set with `stats` and `cache`, and why.
-/// `run` launches one candidate, synchronously timed, on the caller's arguments.
+///
+/// Candidates run on a stream of their own, ordered after everything enqueued on `stream` so
+/// far, so that waiting on them reads only their reports: a report of an earlier launch stays
+/// with `stream` for its next synchronization, as without tuning. `stream` is then ordered after
+/// the candidates, whose writes the chosen launch overwrites.
 pub fn pick_schedule(
     stream: &Stream,
     k: &AutoKernel,
     stats: &TileStats,
     cache: &TempCache,
     lanes: u64,
-    run: &mut dyn FnMut(Schedule) -> Result<Pending>,
+    run: &mut RunFn<'_>,
 ) -> Result<(Schedule, Picked)> {
     let rule = choose_schedule(k.schedules, stats, lanes);
     let dev = stream.device();
@@ -286,16 +306,21 @@ pub fn pick_schedule(
     if stream.capturing() {
         return Ok((rule, Picked::Rule));
     }
-    // Reports of earlier launches on the stream are theirs: read them now, before a
-    // candidate's wait would take them for its own.
-    stream.synchronize()?;
+    let tuner = dev.new_stream()?;
+    tuner.wait_for(stream)?;
     let gpu = dev.is_gpu();
     let mut costs: Vec<(Schedule, f64)> = Vec::with_capacity(k.schedules.len());
     for &s in k.schedules {
-        if let Some(c) = cost(run, s, gpu)? {
-            costs.push((s, c));
+        match cost(run, &tuner, s, gpu)? {
+            Outcome::Cost(c) => costs.push((s, c)),
+            Outcome::Skip => {}
+            Outcome::Reported => {
+                stream.wait_for(&tuner)?;
+                return Ok((rule, Picked::Rule));
+            }
         }
     }
+    stream.wait_for(&tuner)?;
     costs.sort_by(|a, b| a.1.total_cmp(&b.1));
     let Some(&(best, _)) = costs.first() else {
         // No candidate ran: the rule's schedule runs and reports why.
