@@ -2,7 +2,7 @@
 //! every generated schedule, keeps the fastest with the tile set, and records it on disk so that
 //! another process does not measure again (docs/tuning.md).
 //!
-//! The cost of a candidate is its GPU time (CUDA events, the best of two to eight timed runs,
+//! The cost of a candidate is its GPU time (CUDA events, the median of three to nine timed runs,
 //! more for shorter kernels, after one that warms its module and caches), or on the simulator the busiest thread's instructions of
 //! a run after that first one, the measure lb-bench ranks simulator runs by. Only kernels whose every candidate run leaves the
 //! same result are tuned: a `reduce` kernel with no `&mut` slice, queue or frontier (its output
@@ -44,7 +44,8 @@ pub enum Picked {
     Rule,
     /// Measured by this launch: each candidate with its cost (ms on a GPU, the busiest
     /// thread's instructions on the simulator), fastest first. A candidate that cannot run the
-    /// problem is left out.
+    /// problem is left out. On a GPU the heuristic's pick runs unless another candidate was more
+    /// than 3% faster, so the schedule run may not be the first listed.
     Tuned(Vec<(Schedule, f64)>),
     /// Measured by an earlier launch on this tile set.
     Cached,
@@ -228,8 +229,11 @@ enum Outcome {
 }
 
 /// Runs candidate `s` on `tuner`: once to load its module and fill the tile set's caches (whose
-/// producer kernels later launches skip), then measured. A fault is returned as an error.
-fn cost(run: &mut RunFn<'_>, tuner: &Stream, s: Schedule, gpu: bool) -> Result<Outcome> {
+/// producer kernels later launches skip), then measured. A candidate whose first run already
+/// took more than [`HOPELESS`] times the best cost so far is not run again: that run is its
+/// cost (a schedule without a huge-tile split can take seconds on a row of millions of atoms).
+/// A fault is returned as an error.
+fn cost(run: &mut RunFn<'_>, tuner: &Stream, s: Schedule, gpu: bool, best: f64) -> Result<Outcome> {
     let mut once = || match run(tuner, s).and_then(Pending::wait) {
         Ok(l) => Ok(Ok(l)),
         Err(Error::Shape(_)) => Ok(Err(Outcome::Skip)),
@@ -249,25 +253,39 @@ fn cost(run: &mut RunFn<'_>, tuner: &Stream, s: Schedule, gpu: bool) -> Result<O
             Err(outcome) => outcome,
         });
     }
-    // The best of a few runs: a run lasting microseconds varies by a few percent from one launch
-    // to the next, so short kernels get more runs (at most about a millisecond's worth).
-    let runs = match first.elapsed_ms {
-        Some(ms) if ms < 0.1 => 8,
-        Some(ms) if ms < 1.0 => 4,
-        _ => 2,
+    let Some(first_ms) = first.elapsed_ms.map(f64::from) else {
+        return Ok(Outcome::Skip);
     };
-    let mut best = f32::INFINITY;
+    if first_ms > HOPELESS * best {
+        return Ok(Outcome::Cost(first_ms));
+    }
+    // The median of a few runs, more for short kernels: a run lasting microseconds varies by a
+    // few percent from one launch to the next (about a millisecond's worth at most).
+    let runs = match first_ms {
+        ms if ms < 0.1 => 9,
+        ms if ms < 1.0 => 5,
+        _ => 3,
+    };
+    let mut times = Vec::with_capacity(runs);
     for _ in 0..runs {
         match once()? {
             Ok(l) => match l.elapsed_ms {
-                Some(ms) => best = best.min(ms),
+                Some(ms) => times.push(f64::from(ms)),
                 None => return Ok(Outcome::Skip),
             },
             Err(outcome) => return Ok(outcome),
         }
     }
-    Ok(Outcome::Cost(f64::from(best)))
+    times.sort_by(f64::total_cmp);
+    Ok(Outcome::Cost(times[times.len() / 2]))
 }
+
+/// A first run this many times slower than the best candidate so far ends the candidate.
+const HOPELESS: f64 = 4.0;
+
+/// The heuristic's pick stays unless another candidate is faster by more than this fraction:
+/// below it, the difference is within what repeated runs of one kernel vary by.
+const MARGIN: f64 = 0.03;
 
 /// Launches one candidate schedule on the given stream, timed, on the caller's arguments.
 pub type RunFn<'a> = dyn FnMut(&Stream, Schedule) -> Result<Pending> + 'a;
@@ -310,8 +328,11 @@ pub fn pick_schedule(
     tuner.wait_for(stream)?;
     let gpu = dev.is_gpu();
     let mut costs: Vec<(Schedule, f64)> = Vec::with_capacity(k.schedules.len());
-    for &s in k.schedules {
-        match cost(run, &tuner, s, gpu)? {
+    // The heuristic's pick first: its cost bounds how long the others are given.
+    let order = std::iter::once(rule).chain(k.schedules.iter().copied().filter(|&s| s != rule));
+    for s in order {
+        let best = costs.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
+        match cost(run, &tuner, s, gpu, best)? {
             Outcome::Cost(c) => costs.push((s, c)),
             Outcome::Skip => {}
             Outcome::Reported => {
@@ -322,9 +343,15 @@ pub fn pick_schedule(
     }
     stream.wait_for(&tuner)?;
     costs.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let Some(&(best, _)) = costs.first() else {
+    let Some(&(fastest, fastest_cost)) = costs.first() else {
         // No candidate ran: the rule's schedule runs and reports why.
         return Ok((rule, Picked::Rule));
+    };
+    // On a GPU a measured difference within the noise does not overrule the heuristic.
+    let rule_cost = costs.iter().find(|c| c.0 == rule).map(|c| c.1);
+    let best = match rule_cost {
+        Some(r) if gpu && fastest_cost >= r * (1.0 - MARGIN) => rule,
+        _ => fastest,
     };
     cache.set_tuned(mem_key, best);
     persist(cfg, key, best);
