@@ -796,6 +796,7 @@ fn expansion_has_the_contracts_items() {
             "cpu",
             "launch",
             "launch_async",
+            "__lb_auto",
             "launch_with_async",
             "workspace_size",
             "launch_with",
