@@ -9,6 +9,8 @@
 //! rewrites it from the current counts, and the diff shows what moved. The counts are a guide and
 //! a regression guard, not GPU speed: the simulator counts PTX instructions, not cycles.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -177,28 +179,6 @@ fn stencil27(n: usize) -> Csr<f32> {
     Csr::from_triplets(n * n * n, n * n * n, t).expect("a valid stencil")
 }
 
-/// The f64 reference of C = A·B, independent of the macro.
-fn check_spmm(a: &Csr<f32>, b: &[f32], k: usize, got: &[f32], what: &str) {
-    assert_eq!(got.len(), a.num_rows * k, "{what}: output length");
-    for row in 0..a.num_rows {
-        for j in 0..k {
-            let (mut exact, mut magnitude) = (0.0f64, 0.0f64);
-            for nz in a.row(row) {
-                let col = a.col_indices[nz] as usize;
-                let term = f64::from(a.values[nz]) * f64::from(b[col * k + j]);
-                exact += term;
-                magnitude += term.abs();
-            }
-            let value = got[row * k + j];
-            let err = (f64::from(value) - exact).abs();
-            assert!(
-                err <= 1e-5 * magnitude.max(1e-30),
-                "{what}: c[{row}][{j}]: got {value}, f64 reference {exact}"
-            );
-        }
-    }
-}
-
 /// Instructions per (nonzero × lane) of SpMM for every (matrix and k, schedule).
 fn measure_spmm() -> BTreeMap<String, f64> {
     let dev = Device::simulator();
@@ -216,7 +196,7 @@ fn measure_spmm() -> BTreeMap<String, f64> {
                 let mut dc = dev.upload(&vec![f32::NAN; a.num_rows * k]).unwrap();
                 let launch = spmm::launch_with(&dev, s, &da, &db, k, &mut dc).unwrap();
                 let what = format!("{name} k={k} {}", s.name());
-                check_spmm(&a, &b, k, &dev.download(&dc).unwrap(), &what);
+                common::assert_spmm_close(&a, &b, k, &dev.download(&dc).unwrap(), &what);
                 let stats = launch.sim.expect("the simulator reports instructions");
                 let per = stats.instructions as f64 / (a.nnz() * k).max(1) as f64;
                 out.insert(format!("{name} k={k}\t{}", s.name()), per);

@@ -267,3 +267,26 @@ pub fn assert_spmv_close(a: &Csr<f32>, x: &[f32], got: &[f32], what: &str) {
         );
     }
 }
+
+/// C = A·B (`got` row-major `rows × k`, B row-major `cols × k`) against the f64 product recomputed
+/// here, to a tolerance relative to the sum of the terms' magnitudes (the schedules sum in
+/// different orders).
+pub fn assert_spmm_close(a: &Csr<f32>, b: &[f32], k: usize, got: &[f32], what: &str) {
+    assert_eq!(got.len(), a.num_rows * k, "{what}: output length");
+    for row in 0..a.num_rows {
+        for j in 0..k {
+            let (mut exact, mut magnitude) = (0.0f64, 0.0f64);
+            for nz in a.row(row) {
+                let col = a.col_indices[nz] as usize;
+                let term = f64::from(a.values[nz]) * f64::from(b[col * k + j]);
+                exact += term;
+                magnitude += term.abs();
+            }
+            let value = got[row * k + j];
+            assert!(
+                (f64::from(value) - exact).abs() <= 1e-5 * magnitude.max(1e-30),
+                "{what}: c[{row}][{j}] = {value}, f64 reference {exact}"
+            );
+        }
+    }
+}
