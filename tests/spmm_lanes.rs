@@ -95,15 +95,21 @@ fn spmm_matches_the_f64_reference_for_every_lane_count_and_schedule() {
 }
 
 /// A row past the huge-tile threshold (`4 × block × 16` atoms at the default block) among short
-/// ones: the tile-oriented schedules hand it to the huge-tile split, per lane.
+/// ones, and rows around the split's lane threshold (256 atoms) and one lane chunk (2048): the
+/// tile-oriented schedules hand them to the huge-tile split.
 #[test]
 fn spmm_with_a_huge_row_matches_the_f64_reference() {
     let dev = Device::default();
     let (rows, giant) = (40, 17_000);
     let mut t = Vec::new();
+    // With lanes the split takes rows from 256 atoms: one row just below, rows of one lane
+    // chunk (2048) and just past it, walked by the split's lane walk.
+    let long = [(5, 255), (10, 256), (15, 2048), (25, 2049)];
     for r in 0..rows {
         if r == rows / 2 {
             t.extend((0..giant).map(|c| (r, c, 0.25 + (c % 5) as f32)));
+        } else if let Some(&(_, n)) = long.iter().find(|l| l.0 == r) {
+            t.extend((0..n).map(|c| (r, (c * 7 + r) % giant, 0.5 - (c % 3) as f32)));
         } else {
             t.push((r, (r * 389) % giant, 1.5 - (r % 3) as f32));
         }

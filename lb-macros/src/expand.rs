@@ -300,6 +300,7 @@ fn plan_tokens(p: &Plan) -> TokenStream {
                 per_thread: #per_thread,
                 count_tiles: #count_tiles,
             }),
+            Grid::PerAtoms { atoms } => quote!(::lb::__private::Grid::PerAtoms { atoms: #atoms }),
         };
         quote! {
             ::lb::__private::KernelPlan {

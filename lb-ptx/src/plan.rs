@@ -93,6 +93,10 @@ pub enum Grid {
     /// the decomposition). Never capped at the resident blocks: these kernels do not stride, and
     /// the kernels recompute the same count to find their share.
     CoverWork { per_thread: u32, count_tiles: bool },
+    /// One block per `atoms` atoms of the tile set, at least one, whatever the lanes: for a
+    /// kernel whose blocks each take a run of atoms for all lanes at once (the huge-tile split's
+    /// walk with lanes) and stride over the rest.
+    PerAtoms { atoms: u32 },
 }
 
 impl Grid {
@@ -123,6 +127,10 @@ impl Grid {
                     .saturating_mul(size.lanes.max(1))
                     .min(u64::from(u32::MAX)) as u32
             }
+            Grid::PerAtoms { atoms } => size
+                .atoms
+                .div_ceil(u64::from(atoms.max(1)))
+                .clamp(1, u64::from(u32::MAX)) as u32,
         }
     }
 }

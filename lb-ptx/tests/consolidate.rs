@@ -175,7 +175,7 @@ fn check_spmv(t: &Tiles, level: Level, limits: DeviceLimits, exact: bool) -> Vec
     let buffered = run(&module, &plan, args, size(t, t.rows(), 1), limits, &mut mem);
     let large = (0..t.rows())
         .filter(|&r| {
-            (DEFAULT_THRESHOLD..huge::threshold(BLOCK)).contains(&(t.atoms(r).len() as u64))
+            (DEFAULT_THRESHOLD..huge::threshold(BLOCK, false)).contains(&(t.atoms(r).len() as u64))
         })
         .count();
     assert_eq!(buffered, large as u64, "{level:?}: buffered tiles");
@@ -193,7 +193,7 @@ fn check_spmv(t: &Tiles, level: Level, limits: DeviceLimits, exact: bool) -> Vec
             t.atoms(r).fold(0f32, |a, nz| {
                 t.values[nz].mul_add(x[t.cols[nz] as usize], a)
             })
-        } else if contribs.len() as u64 >= huge::threshold(BLOCK) {
+        } else if contribs.len() as u64 >= huge::threshold(BLOCK, false) {
             model_huge(&contribs)
         } else {
             model_sum(&contribs)

@@ -302,7 +302,7 @@ fn group_kernel(
     let params = KernelParams::declare(&mut b, body, plan)?;
     let layout = Layout::new(&mut b, body, opts, &params)?;
     if let Some(lanes) = layout.lanes {
-        let huge = Some(huge::threshold(block));
+        let huge = Some(huge::threshold(block, true));
         per_lane_blocking(&mut b, lanes, |b, r| {
             let source = TileSource::Layout;
             own_tiles(
@@ -356,7 +356,7 @@ fn group_kernel(
     let (batches, [tile, begin, size0, valid0]) =
         batch_slot(&mut b, &layout, &params, opts.checked, (bb, tid64, block));
     // A tile of the huge-tile split is neither walked nor stored here: an empty, invalid slot.
-    let split = huge::is_huge(&mut b, size0, block);
+    let split = huge::is_huge(&mut b, size0, block, false);
     let size = b.selp(Type::U64, Operand::Imm(0), size0, split);
     let valid = b.selp(Type::U32, Operand::Imm(0), valid0, split);
 

@@ -28,6 +28,15 @@
 //!    partials `l, l + 32, …` in chunk order, a butterfly combines the lanes, lane 0 stores the
 //!    output.
 //!
+//! **With lanes** (SpMM), the lane-parallel kernels walk a tile's atoms in order, so the split
+//! starts much lower, at [`LANE_THRESHOLD`] atoms, chunks are [`LANE_CHUNK`] atoms, and the walk
+//! gives each block one chunk for up to 32 lane groups at once (grid: one block per `CHUNK` atoms
+//! of the tile set): consecutive threads take consecutive lanes, so every read of a row of B is
+//! coalesced and an atom's column and value are loaded once for all of a thread's lanes, where a
+//! warp per (chunk, lane) read 32 rows of B for 32 values. The list, the scan and the fix-up are
+//! the same kernels. Without this, a power-law row of a few thousand nonzeros was a serial chain
+//! of thousands of steps for the few threads of its lanes.
+//!
 //! Determinism: a chunk's bounds are fixed offsets inside its tile and every combination (a
 //! lane's atoms in order, the butterflies, a lane's partials in chunk order) is a fixed tree of
 //! the tile's size alone, never of the grid, the block, the list order or timing; no float
@@ -54,10 +63,11 @@ use std::borrow::Cow;
 use crate::body::Body;
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
-use crate::ir::{BinOp, Cmp, Kernel, Operand, Reg, Rounding, ShflMode, Space, Special, Type};
+use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, ShflMode, Space, Special, Type};
 use crate::plan::{
     twin_base, Grid, KernelPlan, OffsetWidth, Plan, Select, Temp, TempCount, TempRole,
 };
+use crate::primitives::layout::{per_lane_blocking, LANE_BLOCKING};
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::{butterfly, grid_warps, shfl};
 use crate::primitives::Layout;
@@ -82,10 +92,33 @@ const LIST_TEMP: &str = "huge_list";
 const STARTS_TEMP: &str = "huge_starts";
 const PARTIALS_TEMP: &str = "huge_partials";
 
-/// Tiles with at least this many atoms are split, for blocks of `block` threads (see the module
-/// docs).
-pub fn threshold(block: u32) -> u64 {
-    HUGE_FACTOR * u64::from(block) * CHUNK_ITEMS
+/// With lanes, tiles of at least this many atoms are split, whatever the block size.
+///
+/// The lane-parallel kernels (the group family, `lrb`'s thread and warp classes, `consolidate`)
+/// give a tile's lanes to its threads and walk its atoms in order, so a tile of `n` atoms is a
+/// chain of `n` dependent steps (a column load, then the gathers it addresses) however wide the
+/// lanes are: at a few hundred nanoseconds of memory latency per two-atom step, 256 atoms are
+/// already some 40 µs of one thread's time while the split's walk takes them in one block's
+/// pass. Tiles of one chunk (`LANE_THRESHOLD..=CHUNK` atoms) need no partial: the walk stores
+/// them.
+pub const LANE_THRESHOLD: u64 = CHUNK / 2;
+
+/// Atoms of one chunk with lanes, taken by one block ([`Split::walk_lanes`]).
+///
+/// A block's pieces walk `LANE_CHUNK / P` atoms each (64 at 32 lanes, 256 at 128), long enough to
+/// amortize the block's tree of partials, short enough for a dependent chain of some tens of
+/// steps; and the fix-up folds a tile's `n / LANE_CHUNK` chunk partials per lane with one warp
+/// per lane, so a tile of millions of atoms leaves it a few dozen loads per thread.
+pub const LANE_CHUNK: u64 = 4 * CHUNK;
+
+/// Tiles with at least this many atoms are split, for blocks of `block` threads, with or without
+/// lanes (see the module docs and [`LANE_THRESHOLD`]).
+pub fn threshold(block: u32, lanes: bool) -> u64 {
+    if lanes {
+        LANE_THRESHOLD
+    } else {
+        HUGE_FACTOR * u64::from(block) * CHUNK_ITEMS
+    }
 }
 
 /// The grid of a plan's first kernel (the list's, or a schedule's own that comes first), which
@@ -99,16 +132,25 @@ pub fn first_grid() -> Grid {
 }
 
 /// The walk's grid: one warp per chunk of the tile set's atoms, per lane (the split's chunks are
-/// at most 1.25 times as many; the warps stride over them).
-fn walk_grid() -> Grid {
-    Grid::CoverWork {
-        per_thread: CHUNK_ITEMS as u32,
-        count_tiles: false,
+/// at most 1.25 times as many; the warps stride over them); with lanes, one block per chunk of
+/// the tile set's atoms, each taking a chunk for all its lanes ([`Split::walk_lanes`]).
+fn walk_grid(lanes: bool) -> Grid {
+    if lanes {
+        Grid::PerAtoms {
+            atoms: CHUNK as u32,
+        }
+    } else {
+        Grid::CoverWork {
+            per_thread: CHUNK_ITEMS as u32,
+            count_tiles: false,
+        }
     }
 }
 
 /// Partials per `huge_partials` element: `1.25 · block / 32` chunks per first-grid block,
-/// rounded up (see the module docs).
+/// rounded up (see the module docs). With lanes the chunks are [`LANE_CHUNK`] atoms and a tile of
+/// one chunk has no partial, so a listed tile of `n > LANE_CHUNK` atoms has fewer than
+/// `2n / LANE_CHUNK = n / (2 · CHUNK)` partials per lane: fewer than without lanes.
 pub fn partials_per_block(block: u32) -> u32 {
     (5 * block).div_ceil(4 * 32)
 }
@@ -146,7 +188,7 @@ pub fn plan_around(
 
 /// The kernels that come before the schedule's own: list and scan (the cache producers).
 pub fn front_kernels(base: &str, opts: &Options) -> Vec<KernelPlan> {
-    let huge = Some(threshold(opts.block));
+    let huge = Some(threshold(opts.block, opts.lanes.is_some()));
     vec![
         kernel(format!("{base}{LIST}"), opts.block, first_grid(), huge),
         kernel(format!("{base}{SCAN}"), 32, Grid::Fixed(1), huge),
@@ -155,11 +197,19 @@ pub fn front_kernels(base: &str, opts: &Options) -> Vec<KernelPlan> {
 
 /// The kernels after the schedule's own: the walk, and the fix-up when the body reduces.
 pub fn back_kernels(base: &str, body: &Body, opts: &Options) -> Vec<KernelPlan> {
-    let huge = Some(threshold(opts.block));
+    let lanes = opts.lanes.is_some();
+    let huge = Some(threshold(opts.block, lanes));
+    // The lane walk holds R partials and the chunk's bounds on top of a lane walk's registers:
+    // at most 256 threads per block leave it all 255 registers.
+    let walk_block = if lanes {
+        opts.block.min(256)
+    } else {
+        opts.block
+    };
     let mut out = vec![kernel(
         format!("{base}{WALK}"),
-        opts.block,
-        walk_grid(),
+        walk_block,
+        walk_grid(lanes),
         huge,
     )];
     if body.reduce.is_some() {
@@ -210,13 +260,14 @@ pub fn temps(opts: &Options, producers: Option<u32>) -> Vec<Temp> {
     ]
 }
 
-/// `size >= threshold(block)`: the tile is the split's, and the schedule's kernel skips it.
-pub fn is_huge(b: &mut KernelBuilder, size: Reg, block: u32) -> Reg {
+/// `size >= threshold(block, lanes)`: the tile is the split's, and the schedule's kernel skips
+/// it.
+pub fn is_huge(b: &mut KernelBuilder, size: Reg, block: u32, lanes: bool) -> Reg {
     b.setp(
         Cmp::Ge,
         Type::U64,
         size,
-        Operand::Imm(threshold(block) as i64),
+        Operand::Imm(threshold(block, lanes) as i64),
     )
 }
 
@@ -255,6 +306,7 @@ fn build_one(
     match which {
         LIST => s.list(&mut b),
         SCAN => s.scan(&mut b),
+        WALK if layout.lanes.is_some() => s.walk_lanes(&mut b, kp.block)?,
         WALK => s.walk(&mut b)?,
         _ => s.fixup(&mut b)?,
     }
@@ -316,7 +368,7 @@ impl Split<'_> {
         let tile = l.tile(b, self.params, gs.item, self.opts.checked, gs.next);
         let (begin, end) = l.atoms(b, tile);
         let size = b.bin(BinOp::Sub, Type::U64, end, begin);
-        let huge = is_huge(b, size, self.opts.block);
+        let huge = is_huge(b, size, self.opts.block, self.layout.lanes.is_some());
         let add = b.if_begin(huge, false);
         let one = b.mov(Type::U64, Operand::Imm(1));
         let slot = atom_add(b, self.t.count, one);
@@ -415,7 +467,12 @@ impl Split<'_> {
         let factor = b.bin(BinOp::Div, Type::U64, up, room);
         let fits = b.setp(Cmp::Le, Type::U64, sum, atoms);
         let factor = b.selp(Type::U64, Operand::Imm(1), factor, fits);
-        b.bin(BinOp::Mul, Type::U64, factor, Operand::Imm(CHUNK as i64))
+        let base = if self.layout.lanes.is_some() {
+            LANE_CHUNK
+        } else {
+            CHUNK
+        };
+        b.bin(BinOp::Mul, Type::U64, factor, Operand::Imm(base as i64))
     }
 
     /// Splits `item` into (index, lane) with the layout's lanes (index = item without lanes).
@@ -521,6 +578,213 @@ impl Split<'_> {
         }
         b.bin_to(BinOp::Add, Type::U64, item, item, warps);
         b.loop_end(scope);
+        Ok(())
+    }
+
+    /// With lanes: one block per (chunk, lane pass) item, which takes the chunk's atoms for up
+    /// to 32 lane groups of `R` lanes at once (`R` by the lane count, [`per_lane_blocking`]).
+    ///
+    /// The block's threads are `W = min(groups, 32)` lane groups side by side (consecutive
+    /// threads, consecutive lanes: B's rows are read and C's written coalesced) times
+    /// `P = ⌊block / W⌋` pieces of the chunk, each `⌈chunk / P⌉` atoms walked in order once for
+    /// the thread's `R` lanes ([`Walker::walk_lanes`]: one column and value load per atom for
+    /// `R` lanes). The pieces' partials meet in shared memory along a fixed binary tree over the
+    /// piece index; piece 0 stores the chunk's partial per lane, or the output when the chunk
+    /// is the whole tile. The tree and the pieces depend on the chunk size, `W` and the block
+    /// only, never on the grid or timing, so two launches agree bitwise. Without lanes a warp
+    /// takes one (chunk, lane) and its threads stride over the atoms, so each gather of B is a
+    /// different row: 32 sectors for one lane's 32 values.
+    fn walk_lanes(&self, b: &mut KernelBuilder, block: u32) -> Result<(), GenError> {
+        let lanes = self.layout.lanes.expect("the lane walk needs lanes");
+        if self.body.reduce.is_some() {
+            let most = LANE_BLOCKING.iter().map(|l| l.0).max().unwrap_or(1);
+            b.shared("lb_smem", 8, 8 * most * block);
+        }
+        per_lane_blocking(b, lanes, |b, r| self.walk_lanes_by(b, block, r))
+    }
+
+    /// [`Split::walk_lanes`] for `per_thread` lanes per thread.
+    fn walk_lanes_by(
+        &self,
+        b: &mut KernelBuilder,
+        block: u32,
+        per_thread: u32,
+    ) -> Result<(), GenError> {
+        let l = self.layout;
+        let tid = b.special(Special::TidX);
+        let tid = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
+        let ctaid = b.special(Special::CtaidX);
+        let nctaid = b.special(Special::NctaidX);
+        let item = b.cvt(Rounding::None, Type::U64, Type::U32, ctaid);
+        let blocks = b.cvt(Rounding::None, Type::U64, Type::U32, nctaid);
+        let groups = l.lane_groups(b, per_thread);
+        let width = b.bin(BinOp::Min, Type::U64, groups, Operand::Imm(32));
+        let width = b.bin(BinOp::Max, Type::U64, width, Operand::Imm(1));
+        let pieces = b.bin(BinOp::Div, Type::U64, Operand::Imm(block.into()), width);
+        let piece = b.bin(BinOp::Div, Type::U64, tid, width);
+        let whole_rows = b.bin(BinOp::Mul, Type::U64, piece, width);
+        let column = b.bin(BinOp::Sub, Type::U64, tid, whole_rows);
+        let up = b.bin(BinOp::Add, Type::U64, groups, width);
+        let up = b.bin(BinOp::Sub, Type::U64, up, Operand::Imm(1));
+        let passes = b.bin(BinOp::Div, Type::U64, up, width);
+        let entries = b.ld(Space::Global, Type::U64, self.t.count);
+        let at = self.t.count_at(b, 1);
+        let size = b.ld(Space::Global, Type::U64, at);
+        let at = self.t.start_at(b, entries, 0);
+        let chunks = b.ld(Space::Global, Type::U64, at);
+        let items = b.bin(BinOp::Mul, Type::U64, chunks, passes);
+        let in_block = b.setp(Cmp::Lt, Type::U64, piece, pieces);
+        let last_group = b.bin(BinOp::Sub, Type::U64, groups, Operand::Imm(1));
+        // The item loop is block-uniform (the block index and the item count), as the barriers
+        // of the tree need.
+        let scope = b.loop_begin();
+        let done = b.setp(Cmp::Ge, Type::U64, item, items);
+        b.break_if(&scope, done, false);
+        let chunk = b.bin(BinOp::Div, Type::U64, item, passes);
+        let pass_rows = b.bin(BinOp::Mul, Type::U64, chunk, passes);
+        let pass = b.bin(BinOp::Sub, Type::U64, item, pass_rows);
+        let e = self.entry_of(b, chunk, entries);
+        let at = b.elem_addr(self.t.list, e, 8);
+        let tile = b.ld(Space::Global, Type::U64, at);
+        let (begin, end) = l.atoms(b, tile);
+        let at = self.t.start_at(b, e, 0);
+        let first_chunk = b.ld(Space::Global, Type::U64, at);
+        let at = self.t.start_at(b, e, 1);
+        let first_part = b.ld(Space::Global, Type::U64, at);
+        let next = self.t.start_at(b, e, 3);
+        let next_part = b.ld(Space::Global, Type::U64, next);
+        let k = b.bin(BinOp::Sub, Type::U64, chunk, first_chunk);
+        let offset = b.bin(BinOp::Mul, Type::U64, k, size);
+        let chunk_begin = b.bin(BinOp::Add, Type::U64, begin, offset);
+        let chunk_end = b.bin(BinOp::Add, Type::U64, chunk_begin, size);
+        let chunk_end = b.bin(BinOp::Min, Type::U64, chunk_end, end);
+        // The chunk's own length sets the pieces, so a short tile of one chunk still spreads
+        // over the block.
+        let len = b.bin(BinOp::Sub, Type::U64, chunk_end, chunk_begin);
+        let up = b.bin(BinOp::Add, Type::U64, len, pieces);
+        let up = b.bin(BinOp::Sub, Type::U64, up, Operand::Imm(1));
+        let per_piece = b.bin(BinOp::Div, Type::U64, up, pieces);
+        let pass_first = b.bin(BinOp::Mul, Type::U64, pass, width);
+        let group = b.bin(BinOp::Add, Type::U64, pass_first, column);
+        let has_group = b.setp(Cmp::Lt, Type::U64, group, groups);
+        let active = b.bin(BinOp::And, Type::Pred, has_group, in_block);
+        let skip = b.bin(BinOp::Mul, Type::U64, piece, per_piece);
+        let from = b.bin(BinOp::Add, Type::U64, chunk_begin, skip);
+        let from = b.bin(BinOp::Min, Type::U64, from, chunk_end);
+        let to = b.bin(BinOp::Add, Type::U64, from, per_piece);
+        let to = b.bin(BinOp::Min, Type::U64, to, chunk_end);
+        // A thread past the block's pieces or the lane groups walks nothing (and its lanes are
+        // clamped in range, so the set's arithmetic stays in bounds).
+        let to = b.selp(Type::U64, to, from, active);
+        let group = b.bin(BinOp::Min, Type::U64, group, last_group);
+        let set = l.lane_set(b, self.body, (group, groups), per_thread);
+        let accs = match self.body.reduce {
+            Some((ty, red)) => set
+                .lanes
+                .iter()
+                .map(|_| reduce_identity(b, ty, red))
+                .collect::<Result<Vec<_>, _>>()?,
+            None => Vec::new(),
+        };
+        let w = Walker {
+            body: self.body,
+            params: self.params,
+            checked: self.opts.checked,
+            lane: None,
+        };
+        let first = b.mov(Type::U64, from);
+        w.walk_lanes(
+            b,
+            Some(tile),
+            (begin, first, to),
+            1,
+            Some(&set),
+            |b, r, x| {
+                if let (Some(&acc), Some(x), Some((ty, red))) = (accs.get(r), x, self.body.reduce) {
+                    reduce_combine(b, ty, red, acc, x)?;
+                }
+                Ok(())
+            },
+        )?;
+        if let Some((ty, red)) = self.body.reduce {
+            self.pieces_tree(b, (tid, piece, pieces, width), &accs, (ty, red), block)?;
+            let lead = b.setp(Cmp::Eq, Type::U64, piece, Operand::Imm(0));
+            let lead = b.bin(BinOp::And, Type::Pred, lead, has_group);
+            let store = b.if_begin(lead, false);
+            let whole = b.setp(Cmp::Eq, Type::U64, first_part, next_part);
+            let p = b.bin(BinOp::Add, Type::U64, first_part, k);
+            for ((&acc, &lane), valid) in accs.iter().zip(&set.lanes).zip(&set.valid) {
+                let masked = valid.map(|v| b.if_begin(v, false));
+                let mut split = b.if_begin(whole, true);
+                let slot = self.slot(b, p, Some(lane));
+                let at = b.elem_addr(self.t.partials, slot, 8);
+                b.st(Space::Global, ptx_type(ty), at, acc);
+                b.if_else(&mut split);
+                let out = (tile, Some(lane));
+                l.store_output(b, self.body, self.params, out, (acc, ty), self.opts.checked)?;
+                b.if_end(split);
+                if let Some(scope) = masked {
+                    b.if_end(scope);
+                }
+            }
+            b.if_end(store);
+        }
+        b.bin_to(BinOp::Add, Type::U64, item, item, blocks);
+        b.loop_end(scope);
+        Ok(())
+    }
+
+    /// Folds the pieces' partials `accs` into piece 0's, in place, through `lb_smem`: at step
+    /// `d = 1, 2, 4, ..`, piece `p` with `p % 2d = 0` and `p + d < pieces` takes piece `p + d`'s
+    /// (slot `thread · R + r`, the thread `d · width` further on). A fixed tree over the piece
+    /// index; `log2(block)` steps, each closed by a barrier (also the one that lets the next item
+    /// reuse the slots).
+    fn pieces_tree(
+        &self,
+        b: &mut KernelBuilder,
+        (tid, piece, pieces, width): (Reg, Reg, Reg, Reg),
+        accs: &[Reg],
+        (ty, red): (crate::body::Ty, crate::body::Reduce),
+        block: u32,
+    ) -> Result<(), GenError> {
+        let pt = ptx_type(ty);
+        let per = accs.len() as u32;
+        let smem = b.mov(Type::U64, Operand::Symbol("lb_smem".into()));
+        let mine = b.bin(BinOp::Mul, Type::U64, tid, Operand::Imm(per.into()));
+        let mine = b.elem_addr(smem, mine, 8);
+        let store = |b: &mut KernelBuilder| {
+            for (r, &acc) in accs.iter().enumerate() {
+                let at = b.bin(BinOp::Add, Type::U64, mine, Operand::Imm(8 * r as i64));
+                b.st(Space::Shared, pt, at, acc);
+            }
+        };
+        store(b);
+        b.emit(Op::BarSync);
+        let mut d = 1u32;
+        while d < block {
+            let twice = b.bin(
+                BinOp::And,
+                Type::B64,
+                piece,
+                Operand::Imm((2 * d - 1).into()),
+            );
+            let even = b.setp(Cmp::Eq, Type::U64, twice, Operand::Imm(0));
+            let partner = b.bin(BinOp::Add, Type::U64, piece, Operand::Imm(d.into()));
+            let there = b.setp(Cmp::Lt, Type::U64, partner, pieces);
+            let takes = b.bin(BinOp::And, Type::Pred, even, there);
+            let step = b.if_begin(takes, false);
+            let away = b.bin(BinOp::Mul, Type::U64, width, Operand::Imm((d * per).into()));
+            let theirs = b.elem_addr(mine, away, 8);
+            for (r, &acc) in accs.iter().enumerate() {
+                let at = b.bin(BinOp::Add, Type::U64, theirs, Operand::Imm(8 * r as i64));
+                let x = b.ld(Space::Shared, pt, at);
+                reduce_combine(b, ty, red, acc, x)?;
+            }
+            store(b);
+            b.if_end(step);
+            b.emit(Op::BarSync);
+            d *= 2;
+        }
         Ok(())
     }
 

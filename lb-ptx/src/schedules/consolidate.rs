@@ -660,7 +660,7 @@ impl Consolidate {
         if device_child.is_none() {
             // The host path leaves huge tiles to the split that runs after the child. (The
             // device path has no such kernels: its children take every large tile.)
-            let split = huge::is_huge(b, n, opts.block);
+            let split = huge::is_huge(b, n, opts.block, c.layout.lanes.is_some());
             b.bra_if(split, false, skip);
         }
         let threshold = opts.tuning.consolidate_threshold.unwrap_or(self.threshold);

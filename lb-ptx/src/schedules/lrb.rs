@@ -434,7 +434,7 @@ impl Process<'_> {
         let (tile, atoms, lane) = self.item(b, item);
         // A tile of the huge-tile split is left to it; the item is block-uniform, so is the skip.
         let size = b.bin(BinOp::Sub, Type::U64, atoms.1, atoms.0);
-        let split = huge::is_huge(b, size, block);
+        let split = huge::is_huge(b, size, block, self.layout.lanes.is_some());
         let mine = b.if_begin(split, true);
         let part = self.walker(lane).stride(b, tile, atoms, tid64, block)?;
         if let (Some(part), Some((ty, red)), Some(smem)) = (part, reduce, smem) {

@@ -882,7 +882,7 @@ impl Rng {
 /// among small and medium ones, a huge first and last tile, empty tiles around a giant one, and
 /// tiles just below and at the threshold. Sizes and positions are drawn from `rng`.
 pub fn huge_tile_sets(rng: &mut Rng, block: u32) -> Vec<(&'static str, Vec<usize>)> {
-    let t = lb_ptx::primitives::huge::threshold(block) as usize;
+    let t = lb_ptx::primitives::huge::threshold(block, false) as usize;
     let giant = rng.range(2 * t, 4 * t);
     let mut one_atom = vec![1; rng.range(200, 600)];
     let at = rng.range(0, one_atom.len());
@@ -950,10 +950,15 @@ pub fn check_huge_tiles(s: Schedule, block: u32) {
             check_frontier_visits(&m, f, &base, &what);
         }
     }
-    // Lanes on the first (smallest-to-simulate) case only: 33 lanes of a giant tile is slow.
-    let sizes = vec![0, huge_tile_sets(&mut rng, block)[2].1[0], 1, 2, 0, 1];
+    // Lanes: a giant tile (past the SpMV threshold and at least three lane chunks), and tiles
+    // around the lane threshold and one lane chunk (walked whole, no partial) and just past it.
+    // k = 129 takes two lane passes of 32 groups; 3 and 33 leave threads without a lane group.
+    let lt = lb_ptx::primitives::huge::LANE_THRESHOLD as usize;
+    let chunk = lb_ptx::primitives::huge::LANE_CHUNK as usize;
+    let giant = huge_tile_sets(&mut rng, block)[2].1[0].max(rng.range(2 * chunk + 1, 3 * chunk));
+    let sizes = vec![0, giant, 1, 2, 0, lt - 1, lt, chunk, chunk + 1, 1, 0];
     let m = Matrix::from_lengths(&sizes);
-    for k in [1, 3, 33] {
+    for k in [1, 3, 33, 129] {
         let what = format!("{} (block {block}), lanes {k}, seed {seed}", s.name());
         let got = run_reduce(&spmm(), &lanes, 0, &m, Some(k));
         check_sum(&got, &m, Some(k), &what);
