@@ -64,6 +64,7 @@ for group in "${groups[@]}"; do
         sanitize "$tool" spmv "$bin/example-spmv" --reps 1
         sanitize "$tool" spmv-regular "$bin/example-spmv" --rows 3000 --regular 40 --reps 1
         sanitize "$tool" spmm "$bin/example-spmm" --rows 3000 --k 33 --reps 1
+        sanitize "$tool" gcn "$bin/example-gcn" --rows 3000 --k 33 --reps 1
         sanitize "$tool" sssp "$bin/example-sssp" --vertices 3000
         sanitize "$tool" bfs "$bin/example-bfs" --vertices 3000
         sanitize "$tool" cg "$bin/example-cg" --n 16
@@ -99,6 +100,7 @@ for group in "${groups[@]}"; do
       for k in 8 32 128; do
         step "example-spmm-k$k" "$bin/example-spmm" --rows 6500000 --k "$k" --reps 10
       done
+      step example-gcn "$bin/example-gcn" --rows 1000000 --k 64 --reps 10
       step example-sssp "$bin/example-sssp" --vertices 6500000
       step example-bfs "$bin/example-bfs" --vertices 6500000
       step example-cg "$bin/example-cg"

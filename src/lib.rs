@@ -31,6 +31,9 @@
 //! `docs/architecture.md` describes the crates and the path of data; `docs/kernel-language.md`
 //! the Rust subset a kernel body may use.
 
+// Every unsafe block and impl says why it is sound, in a `// SAFETY:` comment above it.
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub use lb_macros::load_balanced;
 pub use lb_ptx::Schedule;
 pub use lb_runtime::*;

@@ -42,6 +42,9 @@ pub struct Cusparse {
 impl Cusparse {
     pub fn new() -> Result<Cusparse, String> {
         // cudarc panics at the first call into a missing library, so look for it first.
+        // SAFETY: the call only tries to open (and closes again) the system's cuSPARSE library
+        // by its standard names; it is unsafe because opening a library runs its initialisers,
+        // and cuSPARSE's are the ones every program linking it runs.
         if !unsafe { cs::is_culib_present() } {
             return Err(
                 "libcusparse was not found (on the GPU machine: LD_LIBRARY_PATH=/usr/local/cuda/lib64)"
@@ -53,6 +56,9 @@ impl Cusparse {
         let handle =
             cudarc::cusparse::result::create().map_err(|e| format!("cusparseCreate: {:?}", e.0))?;
         let cusparse = Cusparse { handle, stream };
+        // SAFETY: the handle was just created and is destroyed only in `drop`; the stream is the
+        // default stream of GPU 0's primary context, made current by `CudaContext::new`, and
+        // `cusparse.stream` keeps it alive as long as the handle.
         check("cusparseSetStream", unsafe {
             cs::cusparseSetStream(
                 cusparse.handle,
@@ -164,6 +170,10 @@ impl Cusparse {
         let op = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
         let f32t = cs::cudaDataType::CUDA_R_32F;
         let mut size = 0usize;
+        // SAFETY: the handle is alive while `self` is; `mat`, `vx` and `vy` are live descriptors
+        // (dropped at the end of this function, after the last call); `alpha` and `beta` are
+        // host scalars alive for the call (the handle is in host pointer mode, the default);
+        // `size` is a writable local.
         check("cusparseSpMV_bufferSize", unsafe {
             cs::cusparseSpMV_bufferSize(
                 self.handle,
@@ -181,6 +191,13 @@ impl Cusparse {
         let buffer = a.dev.zeros::<u8>(size).map_err(|e| e.to_string())?;
         let buf = buffer.device_addr() as *mut c_void;
         user(&mut || {
+            // SAFETY: as for the buffer size above, and `buf` is the device address of `buffer`,
+            // `size` bytes as asked, alive until this function returns. The descriptors point at
+            // `a`'s buffers and at the caller's vectors, borrowed for the whole call, with their
+            // true lengths; the callers give `x` `a.cols` and `y` `a.rows` elements, which is not
+            // checked here. Everything is on lb's device, GPU 0's primary context (the bench's
+            // `Device::default()`), and the call is enqueued on its default stream, the one lb
+            // frees those buffers on, so no free overtakes it.
             check("cusparseSpMV", unsafe {
                 cs::cusparseSpMV(
                     self.handle,
@@ -224,7 +241,8 @@ impl Cusparse {
                     ));
                 }
                 // SAFETY: both descriptors are alive (dropped after `user` returns) and the
-                // addresses are device buffers of the lengths they were created with.
+                // addresses are device buffers of the lengths they were created with (checked
+                // above), borrowed for the call that follows.
                 check("cusparseDnVecSetValues", unsafe {
                     cs::cusparseDnVecSetValues(vx.0, x.device_addr() as *mut c_void)
                 })?;
@@ -255,6 +273,10 @@ impl Cusparse {
         let op = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
         let f32t = cs::cudaDataType::CUDA_R_32F;
         let mut size = 0usize;
+        // SAFETY: the handle is alive while `self` is; `mat`, `mb` and `mc` are live descriptors
+        // (dropped at the end of this function), `mb` and `mc` over buffers holding at least
+        // `cols × k` and `rows × k` values (checked by `DnMat::new`); `alpha` and `beta` are host
+        // scalars alive for the call (host pointer mode); `size` is a writable local.
         check("cusparseSpMM_bufferSize", unsafe {
             cs::cusparseSpMM_bufferSize(
                 self.handle,
@@ -273,6 +295,9 @@ impl Cusparse {
         let buffer = a.dev.zeros::<u8>(size).map_err(|e| e.to_string())?;
         let buf = buffer.device_addr() as *mut c_void;
         self.time(reps, || {
+            // SAFETY: as for the buffer size above, and `buf` is `buffer`'s device address,
+            // `size` bytes as asked, alive until this function returns; `time` synchronizes the
+            // stream after the calls, and every buffer is on GPU 0's default stream.
             check("cusparseSpMM", unsafe {
                 cs::cusparseSpMM(
                     self.handle,
@@ -295,6 +320,8 @@ impl Cusparse {
 impl Drop for Cusparse {
     fn drop(&mut self) {
         // Nothing to do about a failure while tearing down.
+        // SAFETY: the handle was created in `new` and is destroyed once, here; no call uses it
+        // afterwards.
         let _ = unsafe { cudarc::cusparse::result::destroy(self.handle) };
     }
 }
@@ -372,6 +399,10 @@ impl CuCsr {
             Index::I64(_) => cs::cusparseIndexType_t::CUSPARSE_INDEX_64I,
         };
         let mut d: cs::cusparseSpMatDescr_t = std::ptr::null_mut();
+        // SAFETY: `d` is a writable local; the three addresses are `self`'s device buffers of
+        // `rows + 1` offsets and `nnz` columns and values, of the index type passed for both
+        // (`it` follows `offsets`, and `upload` makes both arrays of one type). The descriptor
+        // only records them: it is used while `self` is borrowed, by the callers above.
         check("cusparseCreateCsr", unsafe {
             cs::cusparseCreateCsr(
                 &mut d,
@@ -399,6 +430,8 @@ struct DnMat(cs::cusparseDnMatDescr_t);
 impl DnVec {
     fn new(v: &DeviceBuffer<f32>) -> Result<DnVec, String> {
         let mut d: cs::cusparseDnVecDescr_t = std::ptr::null_mut();
+        // SAFETY: `d` is a writable local; the address is `v`'s, of `v.len()` f32 values; the
+        // descriptor is used only while the caller still borrows `v`.
         check("cusparseCreateDnVec", unsafe {
             cs::cusparseCreateDnVec(
                 &mut d,
@@ -420,6 +453,9 @@ impl DnMat {
             ));
         }
         let mut d: cs::cusparseDnMatDescr_t = std::ptr::null_mut();
+        // SAFETY: `d` is a writable local; `m` holds at least `rows × k` f32 values (checked
+        // above), row-major with leading dimension `k`; the descriptor is used only while the
+        // caller still borrows `m`.
         check("cusparseCreateDnMat", unsafe {
             cs::cusparseCreateDnMat(
                 &mut d,
@@ -437,16 +473,20 @@ impl DnMat {
 
 impl Drop for SpMat {
     fn drop(&mut self) {
+        // SAFETY: the descriptor exists only if its create call succeeded, and is destroyed
+        // once, here.
         let _ = unsafe { cs::cusparseDestroySpMat(self.0) };
     }
 }
 impl Drop for DnVec {
     fn drop(&mut self) {
+        // SAFETY: as for `SpMat`.
         let _ = unsafe { cs::cusparseDestroyDnVec(self.0) };
     }
 }
 impl Drop for DnMat {
     fn drop(&mut self) {
+        // SAFETY: as for `SpMat`.
         let _ = unsafe { cs::cusparseDestroyDnMat(self.0) };
     }
 }

@@ -1,6 +1,9 @@
 //! lb-bench: every schedule × op × matrix, against cuSPARSE in the same process on a GPU, or
 //! the simulator's load-balance figures without one. docs/benchmarks.md explains every option.
 
+// Every unsafe block and impl says why it is sound, in a `// SAFETY:` comment above it.
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 mod baseline;
 mod cg;
 mod corpus;

@@ -208,7 +208,10 @@ impl<T: Element + DeviceRepr> DeviceBuffer<T> {
                 // SAFETY: `ptr` is the allocation the byte slice owned, at least
                 // `len * size_of::<T>()` bytes (the buffer was made for `len` elements of
                 // `T::SIZE` bytes, and `T::SIZE` is the size of `T`); `leak` ended the byte
-                // slice's ownership, so the typed slice is the only owner.
+                // slice's ownership, so the typed slice is the only owner, on the same stream.
+                // The bytes are valid values of `T`: every `Element` but `bool` accepts any
+                // bits, and lb writes a bool buffer's bytes only as 0 or 1 (uploads, zeros, and
+                // kernel stores, which store a bool through `selp 1, 0`).
                 Ok(unsafe { stream.upgrade_device_ptr::<T>(ptr, self.len) })
             }
             sim @ Storage::Sim(_) => {

@@ -41,9 +41,12 @@ pub(crate) struct GpuModule {
     pub(crate) without_device_launch: Option<String>,
 }
 
-// The driver's module and function handles are usable from any thread once the context is
-// bound; every method below binds it first.
+// SAFETY: the driver API is thread-safe and a module handle is not tied to the thread that
+// loaded it, only to its context, which every method below (and `drop`) binds on the calling
+// thread first; the handle is never mutated after loading, and the Rust-side state (the maps) is
+// behind mutexes.
 unsafe impl Send for GpuModule {}
+// SAFETY: as for `Send`: shared use only reads the handle and locks the maps.
 unsafe impl Sync for GpuModule {}
 
 /// Which plan a [`LoadedPlan`] was made for: the address and length of the plan's `'static`
@@ -78,6 +81,7 @@ pub(crate) struct Function {
 // outlives every `Function` taken from it, as both live in the module's maps or a `Prepared`
 // that holds the module's `Arc`.
 unsafe impl Send for Function {}
+// SAFETY: as for `Send`: a `Function` is a plain copyable handle with no Rust-side state.
 unsafe impl Sync for Function {}
 
 impl GpuModule {
@@ -100,6 +104,11 @@ impl GpuModule {
             JIT_LOG_BYTES as *mut c_void,
         ];
         let mut raw: sys::CUmodule = std::ptr::null_mut();
+        // SAFETY: the context is bound on this thread (above); `raw` is a writable local for the
+        // handle; `text` is NUL-terminated PTX that outlives the call; `options` and `values`
+        // both have `options.len()` entries, and the log buffer option points at `log`, which
+        // holds the `JIT_LOG_BYTES` bytes the size option promises and outlives the call (the
+        // driver writes the log only during it).
         let r = unsafe {
             sys::cuModuleLoadDataEx(
                 &mut raw,
@@ -156,6 +165,11 @@ impl GpuModule {
             JIT_LOG_BYTES as *mut c_void,
         ];
         let mut state: sys::CUlinkState = std::ptr::null_mut();
+        // SAFETY: the context is bound on this thread (above); `state` is a writable local;
+        // `options` and `values` both have `options.len()` entries. The link state keeps the
+        // log buffer's address and writes to it in the calls below, until `cuLinkDestroy`:
+        // `log` holds the promised `JIT_LOG_BYTES` and is a local of this function, dropped only
+        // after the state is destroyed at its end.
         let r = unsafe {
             sys::cuLinkCreate_v2(
                 options.len() as u32,
@@ -169,6 +183,10 @@ impl GpuModule {
         }
         // The link state owns the cubin, so it is destroyed only after the module is loaded.
         let linked = (|| {
+            // SAFETY: `state` was created above and is destroyed only after this closure; `text`
+            // is NUL-terminated PTX of the given length (NUL included) that outlives the call
+            // (the driver only reads it, whatever the pointer's mutability in the binding);
+            // the name is a C string literal; no options (count 0, null arrays).
             let r = unsafe {
                 sys::cuLinkAddData_v2(
                     state,
@@ -182,6 +200,8 @@ impl GpuModule {
                 )
             };
             r.result().map_err(|e| jit_error(e, &log))?;
+            // SAFETY: `state` is live (as above); `path` is a NUL-terminated path that outlives
+            // the call; no options.
             let r = unsafe {
                 sys::cuLinkAddFile_v2(
                     state,
@@ -195,14 +215,22 @@ impl GpuModule {
             r.result().map_err(|e| jit_error(e, &log))?;
             let mut cubin: *mut c_void = std::ptr::null_mut();
             let mut size = 0usize;
+            // SAFETY: `state` is live and holds the inputs added above; `cubin` and `size` are
+            // writable locals. The image it returns is owned by `state`.
             let r = unsafe { sys::cuLinkComplete(state, &mut cubin, &mut size) };
             r.result().map_err(|e| jit_error(e, &log))?;
             let mut raw: sys::CUmodule = std::ptr::null_mut();
+            // SAFETY: `cubin` is the image `cuLinkComplete` just produced, valid until `state`
+            // is destroyed, which happens after this call (the loaded module keeps its own
+            // copy); `raw` is a writable local; the context is bound.
             let r = unsafe { sys::cuModuleLoadData(&mut raw, cubin as *const c_void) };
             check(|| "loading the linked module".to_string(), r)?;
             Ok(GpuModule::wrap(ctx, raw))
         })();
         // Destroying can only fail for an invalid state, and this one is valid.
+        // SAFETY: `state` was created by the successful `cuLinkCreate_v2` above and is destroyed
+        // exactly once, here, after its last use (the module, if loaded, no longer needs the
+        // image).
         unsafe {
             let _ = sys::cuLinkDestroy(state);
         }
@@ -219,6 +247,9 @@ impl GpuModule {
                     CString::new(entry).map_err(|_| Error::MissingKernel(entry.to_string()))?;
                 self.bind()?;
                 let mut raw: sys::CUfunction = std::ptr::null_mut();
+                // SAFETY: the context is bound (above); `self.raw` is this module's handle,
+                // loaded at construction and unloaded only in `drop`; `name` is a
+                // NUL-terminated string that outlives the call; `raw` is a writable local.
                 let r = unsafe { sys::cuModuleGetFunction(&mut raw, self.raw, name.as_ptr()) };
                 if r == sys::CUresult::CUDA_ERROR_NOT_FOUND {
                     return Err(Error::MissingKernel(entry.to_string()));
@@ -232,6 +263,9 @@ impl GpuModule {
         };
         if dynamic_shared > f.shared_opt_in {
             self.bind()?;
+            // SAFETY: the context is bound; `f.raw` was looked up in this module (the map holds
+            // only this module's functions), which is alive while `self` is; the attribute
+            // takes a plain int.
             let r = unsafe {
                 sys::cuFuncSetAttribute(
                     f.raw,
@@ -290,6 +324,9 @@ impl GpuModule {
         }
         self.bind()?;
         let mut n: i32 = 0;
+        // SAFETY: the context is bound; `n` is a writable local; `f` comes from this module's
+        // `function` (every caller takes it from the same module it asks), so its handle is
+        // alive while `self` is.
         let r = unsafe {
             sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
                 &mut n,
@@ -320,6 +357,16 @@ impl GpuModule {
             .iter_mut()
             .map(|p| p as *mut u64 as *mut c_void)
             .collect();
+        // SAFETY: the context is bound; `f` comes from this module's `function` and `stream`
+        // belongs to the module's context (the module is the device's, and a `Stream` is only
+        // made on the device's context: `Device::new_stream`, or `Stream::from_cudarc`, which
+        // checks it). Each entry of `ptrs` points at one 8-byte slot of `params`, which outlives
+        // the call; the driver copies the values at launch and reads at most 8 bytes per slot
+        // (lb's kernels take only 4- and 8-byte parameters). The kernel declares no more
+        // parameters than `params` has: `submit` builds them from the launcher's arguments and
+        // the plan's temporaries, in the order the same macro expansion gave the PTX entry; the
+        // count is not checked here. The addresses among them are live device allocations that
+        // the caller keeps alive (or orders frees after) until the kernel finishes.
         let r = unsafe {
             sys::cuLaunchKernel(
                 f.raw,
@@ -359,6 +406,8 @@ impl Drop for GpuModule {
     fn drop(&mut self) {
         // Unloading can only fail if the context is already gone, and then so is the module.
         if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: the module was loaded by this value and is unloaded once, here, with its
+            // context bound; no `Function` of it outlives it (see `Function`'s `Send`).
             unsafe {
                 let _ = sys::cuModuleUnload(self.raw);
             }

@@ -174,6 +174,9 @@ impl Device {
     /// The GPU with this ordinal. Fails (never panics) without libcuda or without that GPU.
     pub fn cuda(ordinal: usize) -> Result<Device> {
         // cudarc panics on the first driver call when libcuda is missing, so look first.
+        // SAFETY: the call only tries to open (and closes again) the system's CUDA driver
+        // library by its standard names; it is unsafe because opening a library runs its
+        // initialisers, and the driver's are the ones every CUDA program runs.
         if !unsafe { sys::is_culib_present() } {
             return Err(Error::Cuda {
                 context: "loading the CUDA driver".into(),
@@ -182,9 +185,14 @@ impl Device {
         }
         let ctx = CudaContext::new(ordinal)
             .map_err(|e| Error::cuda(format!("opening GPU {ordinal}"), e))?;
-        // SAFETY: lb orders its own work by streams (one per `Stream`, joined with events where
-        // the user asks); per-buffer events would only add overhead. Only buffers of this
-        // context, which lb made, are affected.
+        // SAFETY: cudarc then leaves the ordering of this context's slices across streams to
+        // us. lb allocates, uploads, downloads and frees its buffers on the device's stream,
+        // and after every launch on another stream makes the device's stream wait for it
+        // (`Stream::order_device_after`), so nothing is freed, overwritten or read back while
+        // a kernel on another stream still uses it. The other direction, a launch on another
+        // stream reading what the device's stream just allocated or uploaded, is ordered only
+        // by the caller's `Stream::wait_for` (documented at `Device::new_stream`). Per-buffer
+        // events would add their cost to every launch.
         unsafe { ctx.disable_event_tracking() };
         Device::from_cudarc(ctx.default_stream())
     }
@@ -481,8 +489,11 @@ impl Device {
                 let slice = if zero {
                     cuda.alloc_zeros::<u8>(n)
                 } else {
-                    // SAFETY: uninitialized bytes are valid u8 values, and the caller
-                    // overwrites them before any read.
+                    // SAFETY: any bytes are valid u8 values, and the memory is written before
+                    // it is read: `upload` writes all `bytes` right after, and a cached
+                    // temporary allocated without `zero` is written by its plan's producer
+                    // kernel before any kernel reads it (the plans' invariant, not checked
+                    // here).
                     unsafe { cuda.alloc::<u8>(n) }
                 }
                 .map_err(|e| Error::cuda(format!("allocating {n} bytes"), e))?;

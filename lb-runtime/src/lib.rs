@@ -4,6 +4,9 @@
 //!
 //! The surface that macro-generated code calls is fixed in `docs/runtime-contract.md`.
 
+// Every unsafe block and impl says why it is sound, in a `// SAFETY:` comment above it.
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 mod buffer;
 mod cache;
 mod coo;

@@ -793,9 +793,13 @@ impl Pending {
                     .bind_to_thread()
                     .map_err(|e| Error::cuda("binding the context", e))?;
                 // SAFETY: both addresses are live allocations of at least 8 bytes (the queue's
-                // counter is one u64, the snapshot was just made of 8); the queue is borrowed
-                // for this call and the snapshot is owned by the check, and the stream orders
-                // the copy after the launch that pushed.
+                // counter is one u64, the snapshot was just made of 8) when the copy is
+                // enqueued, and the context is bound. The copy runs later, after the launch that
+                // pushed (same stream). The snapshot is owned by the check and freed on this
+                // stream, after the copy. The queue is freed on the device's stream: ordered
+                // after the copy when this is the device's stream; on another stream the
+                // device's stream was joined before this copy was enqueued, so it relies on the
+                // caller keeping the queue until this stream has run the copy.
                 let r = unsafe {
                     sys::cuMemcpyDtoDAsync_v2(
                         snapshot.addr,
