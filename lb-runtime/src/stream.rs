@@ -796,10 +796,9 @@ impl Pending {
                 // counter is one u64, the snapshot was just made of 8) when the copy is
                 // enqueued, and the context is bound. The copy runs later, after the launch that
                 // pushed (same stream). The snapshot is owned by the check and freed on this
-                // stream, after the copy. The queue is freed on the device's stream: ordered
-                // after the copy when this is the device's stream; on another stream the
-                // device's stream was joined before this copy was enqueued, so it relies on the
-                // caller keeping the queue until this stream has run the copy.
+                // stream, after the copy. The queue is freed on the device's stream, which is
+                // made to wait for this copy just below (on the device's own stream it is in
+                // order already), so dropping the queue at once cannot free the counter first.
                 let r = unsafe {
                     sys::cuMemcpyDtoDAsync_v2(
                         snapshot.addr,
@@ -810,6 +809,7 @@ impl Pending {
                 };
                 r.result()
                     .map_err(|e| Error::cuda("copying a queue's counter", e))?;
+                self.stream.order_device_after()?;
                 Counter::Gpu(Arc::new(snapshot))
             }
         };

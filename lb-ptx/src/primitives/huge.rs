@@ -30,8 +30,8 @@
 //!
 //! **With lanes** (SpMM), the lane-parallel kernels walk a tile's atoms in order, so the split
 //! starts much lower, at [`LANE_THRESHOLD`] atoms, chunks are [`LANE_CHUNK`] atoms, and the walk
-//! gives each block one chunk for up to 32 lane groups at once (grid: one block per `CHUNK` atoms
-//! of the tile set): consecutive threads take consecutive lanes, so every read of a row of B is
+//! gives each block one chunk for up to 32 lane groups at once (grid: one block per `LANE_CHUNK`
+//! atoms of the tile set): consecutive threads take consecutive lanes, so every read of a row of B is
 //! coalesced and an atom's column and value are loaded once for all of a thread's lanes, where a
 //! warp per (chunk, lane) read 32 rows of B for 32 values. The list, the scan and the fix-up are
 //! the same kernels. Without this, a power-law row of a few thousand nonzeros was a serial chain
@@ -132,12 +132,13 @@ pub fn first_grid() -> Grid {
 }
 
 /// The walk's grid: one warp per chunk of the tile set's atoms, per lane (the split's chunks are
-/// at most 1.25 times as many; the warps stride over them); with lanes, one block per chunk of
-/// the tile set's atoms, each taking a chunk for all its lanes ([`Split::walk_lanes`]).
+/// at most 1.25 times as many; the warps stride over them); with lanes, one block per
+/// [`LANE_CHUNK`] atoms of the tile set, each taking a chunk for all its lanes and striding over
+/// the rest ([`Split::walk_lanes`]).
 fn walk_grid(lanes: bool) -> Grid {
     if lanes {
         Grid::PerAtoms {
-            atoms: CHUNK as u32,
+            atoms: LANE_CHUNK as u32,
         }
     } else {
         Grid::CoverWork {
@@ -737,8 +738,8 @@ impl Split<'_> {
     /// Folds the pieces' partials `accs` into piece 0's, in place, through `lb_smem`: at step
     /// `d = 1, 2, 4, ..`, piece `p` with `p % 2d = 0` and `p + d < pieces` takes piece `p + d`'s
     /// (slot `thread · R + r`, the thread `d · width` further on). A fixed tree over the piece
-    /// index; `log2(block)` steps, each closed by a barrier (also the one that lets the next item
-    /// reuse the slots).
+    /// index; `⌈log2(pieces)⌉` steps, each closed by a barrier (also the one that lets the next
+    /// item reuse the slots).
     fn pieces_tree(
         &self,
         b: &mut KernelBuilder,
@@ -760,8 +761,12 @@ impl Split<'_> {
         };
         store(b);
         b.emit(Op::BarSync);
+        let folded = b.label();
         let mut d = 1u32;
         while d < block {
+            // `pieces` is the same for the whole block, so this exit is too.
+            let over = b.setp(Cmp::Le, Type::U64, pieces, Operand::Imm(d.into()));
+            b.bra_if(over, false, folded);
             let twice = b.bin(
                 BinOp::And,
                 Type::B64,
@@ -785,6 +790,7 @@ impl Split<'_> {
             b.emit(Op::BarSync);
             d *= 2;
         }
+        b.place(folded);
         Ok(())
     }
 
