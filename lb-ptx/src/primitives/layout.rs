@@ -245,12 +245,7 @@ pub fn per_lane_blocking(
 /// The thread's global index is split once, at entry, into a position and a lane group (one
 /// division per thread, not per work item): `position = thread / W`, `group = thread % W`. Each
 /// thread then keeps its group and strides over positions by `⌊threads / W⌋` (the last
-/// `threads % W` threads idle); with fewer threads per tile than lane groups it then takes
-/// group `+ W` and strides over the positions again. Lane groups are the outer loop so that the
-/// whole grid works on one slice of `W × R` lanes at a time: the rows of B it gathers from are
-/// then `W × R` columns wide (a slice of B that an L2 may hold where the whole of B does not:
-/// 128 bytes per row at 32 lanes, a quarter of B at 128 lanes), at the cost of reading the
-/// tile's atoms once per slice.
+/// `threads % W` threads idle).
 pub struct LaneStride {
     /// The tile position (u64).
     pub position: Reg,
@@ -263,10 +258,10 @@ pub struct LaneStride {
     /// Branch here to skip to the thread's next (position, group).
     pub next: Label,
     width: Reg,
-    first_position: Reg,
+    first_group: Reg,
     step: Reg,
-    groups_loop: LoopScope,
-    positions_loop: Label,
+    positions: LoopScope,
+    groups_loop: Label,
 }
 
 /// The lanes a thread owns in one tile: `lanes[r] = group + r × groups`.
@@ -299,31 +294,31 @@ impl Layout {
         let (thread, threads) = b.grid_thread();
         let groups = self.lane_groups(b, per_thread);
         let count = positions;
-        let groups_loop = LoopScope {
+        let positions = LoopScope {
             head: b.label(),
             exit: b.label(),
         };
         let none = b.setp(Cmp::Eq, Type::U64, groups, Operand::Imm(0));
-        b.break_if(&groups_loop, none, false);
+        b.break_if(&positions, none, false);
         let wide = match cap {
             Some(n) => b.bin(BinOp::Min, Type::U64, groups, Operand::Imm(n.into())),
             None => groups,
         };
         let width = b.bin(BinOp::Min, Type::U64, wide, threads);
         let step = b.bin(BinOp::Div, Type::U64, threads, width);
-        let first_position = b.bin(BinOp::Div, Type::U64, thread, width);
-        let whole = b.bin(BinOp::Mul, Type::U64, first_position, width);
-        let group = b.bin(BinOp::Sub, Type::U64, thread, whole);
+        let position = b.bin(BinOp::Div, Type::U64, thread, width);
+        let whole = b.bin(BinOp::Mul, Type::U64, position, width);
+        let first_group = b.bin(BinOp::Sub, Type::U64, thread, whole);
         // The last `threads % width` threads would repeat the first positions' groups.
         let used = b.bin(BinOp::Mul, Type::U64, step, width);
         let idle = b.setp(Cmp::Ge, Type::U64, thread, used);
-        b.break_if(&groups_loop, idle, false);
-        let past = b.setp(Cmp::Ge, Type::U64, first_position, count);
-        b.break_if(&groups_loop, past, false);
-        b.place(groups_loop.head);
-        let position = b.mov(Type::U64, first_position);
-        let positions_loop = b.label();
-        b.place(positions_loop);
+        b.break_if(&positions, idle, false);
+        let past = b.setp(Cmp::Ge, Type::U64, position, count);
+        b.break_if(&positions, past, false);
+        b.place(positions.head);
+        let group = b.mov(Type::U64, first_group);
+        let groups_loop = b.label();
+        b.place(groups_loop);
         LaneStride {
             position,
             group,
@@ -331,10 +326,10 @@ impl Layout {
             count,
             next: b.label(),
             width,
-            first_position,
+            first_group,
             step,
+            positions,
             groups_loop,
-            positions_loop,
         }
     }
 
@@ -355,13 +350,14 @@ impl Layout {
     /// Closes [`Layout::lane_stride_begin`]'s loops.
     pub fn lane_stride_end(b: &mut KernelBuilder, ls: LaneStride) {
         b.place(ls.next);
-        b.bin_to(BinOp::Add, Type::U64, ls.position, ls.position, ls.step);
-        let more = b.setp(Cmp::Lt, Type::U64, ls.position, ls.count);
-        b.bra_if(more, false, ls.positions_loop);
         b.bin_to(BinOp::Add, Type::U64, ls.group, ls.group, ls.width);
         let more = b.setp(Cmp::Lt, Type::U64, ls.group, ls.groups);
-        b.bra_if(more, false, ls.groups_loop.head);
-        b.place(ls.groups_loop.exit);
+        b.bra_if(more, false, ls.groups_loop);
+        b.bin_to(BinOp::Add, Type::U64, ls.position, ls.position, ls.step);
+        b.mov_to(Type::U64, ls.group, ls.first_group);
+        let more = b.setp(Cmp::Lt, Type::U64, ls.position, ls.count);
+        b.bra_if(more, false, ls.positions.head);
+        b.place(ls.positions.exit);
     }
 
     /// The `per_thread` lanes `group + r × groups` of lane group `group` (see [`LaneSet`]).

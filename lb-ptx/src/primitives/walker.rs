@@ -25,11 +25,6 @@ pub struct Walker<'a> {
     pub lane: Option<Reg>,
 }
 
-/// Atoms per trip of a walk with lanes: with R lanes a trip has `R × 4` gathers in flight (16 at
-/// R = 4), where a short row of a power-law graph (a few atoms per lane group) is otherwise a
-/// chain of dependent trips, each waiting for its column loads and then its gathers.
-pub const LANE_ATOMS_PER_TRIP: u32 = 4;
-
 /// One kept pointer: `array[atom]`'s address, the scaled first atom it started from, and the
 /// element size.
 struct Kept {
@@ -197,12 +192,10 @@ impl Walker<'_> {
 }
 
 impl Walker<'_> {
-    /// The walk of consecutive atoms through kept pointers, several atoms per trip: two, or
-    /// [`LANE_ATOMS_PER_TRIP`] with lanes; full trips while enough atoms are left, then the rest
-    /// one by one. Fewer loop adds, tests and branches per atom, and every atom of a trip's loads
-    /// in flight together (with R lanes, R gathers per atom); the contributions still reach
-    /// `each` in atom order, so the result is the same bits whatever the trip size. `addr` runs
-    /// from the first atom's address to `stop`, the end's.
+    /// The walk of consecutive atoms through kept pointers, two atoms per trip: pairs while two
+    /// or more are left, then the last one if the count was odd. Half the loop's adds, tests and
+    /// branches per atom, and two independent gathers in flight; the contributions still reach
+    /// `each` in atom order. `addr` runs from the first atom's address to `stop`, the end's.
     fn walk_pairs(
         &self,
         b: &mut KernelBuilder,
@@ -212,41 +205,32 @@ impl Walker<'_> {
         lanes: Option<&LaneSet>,
         mut each: impl FnMut(&mut KernelBuilder, usize, Option<Reg>) -> Result<(), GenError>,
     ) -> Result<(), GenError> {
-        let per_trip = if lanes.is_some() {
-            LANE_ATOMS_PER_TRIP
-        } else {
-            2
-        };
         let step = i64::from(kept.kept[0].elem_bytes);
-        // The last address a full trip may start from, plus one atom. Signed comparisons
-        // against it: with an empty tile at address 0 it is negative, below every address.
-        let last = b.bin(
-            BinOp::Sub,
-            Type::U64,
-            stop,
-            Operand::Imm(step * i64::from(per_trip - 1)),
-        );
+        // The last atom's address. Signed comparisons against it: with an empty tile at address 0
+        // it is -step, below every address.
+        let last = b.bin(BinOp::Sub, Type::U64, stop, Operand::Imm(step));
         let (tail, done, top) = (b.label(), b.label(), b.label());
         let few = b.setp(Cmp::Ge, Type::S64, addr, last);
         b.bra_if(few, false, tail);
         b.place(top);
-        for j in 0..per_trip {
+        for second in [false, true] {
             let ctx = AtomContext {
                 tile,
                 lane: self.lane,
-                atom_addrs: kept.addrs_at(b, j),
+                atom_addrs: if second {
+                    kept.next_addrs(b)
+                } else {
+                    kept.addrs()
+                },
                 ..AtomContext::default()
             };
             self.each_lane(b, &ctx, lanes, &mut each)?;
         }
-        kept.advance(b, per_trip);
+        kept.advance(b, 2);
         let more = b.setp(Cmp::Lt, Type::S64, addr, last);
         b.bra_if(more, false, top);
         b.place(tail);
-        // At most `per_trip - 1` atoms are left: one by one.
-        let single = b.label();
-        b.place(single);
-        let none = b.setp(Cmp::Ge, Type::S64, addr, stop);
+        let none = b.setp(Cmp::Gt, Type::S64, addr, last);
         b.bra_if(none, false, done);
         let ctx = AtomContext {
             tile,
@@ -255,10 +239,6 @@ impl Walker<'_> {
             ..AtomContext::default()
         };
         self.each_lane(b, &ctx, lanes, &mut each)?;
-        if per_trip > 2 {
-            kept.advance(b, 1);
-            b.bra(single);
-        }
         b.place(done);
         Ok(())
     }
@@ -314,15 +294,12 @@ impl KeptAtoms {
         out
     }
 
-    /// The addresses of the elements `j` atoms past the kept ones (each an add that
-    /// [`crate::optimize`] folds into the load's offset; none for `j = 0`).
-    fn addrs_at(&self, b: &mut KernelBuilder, j: u32) -> [Option<(ArrayRef, Reg)>; MAX_ATOM_ADDRS] {
-        if j == 0 {
-            return self.addrs();
-        }
+    /// The addresses of the next atom's elements, one element past the kept ones (each an add
+    /// that [`crate::optimize`] folds into the load's offset).
+    fn next_addrs(&self, b: &mut KernelBuilder) -> [Option<(ArrayRef, Reg)>; MAX_ATOM_ADDRS] {
         let mut out = [None; MAX_ATOM_ADDRS];
         for (slot, k) in out.iter_mut().zip(&self.kept) {
-            let next = Operand::Imm(i64::from(k.elem_bytes) * i64::from(j));
+            let next = Operand::Imm(k.elem_bytes.into());
             *slot = Some((k.array, b.bin(BinOp::Add, Type::U64, k.addr, next)));
         }
         out
