@@ -35,11 +35,11 @@
 //!
 //! Lanes are a loop around the three phases (the slots and the scan are shared by the lanes).
 //!
-//! Huge tiles (at least [`crate::primitives::huge::threshold`] atoms, `4 × block × 16`) are
-//! treated as empty slots here and left to the huge-tile split, whose list and scan run before
-//! this kernel (cached per tile set without a frontier) and whose chunked walk and fix-up run
-//! after it: one block alone would walk such a tile while the rest of the grid idles. Their
-//! results are bitwise reproducible too, in the split's chunked order.
+//! Huge tiles (at least [`crate::primitives::huge::threshold`] atoms: `4 × block × 16`, or 256
+//! with lanes) are treated as empty slots here and left to the huge-tile split, whose list and
+//! scan run before this kernel (cached per tile set without a frontier) and whose chunked walk
+//! and fix-up run after it: one block alone would walk such a tile while the rest of the grid
+//! idles. Their results are bitwise reproducible too, in the split's chunked order.
 
 use super::{entry_name, Schedule, ScheduleTemplate};
 use crate::body::{Body, IndexRole};
