@@ -96,22 +96,10 @@ fn run(args: &Args) -> lb::Result<bool> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("bfs: a schedule disagreed with the queue BFS");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("bfs: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::exit(
+        "bfs",
+        parse_args(),
+        run,
+        "a schedule disagreed with the queue BFS",
+    )
 }

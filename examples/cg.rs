@@ -144,22 +144,10 @@ fn run(args: &Args) -> lb::Result<bool> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("cg: {message}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("cg: did not converge, or the device residual disagrees with the host's");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("cg: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::exit(
+        "cg",
+        parse_args(),
+        run,
+        "did not converge, or the device residual disagrees with the host's",
+    )
 }

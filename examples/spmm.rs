@@ -153,22 +153,10 @@ fn run(args: &Args) -> lb::Result<bool> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("spmm: a schedule disagreed with the reference");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("spmm: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::exit(
+        "spmm",
+        parse_args(),
+        run,
+        "a schedule disagreed with the reference",
+    )
 }

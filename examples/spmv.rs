@@ -177,22 +177,10 @@ fn run(args: &Args) -> lb::Result<bool> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("spmv: a schedule disagreed with the CPU reference");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("spmv: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::exit(
+        "spmv",
+        parse_args(),
+        run,
+        "a schedule disagreed with the CPU reference",
+    )
 }

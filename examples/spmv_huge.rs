@@ -169,12 +169,10 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("spmv_huge: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::exit(
+        "spmv_huge",
+        Ok(()),
+        |_| run(),
+        "a schedule failed or disagreed with the reference",
+    )
 }

@@ -106,22 +106,10 @@ fn run(args: &Args) -> lb::Result<bool> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("sssp: a schedule disagreed with Dijkstra");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("sssp: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::exit(
+        "sssp",
+        parse_args(),
+        run,
+        "a schedule disagreed with Dijkstra",
+    )
 }

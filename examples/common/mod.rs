@@ -1,7 +1,37 @@
 //! Command-line numbers for the examples: a value in the range the example can run, or an error
-//! that says which range (never a silent clamp, never a panic on an absurd size).
+//! that says which range (never a silent clamp, never a panic on an absurd size); and the exit
+//! status every example ends with.
 
 use std::ops::RangeInclusive;
+use std::process::ExitCode;
+
+/// Runs an example: 2 for bad arguments (their message), 1 when `run` reports a mismatch
+/// (`mismatch`) or fails, 0 when every check passed.
+pub fn exit<A, E: std::fmt::Display>(
+    name: &str,
+    args: Result<A, String>,
+    run: impl FnOnce(&A) -> Result<bool, E>,
+    mismatch: &str,
+) -> ExitCode {
+    let args = match args {
+        Ok(args) => args,
+        Err(message) => {
+            eprintln!("{name}: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("{name}: {mismatch}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 /// The next argument as a whole number in `range`, for the option `name`.
 pub fn number(

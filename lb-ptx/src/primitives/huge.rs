@@ -535,22 +535,8 @@ impl Split<'_> {
         let done = b.setp(Cmp::Ge, Type::U64, item, items);
         b.break_if(&scope, done, false);
         let (chunk, lane) = self.item_lane(b, item);
-        let e = self.entry_of(b, chunk, entries);
-        let at = b.elem_addr(self.t.list, e, 8);
-        let tile = b.ld(Space::Global, Type::U64, at);
-        let (begin, end) = self.layout.atoms(b, tile);
-        let at = self.t.start_at(b, e, 0);
-        let first_chunk = b.ld(Space::Global, Type::U64, at);
-        let at = self.t.start_at(b, e, 1);
-        let first_part = b.ld(Space::Global, Type::U64, at);
-        let next = self.t.start_at(b, e, 3);
-        let next_part = b.ld(Space::Global, Type::U64, next);
-        let k = b.bin(BinOp::Sub, Type::U64, chunk, first_chunk);
-        let offset = b.bin(BinOp::Mul, Type::U64, k, size);
-        let start = b.bin(BinOp::Add, Type::U64, offset, lane_w64);
-        let chunk_begin = b.bin(BinOp::Add, Type::U64, begin, offset);
-        let chunk_end = b.bin(BinOp::Add, Type::U64, chunk_begin, size);
-        let stop = b.bin(BinOp::Min, Type::U64, chunk_end, end);
+        let c = self.chunk(b, chunk, (entries, size));
+        let start = b.bin(BinOp::Add, Type::U64, c.offset, lane_w64);
         let lane = self.body_lane(b, lane);
         let w = Walker {
             body: self.body,
@@ -559,22 +545,11 @@ impl Split<'_> {
             lane,
         };
         // `begin` is the tile's, so the body's rank is the atom's rank in its tile.
-        let part = w.stride(b, tile, (begin, stop), start, 32)?;
+        let part = w.stride(b, c.tile, (c.begin, c.stop), start, 32)?;
         if let (Some(part), Some((ty, red))) = (part, self.body.reduce) {
             butterfly(b, part, (ty, red))?;
-            let whole = b.setp(Cmp::Eq, Type::U64, first_part, next_part);
             let store = b.if_begin(first, false);
-            let mut split = b.if_begin(whole, true);
-            let p = b.bin(BinOp::Add, Type::U64, first_part, k);
-            let slot = self.slot(b, p, lane);
-            let at = b.elem_addr(self.t.partials, slot, 8);
-            b.st(Space::Global, ptx_type(ty), at, part);
-            b.if_else(&mut split);
-            let checked = self.opts.checked;
-            let out = (tile, lane);
-            self.layout
-                .store_output(b, self.body, self.params, out, (part, ty), checked)?;
-            b.if_end(split);
+            self.store_chunk(b, &c, lane, (part, ty))?;
             b.if_end(store);
         }
         b.bin_to(BinOp::Add, Type::U64, item, item, warps);
@@ -644,39 +619,12 @@ impl Split<'_> {
         let chunk = b.bin(BinOp::Div, Type::U64, item, passes);
         let pass_rows = b.bin(BinOp::Mul, Type::U64, chunk, passes);
         let pass = b.bin(BinOp::Sub, Type::U64, item, pass_rows);
-        let e = self.entry_of(b, chunk, entries);
-        let at = b.elem_addr(self.t.list, e, 8);
-        let tile = b.ld(Space::Global, Type::U64, at);
-        let (begin, end) = l.atoms(b, tile);
-        let at = self.t.start_at(b, e, 0);
-        let first_chunk = b.ld(Space::Global, Type::U64, at);
-        let at = self.t.start_at(b, e, 1);
-        let first_part = b.ld(Space::Global, Type::U64, at);
-        let next = self.t.start_at(b, e, 3);
-        let next_part = b.ld(Space::Global, Type::U64, next);
-        let k = b.bin(BinOp::Sub, Type::U64, chunk, first_chunk);
-        let offset = b.bin(BinOp::Mul, Type::U64, k, size);
-        let chunk_begin = b.bin(BinOp::Add, Type::U64, begin, offset);
-        let chunk_end = b.bin(BinOp::Add, Type::U64, chunk_begin, size);
-        let chunk_end = b.bin(BinOp::Min, Type::U64, chunk_end, end);
-        // The chunk's own length sets the pieces, so a short tile of one chunk still spreads
-        // over the block.
-        let len = b.bin(BinOp::Sub, Type::U64, chunk_end, chunk_begin);
-        let up = b.bin(BinOp::Add, Type::U64, len, pieces);
-        let up = b.bin(BinOp::Sub, Type::U64, up, Operand::Imm(1));
-        let per_piece = b.bin(BinOp::Div, Type::U64, up, pieces);
+        let c = self.chunk(b, chunk, (entries, size));
         let pass_first = b.bin(BinOp::Mul, Type::U64, pass, width);
         let group = b.bin(BinOp::Add, Type::U64, pass_first, column);
         let has_group = b.setp(Cmp::Lt, Type::U64, group, groups);
         let active = b.bin(BinOp::And, Type::Pred, has_group, in_block);
-        let skip = b.bin(BinOp::Mul, Type::U64, piece, per_piece);
-        let from = b.bin(BinOp::Add, Type::U64, chunk_begin, skip);
-        let from = b.bin(BinOp::Min, Type::U64, from, chunk_end);
-        let to = b.bin(BinOp::Add, Type::U64, from, per_piece);
-        let to = b.bin(BinOp::Min, Type::U64, to, chunk_end);
-        // A thread past the block's pieces or the lane groups walks nothing (and its lanes are
-        // clamped in range, so the set's arithmetic stays in bounds).
-        let to = b.selp(Type::U64, to, from, active);
+        let (from, to) = piece_range(b, &c, (piece, pieces), active);
         let group = b.bin(BinOp::Min, Type::U64, group, last_group);
         let set = l.lane_set(b, self.body, (group, groups), per_thread);
         let accs = match self.body.reduce {
@@ -693,11 +641,10 @@ impl Split<'_> {
             checked: self.opts.checked,
             lane: None,
         };
-        let first = b.mov(Type::U64, from);
         w.walk_lanes(
             b,
-            Some(tile),
-            (begin, first, to),
+            Some(c.tile),
+            (c.begin, from, to),
             1,
             Some(&set),
             |b, r, x| {
@@ -712,18 +659,9 @@ impl Split<'_> {
             let lead = b.setp(Cmp::Eq, Type::U64, piece, Operand::Imm(0));
             let lead = b.bin(BinOp::And, Type::Pred, lead, has_group);
             let store = b.if_begin(lead, false);
-            let whole = b.setp(Cmp::Eq, Type::U64, first_part, next_part);
-            let p = b.bin(BinOp::Add, Type::U64, first_part, k);
             for ((&acc, &lane), valid) in accs.iter().zip(&set.lanes).zip(&set.valid) {
                 let masked = valid.map(|v| b.if_begin(v, false));
-                let mut split = b.if_begin(whole, true);
-                let slot = self.slot(b, p, Some(lane));
-                let at = b.elem_addr(self.t.partials, slot, 8);
-                b.st(Space::Global, ptx_type(ty), at, acc);
-                b.if_else(&mut split);
-                let out = (tile, Some(lane));
-                l.store_output(b, self.body, self.params, out, (acc, ty), self.opts.checked)?;
-                b.if_end(split);
+                self.store_chunk(b, &c, Some(lane), (acc, ty))?;
                 if let Some(scope) = masked {
                     b.if_end(scope);
                 }
@@ -791,6 +729,58 @@ impl Split<'_> {
             d *= 2;
         }
         b.place(folded);
+        Ok(())
+    }
+
+    /// Split chunk `chunk`: its list entry's tile and that tile's atoms, the chunk's atoms
+    /// `first..stop` (`size` atoms at offset `size × k` in the tile, `k` the chunk's rank in the
+    /// tile), and where its result goes.
+    fn chunk(&self, b: &mut KernelBuilder, chunk: Reg, (entries, size): (Reg, Reg)) -> Chunk {
+        let e = self.entry_of(b, chunk, entries);
+        let at = b.elem_addr(self.t.list, e, 8);
+        let tile = b.ld(Space::Global, Type::U64, at);
+        let (begin, end) = self.layout.atoms(b, tile);
+        let at = self.t.start_at(b, e, 0);
+        let first_chunk = b.ld(Space::Global, Type::U64, at);
+        let at = self.t.start_at(b, e, 1);
+        let first_part = b.ld(Space::Global, Type::U64, at);
+        let next = self.t.start_at(b, e, 3);
+        let next_part = b.ld(Space::Global, Type::U64, next);
+        let k = b.bin(BinOp::Sub, Type::U64, chunk, first_chunk);
+        let offset = b.bin(BinOp::Mul, Type::U64, k, size);
+        let first = b.bin(BinOp::Add, Type::U64, begin, offset);
+        let stop = b.bin(BinOp::Add, Type::U64, first, size);
+        let stop = b.bin(BinOp::Min, Type::U64, stop, end);
+        Chunk {
+            tile,
+            begin,
+            offset,
+            first,
+            stop,
+            whole: b.setp(Cmp::Eq, Type::U64, first_part, next_part),
+            partial: b.bin(BinOp::Add, Type::U64, first_part, k),
+        }
+    }
+
+    /// Stores a chunk's result `value` for `lane`: its partial, or the tile's output when the
+    /// chunk is the whole tile (a tile of one chunk has no partial).
+    fn store_chunk(
+        &self,
+        b: &mut KernelBuilder,
+        c: &Chunk,
+        lane: Option<Reg>,
+        (value, ty): (Reg, crate::body::Ty),
+    ) -> Result<(), GenError> {
+        let mut split = b.if_begin(c.whole, true);
+        let slot = self.slot(b, c.partial, lane);
+        let at = b.elem_addr(self.t.partials, slot, 8);
+        b.st(Space::Global, ptx_type(ty), at, value);
+        b.if_else(&mut split);
+        let out = (c.tile, lane);
+        let checked = self.opts.checked;
+        self.layout
+            .store_output(b, self.body, self.params, out, (value, ty), checked)?;
+        b.if_end(split);
         Ok(())
     }
 
@@ -862,6 +852,42 @@ impl Split<'_> {
         b.loop_end(scope);
         Ok(())
     }
+}
+
+/// One chunk of the split, from [`Split::chunk`].
+struct Chunk {
+    /// The tile, and its first atom (for the body's rank).
+    tile: Reg,
+    begin: Reg,
+    /// The chunk's first atom, `begin + offset`, and its atoms `first..stop`.
+    offset: Reg,
+    first: Reg,
+    stop: Reg,
+    /// The chunk is the whole tile: its result is the output, not a partial.
+    whole: Reg,
+    /// The chunk's partial index.
+    partial: Reg,
+}
+
+/// Piece `piece` of `pieces` of chunk `c`, `⌈len / pieces⌉` atoms each (the chunk's own length,
+/// so a short tile of one chunk still spreads over the block); empty where not `active` (a thread
+/// past the block's pieces or the lane groups).
+fn piece_range(
+    b: &mut KernelBuilder,
+    c: &Chunk,
+    (piece, pieces): (Reg, Reg),
+    active: Reg,
+) -> (Reg, Reg) {
+    let len = b.bin(BinOp::Sub, Type::U64, c.stop, c.first);
+    let up = b.bin(BinOp::Add, Type::U64, len, pieces);
+    let up = b.bin(BinOp::Sub, Type::U64, up, Operand::Imm(1));
+    let per_piece = b.bin(BinOp::Div, Type::U64, up, pieces);
+    let skip = b.bin(BinOp::Mul, Type::U64, piece, per_piece);
+    let from = b.bin(BinOp::Add, Type::U64, c.first, skip);
+    let from = b.bin(BinOp::Min, Type::U64, from, c.stop);
+    let to = b.bin(BinOp::Add, Type::U64, from, per_piece);
+    let to = b.bin(BinOp::Min, Type::U64, to, c.stop);
+    (from, b.selp(Type::U64, to, from, active))
 }
 
 /// Inclusive scan of `x` (u64) over the warp (Hillis–Steele over shuffles); `lane` is `%laneid`.
