@@ -60,14 +60,20 @@ fn matrix(rows: usize, cols: usize, seed: u64) -> Csr<f32> {
     Csr::from_triplets(a.num_rows, a.num_cols, triplets).expect("a valid matrix")
 }
 
-/// `y[row] = Σ values · x[col] + w[col + 1]`, in f64, from the matrix alone.
+/// `y[row] = Σ values · x[col] + w[col + 1]`, in f64, from the matrix alone, with the sum of the
+/// magnitudes of each term's parts.
 fn shifted_reference(a: &Csr<f32>, x: &[f32], w: &[f32]) -> Vec<(f64, f64)> {
     (0..a.num_rows)
         .map(|r| {
             a.row(r).fold((0.0, 0.0), |(sum, magnitude), nz| {
                 let c = a.col_indices[nz] as usize;
-                let term = f64::from(a.values[nz]) * f64::from(x[c]) + f64::from(w[c + 1]);
-                (sum + term, magnitude + term.abs())
+                let product = f64::from(a.values[nz]) * f64::from(x[c]);
+                let shift = f64::from(w[c + 1]);
+                // The scale of f32 rounding is that of the term's two parts, which may cancel.
+                (
+                    sum + product + shift,
+                    magnitude + product.abs() + shift.abs(),
+                )
             })
         })
         .collect()
