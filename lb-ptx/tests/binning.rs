@@ -668,11 +668,16 @@ proptest! {
 }
 
 /// Tiles of at least the huge-tile threshold are split over the grid and folded back
-/// deterministically: sums, lanes, min/max, side effects, frontiers, `checked`.
+/// deterministically: sums, lanes, min/max, side effects, frontiers, `checked`. `lrb` at block
+/// 512 too: there its warp class would reach the split's tiles with lanes (256 atoms on).
 #[test]
 fn huge_tiles_are_split_across_the_grid() {
-    for s in [Schedule::Binning, Schedule::Lrb] {
-        check_huge_tiles(s, 32);
+    for (s, block) in [
+        (Schedule::Binning, 32),
+        (Schedule::Lrb, 32),
+        (Schedule::Lrb, 512),
+    ] {
+        check_huge_tiles(s, block);
     }
 }
 
