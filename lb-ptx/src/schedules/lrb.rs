@@ -19,6 +19,8 @@
 //!    below the block size, one warp per tile (strided partials, a butterfly); the bins of at
 //!    least the block size, one block per tile (strided partials, a butterfly per warp, thread 0
 //!    folds the warps' partials in warp order). No float atomics, so two launches agree bitwise.
+//!    With lanes, a plan whose blocks have 256 threads or more has no `_lrb_block`: every tile of
+//!    its bins is the huge-tile split's (below).
 //!
 //! Without a frontier the reorder is cached per tile set (`TempRole::Cached`): the producers run
 //! only on the first launch over a tile set.
@@ -87,7 +89,12 @@ impl ScheduleTemplate for Lrb {
     fn plan(&self, body: &Body, opts: &Options) -> Result<Plan, GenError> {
         let base = entry_name(body, Schedule::Lrb);
         let mut kernels = huge::front_kernels(&base, opts);
-        kernels.extend(KERNELS.iter().map(|k| KernelPlan {
+        // With lanes at blocks of 256 threads or more every block-class tile is the split's:
+        // no `_lrb_block` launch at all.
+        let block_class =
+            Lrb::block_bin(opts.block).max(WARP_BIN) < split_bin(opts.block, opts.lanes.is_some());
+        let classes = KERNELS.iter().filter(|k| **k != "block" || block_class);
+        kernels.extend(classes.map(|k| KernelPlan {
             entry: Cow::Owned(format!("{base}_{k}")),
             block: if *k == "scan" { 32 } else { opts.block },
             grid: if *k == "scan" {
@@ -204,10 +211,11 @@ impl ScheduleTemplate for Lrb {
                 class => {
                     let layout = Layout::new(&mut b, body, opts, &params)?;
                     let block_bin = Lrb::block_bin(kp.block).max(WARP_BIN);
+                    let lanes = layout.lanes.is_some();
                     let (lo, hi) = match class {
                         "thread" => (0, WARP_BIN),
-                        "warp" => (WARP_BIN, block_bin.min(split_bin(&layout, kp.block))),
-                        _ => (block_bin, split_bin(&layout, kp.block)),
+                        "warp" => (WARP_BIN, block_bin.min(split_bin(kp.block, lanes))),
+                        _ => (block_bin, split_bin(kp.block, lanes)),
                     };
                     // The thread class walks the tile set itself (`Process::per_thread`), so it
                     // reads no bin starts.
@@ -253,8 +261,8 @@ impl ScheduleTemplate for Lrb {
 /// warp class over blocks of 512 threads reaches) nor pay one item per (tile, lane) to find each
 /// such tile skipped: on an H100 that was 163 µs of a 542 µs SpMM at k = 128 on `rmat-18-ef8`,
 /// where at block 256 every block-class tile was the split's.
-fn split_bin(layout: &Layout, block: u32) -> u32 {
-    let threshold = huge::threshold(block, layout.lanes.is_some());
+fn split_bin(block: u32, lanes: bool) -> u32 {
+    let threshold = huge::threshold(block, lanes);
     if threshold.is_power_of_two() {
         Lrb::bin(threshold)
     } else {
