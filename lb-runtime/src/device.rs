@@ -406,7 +406,8 @@ impl Device {
                 what: "the buffer to download".into(),
             });
         }
-        let bytes = self.read_raw(&buf.raw)?;
+        // The buffer's length, not its allocation: a queue's `slots` is a prefix of its slots.
+        let bytes = self.read_raw_prefix(&buf.raw, buf.len() * T::SIZE)?;
         // The read waited for the device's stream: its launches' reports are due now.
         self.stream().run_checks()?;
         Ok(from_bytes(&bytes))
@@ -427,7 +428,8 @@ impl Device {
                 dst.len()
             )));
         }
-        let bytes = src.raw.bytes;
+        // The lengths, not the allocations: a queue's `slots` is a prefix of its slots.
+        let bytes = src.len() * T::SIZE;
         if bytes == 0 {
             return Ok(());
         }
@@ -615,11 +617,6 @@ impl Device {
                 what: "the buffer zeroed".into(),
             }),
         }
-    }
-
-    /// All `raw.bytes` bytes of `raw`, after the work before it has finished.
-    pub(crate) fn read_raw(&self, raw: &RawBuffer) -> Result<Vec<u8>> {
-        self.read_raw_prefix(raw, raw.bytes)
     }
 
     /// The first `bytes` bytes of `raw` (at most its size), after the work before it has
