@@ -79,7 +79,11 @@ fn check(g: &Csr<f32>, source: usize, capacity: Option<usize>) {
             assert_eq!(spu.dist, dist, "sssp_unchecked {}", s.name());
             assert_eq!(bfu.depth, depth, "bfs_unchecked {}", s.name());
             // No error flag to read: the counter alone.
-            check_traffic(&format!("sssp_unchecked {}", s.name()), &sp_traffic(&spu), 8);
+            check_traffic(
+                &format!("sssp_unchecked {}", s.name()),
+                &sp_traffic(&spu),
+                8,
+            );
             check_traffic(&format!("bfs_unchecked {}", s.name()), &bf_traffic(&bfu), 8);
         }
         if capacity == Some(1) && reached > 1 {
@@ -145,7 +149,10 @@ fn check_traffic(what: &str, t: &Traffic, per: u64) {
     }
     assert!(t.wall_ms > 0.0, "{what}: wall time");
     if let Some(ms) = t.elapsed_ms {
-        assert!(f64::from(ms) <= t.wall_ms, "{what}: kernel time within wall time");
+        assert!(
+            f64::from(ms) <= t.wall_ms,
+            "{what}: kernel time within wall time"
+        );
     }
 }
 

@@ -16,7 +16,13 @@ fn gather_push(g: &Csr<f32>, out: &mut Queue, #[atom] e: usize) {
 
 /// Pushes each tile of the tile list once per atom.
 #[load_balanced(schedule = "thread_mapped", tiles = "tiles")]
-fn frontier_push(_g: &Csr<f32>, tiles: &[u32], out: &mut Queue, #[tile] u: usize, #[atom] _e: usize) {
+fn frontier_push(
+    _g: &Csr<f32>,
+    tiles: &[u32],
+    out: &mut Queue,
+    #[tile] u: usize,
+    #[atom] _e: usize,
+) {
     out.push(u as u32);
 }
 
@@ -300,7 +306,11 @@ fn queue_counter_reaches_the_launch(dev: &Device) {
     let before = dev.transferred();
     let mut got = items.download().unwrap();
     let moved = dev.transferred().since(before);
-    assert_eq!(moved.to_host, 4 * a.nnz() as u64, "a download counts its bytes");
+    assert_eq!(
+        moved.to_host,
+        4 * a.nnz() as u64,
+        "a download counts its bytes"
+    );
     got.sort_unstable();
     assert_eq!(got, want);
     // The first three stored items as a tile list: the launch reads those three only.
