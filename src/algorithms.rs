@@ -23,7 +23,7 @@
 //!
 //! A smaller, caller-chosen capacity may overflow. The kernel has still relaxed every edge and
 //! marked every vertex it should have pushed, so nothing is rerun and nothing is restored: the
-//! overflowed queue is replaced by one of the reported size and [`collect_marked`] refills it
+//! overflowed queue is replaced by one of the reported size and [`collect_marked`](fn@collect_marked) refills it
 //! from the marks (one thread per vertex, over a one-entry-per-vertex tile set built at the
 //! first overflow). No O(V) state is copied or snapshotted per iteration.
 //!
@@ -205,7 +205,7 @@ pub fn sssp_with_capacity(
 
 /// [`sssp`] through the kernels without bounds tests (`launch_with_unchecked`), to measure what
 /// the tests of the frontier cost. Safe: this driver proves what those kernels leave to their
-/// caller (see [`Kernels::Unchecked`]).
+/// caller (its frontiers hold vertices only, and `edges` is never empty).
 pub fn sssp_unchecked(
     dev: &Device,
     g: &DeviceCsr<f32>,
