@@ -132,7 +132,8 @@ pub struct SsspResult {
     pub edges: u64,
     /// Queue overflows, each repaired by refilling a larger queue from the marks.
     pub retries: usize,
-    /// Kernel time summed over the launches, on a GPU.
+    /// Kernel time summed over the launches, on a GPU (an iteration whose queue overflowed
+    /// counts its refill's time only: the overflow error carries no time).
     pub elapsed_ms: Option<f32>,
     /// Wall-clock time of the whole call: the state's upload, every iteration with its host
     /// work, and the result's download.
