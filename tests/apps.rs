@@ -72,6 +72,8 @@ fn check(g: &Csr<f32>, source: usize, capacity: Option<usize>) {
         check_traffic(&format!("sssp {}", s.name()), &sp_traffic(&sp), 16);
         check_traffic(&format!("bfs {}", s.name()), &bf_traffic(&bf), 16);
         if capacity.is_none() {
+            // Each vertex is pushed at most once per iteration: num_rows slots always suffice.
+            assert_eq!((sp.retries, bf.retries), (0, 0), "{}", s.name());
             let (spu, bfu) = (
                 sssp_unchecked(&dev, &dg, source, s).unwrap(),
                 bfs_unchecked(&dev, &dg, source, s).unwrap(),
@@ -204,6 +206,34 @@ fn nasty_graphs_match_references_with_any_capacity() {
             check(&g, source, None);
             check(&g, source, Some(3));
         }
+    }
+}
+
+/// Vertices 1..=k all reach `t` in the same iteration along paths whose lengths fall with the
+/// vertex, so (in lane order) every relaxation of `t` improves it; `t` must still enter the
+/// next frontier once, or its out-edge would be relaxed once per copy. Exact counts for every
+/// schedule: 4 frontiers ({0}, {1..=k}, {t}, {z}) and 2k + 1 relaxed edges.
+#[test]
+fn sssp_pushes_each_vertex_once_per_iteration() {
+    let k = 30;
+    let (t, z) = (k + 1, k + 2);
+    let triplets: Vec<(usize, usize, f32)> = (1..=k)
+        .map(|i| (0, i, 1.0))
+        .chain((1..=k).map(|i| (i, t, (k - i + 1) as f32)))
+        .chain([(t, z, 1.0)])
+        .collect();
+    let g = Csr::from_triplets(k + 3, k + 3, triplets).unwrap();
+    let dev = device();
+    let dg = DeviceCsr::upload(&dev, &g).unwrap();
+    for &s in schedules() {
+        let r = sssp(&dev, &dg, 0, s).unwrap();
+        assert_eq!(r.dist, dijkstra(&g, 0), "{}", s.name());
+        assert_eq!(
+            (r.iterations, r.edges),
+            (4, 2 * k as u64 + 1),
+            "{}: iterations and relaxed edges",
+            s.name()
+        );
     }
 }
 
