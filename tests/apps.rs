@@ -1,11 +1,13 @@
 //! The SSSP and BFS drivers (`lb::algorithms`) against Dijkstra and queue BFS, on random graphs
-//! with disconnected parts and zero-weight edges, under every frontier schedule; and their
-//! recovery from queue overflows, with a queue of one slot.
+//! with disconnected parts, zero-weight edges, self-loops, duplicate edges and isolated
+//! vertices, under every frontier schedule; their recovery from queue overflows, with queues of
+//! one and a few slots; and the host↔device bytes of their iterations (at most 16 each).
 
 mod common;
 
 use lb::algorithms::{
-    bfs, bfs_levels, bfs_with_capacity, dijkstra, schedules, sssp, sssp_with_capacity,
+    bfs, bfs_levels, bfs_unchecked, bfs_with_capacity, dijkstra, schedules, sssp, sssp_unchecked,
+    sssp_with_capacity,
 };
 use lb::prelude::*;
 use lb::Error;
@@ -67,6 +69,25 @@ fn check(g: &Csr<f32>, source: usize, capacity: Option<usize>) {
             "sssp {} relaxes every reachable edge at least once",
             s.name()
         );
+        check_traffic(&format!("sssp {}", s.name()), &sp_traffic(&sp), 16);
+        check_traffic(&format!("bfs {}", s.name()), &bf_traffic(&bf), 16);
+        if capacity.is_none() {
+            // Each vertex is pushed at most once per iteration: num_rows slots always suffice.
+            assert_eq!((sp.retries, bf.retries), (0, 0), "{}", s.name());
+            let (spu, bfu) = (
+                sssp_unchecked(&dev, &dg, source, s).unwrap(),
+                bfs_unchecked(&dev, &dg, source, s).unwrap(),
+            );
+            assert_eq!(spu.dist, dist, "sssp_unchecked {}", s.name());
+            assert_eq!(bfu.depth, depth, "bfs_unchecked {}", s.name());
+            // No error flag to read: the counter alone.
+            check_traffic(
+                &format!("sssp_unchecked {}", s.name()),
+                &sp_traffic(&spu),
+                8,
+            );
+            check_traffic(&format!("bfs_unchecked {}", s.name()), &bf_traffic(&bfu), 8);
+        }
         if capacity == Some(1) && reached > 1 {
             assert!(
                 sp.retries > 0 || bf.retries > 0,
@@ -74,6 +95,145 @@ fn check(g: &Csr<f32>, source: usize, capacity: Option<usize>) {
                 s.name()
             );
         }
+    }
+}
+
+/// What `check_traffic` reads from a result.
+struct Traffic {
+    iterations: usize,
+    retries: usize,
+    to_host: u64,
+    to_device: u64,
+    per_iteration: f64,
+    wall_ms: f64,
+    elapsed_ms: Option<f32>,
+}
+
+fn sp_traffic(r: &lb::algorithms::SsspResult) -> Traffic {
+    Traffic {
+        iterations: r.iterations,
+        retries: r.retries,
+        to_host: r.bytes_to_host,
+        to_device: r.bytes_to_device,
+        per_iteration: r.bytes_per_iteration(),
+        wall_ms: r.wall_ms,
+        elapsed_ms: r.elapsed_ms,
+    }
+}
+
+fn bf_traffic(r: &lb::algorithms::BfsResult) -> Traffic {
+    Traffic {
+        iterations: r.iterations,
+        retries: r.retries,
+        to_host: r.bytes_to_host,
+        to_device: r.bytes_to_device,
+        per_iteration: r.bytes_per_iteration(),
+        wall_ms: r.wall_ms,
+        elapsed_ms: r.elapsed_ms,
+    }
+}
+
+/// An iteration reads its queue counter (8 bytes) and, with the checked kernels, the first
+/// word of the error flag (8): `per` bytes, never more, and nothing goes to the device. An
+/// overflow adds the refill's launch, with the same reports.
+fn check_traffic(what: &str, t: &Traffic, per: u64) {
+    let launches = (t.iterations + t.retries) as u64;
+    assert_eq!(t.to_device, 0, "{what}: an iteration uploads nothing");
+    assert!(
+        t.to_host >= 8 * launches && t.to_host <= per * launches,
+        "{what}: {} bytes to the host over {} iterations and {} refills",
+        t.to_host,
+        t.iterations,
+        t.retries
+    );
+    if t.retries == 0 {
+        assert!(t.per_iteration <= per as f64, "{what}: {}", t.per_iteration);
+    }
+    assert!(t.wall_ms > 0.0, "{what}: wall time");
+    if let Some(ms) = t.elapsed_ms {
+        assert!(
+            f64::from(ms) <= t.wall_ms,
+            "{what}: kernel time within wall time"
+        );
+    }
+}
+
+/// A graph of `n` vertices whose edges hold every case the drivers must survive: self-loops,
+/// the same edge several times with different weights (rows unsorted, as `Csr::new` allows),
+/// isolated vertices (no edge in or out), and targets confined to `parts` blocks so some
+/// vertices are unreachable. Weights 0..=5, integers, so f32 sums are exact.
+fn nasty_graph(n: usize, parts: usize, seed: u64) -> Csr<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let block = n.div_ceil(parts.clamp(1, n.max(1))).max(1);
+    // About one vertex in five is isolated: no out-edges and never a target.
+    let isolated: Vec<bool> = (0..n).map(|_| rng.random_range(0..5) == 0).collect();
+    let mut offsets = vec![0usize];
+    let (mut cols, mut vals) = (Vec::new(), Vec::new());
+    for u in 0..n {
+        if !isolated[u] {
+            let (lo, hi) = ((u / block) * block, ((u / block + 1) * block).min(n));
+            for _ in 0..rng.random_range(0..=6) {
+                let v = match rng.random_range(0..6) {
+                    0 => u,
+                    _ => rng.random_range(lo..hi),
+                };
+                if isolated[v] {
+                    continue;
+                }
+                // Sometimes the same edge again, with its own weight.
+                for _ in 0..rng.random_range(1..=2) {
+                    cols.push(v as u32);
+                    vals.push(rng.random_range(0..=5u32) as f32);
+                }
+            }
+        }
+        offsets.push(cols.len());
+    }
+    Csr::new(n, n, offsets, cols, vals).expect("valid graph")
+}
+
+#[test]
+fn nasty_graphs_match_references_with_any_capacity() {
+    for (i, &(n, parts)) in [(1, 1), (2, 1), (37, 1), (120, 3), (250, 5)]
+        .iter()
+        .enumerate()
+    {
+        let seed = 0x5eed + i as u64;
+        let g = nasty_graph(n, parts, seed);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        for _ in 0..2 {
+            let source = rng.random_range(0..n);
+            check(&g, source, None);
+            check(&g, source, Some(3));
+        }
+    }
+}
+
+/// Vertices 1..=k all reach `t` in the same iteration along paths whose lengths fall with the
+/// vertex, so (in lane order) every relaxation of `t` improves it; `t` must still enter the
+/// next frontier once, or its out-edge would be relaxed once per copy. Exact counts for every
+/// schedule: 4 frontiers ({0}, {1..=k}, {t}, {z}) and 2k + 1 relaxed edges.
+#[test]
+fn sssp_pushes_each_vertex_once_per_iteration() {
+    let k = 30;
+    let (t, z) = (k + 1, k + 2);
+    let triplets: Vec<(usize, usize, f32)> = (1..=k)
+        .map(|i| (0, i, 1.0))
+        .chain((1..=k).map(|i| (i, t, (k - i + 1) as f32)))
+        .chain([(t, z, 1.0)])
+        .collect();
+    let g = Csr::from_triplets(k + 3, k + 3, triplets).unwrap();
+    let dev = device();
+    let dg = DeviceCsr::upload(&dev, &g).unwrap();
+    for &s in schedules() {
+        let r = sssp(&dev, &dg, 0, s).unwrap();
+        assert_eq!(r.dist, dijkstra(&g, 0), "{}", s.name());
+        assert_eq!(
+            (r.iterations, r.edges),
+            (4, 2 * k as u64 + 1),
+            "{}: iterations and relaxed edges",
+            s.name()
+        );
     }
 }
 

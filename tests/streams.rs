@@ -14,6 +14,18 @@ fn gather_push(g: &Csr<f32>, out: &mut Queue, #[atom] e: usize) {
     out.push(g.col_indices[e]);
 }
 
+/// Pushes each tile of the tile list once per atom.
+#[load_balanced(schedule = "thread_mapped", tiles = "tiles")]
+fn frontier_push(
+    _g: &Csr<f32>,
+    tiles: &[u32],
+    out: &mut Queue,
+    #[tile] u: usize,
+    #[atom] _e: usize,
+) {
+    out.push(u as u32);
+}
+
 fn seed() -> u64 {
     let s = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -266,6 +278,61 @@ fn queue_overflow_after_wait(dev: &Device) {
     assert_eq!(got, want);
 }
 
+/// A launch that pushes reports the queue's counter in `Launch::pushed`, read once (8 bytes);
+/// the stored items serve as the next launch's tile list through `slots`, without a copy;
+/// `clear` is a fill on the device, no transfer; and `Device::transferred` counts uploads and
+/// downloads byte for byte.
+fn queue_counter_reaches_the_launch(dev: &Device) {
+    let s = seed();
+    let a = random_csr(Shape::Random, 120, 120, s);
+    let da = DeviceCsr::upload(dev, &a).unwrap();
+    let mut q = DeviceQueue::new(dev, a.nnz() + 3).unwrap();
+    let mut again = DeviceQueue::new(dev, a.nnz()).unwrap();
+    let before = dev.transferred();
+    q.clear().unwrap();
+    assert_eq!(dev.transferred(), before, "clearing a queue copies nothing");
+    let launch = gather_push::launch_with(dev, Schedule::ThreadMapped, &da, &mut q).unwrap();
+    assert_eq!(launch.pushed, vec![("out", a.nnz() as u64)]);
+    let moved = dev.transferred().since(before);
+    assert_eq!(moved.to_device, 0);
+    assert!(
+        (8..=16).contains(&moved.to_host),
+        "the counter (8) and at most an error flag (8): {moved:?}"
+    );
+    let items = q.slots(launch.pushed[0].1);
+    assert_eq!(items.len(), a.nnz());
+    let mut want = a.col_indices.clone();
+    want.sort_unstable();
+    let before = dev.transferred();
+    let mut got = items.download().unwrap();
+    let moved = dev.transferred().since(before);
+    assert_eq!(
+        moved.to_host,
+        4 * a.nnz() as u64,
+        "a download counts its bytes"
+    );
+    got.sort_unstable();
+    assert_eq!(got, want);
+    // The first three stored items as a tile list: the launch reads those three only.
+    let prefix = q.download().unwrap()[..3].to_vec();
+    again.clear().unwrap();
+    let launch =
+        frontier_push::launch_with(dev, Schedule::ThreadMapped, &da, q.slots(3), &mut again)
+            .unwrap();
+    let mut want: Vec<u32> = prefix
+        .iter()
+        .flat_map(|&t| std::iter::repeat_n(t, a.row(t as usize).len()))
+        .collect();
+    want.sort_unstable();
+    let mut got = again.download().unwrap();
+    got.sort_unstable();
+    assert_eq!(launch.pushed[0].1, want.len() as u64);
+    assert_eq!(got, want);
+    let up = dev.transferred();
+    let _ = dev.upload(&[1u32, 2, 3]).unwrap();
+    assert_eq!(dev.transferred().since(up).to_device, 12);
+}
+
 #[test]
 fn sim_async_launch_waits() {
     async_launch_waits(&Device::simulator());
@@ -294,6 +361,17 @@ fn sim_two_streams() {
 #[test]
 fn sim_graph_replays() {
     graph_replays(&Device::simulator());
+}
+
+#[test]
+fn sim_queue_counter_reaches_the_launch() {
+    queue_counter_reaches_the_launch(&Device::simulator());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
+fn gpu_queue_counter_reaches_the_launch() {
+    queue_counter_reaches_the_launch(&gpu());
 }
 
 #[test]

@@ -1,21 +1,23 @@
 //! The graph ops, SSSP and BFS from `lb::algorithms`: each is a host-driven loop of launches, not
 //! one launch over a `Problem`, so they get their own small path: verify against the sequential
-//! reference, then time the driver's kernel time and report traversed edges per second.
+//! reference, then time the driver from source to finish (wall clock, host work included) next
+//! to its kernel time, and report traversed edges per second on both, the iterations, and the
+//! host↔device bytes per iteration.
 
 use lb::algorithms::{bfs, bfs_levels, bfs_unchecked, dijkstra, schedules, sssp, sssp_unchecked};
 use lb::prelude::*;
+use rand::seq::IndexedRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
 use crate::corpus::Matrix;
+use crate::host_loop;
 use crate::report::{Context, Record};
 use crate::{Cli, Op};
 
 /// The simulator runs every launch of every iteration on the CPU, so SSSP there (many
 /// iterations on long-diameter graphs) stays fast only on small graphs.
 pub const SIM_MAX_EDGES: usize = 20_000;
-
-/// The traversals start at vertex 0: every corpus member has one, and a fixed source keeps runs
-/// comparable across schedules.
-const SOURCE: usize = 0;
 
 /// Why `m` is not run for a graph op, if it is not.
 pub fn skip_reason(m: &Matrix, gpu: bool) -> Option<String> {
@@ -25,8 +27,8 @@ pub fn skip_reason(m: &Matrix, gpu: bool) -> Option<String> {
             "not square ({} × {}), not a graph",
             a.num_rows, a.num_cols
         ))
-    } else if a.num_rows == 0 {
-        Some("no vertices".into())
+    } else if a.nnz() == 0 {
+        Some("no edges, so no source with an out-edge".into())
     } else if !gpu && a.nnz() > SIM_MAX_EDGES {
         Some(format!(
             "{} edges > {SIM_MAX_EDGES}, the simulator's limit",
@@ -37,49 +39,100 @@ pub fn skip_reason(m: &Matrix, gpu: bool) -> Option<String> {
     }
 }
 
+/// `count` distinct sources (fewer when fewer vertices qualify) among the vertices with an
+/// out-edge, drawn with a generator seeded by `seed` and the graph's shape, so every schedule
+/// and every run with the same `--seed` traverses from the same vertices.
+pub fn sources(g: &Csr<f32>, count: usize, seed: u64) -> Vec<usize> {
+    let candidates: Vec<usize> = (0..g.num_rows).filter(|&u| !g.row(u).is_empty()).collect();
+    let shape = (g.num_rows as u64).rotate_left(32) ^ g.nnz() as u64;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ shape);
+    let mut picked: Vec<usize> = candidates
+        .choose_multiple(&mut rng, count)
+        .copied()
+        .collect();
+    picked.sort_unstable();
+    picked
+}
+
 /// One traversal's outcome, common to both drivers.
 struct Traversal {
     iterations: usize,
     edges: u64,
     elapsed_ms: Option<f32>,
+    wall_ms: f64,
+    bytes: u64,
     /// Largest relative distance error (SSSP) or 0/∞ for depths that match / do not (BFS).
     error: f64,
 }
 
-/// The reference result of one op on one graph.
+/// Which driver a row measures.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Driver {
+    /// `lb::algorithms::sssp` / `bfs`: the frontier stays on the device.
+    Device,
+    /// `sssp_unchecked` / `bfs_unchecked` (`--unchecked`).
+    Unchecked,
+    /// The host-driven loop they replaced (`--host-loop`, `crate::host_loop`).
+    HostLoop,
+}
+
+impl Driver {
+    /// The suffix of its rows' schedule names.
+    fn suffix(self) -> &'static str {
+        match self {
+            Driver::Device => "",
+            Driver::Unchecked => crate::variants::UNCHECKED,
+            Driver::HostLoop => crate::variants::HOST_LOOP,
+        }
+    }
+}
+
+/// The reference result of one op from one source.
 enum Reference {
     Dist(Vec<f32>),
     Depth(Vec<u32>),
 }
 
 impl Reference {
-    /// One traversal with schedule `s`, through the kernels without bounds tests when
-    /// `unchecked` (`--unchecked`).
+    /// One traversal from `source` with schedule `s`, through the driver `how`.
     fn traverse(
         &self,
         dev: &Device,
         g: &DeviceCsr<f32>,
+        source: usize,
         s: Schedule,
-        unchecked: bool,
+        how: Driver,
     ) -> lb::Result<Traversal> {
         match self {
             Reference::Dist(want) => {
-                let run = if unchecked { sssp_unchecked } else { sssp };
-                let r = run(dev, g, SOURCE, s)?;
+                let run = match how {
+                    Driver::Device => sssp,
+                    Driver::Unchecked => sssp_unchecked,
+                    Driver::HostLoop => host_loop::sssp,
+                };
+                let r = run(dev, g, source, s)?;
                 Ok(Traversal {
                     iterations: r.iterations,
                     edges: r.edges,
                     elapsed_ms: r.elapsed_ms,
+                    wall_ms: r.wall_ms,
+                    bytes: r.bytes_to_host + r.bytes_to_device,
                     error: dist_error(&r.dist, want),
                 })
             }
             Reference::Depth(want) => {
-                let run = if unchecked { bfs_unchecked } else { bfs };
-                let r = run(dev, g, SOURCE, s)?;
+                let run = match how {
+                    Driver::Device => bfs,
+                    Driver::Unchecked => bfs_unchecked,
+                    Driver::HostLoop => host_loop::bfs,
+                };
+                let r = run(dev, g, source, s)?;
                 Ok(Traversal {
                     iterations: r.iterations,
                     edges: r.edges,
                     elapsed_ms: r.elapsed_ms,
+                    wall_ms: r.wall_ms,
+                    bytes: r.bytes_to_host + r.bytes_to_device,
                     error: if &r.depth == want { 0.0 } else { f64::INFINITY },
                 })
             }
@@ -110,9 +163,11 @@ fn dist_error(got: &[f32], want: &[f32]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// Every schedule of `op` (SSSP or BFS) on the square matrix `m`, from vertex 0, with weights
-/// |values| (Dijkstra and the relaxation need nonnegative weights); with `--unchecked`, each
-/// schedule also through the kernels without bounds tests, as a `<schedule>+unchecked` row.
+/// Every schedule of `op` (SSSP or BFS) on the square matrix `m`, from `--sources` seeded
+/// random sources, with weights |values| (Dijkstra and the relaxation need nonnegative
+/// weights); with `--unchecked`, each schedule also through the kernels without bounds tests,
+/// as a `<schedule>+unchecked` row, and with `--host-loop` through the host-driven loop, as a
+/// `<schedule>+host_loop` row.
 pub fn run_graph(
     cli: &Cli,
     op: Op,
@@ -121,13 +176,21 @@ pub fn run_graph(
     wanted: &[Schedule],
     ctx: &Context,
 ) -> Vec<Record> {
-    let base = Record::base(ctx, op, m);
+    let mut base = Record::base(ctx, op, m);
     let mut g = m.csr.clone();
     g.values.iter_mut().for_each(|w| *w = w.abs());
-    let reference = match op {
-        Op::Sssp => Reference::Dist(dijkstra(&g, SOURCE)),
-        _ => Reference::Depth(bfs_levels(&g, SOURCE)),
-    };
+    let sources = sources(&g, usize::from(cli.sources), cli.seed);
+    base.sources = Some(sources.clone());
+    let references: Vec<(usize, Reference)> = sources
+        .iter()
+        .map(|&s| {
+            let r = match op {
+                Op::Sssp => Reference::Dist(dijkstra(&g, s)),
+                _ => Reference::Depth(bfs_levels(&g, s)),
+            };
+            (s, r)
+        })
+        .collect();
     let dg = match DeviceCsr::upload(dev, &g) {
         Ok(dg) => dg,
         Err(e) => return vec![base.failed(format!("setting up: {e}"))],
@@ -137,62 +200,156 @@ pub fn run_graph(
         .iter()
         .filter(|s| wanted.is_empty() || wanted.contains(s))
     {
-        out.push(measure(cli, dev, &dg, &reference, s, false, &base));
+        out.push(measure(
+            cli,
+            dev,
+            &dg,
+            &references,
+            s,
+            Driver::Device,
+            &base,
+        ));
         if cli.unchecked {
-            out.push(measure(cli, dev, &dg, &reference, s, true, &base));
+            out.push(measure(
+                cli,
+                dev,
+                &dg,
+                &references,
+                s,
+                Driver::Unchecked,
+                &base,
+            ));
+        }
+        if cli.host_loop {
+            out.push(measure(
+                cli,
+                dev,
+                &dg,
+                &references,
+                s,
+                Driver::HostLoop,
+                &base,
+            ));
         }
     }
     out
 }
 
-/// Verifies schedule `s` once, then (GPU) times `--reps` traversals by their kernel time.
+/// What the runs of one schedule add up to over the sources.
+#[derive(Default)]
+struct Totals {
+    iterations: usize,
+    edges: u64,
+    error: f64,
+    /// The largest bytes per iteration of any verified run.
+    bytes_per_iteration: f64,
+    /// Sums over the sources of the per-source medians (GPU).
+    kernel_ms: f64,
+    wall_ms: f64,
+    reps: usize,
+}
+
+/// Verifies schedule `s` from every source, then (GPU) times `--reps` traversals per source,
+/// by kernel time and by wall time.
 fn measure(
     cli: &Cli,
     dev: &Device,
     g: &DeviceCsr<f32>,
-    reference: &Reference,
+    references: &[(usize, Reference)],
     s: Schedule,
-    unchecked: bool,
+    how: Driver,
     base: &Record,
 ) -> Record {
     let mut r = base.clone();
-    r.schedule = if unchecked {
-        format!("{}{}", s.name(), crate::variants::UNCHECKED)
-    } else {
-        s.name().into()
-    };
-    let first = match reference.traverse(dev, g, s, unchecked) {
-        Ok(t) => t,
-        Err(e) => return r.failed(e.to_string()),
-    };
-    r.iterations = Some(first.iterations);
-    r.edges = Some(first.edges);
-    r.max_rel_err = Some(first.error);
-    if first.error > cli.tolerance {
-        return r.failed(match reference {
-            Reference::Dist(_) => format!(
-                "wrong distances: max relative error {:.2e} > {:.0e}",
-                first.error, cli.tolerance
-            ),
-            Reference::Depth(_) => "wrong depths".into(),
-        });
-    }
-    // The simulator reports no kernel time: correctness, iterations and edges only.
-    let Some(first_ms) = first.elapsed_ms else {
-        return r;
-    };
-    let reps = ((cli.budget_ms / f64::from(first_ms).max(1e-3)) as usize).clamp(3, cli.reps.max(3));
-    let mut times = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        match reference.traverse(dev, g, s, unchecked) {
-            Ok(t) => times.push(f64::from(t.elapsed_ms.unwrap_or(f32::NAN))),
-            Err(e) => return r.failed(format!("while timing: {e}")),
+    r.schedule = format!("{}{}", s.name(), how.suffix());
+    let mut t = Totals::default();
+    let mut timed = dev.is_gpu();
+    for (source, reference) in references {
+        let first = match reference.traverse(dev, g, *source, s, how) {
+            Ok(t) => t,
+            Err(e) => return r.failed(format!("source {source}: {e}")),
+        };
+        t.iterations += first.iterations;
+        t.edges += first.edges;
+        t.error = t.error.max(first.error);
+        t.bytes_per_iteration = t
+            .bytes_per_iteration
+            .max(first.bytes as f64 / first.iterations.max(1) as f64);
+        if first.error > cli.tolerance {
+            r.max_rel_err = Some(first.error);
+            return r.failed(match reference {
+                Reference::Dist(_) => format!(
+                    "source {source}: wrong distances: max relative error {:.2e} > {:.0e}",
+                    first.error, cli.tolerance
+                ),
+                Reference::Depth(_) => format!("source {source}: wrong depths"),
+            });
         }
+        // The simulator reports no kernel time, and its wall time is the CPU's: correctness,
+        // iterations, edges and bytes only.
+        if first.elapsed_ms.is_none() {
+            timed = false;
+            continue;
+        }
+        // The budget is shared by the sources, and wall time bounds kernel time.
+        let budget = cli.budget_ms / references.len().max(1) as f64;
+        let reps = ((budget / first.wall_ms.max(1e-3)) as usize).clamp(3, cli.reps.max(3));
+        let (mut kernel, mut wall) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
+        for _ in 0..reps {
+            match reference.traverse(dev, g, *source, s, how) {
+                Ok(run) => {
+                    kernel.push(f64::from(run.elapsed_ms.unwrap_or(f32::NAN)));
+                    wall.push(run.wall_ms);
+                }
+                Err(e) => return r.failed(format!("source {source}, while timing: {e}")),
+            }
+        }
+        t.kernel_ms += median(&mut kernel);
+        t.wall_ms += median(&mut wall);
+        t.reps += reps;
     }
-    times.sort_by(f64::total_cmp);
-    let ms = times[times.len() / 2];
-    r.median_ms = Some(ms);
-    r.reps = Some(reps);
-    r.mteps = Some(first.edges as f64 / (ms * 1e-3) / 1e6);
+    r.iterations = Some(t.iterations);
+    r.edges = Some(t.edges);
+    r.max_rel_err = Some(t.error);
+    r.bytes_per_iteration = Some(t.bytes_per_iteration);
+    if timed {
+        r.median_ms = Some(t.kernel_ms);
+        r.wall_ms = Some(t.wall_ms);
+        r.reps = Some(t.reps);
+        r.mteps = Some(t.edges as f64 / (t.kernel_ms * 1e-3) / 1e6);
+        r.gteps_wall = Some(t.edges as f64 / (t.wall_ms * 1e-3) / 1e9);
+    }
     r
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_are_seeded_distinct_and_have_out_edges() {
+        // Vertices 0, 3 and 5 have out-edges; the rest do not.
+        let g = Csr::from_triplets(
+            7,
+            7,
+            vec![(0, 1, 1.0), (3, 3, 1.0), (5, 0, 2.0), (5, 6, 1.0)],
+        )
+        .unwrap();
+        for seed in 0..20 {
+            let s = sources(&g, 2, seed);
+            assert_eq!(s.len(), 2);
+            assert!(s[0] < s[1], "distinct and sorted: {s:?}");
+            assert!(s.iter().all(|&u| !g.row(u).is_empty()), "{s:?}");
+            assert_eq!(s, sources(&g, 2, seed), "same seed, same sources");
+        }
+        assert_eq!(sources(&g, 10, 1), vec![0, 3, 5], "all of them, no more");
+        let spread: std::collections::BTreeSet<Vec<usize>> =
+            (0..20).map(|seed| sources(&g, 1, seed)).collect();
+        assert!(spread.len() > 1, "the seed changes the pick");
+    }
 }

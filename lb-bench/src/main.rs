@@ -10,6 +10,7 @@ mod corpus;
 mod driver_floor;
 mod fit;
 mod graph;
+mod host_loop;
 mod looped;
 mod report;
 mod run;
@@ -35,9 +36,11 @@ pub enum Op {
     Spmm32,
     /// C = A·B with 128 columns.
     Spmm128,
-    /// Single-source shortest paths from vertex 0, weights |A|, in traversed edges per second.
+    /// Single-source shortest paths from `--sources` seeded random sources, weights |A|, in
+    /// traversed edges per second.
     Sssp,
-    /// Breadth-first search from vertex 0, in traversed edges per second.
+    /// Breadth-first search from `--sources` seeded random sources, in traversed edges per
+    /// second.
     Bfs,
 }
 
@@ -79,9 +82,10 @@ impl Op {
 #[command(name = "lb-bench", version)]
 pub struct Cli {
     /// Operations, comma-separated. `sssp` and `bfs` (not in the default list) run
-    /// `lb::algorithms` from vertex 0 on each square matrix (weights |A|), checked against
-    /// Dijkstra / queue BFS, and report traversed edges per second (MTEPS); no cuSPARSE, no
-    /// `auto`. On the simulator they report correctness and iterations only, on graphs of at
+    /// `lb::algorithms` from `--sources` seeded random sources on each square matrix (weights
+    /// |A|), checked against Dijkstra / queue BFS, and report kernel and wall time, traversed
+    /// edges per second on both, and host↔device bytes per iteration; no cuSPARSE, no `auto`.
+    /// On the simulator they report correctness, iterations and bytes only, on graphs of at
     /// most 20 000 edges.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Op::Spmv, Op::Spmm8, Op::Spmm32, Op::Spmm128])]
     pub ops: Vec<Op>,
@@ -101,9 +105,13 @@ pub struct Cli {
     /// Matrix Market files to add (repeatable).
     #[arg(long = "mtx", value_name = "FILE")]
     pub mtx: Vec<PathBuf>,
-    /// Seed of the built-in corpus and of the dense inputs.
+    /// Seed of the built-in corpus, of the dense inputs and of the graph ops' sources.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Graph ops: sources per graph, distinct, drawn (seeded by `--seed`) among the vertices
+    /// with an out-edge.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    pub sources: u16,
     /// Timed repetitions per run on a GPU (the median is reported).
     #[arg(long, default_value_t = 20)]
     pub reps: usize,
@@ -135,6 +143,12 @@ pub struct Cli {
     /// `auto`'s oracle.
     #[arg(long)]
     pub unchecked: bool,
+    /// Graph ops: also run every schedule through the host-driven loop that the
+    /// device-resident drivers replaced (frontier sorted on the host, O(V) snapshot per
+    /// iteration), as `<schedule>+host_loop` rows, and print per op the geomean of the
+    /// device-resident wall time over the host loop's.
+    #[arg(long)]
+    pub host_loop: bool,
     /// Instead of the per-call timings: N back-to-back SpMV calls of each schedule (and of
     /// cuSPARSE) on one stream, timed end to end on the host and replayed from CUDA graphs;
     /// reports wall µs per call next to the kernel time (docs/streams.md).

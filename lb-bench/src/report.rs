@@ -121,6 +121,20 @@ pub struct Record {
     /// Graph ops on a GPU: million traversed edges per second of median kernel time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mteps: Option<f64>,
+    /// Graph ops: the sources traversed from (seeded, random among vertices with an out-edge);
+    /// `iterations`, `edges`, `median_ms` and `wall_ms` are sums over them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sources: Option<Vec<usize>>,
+    /// Graph ops on a GPU: the driver's wall-clock time from source to finish (state upload,
+    /// every iteration with its host work, result download), median per source, summed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wall_ms: Option<f64>,
+    /// Graph ops on a GPU: billion traversed edges per second of `wall_ms`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gteps_wall: Option<f64>,
+    /// Graph ops: host↔device bytes per iteration (both directions), the largest over sources.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_per_iteration: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sim_instructions: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -174,6 +188,10 @@ impl Record {
             iterations: None,
             edges: None,
             mteps: None,
+            sources: None,
+            wall_ms: None,
+            gteps_wall: None,
+            bytes_per_iteration: None,
             sim_instructions: None,
             sim_instr_per_atom: None,
             sim_busiest_over_mean: None,
@@ -214,14 +232,17 @@ impl Record {
 /// The header of the graph ops' rows (their columns differ from SpMV's and SpMM's).
 pub fn print_graph_header(gpu: bool) {
     println!(
-        "{:<8} {:<34} {:<28} {:>10} {:>10} {:>10} {:>8}  status{}",
+        "{:<8} {:<34} {:<28} {:>8} {:>10} {:>11} {:>11} {:>8} {:>7} {:>7}  status{}",
         "op",
         "matrix",
         "schedule",
         "iters",
         "edges",
-        "time(us)",
+        "kernel(us)",
+        "wall(us)",
         "MTEPS",
+        "GTEPS/w",
+        "B/iter",
         if gpu {
             String::new()
         } else {
@@ -268,14 +289,17 @@ pub fn print_row(r: &Record) {
     };
     if [Op::Sssp, Op::Bfs].iter().any(|o| o.name() == r.op) {
         println!(
-            "{:<8} {:<34} {:<28} {:>10} {:>10} {:>10} {:>8}  {status}",
+            "{:<8} {:<34} {:<28} {:>8} {:>10} {:>11} {:>11} {:>8} {:>7} {:>7}  {status}",
             r.op,
             r.matrix,
             schedule,
             r.iterations.map_or_else(|| "n/a".into(), |v| v.to_string()),
             r.edges.map_or_else(|| "n/a".into(), |v| v.to_string()),
             opt(r.median_ms.map(|ms| ms * 1e3), 1),
+            opt(r.wall_ms.map(|ms| ms * 1e3), 1),
             opt(r.mteps, 1),
+            opt(r.gteps_wall, 3),
+            opt(r.bytes_per_iteration, 1),
         );
     } else if r.sim_instructions.is_some()
         || (r.median_ms.is_none() && r.context.gpu == "simulator")
@@ -421,6 +445,34 @@ pub fn print_unchecked_summary(records: &[Record]) {
         let worst = ratios.iter().copied().fold(0.0, f64::max);
         println!(
             "unchecked, {op}: the safe launchers cost {geomean:.3}× the unchecked ones (geomean over {} runs, worst {worst:.3}×; by {metric})",
+            ratios.len()
+        );
+    }
+}
+
+/// `--host-loop`: per graph op, the geometric mean over every schedule × graph measured both
+/// ways of the device-resident driver's wall time over the host-driven loop's (below 1 = the
+/// device-resident loop is faster), and the worst (largest) ratio.
+pub fn print_host_loop_summary(records: &[Record]) {
+    let mut by_op: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for h in records.iter().filter(|r| r.status == "ok") {
+        let Some(schedule) = h.schedule.strip_suffix(crate::variants::HOST_LOOP) else {
+            continue;
+        };
+        let device = records.iter().find(|r| {
+            r.status == "ok" && r.op == h.op && r.matrix == h.matrix && r.schedule == schedule
+        });
+        if let (Some(d), Some(old)) = (device.and_then(|d| d.wall_ms), h.wall_ms) {
+            if d > 0.0 && old > 0.0 {
+                by_op.entry(h.op).or_default().push(d / old);
+            }
+        }
+    }
+    for (op, ratios) in by_op {
+        let geomean = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+        let worst = ratios.iter().copied().fold(0.0, f64::max);
+        println!(
+            "host loop, {op}: the device-resident driver's wall time is {geomean:.3}× the host loop's (geomean over {} runs, worst {worst:.3}×)",
             ratios.len()
         );
     }

@@ -342,6 +342,9 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
     if cli.unchecked {
         report::print_unchecked_summary(&records);
     }
+    if cli.host_loop {
+        report::print_host_loop_summary(&records);
+    }
     if let Some(out) = json.as_mut() {
         for s in &summary {
             let line = serde_json::to_string(s).map_err(|e| e.to_string())?;

@@ -105,7 +105,11 @@ pub const SPMV: &[Variant] = &[
 /// `launch_with_unchecked`, whose kernels test no index.
 pub const UNCHECKED: &str = "+unchecked";
 
+/// The suffix of the rows that `--host-loop` adds: a graph op through the host-driven loop
+/// that the device-resident drivers replaced (`crate::host_loop`).
+pub const HOST_LOOP: &str = "+host_loop";
+
 /// Whether `name` is a variant's or an unchecked run's (not a schedule `auto` can pick).
 pub fn is_variant(name: &str) -> bool {
-    name.ends_with(UNCHECKED) || SPMV.iter().any(|v| v.name == name)
+    name.ends_with(UNCHECKED) || name.ends_with(HOST_LOOP) || SPMV.iter().any(|v| v.name == name)
 }

@@ -106,7 +106,8 @@ fn simulator_graph_ops_pass_every_schedule() {
     graph_ops_pass_every_schedule(false);
 }
 
-/// `--unchecked` adds a verified `<schedule>+unchecked` row after every graph schedule's own.
+/// `--unchecked` and `--host-loop` add verified `<schedule>+unchecked` and
+/// `<schedule>+host_loop` rows after every graph schedule's own.
 #[test]
 fn simulator_graph_ops_pass_every_schedule_unchecked_too() {
     graph_ops_pass_every_schedule(true);
@@ -128,7 +129,12 @@ fn graph_ops_pass_every_schedule(unchecked: bool) {
             "--families",
             "road,regular",
         ])
-        .args(unchecked.then_some("--unchecked"))
+        .args(
+            unchecked
+                .then_some(["--unchecked", "--host-loop"])
+                .into_iter()
+                .flatten(),
+        )
         .arg("--json")
         .arg(&json)
         .output()
@@ -152,6 +158,20 @@ fn graph_ops_pass_every_schedule(unchecked: bool) {
         assert!(v["edges"].as_u64().is_some_and(|e| e > 0), "{line}");
         let op = v["op"].as_str().unwrap().to_string();
         assert!(op == "sssp" || op == "bfs", "{line}");
+        // Four distinct seeded sources (the default `--sources`), each with an out-edge.
+        let sources = v["sources"].as_array().unwrap();
+        assert_eq!(sources.len(), 4, "{line}");
+        // The device-resident drivers move the queue counter and, checked, the error flag's
+        // first word per iteration; the host loop moves the frontier and the queue.
+        let per = v["bytes_per_iteration"].as_f64().unwrap();
+        let schedule = v["schedule"].as_str().unwrap();
+        if schedule.ends_with("+unchecked") {
+            assert_eq!(per, 8.0, "{line}");
+        } else if schedule.ends_with("+host_loop") {
+            assert!(per > 16.0, "{line}");
+        } else {
+            assert_eq!(per, 16.0, "{line}");
+        }
         schedules
             .entry((op, v["matrix"].as_str().unwrap().to_string()))
             .or_default()
@@ -163,8 +183,11 @@ fn graph_ops_pass_every_schedule(unchecked: bool) {
         .iter()
         .flat_map(|s| {
             let name = s.name().to_string();
-            let twin = unchecked.then(|| format!("{name}+unchecked"));
-            std::iter::once(name).chain(twin)
+            let twins = unchecked
+                .then(|| [format!("{name}+unchecked"), format!("{name}+host_loop")])
+                .into_iter()
+                .flatten();
+            std::iter::once(name).chain(twins)
         })
         .collect();
     for (key, got) in &schedules {
@@ -185,6 +208,8 @@ fn help_documents_every_option() {
         "--no-corpus",
         "--mtx",
         "--seed",
+        "--sources",
+        "--host-loop",
         "--reps",
         "--warmup",
         "--budget-ms",

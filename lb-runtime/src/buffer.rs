@@ -134,6 +134,12 @@ impl<T: Element> DeviceBuffer<T> {
         }
     }
 
+    /// Makes the buffer `len` elements long, at most what its allocation holds: a shorter view
+    /// of the same memory (a queue's stored items), or the whole of it again.
+    pub(crate) fn set_len(&mut self, len: usize) {
+        self.len = len.min(self.raw.bytes / T::SIZE);
+    }
+
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.len

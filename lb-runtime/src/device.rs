@@ -5,6 +5,7 @@
 //! variable `LB_DEVICE=sim` to force the simulator even when a GPU is present.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once};
 
 use cudarc::driver::{sys, CudaContext, CudaStream};
@@ -146,6 +147,28 @@ struct Inner {
     fallback: Option<String>,
     /// The device's own stream: copies, and launches that name no other.
     stream: Arc<StreamState>,
+    /// Bytes copied between the host and this device so far ([`Device::transferred`]).
+    to_device: AtomicU64,
+    to_host: AtomicU64,
+}
+
+/// Bytes copied between the host and a device ([`Device::transferred`]): uploads, downloads,
+/// queue resets written from the host, and the reports lb reads after launches (error flags,
+/// queue counters). Kernel parameters and device-side copies or fills are not transfers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Transferred {
+    pub to_device: u64,
+    pub to_host: u64,
+}
+
+impl Transferred {
+    /// What was copied between `earlier` and `self` (two readings of one device).
+    pub fn since(self, earlier: Transferred) -> Transferred {
+        Transferred {
+            to_device: self.to_device.saturating_sub(earlier.to_device),
+            to_host: self.to_host.saturating_sub(earlier.to_host),
+        }
+    }
 }
 
 /// A GPU or the simulator. Cheap to clone: clones share the context, memory and module cache.
@@ -227,6 +250,8 @@ impl Device {
                 backend: Backend::Gpu(gpu),
                 fallback: None,
                 stream: state,
+                to_device: AtomicU64::new(0),
+                to_host: AtomicU64::new(0),
             }),
         })
     }
@@ -249,6 +274,8 @@ impl Device {
                 backend: Backend::Sim(sim),
                 fallback,
                 stream: Arc::new(StreamState::new(None)),
+                to_device: AtomicU64::new(0),
+                to_host: AtomicU64::new(0),
             }),
         }
     }
@@ -329,6 +356,29 @@ impl Device {
         &self.inner.backend
     }
 
+    /// Bytes copied between the host and this device since it was opened, counted the same
+    /// way on a GPU and on the simulator (see [`Transferred`]): how a driver shows what its
+    /// loop moves per iteration.
+    pub fn transferred(&self) -> Transferred {
+        Transferred {
+            to_device: self.inner.to_device.load(Ordering::Relaxed),
+            to_host: self.inner.to_host.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Counts `bytes` copied from the device to the host.
+    pub(crate) fn count_to_host(&self, bytes: usize) {
+        self.inner
+            .to_host
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    fn count_to_device(&self, bytes: usize) {
+        self.inner
+            .to_device
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
     pub(crate) fn same(&self, other: &Device) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
@@ -356,7 +406,8 @@ impl Device {
                 what: "the buffer to download".into(),
             });
         }
-        let bytes = self.read_raw(&buf.raw)?;
+        // The buffer's length, not its allocation: a queue's `slots` is a prefix of its slots.
+        let bytes = self.read_raw_prefix(&buf.raw, buf.len() * T::SIZE)?;
         // The read waited for the device's stream: its launches' reports are due now.
         self.stream().run_checks()?;
         Ok(from_bytes(&bytes))
@@ -377,7 +428,8 @@ impl Device {
                 dst.len()
             )));
         }
-        let bytes = src.raw.bytes;
+        // The lengths, not the allocations: a queue's `slots` is a prefix of its slots.
+        let bytes = src.len() * T::SIZE;
         if bytes == 0 {
             return Ok(());
         }
@@ -535,6 +587,7 @@ impl Device {
         if data.is_empty() {
             return Ok(());
         }
+        self.count_to_device(data.len());
         match (&mut raw.storage, &self.inner.backend) {
             (Storage::Gpu { slice, stream }, Backend::Gpu(_)) => stream
                 .memcpy_htod(data, &mut slice.slice_mut(0..data.len()))
@@ -546,15 +599,38 @@ impl Device {
         }
     }
 
-    /// All `raw.bytes` bytes of `raw`, after the work before it has finished.
-    pub(crate) fn read_raw(&self, raw: &RawBuffer) -> Result<Vec<u8>> {
-        if raw.bytes == 0 {
+    /// Zeroes the first `bytes` bytes of `raw` (at most its size) on the device, ordered after
+    /// earlier work on the device's stream: a fill, not a copy from the host.
+    pub(crate) fn zero_raw(&self, raw: &mut RawBuffer, bytes: usize) -> Result<()> {
+        let bytes = bytes.min(raw.bytes);
+        if bytes == 0 {
+            return Ok(());
+        }
+        match (&mut raw.storage, &self.inner.backend) {
+            (Storage::Gpu { slice, stream }, Backend::Gpu(_)) => stream
+                .memset_zeros(&mut slice.slice_mut(0..bytes))
+                .map_err(|e| Error::cuda("zeroing on the GPU", e)),
+            (Storage::Sim(addr), Backend::Sim(sim)) => {
+                Ok(sim.memory().write(*addr, &vec![0u8; bytes])?)
+            }
+            _ => Err(Error::DeviceMismatch {
+                what: "the buffer zeroed".into(),
+            }),
+        }
+    }
+
+    /// The first `bytes` bytes of `raw` (at most its size), after the work before it has
+    /// finished.
+    pub(crate) fn read_raw_prefix(&self, raw: &RawBuffer, bytes: usize) -> Result<Vec<u8>> {
+        let bytes = bytes.min(raw.bytes);
+        if bytes == 0 {
             return Ok(Vec::new());
         }
+        self.count_to_host(bytes);
         match (&raw.storage, &self.inner.backend) {
             (Storage::Gpu { slice, stream }, Backend::Gpu(_)) => {
                 let bytes = stream
-                    .clone_dtoh(&slice.slice(0..raw.bytes))
+                    .clone_dtoh(&slice.slice(0..bytes))
                     .map_err(|e| Error::cuda("copying from the GPU", e))?;
                 // The copy is asynchronous; a kernel fault before it also surfaces here.
                 stream
@@ -563,7 +639,7 @@ impl Device {
                 Ok(bytes)
             }
             (Storage::Sim(addr), Backend::Sim(sim)) => {
-                Ok(sim.memory().read(*addr, raw.bytes as u64)?)
+                Ok(sim.memory().read(*addr, bytes as u64)?)
             }
             _ => Err(Error::DeviceMismatch {
                 what: "the buffer read".into(),

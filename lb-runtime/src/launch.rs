@@ -205,6 +205,10 @@ pub struct Launch {
     /// ([`Plan::device_launch_entry`]), whether its child kernels were launched from the device
     /// or by the host (the fallback), and why.
     pub notes: Vec<String>,
+    /// Pushes counted per queue parameter (name, count, those that did not fit included), as
+    /// read after the launch by its overflow check: filled by [`Pending::wait`], so a driver
+    /// learns the next frontier's length without reading the counter again.
+    pub pushed: Vec<(&'static str, u64)>,
 }
 
 /// The kernels to launch for `plan`: its device-launch twin alone (with the first kernel's
@@ -361,6 +365,7 @@ pub fn submit(
         device: dev.name_arc(),
         picked: Picked::Named,
         notes: std::mem::take(&mut prepared.notes),
+        pushed: Vec::new(),
     };
     if mode == Submit::SizeOnly {
         launch.kernels = prepared.kernels;
@@ -369,6 +374,7 @@ pub fn submit(
             launch,
             events: None,
             workspace_bytes: ws_bytes,
+            pushed: Vec::new(),
         });
     }
     let ws = stream.workspace(ws_bytes)?;
@@ -395,6 +401,7 @@ pub fn submit(
         launch,
         events,
         workspace_bytes: ws_bytes,
+        pushed: Vec::new(),
     })
 }
 

@@ -32,7 +32,7 @@ pub use csc::{Csc, DeviceCsc};
 /// The cudarc this crate is built on, for interop ([`Device::from_cudarc`],
 /// [`DeviceBuffer::from_cudarc`], [`Stream::from_cudarc`]) without a version mismatch.
 pub use cudarc;
-pub use device::Device;
+pub use device::{Device, Transferred};
 pub use error::{Error, Result};
 pub use formats::{Csr, DeviceCsr, DeviceOffsets, DeviceTileSet, TileSet};
 pub use heuristic::choose_schedule;

@@ -49,8 +49,11 @@ impl Queue {
 /// items silently. Items are stored in no particular order (the order of the atomics).
 #[derive(Debug)]
 pub struct DeviceQueue {
+    /// The item slots; its length is the capacity, except while [`slots`](Self::slots) lends
+    /// a prefix of them as a buffer of that prefix's length.
     pub(crate) items: DeviceBuffer<u32>,
     pub(crate) count: DeviceBuffer<u64>,
+    capacity: usize,
 }
 
 impl DeviceQueue {
@@ -61,12 +64,13 @@ impl DeviceQueue {
         Ok(DeviceQueue {
             items: dev.zeros(capacity)?,
             count: dev.zeros(1)?,
+            capacity,
         })
     }
 
     /// Item slots.
     pub fn capacity(&self) -> usize {
-        self.items.len()
+        self.capacity
     }
 
     /// Pushes counted since the last [`clear`](Self::clear), including those that did not fit.
@@ -76,26 +80,42 @@ impl DeviceQueue {
 
     /// Items stored: `min(pushed, capacity)`.
     pub fn len(&self) -> Result<usize> {
-        let pushed = self.pushed()?;
-        Ok(usize::try_from(pushed).map_or(self.capacity(), |n| n.min(self.capacity())))
+        Ok(self.stored(self.pushed()?))
+    }
+
+    /// Items stored after `pushed` pushes.
+    fn stored(&self, pushed: u64) -> usize {
+        usize::try_from(pushed).map_or(self.capacity, |n| n.min(self.capacity))
     }
 
     pub fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)
     }
 
-    /// The stored items (in the order their slots were claimed).
+    /// The stored items (in the order their slots were claimed); only those are read back.
     pub fn download(&self) -> Result<Vec<u32>> {
         let n = self.len()?;
-        let mut all = self.items.download()?;
-        all.truncate(n);
-        Ok(all)
+        let dev = self.items.device();
+        let bytes = dev.read_raw_prefix(&self.items.raw, n * 4)?;
+        dev.stream().run_checks()?;
+        Ok(crate::buffer::from_bytes(&bytes))
     }
 
-    /// Empties the queue (resets the counter; the slots are overwritten by later pushes).
+    /// The first `pushed` items (at most the capacity) as a read-only buffer of that length,
+    /// without a copy or a read: the next launch's frontier, when the caller knows the count
+    /// (from [`Launch::pushed`](crate::Launch::pushed)). The buffer is the queue's own memory,
+    /// so the borrow keeps the queue from being pushed to or cleared while it is read.
+    pub fn slots(&mut self, pushed: u64) -> &DeviceBuffer<u32> {
+        let n = self.stored(pushed);
+        self.items.set_len(n);
+        &self.items
+    }
+
+    /// Empties the queue: the counter is zeroed on the device, ordered after the launches
+    /// before it (no copy from the host); the slots are overwritten by later pushes.
     pub fn clear(&mut self) -> Result<()> {
         let dev = self.count.device().clone();
-        dev.write_raw(&mut self.count.raw, &0u64.to_le_bytes())
+        dev.zero_raw(&mut self.count.raw, 8)
     }
 
     /// Raises the capacity to `capacity` (no change if it is not larger), keeping the stored
@@ -111,6 +131,7 @@ impl DeviceQueue {
         let bytes = crate::buffer::to_bytes(&kept);
         dev.write_raw(&mut items.raw, &bytes)?;
         self.items = items;
+        self.capacity = capacity;
         Ok(())
     }
 

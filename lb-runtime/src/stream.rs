@@ -220,11 +220,13 @@ enum Check {
         buf: Arc<WsBuf>,
         names: &'static [&'static str],
     },
-    /// A queue's push counter, copied right after the launch.
+    /// A queue's push counter, copied right after the launch; the value read is stored in
+    /// `seen` for the launch's [`Pending::wait`] (`Launch::pushed`).
     Queue {
         param: &'static str,
         capacity: u64,
         count: Counter,
+        seen: Arc<AtomicU64>,
     },
 }
 
@@ -240,16 +242,22 @@ impl Check {
     fn run(&self, stream: &Stream) -> Result<()> {
         match self {
             Check::Flag { buf, names } => {
-                let bytes = buf.read(16)?;
-                let word = |i: usize| -> u64 {
+                // The first word alone says whether the flag is raised: a launch that found
+                // nothing costs an 8-byte read, the index is read only when there is one.
+                let word = |bytes: &[u8], i: usize| -> u64 {
                     bytes
                         .get(i * 8..i * 8 + 8)
                         .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
                 };
-                let (w0, w1) = (word(0), word(1));
+                let first = buf.read(8)?;
+                stream.device().count_to_host(first.len());
+                let w0 = word(&first, 0);
                 if w0 == 0 {
                     return Ok(());
                 }
+                let both = buf.read(16)?;
+                stream.device().count_to_host(both.len());
+                let w1 = word(&both, 1);
                 buf.zero(stream, 0, 16)?;
                 let p = (w0 - 1) as usize;
                 let param = names
@@ -261,14 +269,17 @@ impl Check {
                 param,
                 capacity,
                 count,
+                seen,
             } => {
                 let needed = match count {
                     Counter::Known(n) => *n,
                     Counter::Gpu(buf) => {
                         let b = buf.read(8)?;
+                        stream.device().count_to_host(b.len());
                         u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]))
                     }
                 };
+                seen.store(needed, Ordering::Relaxed);
                 if needed > *capacity {
                     return Err(Error::QueueOverflow {
                         param: param.to_string(),
@@ -736,7 +747,13 @@ pub struct Pending {
     pub(crate) launch: Launch,
     pub(crate) events: Option<(CudaEvent, CudaEvent)>,
     pub(crate) workspace_bytes: usize,
+    /// The queues this launch pushes to, and where their checks store the counter they read
+    /// ([`NOT_READ`] until then).
+    pub(crate) pushed: Vec<(&'static str, Arc<AtomicU64>)>,
 }
+
+/// A queue counter no check has read yet.
+const NOT_READ: u64 = u64::MAX;
 
 impl Pending {
     /// Waits for the stream (everything enqueued on it up to now, this launch included), reads
@@ -746,6 +763,12 @@ impl Pending {
     pub fn wait(self) -> Result<Launch> {
         self.stream.synchronize()?;
         let mut launch = self.launch;
+        launch.pushed = self
+            .pushed
+            .iter()
+            .map(|(param, seen)| (*param, seen.load(Ordering::Relaxed)))
+            .filter(|&(_, n)| n != NOT_READ)
+            .collect();
         if let Some((start, stop)) = &self.events {
             launch.elapsed_ms = Some(
                 start
@@ -813,10 +836,13 @@ impl Pending {
                 Counter::Gpu(Arc::new(snapshot))
             }
         };
+        let seen = Arc::new(AtomicU64::new(NOT_READ));
+        self.pushed.push((param, Arc::clone(&seen)));
         lock(&self.stream.state.checks).push(Check::Queue {
             param,
             capacity,
             count,
+            seen,
         });
         Ok(())
     }
