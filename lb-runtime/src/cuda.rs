@@ -1,13 +1,13 @@
 //! Raw driver calls that cudarc's safe API does not cover: JIT with ptxas's error log, JIT
-//! linking against the device runtime (for kernels that launch kernels), and launches whose
-//! argument types are known only at run time.
+//! linking against the device runtime (for kernels that launch kernels), launches whose
+//! argument types are known only at run time, and fills with a nonzero value.
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{sys, CudaContext, CudaStream, DriverError};
+use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, DevicePtrMut, DriverError};
 use lb_ptx::plan::KernelPlan;
 
 use crate::device::lock;
@@ -22,6 +22,33 @@ const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
 fn check(context: impl FnOnce() -> String, r: sys::CUresult) -> Result<()> {
     r.result()
         .map_err(|e: DriverError| Error::cuda(context(), e))
+}
+
+/// Sets the first `count` elements of `slice` to `value`, as `width`-byte elements (4: a
+/// 32-bit fill, else one byte of `value`), ordered on `stream` (cudarc fills only with zeros).
+pub(crate) fn memset(
+    stream: &Arc<CudaStream>,
+    slice: &mut CudaSlice<u8>,
+    (value, width): (u32, usize),
+    count: usize,
+) -> Result<()> {
+    if count.checked_mul(width).is_none_or(|b| b > slice.len()) {
+        return Err(Error::Shape(format!(
+            "a fill of {count} elements of {width} bytes into {} bytes",
+            slice.len()
+        )));
+    }
+    let (ptr, _record) = slice.device_ptr_mut(stream);
+    let r = if width == 4 {
+        // SAFETY: `ptr` addresses `slice`, which holds at least `count × 4` bytes (checked
+        // above) and outlives the call; the fill is ordered on `stream`, the stream the slice's
+        // other work is ordered on.
+        unsafe { sys::cuMemsetD32Async(ptr, value, count, stream.cu_stream()) }
+    } else {
+        // SAFETY: as above, for `count` bytes.
+        unsafe { sys::cuMemsetD8Async(ptr, value as u8, count, stream.cu_stream()) }
+    };
+    check(|| format!("filling {count} elements on the GPU"), r)
 }
 
 /// A loaded module and the functions looked up in it.

@@ -399,6 +399,50 @@ impl Device {
         Ok(DeviceBuffer::from_raw(self.alloc_raw(bytes, true)?, n))
     }
 
+    /// A new buffer of `n` copies of `value`, written on the device: no host buffer of `n`
+    /// elements and no copy from the host, so an algorithm's initial state (distances at
+    /// infinity, depths at `u32::MAX`) costs a fill, not an upload of the whole array. On a GPU,
+    /// a value of 4 bytes is one 32-bit fill and a value whose bytes are all equal one byte
+    /// fill; any other value (8 bytes of mixed bytes) is uploaded from a host copy.
+    pub fn filled<T: Element>(&self, n: usize, value: T) -> Result<DeviceBuffer<T>> {
+        let pattern = to_bytes(&[value]);
+        if pattern.iter().all(|&b| b == 0) {
+            return self.zeros(n);
+        }
+        let bytes = n
+            .checked_mul(T::SIZE)
+            .ok_or_else(|| Error::Shape(format!("{n} elements do not fit in memory")))?;
+        let mut raw = self.alloc_raw(bytes, false)?;
+        self.fill_raw(&mut raw, &pattern, n)?;
+        Ok(DeviceBuffer::from_raw(raw, n))
+    }
+
+    /// Copies `data` into `buf` from element `offset` on, ordered after earlier work on the
+    /// device's stream: a few elements of a device array set from the host (a source's
+    /// distance, say) without rewriting the rest. Elements past `buf`'s length are an
+    /// [`Error::Shape`].
+    pub fn write_at<T: Element>(
+        &self,
+        buf: &mut DeviceBuffer<T>,
+        offset: usize,
+        data: &[T],
+    ) -> Result<()> {
+        if !self.same(buf.device()) {
+            return Err(Error::DeviceMismatch {
+                what: "the buffer written".into(),
+            });
+        }
+        let end = offset.checked_add(data.len()).filter(|&e| e <= buf.len());
+        if end.is_none() {
+            return Err(Error::Shape(format!(
+                "{} elements written at offset {offset} into a buffer of {}: write within                  the buffer's length",
+                data.len(),
+                buf.len()
+            )));
+        }
+        self.write_raw_at(&mut buf.raw, offset * T::SIZE, &to_bytes(data))
+    }
+
     /// Copies a buffer back to the host. Waits for all earlier work on the device.
     pub fn download<T: Element>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
         if !self.same(buf.device()) {
@@ -577,22 +621,30 @@ impl Device {
 
     /// Overwrites the first `data.len()` bytes of `raw` (which must be at most its size).
     pub(crate) fn write_raw(&self, raw: &mut RawBuffer, data: &[u8]) -> Result<()> {
-        if data.len() > raw.bytes {
+        self.write_raw_at(raw, 0, data)
+    }
+
+    /// Overwrites `data.len()` bytes of `raw` from byte `at` on (which must end within its
+    /// size).
+    fn write_raw_at(&self, raw: &mut RawBuffer, at: usize, data: &[u8]) -> Result<()> {
+        let Some(end) = at.checked_add(data.len()).filter(|&e| e <= raw.bytes) else {
             return Err(Error::Shape(format!(
-                "{} bytes written into a buffer of {}",
+                "{} bytes written at byte {at} into a buffer of {}",
                 data.len(),
                 raw.bytes
             )));
-        }
+        };
         if data.is_empty() {
             return Ok(());
         }
         self.count_to_device(data.len());
         match (&mut raw.storage, &self.inner.backend) {
             (Storage::Gpu { slice, stream }, Backend::Gpu(_)) => stream
-                .memcpy_htod(data, &mut slice.slice_mut(0..data.len()))
+                .memcpy_htod(data, &mut slice.slice_mut(at..end))
                 .map_err(|e| Error::cuda("copying to the GPU", e)),
-            (Storage::Sim(addr), Backend::Sim(sim)) => Ok(sim.memory().write(*addr, data)?),
+            (Storage::Sim(addr), Backend::Sim(sim)) => {
+                Ok(sim.memory().write(*addr + at as u64, data)?)
+            }
             _ => Err(Error::DeviceMismatch {
                 what: "the buffer written".into(),
             }),
@@ -617,6 +669,35 @@ impl Device {
                 what: "the buffer zeroed".into(),
             }),
         }
+    }
+
+    /// Writes `n` copies of `pattern` (one element's bytes) from the start of `raw`, on the
+    /// device where the pattern allows it (see [`Device::filled`]).
+    fn fill_raw(&self, raw: &mut RawBuffer, pattern: &[u8], n: usize) -> Result<()> {
+        if n == 0 || pattern.is_empty() {
+            return Ok(());
+        }
+        let bytes = n * pattern.len();
+        if let (Storage::Gpu { slice, stream }, Backend::Gpu(_)) =
+            (&mut raw.storage, &self.inner.backend)
+        {
+            let fill = match <[u8; 4]>::try_from(pattern) {
+                Ok(word) => Some((u32::from_ne_bytes(word), 4, n)),
+                Err(_) if pattern.iter().all(|&b| b == pattern[0]) => {
+                    Some((u32::from(pattern[0]), 1, bytes))
+                }
+                Err(_) => None,
+            };
+            if let Some((value, width, count)) = fill {
+                return crate::cuda::memset(stream, slice, (value, width), count);
+            }
+        }
+        // The simulator, or a pattern no driver fill writes: the bytes from the host.
+        let mut data = crate::formats::try_with_capacity::<u8>(bytes, "the filled buffer")?;
+        for _ in 0..n {
+            data.extend_from_slice(pattern);
+        }
+        self.write_raw(raw, &data)
     }
 
     /// The first `bytes` bytes of `raw` (at most its size), after the work before it has

@@ -52,6 +52,11 @@ fn upload_download_every_element_type() {
 }
 
 #[test]
+fn filled_buffers_and_writes_at_an_offset() {
+    common::check_fill_and_write_at(&sim(), 0x5eed ^ std::process::id() as u64);
+}
+
+#[test]
 fn buffers_of_another_device_are_refused() {
     let (a, b) = (sim(), sim());
     let buf = a.upload(&[1u32]).unwrap();

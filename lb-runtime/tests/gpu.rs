@@ -13,6 +13,12 @@ fn gpu() -> Device {
 
 #[test]
 #[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
+fn filled_buffers_and_writes_at_an_offset() {
+    common::check_fill_and_write_at(&gpu(), 0x5eed ^ std::process::id() as u64);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
 fn buffers_and_csr_round_trip() {
     let dev = gpu();
     assert!(dev.is_gpu());

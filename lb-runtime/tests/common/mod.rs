@@ -131,3 +131,63 @@ pub const MISSING_PLAN: Plan = Plan {
     offsets: OffsetWidth::U64,
     select: None,
 };
+
+/// `Device::filled` and `Device::write_at` on `dev`, on sizes drawn from `seed`: every fill path
+/// (zero bytes, a 4-byte word, equal bytes, mixed 8-byte patterns from the host), writes at the
+/// ends and in the middle, and the errors a wrong offset or a foreign buffer gives.
+pub fn check_fill_and_write_at(dev: &lb_runtime::Device, seed: u64) {
+    use lb_runtime::Error;
+    let mut state = seed | 1;
+    let mut next = |below: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % below
+    };
+    for _ in 0..4 {
+        let n = next(5000) as usize + 1;
+        let at = next(n as u64) as usize;
+        let mut f = dev.filled(n, f32::INFINITY).unwrap();
+        dev.write_at(&mut f, at, &[0.0f32]).unwrap();
+        let mut want = vec![f32::INFINITY; n];
+        want[at] = 0.0;
+        assert_eq!(
+            f.download().unwrap(),
+            want,
+            "f32, {n} elements, write at {at}"
+        );
+        let u = dev.filled(n, u32::MAX).unwrap();
+        assert_eq!(u.download().unwrap(), vec![u32::MAX; n]);
+        // Equal bytes (one byte fill) and mixed bytes (from the host).
+        let same = f64::from_bits(0x4141_4141_4141_4141);
+        assert_eq!(
+            dev.filled(n, same).unwrap().download().unwrap(),
+            vec![same; n]
+        );
+        let mut mixed = dev.filled(n, -2.5f64).unwrap();
+        let tail = [7.0f64, 8.0];
+        let from = n.saturating_sub(tail.len());
+        dev.write_at(&mut mixed, from, &tail[..n - from]).unwrap();
+        let mut want = vec![-2.5f64; n];
+        want[from..].copy_from_slice(&tail[..n - from]);
+        assert_eq!(mixed.download().unwrap(), want);
+        assert_eq!(dev.filled(n, 0u64).unwrap().download().unwrap(), vec![0; n]);
+        let b = dev.filled(n, 200u8).unwrap();
+        assert_eq!(b.download().unwrap(), vec![200u8; n]);
+        // Past the end: an error naming the sizes; the buffer is unchanged.
+        let err = dev.write_at(&mut f, n, &[1.0f32]).unwrap_err();
+        assert!(matches!(err, Error::Shape(_)), "{err}");
+        assert!(dev.write_at(&mut f, usize::MAX, &[1.0f32]).is_err());
+        assert_eq!(f.download().unwrap()[at], 0.0);
+    }
+    assert!(dev.filled(0, 1.0f32).unwrap().is_empty());
+    assert!(dev.filled(usize::MAX, 1.0f32).is_err());
+    let mut empty = dev.filled(3, 1u32).unwrap();
+    dev.write_at(&mut empty, 3, &[]).unwrap();
+    let other = lb_runtime::Device::simulator();
+    let mut foreign = other.filled(2, 1u32).unwrap();
+    assert!(matches!(
+        dev.write_at(&mut foreign, 0, &[5]),
+        Err(Error::DeviceMismatch { .. })
+    ));
+}
