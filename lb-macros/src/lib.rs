@@ -11,6 +11,7 @@
 mod attr;
 mod check;
 mod depth;
+mod epilogue;
 mod expand;
 mod front;
 mod lower;
