@@ -323,3 +323,33 @@ fn to_f32(a: &Csr<f64>) -> Csr<f32> {
     )
     .unwrap()
 }
+
+/// The modules with an epilogue assemble with ptxas (when `LB_PTXAS` names it) without spills,
+/// for sm_75, sm_80 and sm_90: a slice read at the tile, the old output, lanes, a frontier.
+#[test]
+fn every_epilogue_module_assembles_without_spills() {
+    let modules = [
+        ("teleport", teleport::PTX),
+        ("axpby", axpby::PTX),
+        ("spmm_axpby", spmm_axpby::PTX),
+        ("frontier_axpby", frontier_axpby::PTX),
+    ];
+    for (name, ptx) in modules {
+        lb_ptx::ptxas::assert_assembles(name, ptx);
+    }
+}
+
+/// The epilogue in the PTX of the simplest schedule: the reduced sum, the old output loaded
+/// (not through the read-only path: the kernel writes it), `alpha * sum + beta * old`, stored.
+#[test]
+fn axpby_ptx_snapshot() {
+    let start = axpby::PTX
+        .find(".visible .entry axpby_thread_mapped(")
+        .expect("the module has the kernel");
+    let end = start
+        + axpby::PTX[start..]
+            .find("\n}\n")
+            .expect("kernels end with a brace")
+        + 3;
+    insta::assert_snapshot!("axpby", &axpby::PTX[start..end]);
+}
