@@ -63,6 +63,13 @@ fn frontier_axpby(a: &Csr<f64>, frontier: &[u32], x: &[f64], #[atom] nz: usize) 
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
 
+/// An epilogue read no host check proves (`scale[0]`): the safe kernels test it.
+#[load_balanced(schedule = "auto", reduce = "sum", output = "y",
+    epilogue = |_row, sum| sum * scale[0])]
+fn scaled(a: &Csr<f32>, scale: &[f32], #[atom] nz: usize) -> f32 {
+    a.values[nz]
+}
+
 fn random_f64(n: usize, seed: u64) -> Vec<f64> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..n).map(|_| rng.random_range(-1.0..1.0)).collect()
@@ -311,6 +318,83 @@ fn a_short_epilogue_slice_is_a_shape_error() {
     let mut dy = dev.zeros::<f32>(a.num_rows).unwrap();
     let err = teleport::launch(&dev, &da, &dx, &short, 0.85, &mut dy).unwrap_err();
     assert!(matches!(err, lb::Error::Shape(_)), "{err}");
+}
+
+/// An unproven epilogue read past its slice is `Error::OutOfBounds` naming the slice, on every
+/// schedule; in bounds, the value is right.
+#[test]
+fn an_unproven_epilogue_read_is_tested() {
+    let dev = Device::default();
+    let a = to_f32(&matrices(70).remove(0).1);
+    let da = DeviceCsr::upload(&dev, &a).unwrap();
+    let (empty, three) = (dev.zeros::<f32>(0).unwrap(), dev.upload(&[3.0f32]).unwrap());
+    for &s in scaled::SCHEDULES {
+        let mut dy = dev.zeros::<f32>(a.num_rows).unwrap();
+        match scaled::launch_with(&dev, s, &da, &empty, &mut dy) {
+            Err(lb::Error::OutOfBounds { param, index: 0 }) => assert_eq!(param, "scale"),
+            other => panic!("{}: {other:?}", s.name()),
+        }
+        scaled::launch_with(&dev, s, &da, &three, &mut dy).unwrap();
+        let got = dev.download(&dy).unwrap();
+        for row in 0..a.num_rows {
+            let want: f32 = a.row(row).map(|nz| a.values[nz]).sum::<f32>() * 3.0;
+            assert!(
+                (got[row] - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                "{}: row {row}",
+                s.name()
+            );
+        }
+    }
+}
+
+/// Under tuning, a kernel whose epilogue reads the old output keeps the heuristic (each
+/// candidate run would read the previous one's result) and applies `β·y` once; one whose
+/// epilogue does not is tuned like any reduce kernel, its winner's write whole.
+#[test]
+fn accumulating_kernels_are_not_tuned_and_run_once() {
+    let dev = Device::simulator();
+    dev.set_tuning(lb::Tuning::Tune);
+    dev.set_tuning_file(None);
+    let a = matrices(60).remove(0).1;
+    let x = random_f64(a.num_cols, 61);
+    let y0 = random_f64(a.num_rows, 62);
+    let (da, dx) = (
+        DeviceCsr::upload(&dev, &a).unwrap(),
+        dev.upload(&x).unwrap(),
+    );
+    let mut dy = dev.upload(&y0).unwrap();
+    let l = axpby::launch(&dev, &da, &dx, 1.5, -0.75, &mut dy).unwrap();
+    assert_eq!(l.picked, lb::Picked::Rule);
+    let got = dev.download(&dy).unwrap();
+    for row in 0..a.num_rows {
+        let (sum, mag) = row_dot(&a, &x, 1, 0, row);
+        let want = 1.5 * sum - 0.75 * y0[row];
+        assert!(
+            close(got[row], want, mag, 1e-12),
+            "row {row}: got {}, want {want}",
+            got[row]
+        );
+    }
+
+    let a = to_f32(&a);
+    let x = random_vec(a.num_cols, 63);
+    let base = random_vec(a.num_rows, 64);
+    let (da, dx, db) = (
+        DeviceCsr::upload(&dev, &a).unwrap(),
+        dev.upload(&x).unwrap(),
+        dev.upload(&base).unwrap(),
+    );
+    let mut dy = dev.upload(&vec![f32::NAN; a.num_rows]).unwrap();
+    let l = teleport::launch(&dev, &da, &dx, &db, 0.5, &mut dy).unwrap();
+    assert!(matches!(l.picked, lb::Picked::Tuned(_)), "{:?}", l.picked);
+    let mut want = vec![0.0; a.num_rows];
+    teleport::cpu(&a, &x, &base, 0.5, &mut want);
+    for (row, (g, w)) in dev.download(&dy).unwrap().iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+            "row {row}: got {g}, want {w}"
+        );
+    }
 }
 
 fn to_f32(a: &Csr<f64>) -> Csr<f32> {

@@ -37,9 +37,15 @@ const FORMS: &str = "`|tile, value| ...` or `|tile, value, old| ...` (with `lane
 /// reduces) and lowers it.
 pub fn check(expr: &Expr, sig: &Sig) -> syn::Result<Checked> {
     let Expr::Closure(closure) = expr else {
+        // The attribute sees only the function it is on, so it cannot read another one's body.
+        let named = if matches!(expr, Expr::Path(_)) {
+            " (not the name of a function, whose body the attribute cannot see)"
+        } else {
+            ""
+        };
         return Err(syn::Error::new_spanned(
             expr,
-            format!("`epilogue` must be a closure: {FORMS}"),
+            format!("`epilogue` must be a closure{named}: {FORMS}"),
         ));
     };
     let Some((ty, _)) = sig.reduce else {
@@ -54,7 +60,7 @@ pub fn check(expr: &Expr, sig: &Sig) -> syn::Result<Checked> {
     if n != base && n != base + 1 {
         return Err(syn::Error::new_spanned(
             &closure.inputs,
-            format!("the epilogue takes {n} parameters; write {FORMS}"),
+            format!("this epilogue has {n} parameters; write {FORMS}"),
         ));
     }
     let old = n == base + 1;
