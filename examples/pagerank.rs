@@ -108,8 +108,8 @@ fn host_pagerank(g: &Csr<f32>, tol: f64, max_iters: usize) -> (Vec<f64>, usize) 
             .map(|u| rank[u])
             .sum();
         let mut next = vec![(1.0 - d) / n as f64 + d * dangling / n as f64; n];
-        for u in 0..n {
-            let share = d * rank[u] / g.row(u).len().max(1) as f64;
+        for (u, &r) in rank.iter().enumerate() {
+            let share = d * r / g.row(u).len().max(1) as f64;
             for nz in g.row(u) {
                 next[g.col_indices[nz] as usize] += share;
             }

@@ -91,7 +91,7 @@ for group in "${groups[@]}"; do
       tool=${LB_SANITIZE_TOOL:-memcheck}
       devrt=()
       [ "$tool" != memcheck ] && devrt=(env LB_CUDADEVRT=/nonexistent/libcudadevrt.a)
-      for name in ${LB_SANITIZE_TESTS:-apps bounds device device_launch gpu kernels streams tile_sets tuning autotune spmm_lanes}; do
+      for name in ${LB_SANITIZE_TESTS:-apps bounds device device_launch gpu kernels streams tile_sets tuning autotune spmm_lanes epilogue}; do
         step "$tool-test-$name" ${devrt[@]+"${devrt[@]}"} compute-sanitizer --tool "$tool" \
           --report-api-errors no --error-exitcode 9 "$bin/test-$name" --test-threads=1 \
           --include-ignored

@@ -22,6 +22,8 @@ use crate::types::STy;
 /// A checked epilogue: its body IR and what the CPU reference needs.
 pub struct Checked {
     pub ir: Epilogue,
+    /// The reduced type: of the value, the old value and the result.
+    ty: STy,
     /// The closure's parameter count beyond the tile and the value: whether it takes the lane
     /// and the old value.
     pub lane: bool,
@@ -64,17 +66,19 @@ pub fn check(expr: &Expr, sig: &Sig) -> syn::Result<Checked> {
         ));
     }
     let old = n == base + 1;
-    let mut roles = vec![Role::Index(IndexRole::Tile)];
+    let index = |r| (Role::Index(r), STy::Usize, "an index");
+    let value = (Role::Scalar(ty), ty, "the reduced type");
+    let mut roles = vec![index(IndexRole::Tile)];
     if lanes {
-        roles.push(Role::Index(IndexRole::Lane));
+        roles.push(index(IndexRole::Lane));
     }
-    roles.push(Role::Scalar(ty));
+    roles.push(value.clone());
     if old {
-        roles.push(Role::Scalar(ty));
+        roles.push(value);
     }
     let mut extra = Vec::new();
-    for (i, (pat, role)) in closure.inputs.iter().zip(roles).enumerate() {
-        let ident = param_ident(pat, &role, i)?;
+    for (i, (pat, (role, want, what))) in closure.inputs.iter().zip(roles).enumerate() {
+        let ident = param_ident(pat, (want, what), i)?;
         if sig.body_params().any(|p| p.ident == ident) {
             return Err(syn::Error::new_spanned(
                 pat,
@@ -111,6 +115,7 @@ pub fn check(expr: &Expr, sig: &Sig) -> syn::Result<Checked> {
             roles: lowered.roles,
             reads_old: old,
         },
+        ty,
         lane: lanes,
         old,
         idents,
@@ -118,9 +123,9 @@ pub fn check(expr: &Expr, sig: &Sig) -> syn::Result<Checked> {
     })
 }
 
-/// The name of closure parameter `i` (a `_` gets a name of its own), its type checked when
-/// annotated.
-fn param_ident(pat: &Pat, role: &Role, i: usize) -> syn::Result<Ident> {
+/// The name of closure parameter `i` (a `_` gets a name of its own), its type checked against
+/// `want` (`what` it is) when annotated.
+fn param_ident(pat: &Pat, (want, what): (STy, &str), i: usize) -> syn::Result<Ident> {
     let (pat, ty) = match pat {
         Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
         p => (p, None),
@@ -136,11 +141,6 @@ fn param_ident(pat: &Pat, role: &Role, i: usize) -> syn::Result<Ident> {
         }
     };
     if let Some(t) = ty {
-        let (want, what) = match role {
-            Role::Index(_) => (STy::Usize, "an index"),
-            Role::Scalar(t) => (*t, "the reduced type"),
-            _ => unreachable!("epilogue parameters are indices and scalars"),
-        };
         expect_type(t, want, &format!("`{ident}` is {what}"))?;
     }
     Ok(ident)
@@ -183,8 +183,7 @@ impl Checked {
     /// The CPU reference's copy, `__lb_epilogue`: the kernel's parameters (a `&mut` slice
     /// read-only, no queue: the epilogue only reads), then the closure's, returning its body.
     pub fn cpu_fn(&self, sig: &Sig, param_type: impl Fn(&Role) -> TokenStream) -> TokenStream {
-        let (ty, _) = sig.reduce.expect("an epilogue reduces");
-        let t = crate::expand::prim(ty);
+        let t = crate::expand::prim(self.ty);
         let kernel = sig.body_params().filter_map(|p| {
             let id = &p.ident;
             match &p.role {

@@ -158,7 +158,7 @@ fn allow_schedule_params(f: &mut ItemFn, sig: &Sig, epilogue: Option<&Checked>) 
             matches!(p.role, Role::Index(_))
                 || sig.tiles == Some(*i)
                 || sig.lanes == Some(*i)
-                || (!matches!(p.role, Role::Index(_)) && for_epilogue.contains(&sig.body_index(*i)))
+                || for_epilogue.contains(&sig.body_index(*i))
         })
         .map(|(_, p)| &p.ident)
         .collect();
