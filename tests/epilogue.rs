@@ -63,6 +63,20 @@ fn frontier_axpby(a: &Csr<f64>, frontier: &[u32], x: &[f64], #[atom] nz: usize) 
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
 
+/// PageRank's pull over a CSC (tiles are columns): the epilogue adds a term per column.
+#[load_balanced(schedule = "auto", reduce = "sum", output = "y",
+    epilogue = |col, sum| d * sum + (1.0 - d) / a.num_cols as f64 + col as f64)]
+fn csc_pull(a: &Csc<f64>, x: &[f64], d: f64, #[atom] nz: usize) -> f64 {
+    x[a.row_indices[nz] as usize]
+}
+
+/// A COO's rows with lanes, the epilogue reading the old output.
+#[load_balanced(schedule = "auto", reduce = "max", output = "c", lanes = "k",
+    epilogue = |_row, j, m, old| m.max(old) + j as f64)]
+fn coo_max(a: &Coo<f64>, k: usize, #[atom] nz: usize, #[lane] j: usize) -> f64 {
+    a.values[nz] * (j + 1) as f64
+}
+
 /// An epilogue read no host check proves (`scale[0]`): the safe kernels test it.
 #[load_balanced(schedule = "auto", reduce = "sum", output = "y",
     epilogue = |_row, sum| sum * scale[0])]
@@ -318,6 +332,69 @@ fn a_short_epilogue_slice_is_a_shape_error() {
     let mut dy = dev.zeros::<f32>(a.num_rows).unwrap();
     let err = teleport::launch(&dev, &da, &dx, &short, 0.85, &mut dy).unwrap_err();
     assert!(matches!(err, lb::Error::Shape(_)), "{err}");
+}
+
+/// The other tile-set formats: a CSC's columns and a COO's rows, against f64 references.
+#[test]
+fn csc_and_coo_epilogues_on_every_schedule() {
+    let dev = Device::default();
+    for (name, a) in matrices(80) {
+        let csc = a.to_csc().unwrap();
+        let x = random_f64(a.num_rows, 81);
+        let d = 0.85;
+        let want: Vec<(f64, f64)> = (0..a.num_cols)
+            .map(|col| {
+                let (sum, mag) = csc.col(col).fold((0.0, 0.0), |(s, m), nz| {
+                    let t = x[csc.row_indices[nz] as usize];
+                    (s + t, m + t.abs())
+                });
+                (d * sum + (1.0 - d) / a.num_cols as f64 + col as f64, mag)
+            })
+            .collect();
+        let check = |got: &[f64], what: &str| {
+            for (col, (&g, &(w, mag))) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    close(g, w, mag, 1e-12),
+                    "{name}, {what}: column {col}: got {g}, want {w}"
+                );
+            }
+        };
+        let mut reference = vec![f64::NAN; a.num_cols];
+        csc_pull::cpu(&csc, &x, d, &mut reference);
+        check(&reference, "cpu");
+        let (dcsc, dx) = (
+            DeviceCsc::upload(&dev, &csc).unwrap(),
+            dev.upload(&x).unwrap(),
+        );
+        for &s in csc_pull::SCHEDULES {
+            let mut dy = dev.upload(&vec![f64::NAN; a.num_cols]).unwrap();
+            csc_pull::launch_with(&dev, s, &dcsc, &dx, d, &mut dy).unwrap();
+            check(&dev.download(&dy).unwrap(), s.name());
+        }
+
+        let coo = a.to_coo().unwrap();
+        let k = 5;
+        let c0 = random_f64(a.num_rows * k, 82);
+        let want: Vec<f64> = (0..a.num_rows * k)
+            .map(|i| {
+                let (row, j) = (i / k, i % k);
+                let m = a
+                    .row(row)
+                    .map(|nz| a.values[nz] * (j + 1) as f64)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                m.max(c0[i]) + j as f64
+            })
+            .collect();
+        let mut reference = c0.clone();
+        coo_max::cpu(&coo, k, &mut reference);
+        assert_eq!(reference, want, "{name}: cpu");
+        let dcoo = DeviceCoo::upload(&dev, &coo).unwrap();
+        for &s in coo_max::SCHEDULES {
+            let mut dc = dev.upload(&c0).unwrap();
+            coo_max::launch_with(&dev, s, &dcoo, k, &mut dc).unwrap();
+            assert_eq!(dev.download(&dc).unwrap(), want, "{name}: {}", s.name());
+        }
+    }
 }
 
 /// An unproven epilogue read past its slice is `Error::OutOfBounds` naming the slice, on every
