@@ -38,6 +38,8 @@ pub struct Expansion {
 /// [`expand`], keeping what it generated.
 pub fn expansion(attr: TokenStream, item: TokenStream) -> syn::Result<Expansion> {
     depth::check(item.clone())?;
+    // The attribute holds an expression too: the `epilogue` closure.
+    depth::check(attr.clone())?;
     let func: ItemFn = syn::parse2(item)?;
     let front::Front {
         args,
