@@ -5,6 +5,8 @@
 //! `--rows N` scales the default matrix, `--regular K` makes every row hold K nonzeros instead of
 //! a power law, `--reps N` sets the timed repetitions on a GPU.
 //! On a GPU the table shows time and GB/s; on the simulator, instructions and warp efficiency.
+//! Then `y = α·A·x + β·y` (the reduce kernel's `epilogue` reading the old output) is checked on
+//! every schedule against the host's f64.
 
 mod common;
 use common::{number, MAX_ROWS};
@@ -14,6 +16,14 @@ use std::process::ExitCode;
 /// y = A·x. The body is the work of one nonzero; the schedule does the rest.
 #[load_balanced(schedule = "auto", reduce = "sum", output = "y")]
 fn spmv(a: &Csr<f32>, x: &[f32], #[tile] row: usize, #[atom] nz: usize) -> f32 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
+
+/// y = α·A·x + β·y, in place: the epilogue reads each output element's old value and stores
+/// the combination, once per row after the row's sum is complete.
+#[load_balanced(schedule = "auto", reduce = "sum", output = "y",
+    epilogue = |_row, sum, old| alpha * sum + beta * old)]
+fn spmv_axpby(a: &Csr<f32>, x: &[f32], alpha: f32, beta: f32, #[atom] nz: usize) -> f32 {
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
 
@@ -172,6 +182,52 @@ fn run(args: &Args) -> lb::Result<bool> {
                 verdict
             );
         }
+    }
+    Ok(all_ok & check_axpby(&dev, &a, &x, &da, &dx)?)
+}
+
+/// `y = α·A·x + β·y` on every schedule against the host's f64, to a tolerance relative to the
+/// magnitude of the row's terms and of `β·y`.
+fn check_axpby(
+    dev: &Device,
+    a: &Csr<f32>,
+    x: &[f32],
+    da: &DeviceCsr<f32>,
+    dx: &DeviceBuffer<f32>,
+) -> lb::Result<bool> {
+    let (alpha, beta) = (2.0f32, -0.5f32);
+    let y0 = lb::generate::random_vector(a.num_rows, 8);
+    let want: Vec<(f64, f64)> = (0..a.num_rows)
+        .map(|row| {
+            let (sum, magnitude) = a.row(row).fold((0.0f64, 0.0f64), |(s, m), nz| {
+                let t = f64::from(a.values[nz]) * f64::from(x[a.col_indices[nz] as usize]);
+                (s + t, m + t.abs())
+            });
+            let old = f64::from(beta) * f64::from(y0[row]);
+            (
+                f64::from(alpha) * sum + old,
+                f64::from(alpha) * magnitude + old.abs(),
+            )
+        })
+        .collect();
+    println!("y = α·A·x + β·y with α = {alpha}, β = {beta}:");
+    let mut all_ok = true;
+    for &schedule in spmv_axpby::SCHEDULES {
+        let mut dy = dev.upload(&y0)?;
+        spmv_axpby::launch_with(dev, schedule, da, dx, alpha, beta, &mut dy)?;
+        let got = dev.download(&dy)?;
+        let err = got
+            .iter()
+            .zip(&want)
+            .map(|(&g, &(w, m))| (f64::from(g) - w).abs() / m.max(f64::MIN_POSITIVE))
+            .fold(0.0, f64::max);
+        let ok = err <= 1e-5;
+        all_ok &= ok;
+        let verdict = if ok { "ok" } else { "FAILED" };
+        println!(
+            "  {:<22} max rel err {err:>9.2e} {verdict:>7}",
+            schedule.name()
+        );
     }
     Ok(all_ok)
 }

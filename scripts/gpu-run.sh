@@ -4,7 +4,7 @@
 # Groups: tests (the device test binaries), spmv (the SpMV example on the default, >50M-nonzero
 # power-law and regular matrices), sanitize (compute-sanitizer memcheck, racecheck and synccheck
 # on the examples), sanitize-tests (memcheck on every device test binary: every schedule on every
-# test body; not in the default set), apps (SpMM k = 8/32/128, SSSP and BFS on a >50M-edge power-law graph, CG on a 100³ Poisson grid), huge
+# test body; not in the default set), apps (SpMM k = 8/32/128, SSSP, BFS and PageRank on a >50M-edge power-law graph, CG on a 100³ Poisson grid), huge
 # (SpMV with more than 2^32 nonzeros, about 37 GB of device memory). The logs are packed into
 # $OUT/logs.tgz (or .gpu/out/logs.tgz) and a summary goes to stdout.
 set -uo pipefail
@@ -68,6 +68,7 @@ for group in "${groups[@]}"; do
         sanitize "$tool" sssp "$bin/example-sssp" --vertices 3000
         sanitize "$tool" bfs "$bin/example-bfs" --vertices 3000
         sanitize "$tool" cg "$bin/example-cg" --n 16
+        sanitize "$tool" pagerank "$bin/example-pagerank" --vertices 3000
         # One row of 3 M nonzeros among a million one-nonzero rows: the huge-tile split of
         # binning, lrb, the group family and consolidate (host path), SpMV and SpMM.
         sanitize "$tool" giant-row "$bin/lb-bench" --scale medium --families giant-row \
@@ -90,7 +91,7 @@ for group in "${groups[@]}"; do
       tool=${LB_SANITIZE_TOOL:-memcheck}
       devrt=()
       [ "$tool" != memcheck ] && devrt=(env LB_CUDADEVRT=/nonexistent/libcudadevrt.a)
-      for name in ${LB_SANITIZE_TESTS:-apps bounds device device_launch gpu kernels streams tile_sets tuning autotune spmm_lanes}; do
+      for name in ${LB_SANITIZE_TESTS:-apps bounds device device_launch gpu kernels streams tile_sets tuning autotune spmm_lanes epilogue}; do
         step "$tool-test-$name" ${devrt[@]+"${devrt[@]}"} compute-sanitizer --tool "$tool" \
           --report-api-errors no --error-exitcode 9 "$bin/test-$name" --test-threads=1 \
           --include-ignored
@@ -104,6 +105,7 @@ for group in "${groups[@]}"; do
       step example-sssp "$bin/example-sssp" --vertices 6500000
       step example-bfs "$bin/example-bfs" --vertices 6500000
       step example-cg "$bin/example-cg"
+      step example-pagerank "$bin/example-pagerank" --vertices 6500000
       ;;
     huge)
       step example-spmv-huge "$bin/example-spmv_huge"

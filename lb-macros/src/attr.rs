@@ -70,6 +70,7 @@ struct RawArgs {
     warp_threshold: Option<Knob<u64>>,
     consolidate_threshold: Option<Knob<u64>>,
     iteration_factor: Option<Knob<u32>>,
+    epilogue: Option<syn::Expr>,
 }
 
 /// Validated arguments.
@@ -98,6 +99,9 @@ pub struct Args {
     pub fma: bool,
     /// The tuning keys, each validated and tuning a schedule that is generated.
     pub tuning: Tuning,
+    /// `epilogue = |tile, value| ...`, with `reduce` (checked against the signature by
+    /// `crate::epilogue`).
+    pub epilogue: Option<syn::Expr>,
 }
 
 /// Parses and validates the attribute's tokens, collecting every error.
@@ -150,6 +154,13 @@ pub fn parse(attr: TokenStream) -> syn::Result<Args> {
         }
         (None, None) => None,
     };
+
+    if let (Some(e), None) = (&raw.epilogue, &reduce) {
+        errors.push(syn::Error::new_spanned(
+            e,
+            "`epilogue` turns each tile's reduced value into the value stored: it needs `reduce = \"sum\"` (or \"min\", \"max\") and `output`",
+        ));
+    }
 
     let block = match raw.block {
         Some(b) if !(32..=1024).contains(&*b) || !b.is_power_of_two() => {
@@ -215,6 +226,7 @@ pub fn parse(attr: TokenStream) -> syn::Result<Args> {
         checked: raw.checked,
         fma: raw.fma.unwrap_or(true),
         tuning,
+        epilogue: raw.epilogue,
     })
 }
 

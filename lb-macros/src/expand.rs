@@ -12,6 +12,7 @@ use syn::{FnArg, ItemFn};
 
 use crate::attr::{self, Args};
 use crate::depth;
+use crate::epilogue::Checked;
 use crate::front;
 use crate::lower;
 use crate::parse::{self, is_role_attr, Role, Sig};
@@ -37,14 +38,18 @@ pub struct Expansion {
 /// [`expand`], keeping what it generated.
 pub fn expansion(attr: TokenStream, item: TokenStream) -> syn::Result<Expansion> {
     depth::check(item.clone())?;
+    // The attribute holds an expression too: the `epilogue` closure.
+    depth::check(attr.clone())?;
     let func: ItemFn = syn::parse2(item)?;
     let front::Front {
         args,
         sig,
         typed,
         name,
+        epilogue,
     } = front::front(attr, &func)?;
-    let body = lower::lower(&name, &sig, &typed)?;
+    let mut body = lower::lower(&name, &sig, &typed)?;
+    body.epilogue = epilogue.as_ref().map(|e| e.ir.clone());
     let options = Options {
         schedules: args.schedules.clone(),
         target: args.target.clone(),
@@ -66,11 +71,17 @@ pub fn expansion(attr: TokenStream, item: TokenStream) -> syn::Result<Expansion>
         syn::Error::new(span, format!("cannot generate PTX: {e}"))
     })?;
     let mut user_fn = user_fn(&func);
-    allow_schedule_params(&mut user_fn, &sig);
+    allow_schedule_params(&mut user_fn, &sig, epilogue.as_ref());
     let tested = Tested::of(&body, &options, &sig);
     let (requested, auto) = (args.schedules.clone(), args.auto);
     let args = without_left_out(args, &generated)?;
-    let module = module(&func, &args, &sig, Some((&generated, &tested)))?;
+    let module = module(
+        &func,
+        &args,
+        &sig,
+        Some((&generated, &tested)),
+        epilogue.as_ref(),
+    )?;
     Ok(Expansion {
         tokens: quote! { #user_fn #module },
         generated,
@@ -112,7 +123,7 @@ pub fn fallback(attr: TokenStream, item: TokenStream, error: syn::Error) -> Toke
         .ok()
         .and_then(|args| parse::parse(&func, &args).ok().map(|sig| (args, sig)));
     let module = match &known {
-        Some((args, sig)) => module(&func, args, sig, None).unwrap_or_default(),
+        Some((args, sig)) => module(&func, args, sig, None, None).unwrap_or_default(),
         None => placeholder_consts(&func),
     };
     *func.block = syn::parse_quote!({ ::core::unreachable!() });
@@ -137,14 +148,19 @@ fn user_fn(func: &ItemFn) -> ItemFn {
 }
 
 /// The index roles and the `tiles` / `lanes` parameters are there for the schedule: a body that
-/// does not read them (SpMV never reads its `#[tile]`) is normal, not a mistake to warn about.
-fn allow_schedule_params(f: &mut ItemFn, sig: &Sig) {
+/// does not read them (SpMV never reads its `#[tile]`) is normal, not a mistake to warn about;
+/// nor is a parameter only the epilogue reads.
+fn allow_schedule_params(f: &mut ItemFn, sig: &Sig, epilogue: Option<&Checked>) {
+    let for_epilogue = epilogue.map_or_else(Vec::new, Checked::reads);
     let for_schedule: Vec<&syn::Ident> = sig
         .params
         .iter()
         .enumerate()
         .filter(|(i, p)| {
-            matches!(p.role, Role::Index(_)) || sig.tiles == Some(*i) || sig.lanes == Some(*i)
+            matches!(p.role, Role::Index(_))
+                || sig.tiles == Some(*i)
+                || sig.lanes == Some(*i)
+                || for_epilogue.contains(&sig.body_index(*i))
         })
         .map(|(_, p)| &p.ident)
         .collect();
@@ -157,7 +173,7 @@ fn allow_schedule_params(f: &mut ItemFn, sig: &Sig) {
     }
 }
 
-fn prim(t: STy) -> TokenStream {
+pub fn prim(t: STy) -> TokenStream {
     let i = format_ident!("{}", t.name());
     quote!(::core::primitive::#i)
 }
@@ -184,6 +200,7 @@ fn module(
     args: &Args,
     sig: &Sig,
     generated: Option<(&SafeGenerated, &Tested)>,
+    epilogue: Option<&Checked>,
 ) -> syn::Result<TokenStream> {
     let vis = &func.vis;
     let name = &func.sig.ident;
@@ -251,8 +268,9 @@ fn module(
         },
     };
 
-    let cpu = cpu_fn(func, sig, generated.is_some());
-    let launchers = launchers(func, sig, generated);
+    let cpu = cpu_fn(func, sig, generated.is_some(), epilogue);
+    let reads_old = epilogue.is_some_and(|e| e.old);
+    let launchers = launchers(func, sig, generated, reads_old);
     // The placeholders' bodies ignore their parameters.
     let unused = generated.is_none().then(|| quote!(unused_variables,));
     Ok(quote! {
@@ -467,7 +485,7 @@ fn atom_fn(func: &ItemFn, sig: &Sig) -> TokenStream {
 
 /// The sequential reference: every tile (or frontier entry), every lane, every atom in order,
 /// through the user's own function (its copy, [`atom_fn`]).
-fn cpu_fn(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
+fn cpu_fn(func: &ItemFn, sig: &Sig, real: bool, epilogue: Option<&Checked>) -> TokenStream {
     let params = params(sig, false);
     if !real {
         return quote!(pub fn cpu(#(#params),*) { ::core::unreachable!() });
@@ -507,8 +525,17 @@ fn cpu_fn(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
         }
         None => (quote!(__lb_tiles), quote!(__lb_position)),
     };
+    let epilogue_fn = epilogue.map(|e| e.cpu_fn(sig, |role| param_type(role, false)));
     let per_lane = match (sig.reduce, &sig.output) {
         (Some((t, op)), Some(out)) => {
+            let at = quote!(#out[__lb_tile * __lb_lanes + __lb_lane]);
+            let store = match epilogue {
+                Some(e) => {
+                    let call = e.cpu_call(sig, quote!(__lb_acc), at.clone());
+                    quote!(#at = #call;)
+                }
+                None => quote!(#at = __lb_acc;),
+            };
             let ty = prim(t);
             let identity = match (op, t.is_float()) {
                 (Reduce::Sum, _) => quote!(<#ty as ::core::default::Default>::default()),
@@ -536,7 +563,7 @@ fn cpu_fn(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
                     let __lb_value: #ty = #call;
                     #combine;
                 }
-                #out[__lb_tile * __lb_lanes + __lb_lane] = __lb_acc;
+                #store
             }
         }
         _ => quote! {
@@ -556,6 +583,7 @@ fn cpu_fn(func: &ItemFn, sig: &Sig, real: bool) -> TokenStream {
         /// order, reduced as the attribute says.
         pub fn cpu(#(#params),*) {
             #atom
+            #epilogue_fn
             let __lb_lanes: ::core::primitive::usize = #lanes;
             // Tiles of any format: a CSR's rows, a CSC's columns, a COO's rows.
             let __lb_tiles = ::lb::__private::TileSet::num_tiles(#a);
@@ -654,6 +682,7 @@ fn launchers(
     func: &ItemFn,
     sig: &Sig,
     generated: Option<(&SafeGenerated, &Tested)>,
+    reads_old: bool,
 ) -> TokenStream {
     let params = params(sig, true);
     let Some((g, tested)) = generated else {
@@ -705,8 +734,10 @@ fn launchers(
         quote!(::lb::__private::choose_schedule(self::SCHEDULES, #tile_set.stats(), #lane_count));
     // Candidate runs of a tuning launch must leave what one launch leaves: a reduce kernel
     // overwrites its whole output at each run; `&mut` slices and queues would take every run's
-    // writes and pushes, and a frontier launch is not the tile set's own problem.
+    // writes and pushes, and a frontier launch is not the tile set's own problem. An epilogue
+    // that reads the output's old value would read each earlier run's result.
     let tunable = sig.output.is_some()
+        && !reads_old
         && sig.tiles.is_none()
         && sig
             .body_params()

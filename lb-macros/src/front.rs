@@ -11,6 +11,7 @@ use syn::ItemFn;
 
 use crate::attr::{self, Args};
 use crate::check;
+use crate::epilogue::{self, Checked};
 use crate::parse::{self, Sig};
 use crate::typed::Typed;
 use crate::types::Errors;
@@ -22,6 +23,8 @@ pub struct Front {
     pub typed: Typed,
     /// The kernel's PTX name.
     pub name: String,
+    /// The attribute's `epilogue`, checked against the signature.
+    pub epilogue: Option<Checked>,
 }
 
 /// Every phase of the front end, or all of their errors.
@@ -42,6 +45,13 @@ pub fn front(attr: TokenStream, func: &ItemFn) -> syn::Result<Front> {
             None
         }
     };
+    let epilogue = match (&args, &sig) {
+        (Some(args), Some(sig)) => args
+            .epilogue
+            .as_ref()
+            .and_then(|e| errors.take(epilogue::check(e, sig))),
+        _ => None,
+    };
     let name = errors.take(kernel_name(&func.sig.ident));
     if let Some(sig) = &sig {
         for p in sig.body_params() {
@@ -55,6 +65,7 @@ pub fn front(attr: TokenStream, func: &ItemFn) -> syn::Result<Front> {
             sig,
             typed,
             name,
+            epilogue,
         }),
         // A phase that gave nothing recorded an error, so this is a bug in the macro.
         _ => Err(syn::Error::new(

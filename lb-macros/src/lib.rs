@@ -5,12 +5,14 @@
 //! attribute's keys), `parse` (parameter roles), `check` (names, types and validation of the
 //! body, in one walk that builds the typed tree of `typed`, against the language's rules in
 //! `valid`), `lower` (that tree to lb-ptx's body
-//! IR), `expand` (the emitted items). `front` runs `attr`, `parse` and `check` as one error
+//! IR), `expand` (the emitted items), `epilogue` (the attribute's epilogue closure, through the
+//! same `check` and `lower`). `front` runs `attr`, `parse`, `check` and `epilogue` as one error
 //! context: independent mistakes are reported together, one mistake once; nothing panics.
 
 mod attr;
 mod check;
 mod depth;
+mod epilogue;
 mod expand;
 mod front;
 mod lower;
@@ -40,7 +42,9 @@ use proc_macro::TokenStream;
 /// ```
 ///
 /// Keys: `schedule` (a name, `"a, b"`, or `"auto"` for every built-in schedule; the default),
-/// `reduce` (`"sum"`, `"min"`, `"max"`) with `output` (the output slice's name), `tiles` (a
+/// `reduce` (`"sum"`, `"min"`, `"max"`) with `output` (the output slice's name) and optionally
+/// `epilogue` (a closure `|tile, value| ...`, or `|tile, value, old| ...` reading the output's
+/// old value, applied once to each tile's final value; see docs/kernel-language.md), `tiles` (a
 /// `&[u32]` parameter listing the active tiles), `lanes` (a `usize` parameter; needs a
 /// `#[lane]` parameter), `block` (threads per block, a power of two from 32 to 1024; 256),
 /// `items_per_thread` (1), `target` (`"sm_75"` or newer; `"sm_75"`), `index` (`"u32"`, `"u64"`,

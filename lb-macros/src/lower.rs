@@ -50,6 +50,7 @@ pub fn lower(name: &str, sig: &Sig, typed: &Typed) -> syn::Result<Body> {
         reduce: sig.reduce.map(|(t, r)| (t.lower(), r)),
         // `lb_ptx::generate_safe` decides which accesses its kernels test.
         guards: Guards::Every,
+        epilogue: None,
     })
 }
 

@@ -70,6 +70,31 @@ impl Sig {
         &self.params[self.tile_set]
     }
 
+    /// The signature an epilogue is checked against: the kernel's parameters without its index
+    /// roles (so each keeps its position among the body parameters), then `extra` (the
+    /// epilogue's own: its index roles and the reduced and old values as scalars). It returns
+    /// the reduced type.
+    pub fn for_epilogue(&self, extra: Vec<SigParam>) -> Sig {
+        let kept: Vec<SigParam> = self
+            .params
+            .iter()
+            .filter(|p| !matches!(p.role, Role::Index(_)))
+            .cloned()
+            .collect();
+        let moved = |i: Option<usize>| i.map(|i| self.body_index(i));
+        let tile_set = self.body_index(self.tile_set);
+        Sig {
+            params: kept.into_iter().chain(extra).collect(),
+            reduce: self.reduce,
+            ret: self.reduce.map(|(t, _)| t),
+            output: None,
+            lanes: moved(self.lanes),
+            tiles: moved(self.tiles),
+            tile_set,
+            rejected: Vec::new(),
+        }
+    }
+
     pub fn roles(&self) -> Vec<IndexRole> {
         self.params
             .iter()

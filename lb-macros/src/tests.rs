@@ -1018,3 +1018,76 @@ fn a_sum_at_the_depth_limit_lowers_on_a_default_stack() {
         .expect("no stack overflow");
     assert_eq!(lowered, Ok(1));
 }
+
+/// The epilogue's value and old value are the scalars after the kernel's parameters, its tile is
+/// the tile role, and the kernel's scalars keep their positions (index roles are not counted).
+#[test]
+fn an_epilogue_lowers_against_the_kernels_parameters() {
+    let attr = quote!(
+        schedule = "thread_mapped",
+        reduce = "sum",
+        output = "y",
+        epilogue = |row, sum, old| alpha * sum + beta * old + base[row]
+    );
+    let item = quote! {
+        fn axpby(a: &Csr<f64>, #[tile] t: usize, x: &[f64], alpha: f64, beta: f64, base: &[f64],
+                 #[atom] nz: usize) -> f64 {
+            a.values[nz] * x[a.col_indices[nz] as usize]
+        }
+    };
+    // The whole expansion generates; the checked closure is then inspected on its own.
+    let generated = expand::expansion(attr, item).unwrap().generated;
+    assert!(
+        generated.ptx.contains("ld.global.f64"),
+        "the old output is loaded"
+    );
+    let func: syn::ItemFn = syn::parse2(quote! {
+        fn axpby(a: &Csr<f64>, #[tile] t: usize, x: &[f64], alpha: f64, beta: f64, base: &[f64],
+                 #[atom] nz: usize) -> f64 { a.values[nz] }
+    })
+    .unwrap();
+    let args = attr::parse(quote!(reduce = "sum", output = "y")).unwrap();
+    let sig = parse::parse(&func, &args).unwrap();
+    let closure: syn::Expr =
+        syn::parse2(quote!(|row, sum, old| alpha * sum + beta * old + base[row])).unwrap();
+    let e = crate::epilogue::check(&closure, &sig).unwrap();
+    assert!(e.old && !e.lane);
+    assert_eq!(e.ir.roles, [IndexRole::Tile]);
+    let mut scalars = Vec::new();
+    let mut tiles = 0;
+    e.ir.block.any(&mut |_| false, &mut |x| {
+        match &x.kind {
+            ExprKind::Scalar(p) => scalars.push(*p),
+            ExprKind::Index(IndexRole::Tile) => tiles += 1,
+            _ => {}
+        }
+        false
+    });
+    // a, x, alpha, beta, base are 0..5; the value is 5, the old value 6.
+    scalars.sort_unstable();
+    assert_eq!(scalars, [2, 3, 5, 6]);
+    assert_eq!(tiles, 1);
+    assert_eq!(e.reads(), [2, 5, 3, 6, 4]);
+}
+
+/// The attribute is measured like the body: an epilogue of 1,001 terms is one error, not a
+/// stack overflow in the parser.
+#[test]
+fn a_deep_epilogue_is_refused_up_front() {
+    let terms = vec!["sum"; 1001].join(" + ");
+    let attr: TokenStream = format!(
+        "schedule = \"thread_mapped\", reduce = \"sum\", output = \"y\", epilogue = |row, sum| {terms}"
+    )
+    .parse()
+    .unwrap();
+    let item = quote!(
+        fn f(a: &Csr<f32>, #[atom] nz: usize) -> f32 {
+            a.values[nz]
+        }
+    );
+    let err = expand::expansion(attr, item).err().expect("refused");
+    assert!(
+        err.to_string().contains("more than 1000 operators"),
+        "{err}"
+    );
+}

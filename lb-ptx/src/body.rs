@@ -341,7 +341,35 @@ pub struct Body {
     pub reduce: Option<(Ty, Reduce)>,
     /// Which accesses a kernel built with [`crate::Options::checked`] tests.
     pub guards: Guards,
+    /// With `reduce`: what turns a tile's reduced value into the value stored (the attribute's
+    /// `epilogue`); `None` stores the reduced value itself.
+    pub epilogue: Option<Epilogue>,
 }
+
+/// The epilogue of a reducing body: a second small function of the tile (and the lane), the
+/// tile's reduced value and, when it asks for it, the output's value before the launch; it
+/// returns the value stored. Schedules apply it once per (tile, lane), to the final value only
+/// (after every fix-up), in [`crate::primitives::Layout::store_output`].
+///
+/// It sees the body's parameters (by the same positions) and two more scalars after them:
+/// parameter `params.len()` is the reduced value and, with `reads_old`, `params.len() + 1` the
+/// output's old value. Its index roles are `Tile` and, with `lanes`, `Lane`. It only computes
+/// a value: no store, atomic or push.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Epilogue {
+    /// Types of its own locals, indexed by `LocalId`.
+    pub locals: Vec<Ty>,
+    /// Its statements and value (a `return` or the tail is the value stored).
+    pub block: Block,
+    /// The index roles it reads (`Tile`, `Lane`).
+    pub roles: Vec<IndexRole>,
+    /// Whether it reads the output's old value (then the output is read before it is written).
+    pub reads_old: bool,
+}
+
+/// The names of the epilogue's two extra parameters in the PTX-facing [`Param`] list.
+const EPILOGUE_VALUE: &str = "lb_reduced";
+const EPILOGUE_OLD: &str = "lb_old";
 
 impl Body {
     /// The index of the tile-set parameter (the macro guarantees there is exactly one).
@@ -359,6 +387,35 @@ impl Body {
             && self
                 .block
                 .any(&mut |_| false, &mut |e| e.kind == ExprKind::Index(role))
+    }
+
+    /// The epilogue as a body of its own: the body's parameters and then the reduced value (and
+    /// the old output value) as scalars, the body's reduction and guards, so that `codegen`
+    /// emits it and [`Proofs`] bound its accesses as they do the body's.
+    pub fn epilogue_body(&self) -> Option<Body> {
+        let e = self.epilogue.as_ref()?;
+        let (ty, _) = self.reduce?;
+        let mut params = self.params.clone();
+        params.push(Param {
+            name: EPILOGUE_VALUE.into(),
+            kind: ParamKind::Scalar(ty),
+        });
+        if e.reads_old {
+            params.push(Param {
+                name: EPILOGUE_OLD.into(),
+                kind: ParamKind::Scalar(ty),
+            });
+        }
+        Some(Body {
+            name: self.name.clone(),
+            params,
+            roles: e.roles.clone(),
+            locals: e.locals.clone(),
+            block: e.block.clone(),
+            reduce: self.reduce,
+            guards: self.guards,
+            epilogue: None,
+        })
     }
 
     /// Whether the body only computes its value: no store, atomic or queue push anywhere. Such
@@ -631,7 +688,16 @@ impl Body {
             return Vec::new();
         }
         let proofs = self.proofs(guards);
-        self.accesses(|array, index| proofs.gather(*array, index))
+        let mut out = self.accesses(|array, index| proofs.gather(*array, index));
+        for g in self
+            .epilogue_body()
+            .map_or_else(Vec::new, |e| e.gathers(guards))
+        {
+            if !out.contains(&g) {
+                out.push(g);
+            }
+        }
+        out
     }
 
     /// The parameters (indices into `Body::params`, each once: loads and atomics, then stores)
@@ -639,12 +705,21 @@ impl Body {
     /// runs the body must test those accesses.
     pub fn unproven_params(&self, guards: Guards) -> Vec<usize> {
         let proofs = self.proofs(guards);
-        self.accesses(|array, index| {
+        let mut out = self.accesses(|array, index| {
             let proven = guards != Guards::Every && proofs.proven(*array, index);
             match *array {
                 ArrayRef::Param(p) | ArrayRef::Field(p, _) => (!proven).then_some(p),
             }
-        })
+        });
+        for p in self
+            .epilogue_body()
+            .map_or_else(Vec::new, |e| e.unproven_params(guards))
+        {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+        out
     }
 
     /// What `f` says of each load, store and atomic `array[index]`, each value once: loads and

@@ -4,7 +4,10 @@
 
 use crate::body::{Body, ParamKind, Ty};
 use crate::builder::{KernelBuilder, LoopScope};
-use crate::codegen::{check_index, load_offset, offset_addr, ptx_type, CsrRegs, KernelParams};
+use crate::codegen::{
+    check_index, emit_body, load_offset, offset_addr, ptx_type, AtomContext, CsrRegs, KernelParams,
+    ParamRegs,
+};
 use crate::ir::{BinOp, Cmp, Label, Operand, Reg, Rounding, Space, Type};
 use crate::plan::OffsetWidth;
 use crate::{GenError, Options};
@@ -154,7 +157,10 @@ impl Layout {
         (begin, end)
     }
 
-    /// `output[tile * lanes + lane] = value`. Under `checked`, an index past the output's length
+    /// `output[tile * lanes + lane] = value`, or with an epilogue ([`Body::epilogue`]) the
+    /// epilogue of the tile, the lane, `value` and the output's old value: every schedule stores
+    /// a tile's final value here and only here, once per (tile, lane) and after its fix-up, so
+    /// the epilogue never sees a partial. Under `checked`, an index past the output's length
     /// is recorded as parameter `body.params.len()` (the output follows the body's parameters).
     pub fn store_output(
         &self,
@@ -183,10 +189,50 @@ impl Layout {
             check_index(b, flag, index, out_len, body.params.len(), done);
         }
         let addr = b.elem_addr(out, index, value.1.size());
-        b.st(Space::Global, ptx_type(value.1), addr, value.0);
+        let stored = match body.epilogue_body() {
+            Some(epilogue) => {
+                let old = epilogue_reads_old(body).then(|| {
+                    // The output is written in the kernel: not the read-only path.
+                    b.ld(Space::Global, ptx_type(value.1), addr)
+                });
+                apply_epilogue(b, &epilogue, params, (tile, lane), (value.0, old), checked)?
+            }
+            None => value.0,
+        };
+        b.st(Space::Global, ptx_type(value.1), addr, stored);
         b.place(done);
         Ok(())
     }
+}
+
+/// Whether `body`'s epilogue reads the output's old value.
+fn epilogue_reads_old(body: &Body) -> bool {
+    body.epilogue.as_ref().is_some_and(|e| e.reads_old)
+}
+
+/// Emits `epilogue` ([`Body::epilogue_body`]) for the tile (and lane) with the reduced value and
+/// the old output value as its two extra scalar parameters; returns the value to store. Its
+/// accesses are tested as the body's are: under `checked`, those its guards do not prove.
+fn apply_epilogue(
+    b: &mut KernelBuilder,
+    epilogue: &Body,
+    params: &KernelParams,
+    (tile, lane): (Reg, Option<Reg>),
+    (value, old): (Reg, Option<Reg>),
+    checked: bool,
+) -> Result<Reg, GenError> {
+    let mut params = params.clone();
+    params.body.push(ParamRegs::Scalar(value));
+    params.body.extend(old.map(ParamRegs::Scalar));
+    let ctx = AtomContext {
+        tile: Some(tile),
+        lane,
+        ..AtomContext::default()
+    };
+    let checked = checked && params.error_flag.is_some();
+    emit_body(b, epilogue, &params, &ctx, checked)?.ok_or_else(|| {
+        GenError::Unsupported("the epilogue must end in a value or `return` one".into())
+    })
 }
 
 /// Lanes per thread (register blocking) for `lanes` lanes: 4 from 32 lanes, 2 from 16, else 1.

@@ -121,6 +121,7 @@ pub fn spmv() -> Body {
         },
         reduce: Some((Ty::F32, Reduce::Sum)),
         guards: Guards::Every,
+        epilogue: None,
     }
 }
 
@@ -166,6 +167,7 @@ pub fn spmm() -> Body {
         },
         reduce: Some((Ty::F32, Reduce::Sum)),
         guards: Guards::Every,
+        epilogue: None,
     }
 }
 
@@ -219,6 +221,7 @@ pub fn scatter() -> Body {
         },
         reduce: None,
         guards: Guards::Every,
+        epilogue: None,
     }
 }
 
@@ -290,6 +293,7 @@ pub fn relax() -> Body {
         },
         reduce: None,
         guards: Guards::Every,
+        epilogue: None,
     }
 }
 
@@ -464,6 +468,7 @@ pub fn mix() -> Body {
         },
         reduce: Some((Ty::F64, Reduce::Sum)),
         guards: Guards::Every,
+        epilogue: None,
     }
 }
 
@@ -574,6 +579,7 @@ pub fn bits() -> Body {
         },
         reduce: None,
         guards: Guards::Every,
+        epilogue: None,
     }
 }
 
@@ -641,5 +647,6 @@ pub fn fatom() -> Body {
         },
         reduce: None,
         guards: Guards::Every,
+        epilogue: None,
     }
 }

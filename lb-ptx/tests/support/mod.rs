@@ -272,6 +272,7 @@ pub fn visit_seen() -> Body {
         },
         reduce: None,
         guards: Guards::Every,
+        epilogue: None,
     }
 }
 
@@ -661,6 +662,7 @@ pub fn values_body(name: &str, reduce: Reduce) -> Body {
         },
         reduce: Some((Ty::F32, reduce)),
         guards: Guards::Every,
+        epilogue: None,
     }
 }
 
@@ -688,6 +690,7 @@ pub fn isum() -> Body {
         },
         reduce: Some((Ty::I64, Reduce::Sum)),
         guards: Guards::Every,
+        epilogue: None,
     }
 }
 
@@ -734,6 +737,7 @@ pub fn visit(frontier: bool) -> Body {
         },
         reduce: None,
         guards: Guards::Every,
+        epilogue: None,
     }
 }
 
