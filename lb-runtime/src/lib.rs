@@ -41,7 +41,10 @@ pub use launch::{
 };
 /// The width of a device tile set's offsets (`DeviceCsr::offset_width`, `upload_with_offsets`).
 pub use lb_ptx::plan::OffsetWidth;
-pub use mtx::{parse_mtx, read_mtx, write_mtx, MtxValue};
+pub use mtx::{
+    parse_mtx, parse_mtx_bytes, parse_mtx_dense, parse_mtx_dense_bytes, read_mtx, read_mtx_dense,
+    write_mtx, DenseMatrix, MtxValue,
+};
 pub use queue::{DeviceQueue, Queue};
 pub use stats::TileStats;
 pub use stream::{Graph, Pending, Stream, Workspace};
