@@ -33,7 +33,7 @@ struct Entry<T> {
 
 /// The entries of one chunk of the text, in file order within each bucket: bucket `b` holds
 /// the entries of rows `b << shift ..< (b + 1) << shift`.
-struct Chunk<T> {
+pub(super) struct Chunk<T> {
     buckets: Vec<Vec<Entry<T>>>,
     /// Entry lines read (a symmetric file's mirrored entries not counted).
     read: usize,
@@ -41,10 +41,10 @@ struct Chunk<T> {
 
 /// What every chunk needs to know about the matrix.
 #[derive(Clone, Copy)]
-struct Shape {
+pub(super) struct Shape {
     rows: usize,
     cols: usize,
-    entries: usize,
+    pub(super) entries: usize,
     field: Field,
     symmetric: bool,
     size_line: usize,
@@ -66,59 +66,11 @@ pub(super) fn parse<'a, T: MtxValue>(
         &["row count", "column count", "entry count"],
         "rows cols entries",
     )?;
-    let (rows, cols, entries) = (size.dims[0], size.dims[1], size.dims[2]);
-    let size_line = size.line;
-    if banner.symmetric && rows != cols {
-        return Err(err(
-            size_line,
-            format!("a symmetric matrix must be square, not {rows} × {cols}"),
-        ));
-    }
-    if cols as u64 > u64::from(u32::MAX) + 1 {
-        return Err(err(
-            size_line,
-            format!("{cols} columns exceed the u32 index range"),
-        ));
-    }
-    let rest = size.rest;
-    // The last line needs no newline, hence the extra byte.
-    let max_entries = (rest + 1) / MIN_ENTRY_BYTES;
-    if entries > max_entries {
-        return Err(err(
-            size_line,
-            format!(
-                "the size line declares {entries} entries, but the {rest} bytes after it hold at \
-                 most {max_entries} (an entry line takes at least {MIN_ENTRY_BYTES} bytes): the \
-                 file is truncated or the entry count is wrong"
-            ),
-        ));
-    }
-    let max_rows = ROW_FLOOR.max(text.len().saturating_mul(ROWS_PER_BYTE));
-    if rows > max_rows {
-        return Err(err(
-            size_line,
-            format!(
-                "the size line declares {rows} rows, more than the {max_rows} a file of {} bytes \
-                 may declare (the row offsets alone would take {} bytes): the row count is \
-                 probably corrupt; build a matrix that really is this tall and sparse with \
-                 `Csr::empty` or `Csr::from_triplets`",
-                text.len(),
-                rows.saturating_add(1)
-                    .saturating_mul(std::mem::size_of::<usize>())
-            ),
-        ));
-    }
-    let shape = Shape {
-        rows,
-        cols,
-        entries,
-        field: banner.field,
-        symmetric: banner.symmetric,
-        size_line,
-        shift: bucket_shift(rows),
-    };
+    let shape = check_size(banner, size.line, &size.dims, size.rest, text.len())?;
+    let entries = shape.entries;
     if threads > 1 && size.body.len() >= PARALLEL_MIN_BYTES {
-        if let Some(chunks) = parse_parallel(size.body, &shape, threads) {
+        let chunks = parse_chunks(size.body, &shape, threads, size.body.len());
+        if let Some(chunks) = chunks.filter(|c| entry_lines(c) == entries) {
             return build_csr(&shape, chunks, threads);
         }
     }
@@ -133,6 +85,65 @@ pub(super) fn parse<'a, T: MtxValue>(
         ));
     }
     build_csr(&shape, vec![chunk], threads)
+}
+
+/// Checks the size line (`dims`, on line `size_line`) against the text: `rest` bytes follow
+/// it, of `text_len` in all. See `parse_mtx_bytes` for the rules.
+pub(super) fn check_size(
+    banner: Banner,
+    size_line: usize,
+    dims: &[usize],
+    rest: usize,
+    text_len: usize,
+) -> Result<Shape> {
+    let (rows, cols, entries) = (dims[0], dims[1], dims[2]);
+    if banner.symmetric && rows != cols {
+        return Err(err(
+            size_line,
+            format!("a symmetric matrix must be square, not {rows} × {cols}"),
+        ));
+    }
+    if cols as u64 > u64::from(u32::MAX) + 1 {
+        return Err(err(
+            size_line,
+            format!("{cols} columns exceed the u32 index range"),
+        ));
+    }
+    // The last line needs no newline, hence the extra byte.
+    let max_entries = (rest + 1) / MIN_ENTRY_BYTES;
+    if entries > max_entries {
+        return Err(err(
+            size_line,
+            format!(
+                "the size line declares {entries} entries, but the {rest} bytes after it hold at \
+                 most {max_entries} (an entry line takes at least {MIN_ENTRY_BYTES} bytes): the \
+                 file is truncated or the entry count is wrong"
+            ),
+        ));
+    }
+    let max_rows = ROW_FLOOR.max(text_len.saturating_mul(ROWS_PER_BYTE));
+    if rows > max_rows {
+        return Err(err(
+            size_line,
+            format!(
+                "the size line declares {rows} rows, more than the {max_rows} a file of \
+                 {text_len} bytes may declare (the row offsets alone would take {} bytes): the \
+                 row count is probably corrupt; build a matrix that really is this tall and \
+                 sparse with `Csr::empty` or `Csr::from_triplets`",
+                rows.saturating_add(1)
+                    .saturating_mul(std::mem::size_of::<usize>())
+            ),
+        ));
+    }
+    Ok(Shape {
+        rows,
+        cols,
+        entries,
+        field: banner.field,
+        symmetric: banner.symmetric,
+        size_line,
+        shift: bucket_shift(rows),
+    })
 }
 
 /// The smallest shift that splits `rows` into at most [`MAX_BUCKETS`] buckets, capped at 32 so
@@ -182,14 +193,16 @@ fn new_chunk<T>(shape: &Shape, entries: usize) -> Result<Chunk<T>> {
     Ok(Chunk { buckets, read: 0 })
 }
 
-/// Splits `body` into one chunk per thread at line boundaries and parses them at once. `None`
-/// when any chunk fails or the chunks' entries do not add up to the declared count: the caller
-/// then reads the text in order, which names the first fault exactly (a chunk does not know
-/// the number of its first line, nor how many entries came before it).
-fn parse_parallel<T: MtxValue>(
+/// Splits `body` into one chunk per thread at line boundaries and parses them at once; `None`
+/// when any chunk fails (the caller then reads the text in order, which names the first fault
+/// exactly: a chunk does not know the number of its first line, nor how many entries came
+/// before it). `body` is `body_total` bytes of entry text or part of them, which sizes each
+/// chunk's first reservation.
+pub(super) fn parse_chunks<T: MtxValue>(
     body: &[u8],
     shape: &Shape,
     threads: usize,
+    body_total: usize,
 ) -> Option<Vec<Chunk<T>>> {
     let mut bounds = vec![0];
     for k in 1..threads {
@@ -205,16 +218,19 @@ fn parse_parallel<T: MtxValue>(
             move || {
                 // The chunk's share of the declared entries; buckets grow if it is not enough.
                 let share = (shape.entries as u128 * chunk.len() as u128
-                    / body.len().max(1) as u128) as usize;
+                    / body_total.max(1) as u128) as usize;
                 let mut out = new_chunk::<T>(shape, share).ok()?;
                 parse_chunk(chunk, 1, shape, &mut out).ok()?;
                 Some(out)
             }
         })
         .collect();
-    let chunks = on_threads(jobs).into_iter().collect::<Option<Vec<_>>>()?;
-    let read: usize = chunks.iter().map(|c| c.read).sum();
-    (read == shape.entries).then_some(chunks)
+    on_threads(jobs).into_iter().collect()
+}
+
+/// The entry lines the chunks read.
+pub(super) fn entry_lines<T>(chunks: &[Chunk<T>]) -> usize {
+    chunks.iter().map(|c| c.read).sum()
 }
 
 /// The next whitespace-separated token of `line` from `*pos`, moving `*pos` past it.
@@ -471,7 +487,7 @@ fn check_index(i: usize, what: &str, n: usize, line: usize) -> Result<usize> {
 
 /// Runs every job, the first on the calling thread and each other on a thread of its own, and
 /// returns their results in order. A job that panics re-raises its panic here.
-fn on_threads<R: Send, F: FnOnce() -> R + Send>(jobs: Vec<F>) -> Vec<R> {
+pub(super) fn on_threads<R: Send, F: FnOnce() -> R + Send>(jobs: Vec<F>) -> Vec<R> {
     let mut jobs = jobs.into_iter();
     let Some(first) = jobs.next() else {
         return Vec::new();
@@ -492,7 +508,11 @@ fn on_threads<R: Send, F: FnOnce() -> R + Send>(jobs: Vec<F>) -> Vec<R> {
 /// the same result, bit for bit, as a stable sort of all entries by (row, column). Buckets are
 /// independent: runs of them, of about equal entry counts, go to `threads` threads, each owning
 /// its rows' slice of the arrays.
-fn build_csr<T: MtxValue>(shape: &Shape, chunks: Vec<Chunk<T>>, threads: usize) -> Result<Csr<T>> {
+pub(super) fn build_csr<T: MtxValue>(
+    shape: &Shape,
+    chunks: Vec<Chunk<T>>,
+    threads: usize,
+) -> Result<Csr<T>> {
     // The sizes were checked, so an error here is the host running out of memory.
     let oom = |e: Error| err(shape.size_line, e.to_string());
     let rows = shape.rows;
@@ -550,8 +570,11 @@ fn build_csr<T: MtxValue>(shape: &Shape, chunks: Vec<Chunk<T>>, threads: usize) 
     for (w, len) in cuts.windows(2).zip(lens) {
         let len = len?;
         let from = starts[w[0]];
-        col_indices.copy_within(from..from + len, write);
-        values.copy_within(from..from + len, write);
+        // Without duplicates nothing moves.
+        if from != write {
+            col_indices.copy_within(from..from + len, write);
+            values.copy_within(from..from + len, write);
+        }
         let row_lo = w[0] << shape.shift;
         let row_hi = (w[1] << shape.shift).min(rows);
         for end in &mut offsets[row_lo + 1..=row_hi] {

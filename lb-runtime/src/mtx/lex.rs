@@ -114,32 +114,39 @@ const POW10: [f64; 23] = [
 /// the power are exact f64s, so one IEEE multiplication or division rounds the exact value once
 /// (Clinger's fast path). `None` for any other token, which the caller hands to `str::parse`.
 pub(crate) fn fast_decimal(token: &[u8]) -> Option<f64> {
-    let (negative, mut rest) = match token.first() {
+    let (negative, rest) = match token.first() {
         Some(b'-') => (true, &token[1..]),
         Some(b'+') => (false, &token[1..]),
         _ => (false, token),
     };
+    // Wrapping arithmetic: a significand of more than 19 digits may wrap, and is refused below.
     let mut significand = 0u64;
     let mut digits = 0usize;
-    let mut scale = 0i64;
-    let mut dot = false;
-    while let Some((&b, tail)) = rest.split_first() {
-        match b {
-            b'0'..=b'9' => {
-                // Past 19 digits the u64 could overflow; such tokens are rare.
-                if significand >= 1 << 59 {
-                    return None;
-                }
-                significand = significand * 10 + u64::from(b - b'0');
-                digits += 1;
-                scale -= i64::from(dot);
-            }
-            b'.' if !dot => dot = true,
-            _ => break,
+    for &b in rest {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            break;
         }
-        rest = tail;
+        significand = significand.wrapping_mul(10).wrapping_add(u64::from(d));
+        digits += 1;
     }
-    if digits == 0 {
+    let mut rest = &rest[digits..];
+    let mut scale = 0i64;
+    if let Some((b'.', tail)) = rest.split_first() {
+        let mut fraction = 0usize;
+        for &b in tail {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                break;
+            }
+            significand = significand.wrapping_mul(10).wrapping_add(u64::from(d));
+            fraction += 1;
+        }
+        digits += fraction;
+        scale = -(fraction as i64);
+        rest = &tail[fraction..];
+    }
+    if digits == 0 || digits > 19 {
         return None;
     }
     if let Some((&(b'e' | b'E'), tail)) = rest.split_first() {

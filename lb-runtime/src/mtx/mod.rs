@@ -11,6 +11,7 @@
 mod array;
 mod coordinate;
 mod lex;
+mod stream;
 
 use std::fmt::Display;
 use std::io::{Read, Write};
@@ -130,8 +131,22 @@ fn read_bytes(path: &Path) -> Result<Vec<u8>> {
 
 /// Reads the Matrix Market coordinate file at `path`, plain or gzip-compressed (`.mtx.gz`,
 /// recognized by its content). See [`parse_mtx_bytes`].
+///
+/// A large plain file is read in blocks into one reused buffer, each block's lines parsed on
+/// every core before the next is read; where that meets anything irregular (an error in the text, a file that changes while read), the whole
+/// text is read and parsed again, so results and errors are those of [`parse_mtx_bytes`].
 pub fn read_mtx<T: MtxValue>(path: impl AsRef<Path>) -> Result<Csr<T>> {
-    parse_mtx_bytes(&read_bytes(path.as_ref())?)
+    let path = path.as_ref();
+    let threads = available_threads();
+    if let Some(result) = stream::read_in_blocks(path, threads, stream::BLOCK) {
+        return result;
+    }
+    parse_coordinate(&read_bytes(path)?, threads)
+}
+
+/// The threads a large text is parsed on.
+fn available_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Reads the Matrix Market array file at `path` (a dense matrix or vector, e.g. a right-hand
@@ -163,8 +178,7 @@ pub fn parse_mtx<T: MtxValue>(text: &str) -> Result<Csr<T>> {
 /// `std::thread::available_parallelism` threads; the result and every error are the same as a
 /// single thread's.
 pub fn parse_mtx_bytes<T: MtxValue>(text: &[u8]) -> Result<Csr<T>> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    parse_coordinate(text, threads)
+    parse_coordinate(text, available_threads())
 }
 
 /// [`parse_mtx_bytes`] on `threads` threads (where the text is large enough for more than one).

@@ -259,3 +259,54 @@ fn with_line(lines: &[&str], at: usize, new: &str) -> String {
     out[at - 1] = new;
     out.join("\n")
 }
+
+/// Writes `bytes` to a fresh temporary file and returns its path.
+fn temp_file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("lb-mtx-unit-{}-{name}", std::process::id()));
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+fn block_reader_matches_the_whole_text_or_steps_aside() {
+    use super::stream::read_in_blocks;
+    let mut rng = ChaCha8Rng::seed_from_u64(64);
+    for (k, (field, symmetric)) in [("real", false), ("pattern", true)].into_iter().enumerate() {
+        let file = random_file(&mut rng, 40_000, field, symmetric);
+        let want = parse_coordinate::<f64>(file.text.as_bytes(), 1).unwrap();
+        let path = temp_file(&format!("blocks{k}"), file.text.as_bytes());
+        // Blocks smaller than a line's worth, odd sizes, and a few lines each.
+        for size in [4096, 65_537, file.text.len() / 3] {
+            for threads in [2, 3] {
+                let got = read_in_blocks::<f64>(&path, threads, size);
+                let got = got.expect("a regular file takes the block path").unwrap();
+                assert_eq!(got, want, "{field} blocks of {size} on {threads} threads");
+            }
+        }
+        // One thread, or a file under two blocks: the whole-text path.
+        assert!(read_in_blocks::<f64>(&path, 1, 4096).is_none());
+        assert!(read_in_blocks::<f64>(&path, 2, file.text.len()).is_none());
+        std::fs::remove_file(&path).unwrap();
+    }
+    // Anything irregular steps aside, so the whole-text path names the error.
+    let file = random_file(&mut rng, 20_000, "real", false);
+    let lines: Vec<&str> = file.text.lines().collect();
+    let bad_value = with_line(&lines, file.entry_lines[15_000], "1 1 zz");
+    let extra = file.text.replacen("1100 700 20000", "1100 700 19999", 1);
+    let long_line = format!("{}% {}\n", file.text, "x".repeat(10_000));
+    for (name, text) in [("bad", bad_value), ("extra", extra), ("long", long_line)] {
+        let path = temp_file(name, text.as_bytes());
+        let blocks = read_in_blocks::<f64>(&path, 2, 4096);
+        let whole = crate::read_mtx::<f64>(&path);
+        std::fs::remove_file(&path).unwrap();
+        assert!(blocks.is_none(), "{name}");
+        if name == "long" {
+            assert_eq!(
+                whole.unwrap(),
+                parse_coordinate::<f64>(text.as_bytes(), 1).unwrap()
+            );
+        } else {
+            assert!(matches!(whole, Err(Error::MatrixMarket { .. })), "{name}");
+        }
+    }
+}
