@@ -132,8 +132,8 @@ fn read_bytes(path: &Path) -> Result<Vec<u8>> {
 /// Reads the Matrix Market coordinate file at `path`, plain or gzip-compressed (`.mtx.gz`,
 /// recognized by its content). See [`parse_mtx_bytes`].
 ///
-/// A large plain file is read in blocks into one reused buffer, each block's lines parsed on
-/// every core before the next is read; where that meets anything irregular (an error in the text, a file that changes while read), the whole
+/// A large file (plain or gzip) is read in blocks into one reused buffer, each block's lines
+/// parsed on every core before the next is read; where that meets anything irregular (an error in the text, a file that changes while read), the whole
 /// text is read and parsed again, so results and errors are those of [`parse_mtx_bytes`].
 pub fn read_mtx<T: MtxValue>(path: impl AsRef<Path>) -> Result<Csr<T>> {
     let path = path.as_ref();

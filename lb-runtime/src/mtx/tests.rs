@@ -286,6 +286,22 @@ fn block_reader_matches_the_whole_text_or_steps_aside() {
         // One thread, or a file under two blocks: the whole-text path.
         assert!(read_in_blocks::<f64>(&path, 1, 4096).is_none());
         assert!(read_in_blocks::<f64>(&path, 2, file.text.len()).is_none());
+        // The same text gzip-compressed, decompressed block by block.
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut enc, file.text.as_bytes()).unwrap();
+        let packed = enc.finish().unwrap();
+        std::fs::write(&path, &packed).unwrap();
+        for size in [4096, 65_537] {
+            let got = read_in_blocks::<f64>(&path, 2, size).expect("a .gz takes the block path");
+            assert_eq!(got.unwrap(), want, "{field} .gz in blocks of {size}");
+        }
+        // A corrupt stream steps aside; the whole-text path names the file.
+        std::fs::write(&path, &packed[..packed.len() / 2]).unwrap();
+        assert!(read_in_blocks::<f64>(&path, 2, 4096).is_none());
+        assert!(matches!(
+            crate::read_mtx::<f64>(&path),
+            Err(Error::Io { .. })
+        ));
         std::fs::remove_file(&path).unwrap();
     }
     // Anything irregular steps aside, so the whole-text path names the error.
