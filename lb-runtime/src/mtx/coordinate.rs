@@ -216,9 +216,11 @@ pub(super) fn parse_chunks<T: MtxValue>(
         .map(|w| {
             let chunk = &body[w[0]..w[1]];
             move || {
-                // The chunk's share of the declared entries; buckets grow if it is not enough.
+                // The chunk's share of the declared entries (at most what its bytes can hold,
+                // whatever the count claims); buckets grow if it is not enough.
                 let share = (shape.entries as u128 * chunk.len() as u128
                     / body_total.max(1) as u128) as usize;
+                let share = share.min(chunk.len() / MIN_ENTRY_BYTES + 1);
                 let mut out = new_chunk::<T>(shape, share).ok()?;
                 parse_chunk(chunk, 1, shape, &mut out).ok()?;
                 Some(out)
