@@ -326,3 +326,30 @@ fn block_reader_matches_the_whole_text_or_steps_aside() {
         }
     }
 }
+
+#[test]
+fn mutated_large_files_read_the_same_on_any_thread_count() {
+    let mut rng = ChaCha8Rng::seed_from_u64(1919);
+    let file = random_file(&mut rng, 60_000, "real", false);
+    let alphabet = b"0189 .-+e%\n\t\rx\xff";
+    for _ in 0..16 {
+        let mut bytes = file.text.clone().into_bytes();
+        for _ in 0..rng.random_range(1..4) {
+            let at = rng.random_range(0..bytes.len());
+            bytes[at] = alphabet[rng.random_range(0..alphabet.len())];
+        }
+        let one = parse_coordinate::<f64>(&bytes, 1);
+        for threads in [2, 3] {
+            let many = parse_coordinate::<f64>(&bytes, threads);
+            match (&one, &many) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b),
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                _ => panic!(
+                    "1 thread: {:?}\n{threads} threads: {:?}",
+                    one.as_ref().map(Csr::nnz),
+                    many.as_ref().map(Csr::nnz)
+                ),
+            }
+        }
+    }
+}
