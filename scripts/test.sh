@@ -14,6 +14,10 @@ echo "generated kernel bodies: LB_FUZZ_SEED=$LB_FUZZ_SEED" >&2
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace --all-targets
+# The interop features are off by default: lint and test them on the one crate they touch (all
+# workspace features would also pull in every other crate's options).
+cargo clippy -p lb-runtime --features sprs,nalgebra-sparse --all-targets -- -D warnings
+cargo test -p lb-runtime --features sprs,nalgebra-sparse --test interop
 cargo test --workspace --doc
 cargo run --release --example spmv
 CARGO_TARGET_DIR="$PWD/target" cargo run --release --manifest-path tests/external/Cargo.toml

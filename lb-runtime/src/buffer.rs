@@ -163,6 +163,34 @@ impl<T: Element> DeviceBuffer<T> {
     pub fn download(&self) -> Result<Vec<T>> {
         self.raw.dev.download(self)
     }
+
+    /// Overwrites the buffer with `data` in place, without allocating device memory: a new
+    /// right-hand side or feature matrix each iteration keeps its address (so a captured graph
+    /// or a cached launch that holds it stays valid). The copy is ordered after the work already
+    /// submitted to the device. `data` must have exactly [`len`](Self::len) elements, or
+    /// nothing is written and the result is an [`Error::Shape`].
+    ///
+    /// ```
+    /// let dev = lb_runtime::Device::simulator();
+    /// let mut b = dev.upload(&[1.0f32, 2.0, 3.0])?;
+    /// let addr = b.device_addr();
+    /// b.upload_into(&[4.0, 5.0, 6.0])?;
+    /// assert_eq!((b.download()?, b.device_addr()), (vec![4.0, 5.0, 6.0], addr));
+    /// assert!(b.upload_into(&[1.0, 2.0]).is_err());
+    /// # Ok::<(), lb_runtime::Error>(())
+    /// ```
+    pub fn upload_into(&mut self, data: &[T]) -> Result<()> {
+        if data.len() != self.len {
+            return Err(Error::Shape(format!(
+                "uploading {} elements into a buffer of {}: upload_into keeps the buffer's \
+                 length; upload a new buffer to change it",
+                data.len(),
+                self.len
+            )));
+        }
+        let dev = self.raw.dev.clone();
+        dev.write_raw(&mut self.raw, &to_bytes(data))
+    }
 }
 
 impl<T: Element + DeviceRepr> DeviceBuffer<T> {

@@ -510,6 +510,25 @@ fn gather<T: Clone>(values: &[T], from: &[usize]) -> Result<Vec<T>> {
 impl<T: Clone> Csr<T> {
     /// The same matrix by columns (rows sorted within each column). More than 2^32 rows is an
     /// error (CSC row indices are u32), as is an invalid `self`.
+    ///
+    /// A CSC of A holds the same arrays as a CSR of Aᵀ, so this is also the transpose:
+    /// reinterpret the result's fields as a `Csr` with rows and columns swapped.
+    ///
+    /// ```
+    /// use lb_runtime::Csr;
+    /// // A = [[1, 0, 2],
+    /// //      [0, 3, 0]]
+    /// let a = Csr::from_triplets(2, 3, vec![(0, 0, 1.0), (0, 2, 2.0), (1, 1, 3.0)])?;
+    /// let csc = a.to_csc()?;
+    /// assert_eq!(csc.col_offsets, [0, 1, 2, 3]);
+    /// assert_eq!(csc.row_indices, [0, 1, 0]);
+    /// assert_eq!(csc.values, [1.0, 3.0, 2.0]);
+    /// // Aᵀ as a CSR: the CSC's arrays with the shape swapped.
+    /// let at = Csr::new(a.num_cols, a.num_rows, csc.col_offsets, csc.row_indices, csc.values)?;
+    /// assert_eq!(at.col_indices, [0, 1, 0]); // row 0 of Aᵀ is column 0 of A: (0, 0) = 1
+    /// assert_eq!(at.row(2), 2..3); // row 2 of Aᵀ holds A's (0, 2) = 2
+    /// # Ok::<(), lb_runtime::Error>(())
+    /// ```
     pub fn to_csc(&self) -> Result<Csc<T>> {
         self.validate()?;
         let (col_offsets, row_indices, from) = transpose(

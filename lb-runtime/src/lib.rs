@@ -17,6 +17,8 @@ mod error;
 mod formats;
 pub mod generate;
 pub mod heuristic;
+#[cfg(any(feature = "sprs", feature = "nalgebra-sparse"))]
+mod interop;
 pub mod intrinsics;
 mod launch;
 pub mod mtx;
@@ -41,8 +43,17 @@ pub use launch::{
 };
 /// The width of a device tile set's offsets (`DeviceCsr::offset_width`, `upload_with_offsets`).
 pub use lb_ptx::plan::OffsetWidth;
-pub use mtx::{parse_mtx, read_mtx, write_mtx, MtxValue};
+pub use mtx::{
+    parse_mtx, parse_mtx_bytes, parse_mtx_dense, parse_mtx_dense_bytes, read_mtx, read_mtx_dense,
+    write_mtx, DenseMatrix, MtxValue,
+};
+/// The nalgebra-sparse the conversions are built against (feature `nalgebra-sparse`).
+#[cfg(feature = "nalgebra-sparse")]
+pub use nalgebra_sparse;
 pub use queue::{DeviceQueue, Queue};
+/// The sprs the conversions are built against (feature `sprs`).
+#[cfg(feature = "sprs")]
+pub use sprs;
 pub use stats::TileStats;
 pub use stream::{Graph, Pending, Stream, Workspace};
 pub use tune::{pick_schedule, AutoKernel, Picked, RunFn, Tuning};

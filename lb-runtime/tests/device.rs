@@ -57,6 +57,30 @@ fn filled_buffers_and_writes_at_an_offset() {
 }
 
 #[test]
+fn upload_into_overwrites_in_place() {
+    let dev = sim();
+    let mut b = dev.upload(&[1u32, 2, 3, 4]).unwrap();
+    let addr = b.device_addr();
+    b.upload_into(&[9, 8, 7, 6]).unwrap();
+    assert_eq!(b.download().unwrap(), [9, 8, 7, 6]);
+    assert_eq!(b.device_addr(), addr);
+    // A length mismatch writes nothing.
+    for wrong in [&[1u32, 2, 3][..], &[1, 2, 3, 4, 5], &[]] {
+        match b.upload_into(wrong) {
+            Err(Error::Shape(m)) => assert!(m.contains("into a buffer of 4"), "{m}"),
+            other => panic!("expected a shape error, got {other:?}"),
+        }
+    }
+    assert_eq!(b.download().unwrap(), [9, 8, 7, 6]);
+    let mut flags = dev.upload(&[true, false]).unwrap();
+    flags.upload_into(&[false, true]).unwrap();
+    assert_eq!(flags.download().unwrap(), [false, true]);
+    let mut empty = dev.upload::<f64>(&[]).unwrap();
+    empty.upload_into(&[]).unwrap();
+    assert!(empty.download().unwrap().is_empty());
+}
+
+#[test]
 fn buffers_of_another_device_are_refused() {
     let (a, b) = (sim(), sim());
     let buf = a.upload(&[1u32]).unwrap();

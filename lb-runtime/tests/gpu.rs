@@ -36,6 +36,15 @@ fn buffers_and_csr_round_trip() {
         .unwrap()
         .is_empty());
     assert_eq!(dev.zeros::<i64>(3).unwrap().download().unwrap(), [0, 0, 0]);
+    let mut refreshed = dev.upload(&[1.0f32, 2.0]).unwrap();
+    let addr = refreshed.device_addr();
+    refreshed.upload_into(&[3.0, 4.0]).unwrap();
+    assert_eq!(refreshed.download().unwrap(), [3.0, 4.0]);
+    assert_eq!(refreshed.device_addr(), addr);
+    assert!(matches!(
+        refreshed.upload_into(&[1.0]),
+        Err(Error::Shape(_))
+    ));
     let m = lb_runtime::generate::power_law(1000, 800, 8.0, 3);
     assert_eq!(DeviceCsr::upload(&dev, &m).unwrap().download().unwrap(), m);
     let empty = Csr::<f32>::empty(0, 0).unwrap();
