@@ -36,6 +36,22 @@ fn unsorted_csr(seed: u64, rows: usize, cols: usize, n: usize) -> Csr<f64> {
     m
 }
 
+/// `coo` holds the triplets `t`, in row order and in `t`'s order within a row (a stable sort).
+fn assert_sorted_by_row(coo: &Coo<f64>, t: &[(usize, usize, f64)]) {
+    let mut want = t.to_vec();
+    want.sort_by_key(|&(r, _, _)| r);
+    let got: Vec<_> = (0..coo.nnz())
+        .map(|e| {
+            (
+                coo.row_indices[e] as usize,
+                coo.col_indices[e] as usize,
+                coo.values[e],
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+}
+
 fn invalid_matrix<T: std::fmt::Debug>(r: Result<T, Error>, want: &str) {
     match r {
         Err(Error::InvalidMatrix(m)) => assert!(m.contains(want), "`{m}` lacks `{want}`"),
@@ -102,18 +118,7 @@ mod sprs_round_trips {
             tri.add_triplet(r, c, v);
         }
         let coo = Coo::try_from(&tri).unwrap();
-        let mut want = t.clone();
-        want.sort_by_key(|&(r, _, _)| r);
-        let got: Vec<_> = (0..coo.nnz())
-            .map(|e| {
-                (
-                    coo.row_indices[e] as usize,
-                    coo.col_indices[e] as usize,
-                    coo.values[e],
-                )
-            })
-            .collect();
-        assert_eq!(got, want);
+        assert_sorted_by_row(&coo, &t);
         let back = TriMat::try_from(&coo).unwrap();
         assert_eq!(Coo::try_from(&back).unwrap(), coo);
     }
@@ -212,18 +217,7 @@ mod nalgebra_round_trips {
         )
         .unwrap();
         let coo = Coo::try_from(&na).unwrap();
-        let mut want = t.clone();
-        want.sort_by_key(|&(r, _, _)| r);
-        let got: Vec<_> = (0..coo.nnz())
-            .map(|e| {
-                (
-                    coo.row_indices[e] as usize,
-                    coo.col_indices[e] as usize,
-                    coo.values[e],
-                )
-            })
-            .collect();
-        assert_eq!(got, want);
+        assert_sorted_by_row(&coo, &t);
         let back = CooMatrix::try_from(&coo).unwrap();
         assert_eq!(Coo::try_from(&back).unwrap(), coo);
     }
