@@ -19,9 +19,11 @@ use crate::{Cli, Op};
 /// iterations on long-diameter graphs) stays fast only on small graphs.
 pub const SIM_MAX_EDGES: usize = 20_000;
 
-/// Why `m` is not run for a graph op, if it is not.
-pub fn skip_reason(m: &Matrix, gpu: bool) -> Option<String> {
+/// Why `m` is not run for a graph op, if it is not (`undirected`: with every edge also
+/// reversed, twice the edges: [`undirected`]).
+pub fn skip_reason(m: &Matrix, gpu: bool, undirected: bool) -> Option<String> {
     let a = &m.csr;
+    let edges = if undirected { 2 * a.nnz() } else { a.nnz() };
     if a.num_rows != a.num_cols {
         Some(format!(
             "not square ({} × {}), not a graph",
@@ -29,14 +31,37 @@ pub fn skip_reason(m: &Matrix, gpu: bool) -> Option<String> {
         ))
     } else if a.nnz() == 0 {
         Some("no edges, so no source with an out-edge".into())
-    } else if !gpu && a.nnz() > SIM_MAX_EDGES {
+    } else if !gpu && edges > SIM_MAX_EDGES {
         Some(format!(
-            "{} edges > {SIM_MAX_EDGES}, the simulator's limit",
-            a.nnz()
+            "{edges} edges > {SIM_MAX_EDGES}, the simulator's limit"
         ))
     } else {
         None
     }
+}
+
+/// `g` with every edge also reversed: row `u` holds `g`'s row `u` followed by `g`'s column `u`
+/// (edge `v → u` becomes `u → v`, with its weight), so an edge that is there both ways appears
+/// twice, which the drivers and their references handle like any duplicate edge (`--undirected`:
+/// the graph traversal benchmarks of Gunrock and GAP run on undirected graphs, where a random
+/// source reaches the bulk of a connected graph).
+pub fn undirected(g: &Csr<f32>) -> lb::Result<Csr<f32>> {
+    let t = g.to_csc()?;
+    let n = g.num_rows;
+    let mut offsets = Vec::with_capacity(n + 1);
+    let mut cols = Vec::with_capacity(2 * g.nnz());
+    let mut values = Vec::with_capacity(2 * g.nnz());
+    offsets.push(0);
+    for u in 0..n {
+        let row = g.row(u);
+        cols.extend_from_slice(&g.col_indices[row.clone()]);
+        values.extend_from_slice(&g.values[row]);
+        let col = t.col_offsets[u]..t.col_offsets[u + 1];
+        cols.extend_from_slice(&t.row_indices[col.clone()]);
+        values.extend_from_slice(&t.values[col]);
+        offsets.push(cols.len());
+    }
+    Csr::new(n, n, offsets, cols, values)
 }
 
 /// `count` distinct sources (fewer when fewer vertices qualify) among the vertices with an
@@ -177,7 +202,14 @@ pub fn run_graph(
     ctx: &Context,
 ) -> Vec<Record> {
     let mut base = Record::base(ctx, op, m);
-    let mut g = m.csr.clone();
+    let mut g = if cli.undirected {
+        match undirected(&m.csr) {
+            Ok(g) => g,
+            Err(e) => return vec![base.failed(format!("reversing the edges: {e}"))],
+        }
+    } else {
+        m.csr.clone()
+    };
     g.values.iter_mut().for_each(|w| *w = w.abs());
     let sources = sources(&g, usize::from(cli.sources), cli.seed);
     base.sources = Some(sources.clone());
@@ -351,5 +383,34 @@ mod tests {
         let spread: std::collections::BTreeSet<Vec<usize>> =
             (0..20).map(|seed| sources(&g, 1, seed)).collect();
         assert!(spread.len() > 1, "the seed changes the pick");
+    }
+
+    /// Every edge of a random graph (with self-loops and duplicates) is in the undirected graph
+    /// once each way with its weight, and nothing else is.
+    #[test]
+    fn undirected_holds_every_edge_both_ways() {
+        let g = lb::generate::power_law(300, 300, 5.0, 17);
+        let u = undirected(&g).unwrap();
+        assert_eq!((u.num_rows, u.num_cols, u.nnz()), (300, 300, 2 * g.nnz()));
+        let mut want = Vec::new();
+        for r in 0..g.num_rows {
+            for e in g.row(r) {
+                let (c, w) = (g.col_indices[e] as usize, g.values[e].to_bits());
+                want.extend([(r, c, w), (c, r, w)]);
+            }
+        }
+        let mut got = Vec::new();
+        for r in 0..u.num_rows {
+            for e in u.row(r) {
+                got.push((r, u.col_indices[e] as usize, u.values[e].to_bits()));
+            }
+        }
+        want.sort_unstable();
+        got.sort_unstable();
+        assert_eq!(got, want);
+        let loops = Csr::from_triplets(2, 2, vec![(0, 0, 3.0), (1, 0, 1.0)]).unwrap();
+        let both = undirected(&loops).unwrap();
+        assert_eq!(both.row_offsets, vec![0, 3, 4]);
+        assert!(undirected(&Csr::<f32>::empty(0, 0).unwrap()).unwrap().nnz() == 0);
     }
 }

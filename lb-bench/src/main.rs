@@ -149,6 +149,14 @@ pub struct Cli {
     /// device-resident wall time over the host loop's.
     #[arg(long)]
     pub host_loop: bool,
+    /// Graph ops: traverse each matrix with every edge also reversed (the undirected graph
+    /// traversal benchmarks use), so that a random source reaches most of a connected graph;
+    /// by default the matrix is the directed graph, where on the generated power-law members a
+    /// source with an out-edge typically dies out within a few edges. Not for the `road` family:
+    /// its band of near-diagonal edges has a diameter that grows with the rows, so an undirected
+    /// traversal there takes about as many iterations as there are vertices.
+    #[arg(long)]
+    pub undirected: bool,
     /// Instead of the per-call timings: N back-to-back SpMV calls of each schedule (and of
     /// cuSPARSE) on one stream, timed end to end on the host and replayed from CUDA graphs;
     /// reports wall µs per call next to the kernel time (docs/streams.md).

@@ -319,7 +319,7 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
             bar.set_message(format!("{} {}", op.name(), m.name));
             let new = if !op.is_graph() {
                 run_one(cli, op, m, &dev, gpu.as_ref(), &wanted, &ctx)
-            } else if let Some(why) = graph::skip_reason(m, dev.is_gpu()) {
+            } else if let Some(why) = graph::skip_reason(m, dev.is_gpu(), cli.undirected) {
                 bar.suspend(|| report::print_graph_skip(op.name(), &m.name, &why));
                 Vec::new()
             } else {

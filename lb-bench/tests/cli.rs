@@ -210,6 +210,7 @@ fn help_documents_every_option() {
         "--seed",
         "--sources",
         "--host-loop",
+        "--undirected",
         "--reps",
         "--warmup",
         "--budget-ms",
