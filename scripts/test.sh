@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite (the README's test command): format, lints, every crate's tests, the doc
-# tests, the example on the simulator, and a crate outside the workspace that depends on lb by path.
+# tests, the example on the simulator, `cargo package` of the library crates, and a crate
+# outside the workspace that depends on lb by path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${LB_PTXAS:-}" ]; then
@@ -20,4 +21,7 @@ cargo clippy -p lb-runtime --features sprs,nalgebra-sparse --all-targets -- -D w
 cargo test -p lb-runtime --features sprs,nalgebra-sparse --test interop
 cargo test --workspace --doc
 cargo run --release --example spmv
+# The crates a user would depend on package and build from their packages alone (path
+# dependencies resolved through a local registry of the packages themselves).
+cargo package -p lb-ptx -p lb-macros -p lb-runtime -p lb --allow-dirty
 CARGO_TARGET_DIR="$PWD/target" cargo run --release --manifest-path tests/external/Cargo.toml
