@@ -15,6 +15,9 @@
 //! per iteration measured on the host around the device loop.
 
 mod common;
+#[path = "common/tolerance.rs"]
+mod tolerance;
+use tolerance::tolerance;
 #[path = "cg/solver.rs"]
 mod solver;
 
@@ -31,15 +34,6 @@ struct Args {
 
 const USAGE: &str = "usage: cg [--mtx FILE] [--n N] [--max-iters N] [--tol T] \
                      [--check-every K] [--schedule NAME] [--graph]";
-
-/// A positive finite tolerance.
-fn tolerance(it: &mut impl Iterator<Item = String>) -> Result<f64, String> {
-    let v = it.next().ok_or("--tol needs a value")?;
-    match v.parse::<f64>() {
-        Ok(t) if t.is_finite() && t > 0.0 && t < 1.0 => Ok(t),
-        _ => Err(format!("--tol needs a number between 0 and 1, got `{v}`")),
-    }
-}
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {

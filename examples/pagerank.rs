@@ -15,10 +15,13 @@
 //! on the simulator.
 
 mod common;
+#[path = "common/tolerance.rs"]
+mod tolerance;
 use common::{number, MAX_ROWS};
 use lb::prelude::*;
 use std::process::ExitCode;
 use std::time::Instant;
+use tolerance::tolerance;
 
 /// The damping factor: the probability of following an edge rather than teleporting.
 const DAMPING: f32 = 0.85;
@@ -59,15 +62,6 @@ struct Args {
     vertices: usize,
     tol: f64,
     max_iters: usize,
-}
-
-/// A positive finite tolerance below 1.
-fn tolerance(it: &mut impl Iterator<Item = String>) -> Result<f64, String> {
-    let v = it.next().ok_or("--tol needs a value")?;
-    match v.parse::<f64>() {
-        Ok(t) if t.is_finite() && t > 0.0 && t < 1.0 => Ok(t),
-        _ => Err(format!("--tol needs a number between 0 and 1, got `{v}`")),
-    }
 }
 
 fn parse_args() -> Result<Args, String> {

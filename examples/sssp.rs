@@ -10,61 +10,17 @@
 //! and the host↔device bytes per iteration.
 
 mod common;
-use common::{number, MAX_ROWS};
+#[path = "common/traversal.rs"]
+mod traversal;
 use lb::algorithms::{dijkstra, schedules, sssp};
 use lb::prelude::*;
 use std::process::ExitCode;
 
-struct Args {
-    path: Option<String>,
-    vertices: usize,
-    source: usize,
-}
-
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        path: None,
-        vertices: 5_000,
-        source: 0,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--vertices" => args.vertices = number(&mut it, "--vertices", 1..=MAX_ROWS)?,
-            "--source" => args.source = number(&mut it, "--source", 0..=MAX_ROWS - 1)?,
-            "-h" | "--help" => {
-                return Err("usage: sssp [graph.mtx] [--vertices N] [--source S]".to_string())
-            }
-            _ if arg.starts_with('-') => return Err(format!("unknown option `{arg}`")),
-            _ => args.path = Some(arg),
-        }
-    }
-    Ok(args)
-}
-
-fn run(args: &Args) -> lb::Result<bool> {
-    let (mut g, origin) = match &args.path {
-        Some(path) => (lb::mtx::read_mtx::<f32>(path)?, format!("from {path}")),
-        None => (
-            lb::generate::power_law(args.vertices, args.vertices, 8.0, 42),
-            "(seeded power law)".to_string(),
-        ),
-    };
+fn run(args: &traversal::Args) -> lb::Result<bool> {
+    let mut g = traversal::graph(args)?;
     // Dijkstra and the relaxation both need nonnegative weights.
     for w in &mut g.values {
         *w = w.abs();
-    }
-    println!(
-        "graph: {} vertices, {} edges {origin}; source {}",
-        g.num_rows,
-        g.nnz(),
-        args.source
-    );
-    if args.source >= g.num_rows {
-        return Err(lb::Error::Shape(format!(
-            "source {} is not a vertex",
-            args.source
-        )));
     }
     let want = dijkstra(&g, args.source);
     let reached = want.iter().filter(|d| d.is_finite()).count();
@@ -73,23 +29,10 @@ fn run(args: &Args) -> lb::Result<bool> {
     let dev = Device::default();
     println!("device: {}", dev.name());
     let dg = DeviceCsr::upload(&dev, &g)?;
-    println!(
-        "{:<22} {:>10} {:>12} {:>8} {:>11} {:>11} {:>12} {:>7} {:>7}",
-        "schedule",
-        "iterations",
-        "edges",
-        "retries",
-        "kernel (ms)",
-        "wall (ms)",
-        "MTEPS",
-        "B/iter",
-        "check"
-    );
+    traversal::print_header();
     let mut all_ok = true;
     for &schedule in schedules() {
         let r = sssp(&dev, &dg, args.source, schedule)?;
-        // Kernel time on a GPU; the simulator has none, so its rate is on wall time.
-        let ms = r.elapsed_ms.map_or(r.wall_ms, f64::from);
         // f32 sums along different paths of equal length may round differently: compare with a
         // relative tolerance.
         let ok = r.dist.len() == want.len()
@@ -98,19 +41,7 @@ fn run(args: &Args) -> lb::Result<bool> {
                 .zip(&want)
                 .all(|(&got, &w)| got == w || (got - w).abs() <= 1e-5 * w.abs());
         all_ok &= ok;
-        println!(
-            "{:<22} {:>10} {:>12} {:>8} {:>11} {:>11.2} {:>12.2} {:>7.1} {:>7}",
-            schedule.name(),
-            r.iterations,
-            r.edges,
-            r.retries,
-            r.elapsed_ms
-                .map_or_else(|| "n/a".to_string(), |k| format!("{k:.2}")),
-            r.wall_ms,
-            r.edges as f64 / (ms * 1e-3) / 1e6,
-            r.bytes_per_iteration(),
-            if ok { "ok" } else { "FAILED" }
-        );
+        traversal::print_row(schedule, traversal::Row::from(&r), ok);
     }
     Ok(all_ok)
 }
@@ -118,7 +49,7 @@ fn run(args: &Args) -> lb::Result<bool> {
 fn main() -> ExitCode {
     common::exit(
         "sssp",
-        parse_args(),
+        traversal::parse_args("sssp"),
         run,
         "a schedule disagreed with Dijkstra",
     )

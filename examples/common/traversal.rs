@@ -1,0 +1,133 @@
+//! What the BFS and SSSP examples share: their arguments, the graph they traverse (a Matrix
+//! Market file or the seeded default), and their table of results. Included by those two
+//! examples alone (`#[path]`), so the other examples do not carry it.
+
+use crate::common::{number, MAX_ROWS};
+use lb::algorithms::{BfsResult, SsspResult};
+use lb::prelude::*;
+
+pub struct Args {
+    pub path: Option<String>,
+    pub vertices: usize,
+    pub source: usize,
+}
+
+/// The arguments of the example `name`: `[graph.mtx] [--vertices N] [--source S]`.
+pub fn parse_args(name: &str) -> Result<Args, String> {
+    let mut args = Args {
+        path: None,
+        vertices: 5_000,
+        source: 0,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--vertices" => args.vertices = number(&mut it, "--vertices", 1..=MAX_ROWS)?,
+            "--source" => args.source = number(&mut it, "--source", 0..=MAX_ROWS - 1)?,
+            "-h" | "--help" => {
+                return Err(format!(
+                    "usage: {name} [graph.mtx] [--vertices N] [--source S]"
+                ))
+            }
+            _ if arg.starts_with('-') => return Err(format!("unknown option `{arg}`")),
+            _ => args.path = Some(arg),
+        }
+    }
+    Ok(args)
+}
+
+/// The graph of `args` (the file's, or a seeded power law of `args.vertices` vertices), once
+/// its size and the source are printed; an error when the source is not one of its vertices.
+pub fn graph(args: &Args) -> lb::Result<Csr<f32>> {
+    let (g, origin) = match &args.path {
+        Some(path) => (lb::mtx::read_mtx::<f32>(path)?, format!("from {path}")),
+        None => (
+            lb::generate::power_law(args.vertices, args.vertices, 8.0, 42),
+            "(seeded power law)".to_string(),
+        ),
+    };
+    println!(
+        "graph: {} vertices, {} edges {origin}; source {}",
+        g.num_rows,
+        g.nnz(),
+        args.source
+    );
+    if args.source >= g.num_rows {
+        return Err(lb::Error::Shape(format!(
+            "source {} is not a vertex",
+            args.source
+        )));
+    }
+    Ok(g)
+}
+
+/// The columns of [`print_row`].
+pub fn print_header() {
+    println!(
+        "{:<22} {:>10} {:>12} {:>8} {:>11} {:>11} {:>12} {:>7} {:>7}",
+        "schedule",
+        "iterations",
+        "edges",
+        "retries",
+        "kernel (ms)",
+        "wall (ms)",
+        "MTEPS",
+        "B/iter",
+        "check"
+    );
+}
+
+/// What a row shows of one traversal.
+pub struct Row {
+    iterations: usize,
+    edges: u64,
+    retries: usize,
+    elapsed_ms: Option<f32>,
+    wall_ms: f64,
+    bytes_per_iteration: f64,
+}
+
+impl From<&SsspResult> for Row {
+    fn from(r: &SsspResult) -> Row {
+        Row {
+            iterations: r.iterations,
+            edges: r.edges,
+            retries: r.retries,
+            elapsed_ms: r.elapsed_ms,
+            wall_ms: r.wall_ms,
+            bytes_per_iteration: r.bytes_per_iteration(),
+        }
+    }
+}
+
+impl From<&BfsResult> for Row {
+    fn from(r: &BfsResult) -> Row {
+        Row {
+            iterations: r.iterations,
+            edges: r.edges,
+            retries: r.retries,
+            elapsed_ms: r.elapsed_ms,
+            wall_ms: r.wall_ms,
+            bytes_per_iteration: r.bytes_per_iteration(),
+        }
+    }
+}
+
+/// One traversal's row: traversed edges per second on kernel time on a GPU, on wall time on the
+/// simulator (which has no kernel time).
+pub fn print_row(schedule: Schedule, r: Row, ok: bool) {
+    let ms = r.elapsed_ms.map_or(r.wall_ms, f64::from);
+    println!(
+        "{:<22} {:>10} {:>12} {:>8} {:>11} {:>11.2} {:>12.2} {:>7.1} {:>7}",
+        schedule.name(),
+        r.iterations,
+        r.edges,
+        r.retries,
+        r.elapsed_ms
+            .map_or_else(|| "n/a".to_string(), |k| format!("{k:.2}")),
+        r.wall_ms,
+        r.edges as f64 / (ms * 1e-3) / 1e6,
+        r.bytes_per_iteration,
+        if ok { "ok" } else { "FAILED" }
+    );
+}
