@@ -31,7 +31,7 @@ fn run(args: &traversal::Args) -> lb::Result<bool> {
         let r = bfs(&dev, &dg, args.source, schedule)?;
         let ok = r.depth == want;
         all_ok &= ok;
-        traversal::print_row(schedule, traversal::Row::from(&r), ok);
+        traversal::print_row(schedule, &r.run, ok);
     }
     Ok(all_ok)
 }

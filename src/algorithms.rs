@@ -36,7 +36,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;
 
 use crate::prelude::*;
-use crate::{Error, Result, Transferred};
+use crate::{Error, Result};
 
 /// Counters the kernels add traversed edges to (a frontier vertex `u` adds to slot
 /// `u % EDGE_SLOTS`); their sum is the run's `edges`.
@@ -121,11 +121,9 @@ pub fn schedules() -> &'static [Schedule] {
     sssp_relax::SCHEDULES
 }
 
-/// What [`sssp`] computed.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SsspResult {
-    /// Distance from the source; `f32::INFINITY` for unreachable vertices.
-    pub dist: Vec<f32>,
+/// How a traversal ([`sssp`], [`bfs`]) went: the same for both algorithms.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Traversal {
     /// Kernel iterations (frontiers processed).
     pub iterations: usize,
     /// Edges relaxed over all iterations (out-degrees of every frontier vertex).
@@ -141,45 +139,36 @@ pub struct SsspResult {
     /// Bytes copied from the device to the host by the iterations (counters and error flags;
     /// the result's download is not an iteration's).
     pub bytes_to_host: u64,
-    /// Bytes copied from the host to the device by the iterations (the initial state's upload
+    /// Bytes copied from the host to the device by the iterations (the initial state's setup
     /// is not an iteration's).
     pub bytes_to_device: u64,
 }
 
-/// What [`bfs`] computed; the fields mean what [`SsspResult`]'s do.
+impl Traversal {
+    /// Host↔device bytes per iteration, both directions together.
+    pub fn bytes_per_iteration(&self) -> f64 {
+        if self.iterations == 0 {
+            0.0
+        } else {
+            (self.bytes_to_host + self.bytes_to_device) as f64 / self.iterations as f64
+        }
+    }
+}
+
+/// What [`sssp`] computed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SsspResult {
+    /// Distance from the source; `f32::INFINITY` for unreachable vertices.
+    pub dist: Vec<f32>,
+    pub run: Traversal,
+}
+
+/// What [`bfs`] computed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BfsResult {
     /// Hops from the source; `u32::MAX` for unreachable vertices.
     pub depth: Vec<u32>,
-    pub iterations: usize,
-    pub edges: u64,
-    pub retries: usize,
-    pub elapsed_ms: Option<f32>,
-    pub wall_ms: f64,
-    pub bytes_to_host: u64,
-    pub bytes_to_device: u64,
-}
-
-impl SsspResult {
-    /// Host↔device bytes per iteration, both directions together.
-    pub fn bytes_per_iteration(&self) -> f64 {
-        per_iteration(self.bytes_to_host + self.bytes_to_device, self.iterations)
-    }
-}
-
-impl BfsResult {
-    /// Host↔device bytes per iteration, both directions together.
-    pub fn bytes_per_iteration(&self) -> f64 {
-        per_iteration(self.bytes_to_host + self.bytes_to_device, self.iterations)
-    }
-}
-
-fn per_iteration(bytes: u64, iterations: usize) -> f64 {
-    if iterations == 0 {
-        0.0
-    } else {
-        bytes as f64 / iterations as f64
-    }
+    pub run: Traversal,
 }
 
 /// Shortest distances from `source` over nonnegative edge weights, with queues of
@@ -247,7 +236,7 @@ fn sssp_run(
     dev.write_at(&mut dist, source, &[0.0])?;
     let marks = dev.zeros::<u32>(g.num_rows())?;
     let mut state = (dist, marks);
-    let run = traverse(
+    let mut run = traverse(
         dev,
         g,
         start,
@@ -274,16 +263,8 @@ fn sssp_run(
         },
     )?;
     let dist = state.0.download()?;
-    Ok(SsspResult {
-        dist,
-        iterations: run.iterations,
-        edges: run.edges,
-        retries: run.retries,
-        elapsed_ms: run.elapsed_ms,
-        wall_ms: clock.elapsed().as_secs_f64() * 1e3,
-        bytes_to_host: run.moved.to_host,
-        bytes_to_device: run.moved.to_device,
-    })
+    run.wall_ms = clock.elapsed().as_secs_f64() * 1e3;
+    Ok(SsspResult { dist, run })
 }
 
 /// The mark of the vertices that iteration `iteration` puts into the next frontier: its BFS
@@ -338,7 +319,7 @@ fn bfs_run(
     let start = start(g, source, "bfs")?;
     let mut depth = dev.filled(g.num_rows(), u32::MAX)?;
     dev.write_at(&mut depth, source, &[0])?;
-    let run = traverse(
+    let mut run = traverse(
         dev,
         g,
         start,
@@ -365,16 +346,8 @@ fn bfs_run(
         },
     )?;
     let depth = depth.download()?;
-    Ok(BfsResult {
-        depth,
-        iterations: run.iterations,
-        edges: run.edges,
-        retries: run.retries,
-        elapsed_ms: run.elapsed_ms,
-        wall_ms: clock.elapsed().as_secs_f64() * 1e3,
-        bytes_to_host: run.moved.to_host,
-        bytes_to_device: run.moved.to_device,
-    })
+    run.wall_ms = clock.elapsed().as_secs_f64() * 1e3;
+    Ok(BfsResult { depth, run })
 }
 
 /// The source as a one-vertex frontier, after checking it is a vertex of a square graph.
@@ -395,15 +368,6 @@ fn start(g: &DeviceCsr<f32>, source: usize, what: &str) -> Result<u32> {
     u32::try_from(source).map_err(|_| Error::Shape(format!("{what}: source {source} exceeds u32")))
 }
 
-struct Run {
-    iterations: usize,
-    edges: u64,
-    retries: usize,
-    elapsed_ms: Option<f32>,
-    /// Host↔device bytes of the iterations.
-    moved: Transferred,
-}
-
 /// The frontier loop shared by both algorithms (see the module docs):
 /// `step(state, next, frontier, edges, iteration)` runs one iteration's kernel, pushing into
 /// `next`; `collect(state, vertices, next, iteration)` refills `next` from the marks that
@@ -422,7 +386,7 @@ fn traverse<S>(
         usize,
     ) -> Result<Launch>,
     mut collect: impl FnMut(&S, &DeviceCsr<f32>, &mut DeviceQueue, usize) -> Result<Launch>,
-) -> Result<Run> {
+) -> Result<Traversal> {
     let capacity = capacity.max(1);
     let first = dev.upload(&[source])?;
     let mut edges = dev.zeros::<u64>(EDGE_SLOTS)?;
@@ -433,13 +397,7 @@ fn traverse<S>(
     // The one-entry-per-vertex tile set `collect` runs over, made at the first overflow.
     let mut vertex_set: Option<DeviceCsr<f32>> = None;
     let mut excluded = 0u64;
-    let mut run = Run {
-        iterations: 0,
-        edges: 0,
-        retries: 0,
-        elapsed_ms: None,
-        moved: Transferred::default(),
-    };
+    let mut run = Traversal::default();
     let before = dev.transferred();
     let mut len = 1u64;
     while len > 0 {
@@ -476,10 +434,8 @@ fn traverse<S>(
         std::mem::swap(&mut current, &mut next);
     }
     let moved = dev.transferred().since(before);
-    run.moved = Transferred {
-        to_device: moved.to_device.saturating_sub(excluded),
-        to_host: moved.to_host,
-    };
+    run.bytes_to_device = moved.to_device.saturating_sub(excluded);
+    run.bytes_to_host = moved.to_host;
     run.edges = edges.download()?.iter().sum();
     Ok(run)
 }

@@ -7,7 +7,7 @@ mod common;
 
 use lb::algorithms::{
     bfs, bfs_levels, bfs_unchecked, bfs_with_capacity, dijkstra, schedules, sssp, sssp_unchecked,
-    sssp_with_capacity,
+    sssp_with_capacity, Traversal,
 };
 use lb::prelude::*;
 use lb::Error;
@@ -58,22 +58,22 @@ fn check(g: &Csr<f32>, source: usize, capacity: Option<usize>) {
             .filter(|&&d| d != u32::MAX)
             .max()
             .map_or(0, |&d| d as usize + 1);
-        assert_eq!(bf.iterations, levels, "bfs {} iterations", s.name());
+        assert_eq!(bf.run.iterations, levels, "bfs {} iterations", s.name());
         let reached: u64 = (0..g.num_rows)
             .filter(|&u| depth[u] != u32::MAX)
             .map(|u| g.row(u).len() as u64)
             .sum();
-        assert_eq!(bf.edges, reached, "bfs {} traversed edges", s.name());
+        assert_eq!(bf.run.edges, reached, "bfs {} traversed edges", s.name());
         assert!(
-            sp.edges >= reached,
+            sp.run.edges >= reached,
             "sssp {} relaxes every reachable edge at least once",
             s.name()
         );
-        check_traffic(&format!("sssp {}", s.name()), &sp_traffic(&sp), 16);
-        check_traffic(&format!("bfs {}", s.name()), &bf_traffic(&bf), 16);
+        check_traffic(&format!("sssp {}", s.name()), &sp.run, 16);
+        check_traffic(&format!("bfs {}", s.name()), &bf.run, 16);
         if capacity.is_none() {
             // Each vertex is pushed at most once per iteration: num_rows slots always suffice.
-            assert_eq!((sp.retries, bf.retries), (0, 0), "{}", s.name());
+            assert_eq!((sp.run.retries, bf.run.retries), (0, 0), "{}", s.name());
             let (spu, bfu) = (
                 sssp_unchecked(&dev, &dg, source, s).unwrap(),
                 bfs_unchecked(&dev, &dg, source, s).unwrap(),
@@ -81,16 +81,12 @@ fn check(g: &Csr<f32>, source: usize, capacity: Option<usize>) {
             assert_eq!(spu.dist, dist, "sssp_unchecked {}", s.name());
             assert_eq!(bfu.depth, depth, "bfs_unchecked {}", s.name());
             // No error flag to read: the counter alone.
-            check_traffic(
-                &format!("sssp_unchecked {}", s.name()),
-                &sp_traffic(&spu),
-                8,
-            );
-            check_traffic(&format!("bfs_unchecked {}", s.name()), &bf_traffic(&bfu), 8);
+            check_traffic(&format!("sssp_unchecked {}", s.name()), &spu.run, 8);
+            check_traffic(&format!("bfs_unchecked {}", s.name()), &bfu.run, 8);
         }
         if capacity == Some(1) && reached > 1 {
             assert!(
-                sp.retries > 0 || bf.retries > 0,
+                sp.run.retries > 0 || bf.run.retries > 0,
                 "{}: a one-slot queue must overflow",
                 s.name()
             );
@@ -98,56 +94,25 @@ fn check(g: &Csr<f32>, source: usize, capacity: Option<usize>) {
     }
 }
 
-/// What `check_traffic` reads from a result.
-struct Traffic {
-    iterations: usize,
-    retries: usize,
-    to_host: u64,
-    to_device: u64,
-    per_iteration: f64,
-    wall_ms: f64,
-    elapsed_ms: Option<f32>,
-}
-
-fn sp_traffic(r: &lb::algorithms::SsspResult) -> Traffic {
-    Traffic {
-        iterations: r.iterations,
-        retries: r.retries,
-        to_host: r.bytes_to_host,
-        to_device: r.bytes_to_device,
-        per_iteration: r.bytes_per_iteration(),
-        wall_ms: r.wall_ms,
-        elapsed_ms: r.elapsed_ms,
-    }
-}
-
-fn bf_traffic(r: &lb::algorithms::BfsResult) -> Traffic {
-    Traffic {
-        iterations: r.iterations,
-        retries: r.retries,
-        to_host: r.bytes_to_host,
-        to_device: r.bytes_to_device,
-        per_iteration: r.bytes_per_iteration(),
-        wall_ms: r.wall_ms,
-        elapsed_ms: r.elapsed_ms,
-    }
-}
-
 /// An iteration reads its queue counter (8 bytes) and, with the checked kernels, the first
 /// word of the error flag (8): `per` bytes, never more, and nothing goes to the device. An
 /// overflow adds the refill's launch, with the same reports.
-fn check_traffic(what: &str, t: &Traffic, per: u64) {
+fn check_traffic(what: &str, t: &Traversal, per: u64) {
     let launches = (t.iterations + t.retries) as u64;
-    assert_eq!(t.to_device, 0, "{what}: an iteration uploads nothing");
+    assert_eq!(t.bytes_to_device, 0, "{what}: an iteration uploads nothing");
     assert!(
-        t.to_host >= 8 * launches && t.to_host <= per * launches,
+        t.bytes_to_host >= 8 * launches && t.bytes_to_host <= per * launches,
         "{what}: {} bytes to the host over {} iterations and {} refills",
-        t.to_host,
+        t.bytes_to_host,
         t.iterations,
         t.retries
     );
     if t.retries == 0 {
-        assert!(t.per_iteration <= per as f64, "{what}: {}", t.per_iteration);
+        assert!(
+            t.bytes_per_iteration() <= per as f64,
+            "{what}: {}",
+            t.bytes_per_iteration()
+        );
     }
     assert!(t.wall_ms > 0.0, "{what}: wall time");
     if let Some(ms) = t.elapsed_ms {
@@ -229,7 +194,7 @@ fn sssp_pushes_each_vertex_once_per_iteration() {
         let r = sssp(&dev, &dg, 0, s).unwrap();
         assert_eq!(r.dist, dijkstra(&g, 0), "{}", s.name());
         assert_eq!(
-            (r.iterations, r.edges),
+            (r.run.iterations, r.run.edges),
             (4, 2 * k as u64 + 1),
             "{}: iterations and relaxed edges",
             s.name()
@@ -275,7 +240,7 @@ fn isolated_source_finishes_in_one_iteration() {
     let g = Csr::<f32>::empty(5, 5).unwrap();
     let dg = DeviceCsr::upload(&dev, &g).unwrap();
     let r = sssp(&dev, &dg, 2, Schedule::WarpMapped).unwrap();
-    assert_eq!((r.iterations, r.edges), (1, 0));
+    assert_eq!((r.run.iterations, r.run.edges), (1, 0));
     assert_eq!(
         r.dist,
         vec![

@@ -3,7 +3,7 @@
 //! examples alone (`#[path]`), so the other examples do not carry it.
 
 use crate::common::{number, MAX_ROWS};
-use lb::algorithms::{BfsResult, SsspResult};
+use lb::algorithms::Traversal;
 use lb::prelude::*;
 
 pub struct Args {
@@ -77,45 +77,9 @@ pub fn print_header() {
     );
 }
 
-/// What a row shows of one traversal.
-pub struct Row {
-    iterations: usize,
-    edges: u64,
-    retries: usize,
-    elapsed_ms: Option<f32>,
-    wall_ms: f64,
-    bytes_per_iteration: f64,
-}
-
-impl From<&SsspResult> for Row {
-    fn from(r: &SsspResult) -> Row {
-        Row {
-            iterations: r.iterations,
-            edges: r.edges,
-            retries: r.retries,
-            elapsed_ms: r.elapsed_ms,
-            wall_ms: r.wall_ms,
-            bytes_per_iteration: r.bytes_per_iteration(),
-        }
-    }
-}
-
-impl From<&BfsResult> for Row {
-    fn from(r: &BfsResult) -> Row {
-        Row {
-            iterations: r.iterations,
-            edges: r.edges,
-            retries: r.retries,
-            elapsed_ms: r.elapsed_ms,
-            wall_ms: r.wall_ms,
-            bytes_per_iteration: r.bytes_per_iteration(),
-        }
-    }
-}
-
 /// One traversal's row: traversed edges per second on kernel time on a GPU, on wall time on the
 /// simulator (which has no kernel time).
-pub fn print_row(schedule: Schedule, r: Row, ok: bool) {
+pub fn print_row(schedule: Schedule, r: &Traversal, ok: bool) {
     let ms = r.elapsed_ms.map_or(r.wall_ms, f64::from);
     println!(
         "{:<22} {:>10} {:>12} {:>8} {:>11} {:>11.2} {:>12.2} {:>7.1} {:>7}",
@@ -127,7 +91,7 @@ pub fn print_row(schedule: Schedule, r: Row, ok: bool) {
             .map_or_else(|| "n/a".to_string(), |k| format!("{k:.2}")),
         r.wall_ms,
         r.edges as f64 / (ms * 1e-3) / 1e6,
-        r.bytes_per_iteration,
+        r.bytes_per_iteration(),
         if ok { "ok" } else { "FAILED" }
     );
 }

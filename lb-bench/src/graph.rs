@@ -4,7 +4,9 @@
 //! to its kernel time, and report traversed edges per second on both, the iterations, and the
 //! host↔device bytes per iteration.
 
-use lb::algorithms::{bfs, bfs_levels, bfs_unchecked, dijkstra, schedules, sssp, sssp_unchecked};
+use lb::algorithms::{
+    bfs, bfs_levels, bfs_unchecked, dijkstra, schedules, sssp, sssp_unchecked, Traversal,
+};
 use lb::prelude::*;
 use rand::seq::IndexedRandom;
 use rand::SeedableRng;
@@ -79,17 +81,6 @@ pub fn sources(g: &Csr<f32>, count: usize, seed: u64) -> Vec<usize> {
     picked
 }
 
-/// One traversal's outcome, common to both drivers.
-struct Traversal {
-    iterations: usize,
-    edges: u64,
-    elapsed_ms: Option<f32>,
-    wall_ms: f64,
-    bytes: u64,
-    /// Largest relative distance error (SSSP) or 0/∞ for depths that match / do not (BFS).
-    error: f64,
-}
-
 /// Which driver a row measures.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Driver {
@@ -119,7 +110,9 @@ enum Reference {
 }
 
 impl Reference {
-    /// One traversal from `source` with schedule `s`, through the driver `how`.
+    /// One traversal from `source` with schedule `s`, through the driver `how`, and its error
+    /// against the reference: the largest relative distance error (SSSP), or 0 / ∞ for depths
+    /// that match / do not (BFS).
     fn traverse(
         &self,
         dev: &Device,
@@ -127,7 +120,7 @@ impl Reference {
         source: usize,
         s: Schedule,
         how: Driver,
-    ) -> lb::Result<Traversal> {
+    ) -> lb::Result<(Traversal, f64)> {
         match self {
             Reference::Dist(want) => {
                 let run = match how {
@@ -136,14 +129,8 @@ impl Reference {
                     Driver::HostLoop => host_loop::sssp,
                 };
                 let r = run(dev, g, source, s)?;
-                Ok(Traversal {
-                    iterations: r.iterations,
-                    edges: r.edges,
-                    elapsed_ms: r.elapsed_ms,
-                    wall_ms: r.wall_ms,
-                    bytes: r.bytes_to_host + r.bytes_to_device,
-                    error: dist_error(&r.dist, want),
-                })
+                let error = dist_error(&r.dist, want);
+                Ok((r.run, error))
             }
             Reference::Depth(want) => {
                 let run = match how {
@@ -152,14 +139,8 @@ impl Reference {
                     Driver::HostLoop => host_loop::bfs,
                 };
                 let r = run(dev, g, source, s)?;
-                Ok(Traversal {
-                    iterations: r.iterations,
-                    edges: r.edges,
-                    elapsed_ms: r.elapsed_ms,
-                    wall_ms: r.wall_ms,
-                    bytes: r.bytes_to_host + r.bytes_to_device,
-                    error: if &r.depth == want { 0.0 } else { f64::INFINITY },
-                })
+                let error = if &r.depth == want { 0.0 } else { f64::INFINITY };
+                Ok((r.run, error))
             }
         }
     }
@@ -297,22 +278,20 @@ fn measure(
     let mut t = Totals::default();
     let mut timed = dev.is_gpu();
     for (source, reference) in references {
-        let first = match reference.traverse(dev, g, *source, s, how) {
+        let (first, error) = match reference.traverse(dev, g, *source, s, how) {
             Ok(t) => t,
             Err(e) => return r.failed(format!("source {source}: {e}")),
         };
         t.iterations += first.iterations;
         t.edges += first.edges;
-        t.error = t.error.max(first.error);
-        t.bytes_per_iteration = t
-            .bytes_per_iteration
-            .max(first.bytes as f64 / first.iterations.max(1) as f64);
-        if first.error > cli.tolerance {
-            r.max_rel_err = Some(first.error);
+        t.error = t.error.max(error);
+        t.bytes_per_iteration = t.bytes_per_iteration.max(first.bytes_per_iteration());
+        if error > cli.tolerance {
+            r.max_rel_err = Some(error);
             return r.failed(match reference {
                 Reference::Dist(_) => format!(
                     "source {source}: wrong distances: max relative error {:.2e} > {:.0e}",
-                    first.error, cli.tolerance
+                    error, cli.tolerance
                 ),
                 Reference::Depth(_) => format!("source {source}: wrong depths"),
             });
@@ -329,7 +308,7 @@ fn measure(
         let (mut kernel, mut wall) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
         for _ in 0..reps {
             match reference.traverse(dev, g, *source, s, how) {
-                Ok(run) => {
+                Ok((run, _)) => {
                     kernel.push(f64::from(run.elapsed_ms.unwrap_or(f32::NAN)));
                     wall.push(run.wall_ms);
                 }

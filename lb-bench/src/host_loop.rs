@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use lb::algorithms::{bfs_visit, sssp_relax, BfsResult, SsspResult, EDGE_SLOTS};
+use lb::algorithms::{bfs_visit, sssp_relax, BfsResult, SsspResult, Traversal, EDGE_SLOTS};
 use lb::prelude::*;
 use lb::{Error, Result};
 
@@ -23,7 +23,7 @@ pub fn sssp(dev: &Device, g: &DeviceCsr<f32>, source: usize, s: Schedule) -> Res
     let mut dist = dev.upload(&dist)?;
     let mut marks = dev.zeros::<u32>(g.num_rows())?;
     let mut attempt = 0u32;
-    let run = traverse(
+    let mut run = traverse(
         dev,
         g,
         source,
@@ -34,16 +34,9 @@ pub fn sssp(dev: &Device, g: &DeviceCsr<f32>, source: usize, s: Schedule) -> Res
             sssp_relax::launch_with(dev, s, g, frontier, dist, &mut marks, attempt, queue, edges)
         },
     )?;
-    Ok(SsspResult {
-        dist: dist.download()?,
-        iterations: run.iterations,
-        edges: run.edges,
-        retries: run.retries,
-        elapsed_ms: run.elapsed_ms,
-        wall_ms: clock.elapsed().as_secs_f64() * 1e3,
-        bytes_to_host: run.moved.to_host,
-        bytes_to_device: run.moved.to_device,
-    })
+    let dist = dist.download()?;
+    run.wall_ms = clock.elapsed().as_secs_f64() * 1e3;
+    Ok(SsspResult { dist, run })
 }
 
 /// `lb::algorithms::bfs` as a host-driven loop.
@@ -54,7 +47,7 @@ pub fn bfs(dev: &Device, g: &DeviceCsr<f32>, source: usize, s: Schedule) -> Resu
         .get_mut(source)
         .ok_or_else(|| Error::Shape(format!("source {source} is not a vertex")))? = 0;
     let mut depth = dev.upload(&depth)?;
-    let run = traverse(
+    let mut run = traverse(
         dev,
         g,
         source,
@@ -65,24 +58,9 @@ pub fn bfs(dev: &Device, g: &DeviceCsr<f32>, source: usize, s: Schedule) -> Resu
             bfs_visit::launch_with(dev, s, g, frontier, depth, level, queue, edges)
         },
     )?;
-    Ok(BfsResult {
-        depth: depth.download()?,
-        iterations: run.iterations,
-        edges: run.edges,
-        retries: run.retries,
-        elapsed_ms: run.elapsed_ms,
-        wall_ms: clock.elapsed().as_secs_f64() * 1e3,
-        bytes_to_host: run.moved.to_host,
-        bytes_to_device: run.moved.to_device,
-    })
-}
-
-struct Run {
-    iterations: usize,
-    edges: u64,
-    retries: usize,
-    elapsed_ms: Option<f32>,
-    moved: lb::Transferred,
+    let depth = depth.download()?;
+    run.wall_ms = clock.elapsed().as_secs_f64() * 1e3;
+    Ok(BfsResult { depth, run })
 }
 
 /// The host-driven frontier loop: `step(queue, frontier, state, edges, iteration)` runs one
@@ -99,7 +77,7 @@ fn traverse<T: lb::Element>(
         &mut DeviceBuffer<u64>,
         usize,
     ) -> Result<Launch>,
-) -> Result<Run> {
+) -> Result<Traversal> {
     let offsets = g.download()?.row_offsets;
     let mut queue = DeviceQueue::new(dev, g.num_rows().max(1))?;
     let mut snapshot = dev.zeros::<T>(state.len())?;
@@ -109,13 +87,7 @@ fn traverse<T: lb::Element>(
     let mut frontier = vec![source];
     // The iterations' traffic, as the device-resident drivers count theirs.
     let before = dev.transferred();
-    let mut run = Run {
-        iterations: 0,
-        edges: 0,
-        retries: 0,
-        elapsed_ms: None,
-        moved: lb::Transferred::default(),
-    };
+    let mut run = Traversal::default();
     while !frontier.is_empty() {
         let on_device = dev.upload(&frontier)?;
         dev.copy(state, &mut snapshot)?;
@@ -145,6 +117,8 @@ fn traverse<T: lb::Element>(
         frontier.sort_unstable();
         frontier.dedup();
     }
-    run.moved = dev.transferred().since(before);
+    let moved = dev.transferred().since(before);
+    run.bytes_to_host = moved.to_host;
+    run.bytes_to_device = moved.to_device;
     Ok(run)
 }
