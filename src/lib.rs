@@ -28,8 +28,9 @@
 //! # }
 //! ```
 //!
-//! `docs/architecture.md` describes the crates and the path of data; `docs/kernel-language.md`
-//! the Rust subset a kernel body may use.
+//! The [`guide`] walks through writing kernels, choosing a schedule, formats, streams, errors
+//! and testing on the simulator. `docs/architecture.md` describes the crates and the path of
+//! data; `docs/kernel-language.md` the Rust subset a kernel body may use.
 
 // Every unsafe block and impl says why it is sound, in a `// SAFETY:` comment above it.
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -42,6 +43,24 @@ pub use lb_runtime::*;
 extern crate self as lb;
 
 pub mod algorithms;
+
+/// The user guide: the pages of `docs/guide/`, one module each. Their examples are doc tests,
+/// run on the simulator where there is no GPU.
+#[doc = include_str!("../docs/guide/README.md")]
+pub mod guide {
+    #[doc = include_str!("../docs/guide/writing-kernels.md")]
+    pub mod writing_kernels {}
+    #[doc = include_str!("../docs/guide/schedules.md")]
+    pub mod schedules {}
+    #[doc = include_str!("../docs/guide/formats.md")]
+    pub mod formats {}
+    #[doc = include_str!("../docs/guide/streams.md")]
+    pub mod streams {}
+    #[doc = include_str!("../docs/guide/errors.md")]
+    pub mod errors {}
+    #[doc = include_str!("../docs/guide/simulator.md")]
+    pub mod simulator {}
+}
 
 /// The names a kernel file needs: the attribute, the formats, the device and the intrinsics.
 pub mod prelude {
