@@ -17,7 +17,7 @@ fn spmv(a: &Csr<f32>, p: &[f32], #[atom] nz: usize) -> f32 {
     a.values[nz] * p[a.col_indices[nz] as usize]
 }
 
-/// out[0] = u·v over a tile set of one row holding every index. nonzero_split gives each thread
+/// `out[0] = u·v` over a tile set of one row holding every index. nonzero_split gives each thread
 /// an equal share of that row and adds the shares in a fixed order without atomics, so a run is
 /// repeatable and the one long row keeps the whole grid busy.
 #[load_balanced(schedule = "nonzero_split", reduce = "sum", output = "out")]

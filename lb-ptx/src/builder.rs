@@ -1,5 +1,5 @@
 //! `KernelBuilder`: allocates registers, labels, params and shared arrays, emits instructions and
-//! structured control flow, and finishes into an [`ir::Kernel`] with exact register counts.
+//! structured control flow, and finishes into an [`crate::ir::Kernel`] with exact register counts.
 //!
 //! Control flow is token based (`if_begin` … `if_end`, `loop_begin` … `loop_end`) rather than
 //! closure based, so that code generators holding other state next to the builder can nest

@@ -103,7 +103,7 @@ const PARTIALS_TEMP: &str = "huge_partials";
 /// them.
 pub const LANE_THRESHOLD: u64 = CHUNK / 2;
 
-/// Atoms of one chunk with lanes, taken by one block ([`Split::walk_lanes`]).
+/// Atoms of one chunk with lanes, taken by one block (`Split::walk_lanes`).
 ///
 /// A block's pieces walk `LANE_CHUNK / P` atoms each (64 at 32 lanes, 256 at 128), long enough to
 /// amortize the block's tree of partials, short enough for a dependent chain of some tens of

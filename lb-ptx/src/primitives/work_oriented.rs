@@ -20,13 +20,13 @@
 //! equal outputs:
 //! 1. Thread: atoms left to right in registers. Every tile but the thread's first finished one
 //!    is complete and stored with a plain store; the first waits for its carry-in.
-//! 2. Block ([`block_carry`]): a segmented inclusive scan of the threads' partial values in
+//! 2. Block (`block_carry`): a segmented inclusive scan of the threads' partial values in
 //!    shared memory (a new segment at each thread that finished a tile). A thread completes its
 //!    first tile with the scan of the thread before it. The block's last scan value is its one
 //!    carry-out (key: the partial tile's position × lanes + lane); the first tile finished in
 //!    the block, which lacks the carries of earlier blocks, goes to the block's `head` slot
 //!    instead of the output (except in a lane's first block, which has no earlier blocks).
-//! 3. Grid ([`fixup_kernel`], two kernels of one thread per block slot): a segmented scan of
+//! 3. Grid (`fixup_kernel`, two kernels of one thread per block slot): a segmented scan of
 //!    the slots in fix-up blocks of `block` slots (a new segment at each key change), then for
 //!    each run of equal keys its last slot adds the scans at the ends of the earlier fix-up
 //!    blocks the run covers, then the head of the block after the run (the one that finished
@@ -219,7 +219,7 @@ pub struct Frame {
     pub atoms: Reg,
     /// `tiles + atoms` or `atoms`.
     pub work: Reg,
-    /// Work items per thread: an immediate, or with a frontier a register (see [`frame`]).
+    /// Work items per thread: an immediate, or with a frontier a register (see `frame`).
     pub per_thread: Operand,
     /// `items_per_thread × block`: the most work items a block takes without a frontier.
     pub capacity: i64,
@@ -653,7 +653,7 @@ fn stages_values(b: &KernelBuilder, body: &Body, f: &Frame) -> bool {
             <= SHARED_LIMIT
 }
 
-/// Whether a body's values may be staged at all (see [`stages_values`]): it reduces, reads
+/// Whether a body's values may be staged at all (see `stages_values`): it reduces, reads
 /// neither its tile nor its rank, and there is no frontier.
 pub fn may_stage_values(body: &Body, frontier: bool) -> bool {
     body.reduce.is_some()

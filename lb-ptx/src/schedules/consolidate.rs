@@ -38,7 +38,7 @@
 //! Child mapping: one warp per buffered tile; lane `l` takes atoms `begin + l, begin + l + 32, …`
 //! in order, keeping a partial, and a fixed butterfly combines the 32 partials; lane 0 stores.
 //! With `lanes`, the warp's threads take the tile's lanes instead (1, 2 or 4 each, picked in the
-//! kernel by the lane count) and walk its atoms in order ([`child_lanes`]); the parent still
+//! kernel by the lane count) and walk its atoms in order (`child_lanes`); the parent still
 //! takes small tiles as (tile, lane) items.
 //! Determinism: a tile's result depends only on the tile (small: the sequential loop, bitwise
 //! the CPU reference; large: the fixed strided-then-butterfly order), never on which warp or

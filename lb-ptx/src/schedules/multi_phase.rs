@@ -39,7 +39,7 @@
 //! round instead: the next round's exchange must not overwrite a slot another warp still reads).
 //!
 //! **Determinism.** A thread still sums its atoms left to right in registers; the rounds of a
-//! block are chained ([`work_oriented::Chain`]): a round's segmented scan starts from the carry of
+//! block are chained (`work_oriented::Chain`): a round's segmented scan starts from the carry of
 //! the rounds before it, so the block writes one carry slot and the fix-up is `two_phase`'s. Equal
 //! inputs give bitwise equal outputs; the order of the summation differs from `two_phase`'s only
 //! in where thread shares begin.
