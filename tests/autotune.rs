@@ -2,7 +2,7 @@
 //! busiest thread's instructions, so every choice is deterministic: the first launch on a tile
 //! set runs every candidate and keeps the cheapest (checked against each schedule launched by
 //! name), later launches reuse it, a new tile set tunes again, a tuning file carries the choice
-//! to another device and survives garbage, and kernels whose runs could not be repeated safely
+//! to another device and to another process and survives garbage, and kernels whose runs could not be repeated safely
 //! keep the heuristic and leave exactly one launch's result. The `gpu_*` twin (ignored without a
 //! GPU; `scripts/gpu-run.sh` runs it) tunes by CUDA-event time.
 
@@ -140,6 +140,62 @@ fn a_tuning_file_carries_the_choice_to_another_device_and_survives_garbage() {
         third.picked
     );
     std::fs::remove_file(&path).unwrap();
+}
+
+/// One tuned-or-persisted SpMV on a fresh simulator device through the tuning file `path`, on
+/// the matrix of `seed`, checked against the reference.
+fn persisted_launch(path: std::path::PathBuf, seed: u64) -> Launch {
+    let dev = Device::simulator();
+    dev.set_tuning(Tuning::Tune);
+    dev.set_tuning_file(Some(path));
+    let a = random_csr(Shape::OneGiantRow, 180, 120, seed);
+    let x = random_vec(a.num_cols, seed ^ 3);
+    let da = DeviceCsr::upload(&dev, &a).unwrap();
+    let dx = dev.upload(&x).unwrap();
+    let mut dy = dev.zeros::<f32>(a.num_rows).unwrap();
+    let l = spmv::launch(&dev, &da, &dx, &mut dy).unwrap();
+    assert_spmv_close(&a, &x, &dy.download().unwrap(), "launch");
+    l
+}
+
+/// The tuning file across processes: this process measures and appends its choice to a file that
+/// already holds a torn last line (a writer killed mid-line); a second process (this test binary
+/// run again, on this test alone, with the file, the matrix's seed and the choice in its
+/// environment) reads the file and reuses the choice without measuring.
+#[test]
+fn a_second_process_reuses_the_persisted_choice() {
+    const NAME: &str = "a_second_process_reuses_the_persisted_choice";
+    if let Some(path) = std::env::var_os("LB_AUTOTUNE_CHILD_FILE") {
+        let var = |name: &str| std::env::var(name).expect("set by the parent process");
+        let seed: u64 = var("LB_AUTOTUNE_CHILD_SEED").parse().unwrap();
+        let l = persisted_launch(path.into(), seed);
+        assert_eq!(l.picked, Picked::Persisted);
+        assert_eq!(l.schedule, var("LB_AUTOTUNE_CHILD_SCHEDULE"));
+        return;
+    }
+    let path = temp_file("process");
+    std::fs::write(&path, "garbage\tthat was cut off mid-li").unwrap();
+    let seed = seed();
+    let first = persisted_launch(path.clone(), seed);
+    assert!(
+        matches!(first.picked, Picked::Tuned(_)),
+        "{:?}",
+        first.picked
+    );
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", NAME, "--nocapture"])
+        .env("LB_AUTOTUNE_CHILD_FILE", &path)
+        .env("LB_AUTOTUNE_CHILD_SEED", seed.to_string())
+        .env("LB_AUTOTUNE_CHILD_SCHEDULE", first.schedule.as_ref())
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "the second process failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

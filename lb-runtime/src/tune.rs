@@ -11,7 +11,7 @@
 //! several times.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, Once};
 
@@ -175,6 +175,9 @@ fn read_file(path: &Path) -> HashMap<String, String> {
     entries
 }
 
+/// Appends `key → schedule` as one line, in one write (so that processes appending at once do
+/// not interleave within a line), after a newline if the file ends in a torn line (a writer
+/// stopped mid-line), which would otherwise swallow this entry.
 fn append_file(path: &Path, key: &str, schedule: Schedule) {
     let written = path
         .parent()
@@ -182,16 +185,36 @@ fn append_file(path: &Path, key: &str, schedule: Schedule) {
         .and_then(|()| {
             std::fs::OpenOptions::new()
                 .create(true)
+                .read(true)
                 .append(true)
                 .open(path)
         })
-        .and_then(|mut f| writeln!(f, "{key}\t{}", schedule.name()));
+        .and_then(|mut f| {
+            let torn = ends_mid_line(&mut f)?;
+            let line = format!(
+                "{}{key}\t{}\n",
+                if torn { "\n" } else { "" },
+                schedule.name()
+            );
+            f.write_all(line.as_bytes())
+        });
     if let Err(e) = written {
         warn(format!(
             "cannot write the tuning file {}: {e}",
             path.display()
         ));
     }
+}
+
+/// Whether `f` is non-empty and its last byte is not a newline.
+fn ends_mid_line(f: &mut std::fs::File) -> std::io::Result<bool> {
+    if f.metadata()?.len() == 0 {
+        return Ok(false);
+    }
+    f.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8; 1];
+    f.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
 }
 
 /// The choice the tuning file holds for `key`, if it names a schedule of the kernel.
