@@ -115,9 +115,16 @@ fn without_left_out(mut args: Args, generated: &SafeGenerated) -> syn::Result<Ar
 /// own words.
 pub fn fallback(attr: TokenStream, item: TokenStream, error: syn::Error) -> TokenStream {
     let errors = error.to_compile_error();
+    let stand_in = stand_in(attr, item);
+    quote! { #errors #stand_in }
+}
+
+/// The items [`fallback`] stands in with, without its errors: for the other instantiations of a
+/// generic kernel whose first one failed (the same mistake, reported once).
+pub fn stand_in(attr: TokenStream, item: TokenStream) -> TokenStream {
     let Ok(mut func) = syn::parse2::<ItemFn>(item) else {
         // Not a function: there is nothing to stand in for.
-        return errors;
+        return TokenStream::new();
     };
     let known = attr::parse(attr)
         .ok()
@@ -130,7 +137,7 @@ pub fn fallback(attr: TokenStream, item: TokenStream, error: syn::Error) -> Toke
     let mut stub = user_fn(&func);
     stub.attrs
         .push(syn::parse_quote!(#[allow(unused_variables)]));
-    quote! { #errors #stub #module }
+    quote! { #stub #module }
 }
 
 /// The user's function without the role attributes, which are not real attributes.

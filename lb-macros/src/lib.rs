@@ -8,6 +8,8 @@
 //! IR), `expand` (the emitted items), `epilogue` (the attribute's epilogue closure, through the
 //! same `check` and `lower`). `front` runs `attr`, `parse`, `check` and `epilogue` as one error
 //! context: independent mistakes are reported together, one mistake once; nothing panics.
+//! `generic` comes first: a kernel generic over its element type is expanded once per type
+//! listed in `types`.
 
 mod attr;
 mod check;
@@ -15,6 +17,7 @@ mod depth;
 mod epilogue;
 mod expand;
 mod front;
+mod generic;
 mod lower;
 mod parse;
 mod typed;
@@ -31,6 +34,7 @@ mod proof_tests;
 mod tests;
 
 use proc_macro::TokenStream;
+use proc_macro2::TokenStream as TokenStream2;
 
 /// Generates a load-balanced GPU kernel family from the function computing one atom.
 ///
@@ -41,7 +45,10 @@ use proc_macro::TokenStream;
 /// }
 /// ```
 ///
-/// Keys: `schedule` (a name, `"a, b"`, or `"auto"` for every built-in schedule; the default),
+/// Keys: `types` (for a kernel generic over its element type, `fn spmv<T>(a: &Csr<T>, x: &[T],
+/// …) -> T`: the types to instantiate it for, `"f32, f64"`; each instantiation is the kernel
+/// family `spmv_f32`, … with `T` replaced everywhere, and a module `spmv` names them `spmv::f32`,
+/// …), `schedule` (a name, `"a, b"`, or `"auto"` for every built-in schedule; the default),
 /// `reduce` (`"sum"`, `"min"`, `"max"`) with `output` (the output slice's name) and optionally
 /// `epilogue` (a closure `|tile, value| ...`, or `|tile, value, old| ...` reading the output's
 /// old value, applied once to each tile's final value; see docs/kernel-language.md), `tiles` (a
@@ -107,8 +114,33 @@ pub fn load_balanced(attr: TokenStream, item: TokenStream) -> TokenStream {
         proc_macro2::TokenStream::from(attr),
         proc_macro2::TokenStream::from(item),
     );
-    match expand::expand(attr.clone(), item.clone()) {
-        Ok(tokens) => tokens.into(),
+    match generic::instances(&attr, &item) {
+        Ok(None) => expand_one(attr, item).0.into(),
+        Ok(Some((instances, wrapper))) => {
+            let mut out = TokenStream2::new();
+            let mut failed = false;
+            for instance in instances {
+                if failed {
+                    // A mistake of the first type is every type's mistake: reported once, the
+                    // other types stand in without it.
+                    out.extend(expand::stand_in(instance.attr, instance.item));
+                    continue;
+                }
+                let (tokens, ok) = expand_one(instance.attr, instance.item);
+                out.extend(tokens);
+                failed = !ok;
+            }
+            out.extend(wrapper);
+            out.into()
+        }
         Err(error) => expand::fallback(attr, item, error).into(),
+    }
+}
+
+/// One kernel's expansion, or its compile errors with stand-in items (and `false`).
+fn expand_one(attr: TokenStream2, item: TokenStream2) -> (TokenStream2, bool) {
+    match expand::expand(attr.clone(), item.clone()) {
+        Ok(tokens) => (tokens, true),
+        Err(error) => (expand::fallback(attr, item, error), false),
     }
 }
