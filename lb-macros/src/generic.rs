@@ -75,6 +75,11 @@ pub fn instances(
             f.sig.generics = syn::Generics::default();
             sub.visit_item_fn_mut(&mut f);
             f.sig.ident = format_ident!("{}_{}", func.sig.ident, ty);
+            // What is general code for `T` may be a no-op for one type (`0 as T` for `i64`,
+            // `v > T::MAX` for an integer): not the user's mistake.
+            f.attrs.push(syn::parse_quote!(
+                #[allow(clippy::unnecessary_cast, clippy::absurd_extreme_comparisons)]
+            ));
             // The epilogue closure may name the element type too.
             let mut attr = rest.clone();
             for meta in attr.iter_mut() {
