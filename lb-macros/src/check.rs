@@ -930,18 +930,10 @@ impl Checker<'_> {
                 "type arguments on methods are not supported in a kernel body",
             );
         }
-        let (method, arity) = match name.as_str() {
-            "len" => (None, 0),
-            "abs" => (Some(Method::Abs), 0),
-            "sqrt" => (Some(Method::Sqrt), 0),
-            "min" => (Some(Method::Min), 1),
-            "max" => (Some(Method::Max), 1),
-            "mul_add" => (Some(Method::MulAdd), 2),
-            _ => {
-                return self.err_at(&m.method,
-                    format!("method `{name}` is not supported in a kernel body: the supported methods are `min`, `max`, `abs`, `sqrt`, `mul_add` and `len` (on slices)"),
-                )
-            }
+        let Some((method, arity)) = method_named(&name) else {
+            return self.err_at(&m.method,
+                format!("method `{name}` is not supported in a kernel body: the supported methods are {METHODS} and `len` (on slices)"),
+            );
         };
         if m.args.len() != arity {
             return self.err_at(&m, format!("`{name}` takes {arity} argument(s)"));
@@ -963,17 +955,24 @@ impl Checker<'_> {
             receiver.ty
         } else {
             let t = self.receiver_type(receiver.ty, &m.receiver, &name)?;
-            let ok = match name.as_str() {
-                "min" | "max" => t != STy::Bool,
-                "abs" => t.is_signed(),
-                _ => t.is_float(),
-            };
-            if !ok {
+            if !method_accepts(method, t) {
                 return self.err_at(
                     &m.method,
                     format!(
-                        "`{name}` is not available on `{}` in a kernel body",
-                        t.name()
+                        "`{name}` is not available on `{}` in a kernel body{}",
+                        t.name(),
+                        method_types(method)
+                    ),
+                );
+            }
+            if t == STy::F64 && method.is_f32_only() {
+                return self.err_at(
+                    &m.method,
+                    format!(
+                        "`{name}` on `f64` is not supported in a kernel body: PTX approximates \
+                         the transcendental functions in `f32` only; compute in `f32` \
+                         (`(x as f32).{name}(..) as f64`) if its precision is enough \
+                         (docs/kernel-language.md)"
                     ),
                 );
             }
@@ -982,10 +981,20 @@ impl Checker<'_> {
         let mut all = vec![receiver];
         for (a, v) in m.args.iter().zip(args) {
             if let Some(v) = &v {
-                self.expect(v.ty, rv, &a, "the receiver's type");
+                match method_arg(method) {
+                    Some(t) => {
+                        let want = self.known(t);
+                        self.expect(v.ty, want, &a, &format!("`{name}`'s argument `{}`", t.name()));
+                    }
+                    None => self.expect(v.ty, rv, &a, "the receiver's type"),
+                }
             }
             all.push(self.or_error(v));
         }
+        let rv = match method {
+            Method::LeadingZeros | Method::TrailingZeros | Method::CountOnes => self.known(STy::U32),
+            _ => rv,
+        };
         Some(TExpr {
             kind: TExprKind::Method { method, args: all },
             ty: rv,

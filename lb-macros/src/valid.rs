@@ -2,7 +2,7 @@
 //! intrinsics, constants and tile-set fields a body may use, what each operator requires of its
 //! operands, and the message for everything else (`check` walks the body and applies them).
 
-use lb_ptx::body::{AtomicOp, BinaryOp, CsrField, Lit, TileSetKind};
+use lb_ptx::body::{AtomicOp, BinaryOp, CsrField, Lit, Method, TileSetKind};
 use syn::{BinOp, Expr};
 
 use crate::types::STy;
@@ -250,4 +250,77 @@ pub(crate) fn compound(op: &BinOp) -> Option<BinaryOp> {
         BinOp::ShrAssign(_) => BinaryOp::Shr,
         _ => return None,
     })
+}
+
+/// The methods a body may call, for messages.
+pub(crate) const METHODS: &str = "`min`, `max`, `abs`, `sqrt`, `mul_add`, `clamp`, `floor`, \
+    `ceil`, `round`, `trunc`, `powi`, `exp`, `exp2`, `ln`, `log2`, `powf`, `sin`, `cos`, `tanh` \
+    (floats), `pow`, `leading_zeros`, `trailing_zeros`, `count_ones` (integers)";
+
+/// The method of this name and how many arguments it takes besides the receiver; `None` as
+/// the method for `len`, which is not a [`Method`] but a slice's length.
+pub(crate) fn method_named(name: &str) -> Option<(Option<Method>, usize)> {
+    let m = match name {
+        "len" => return Some((None, 0)),
+        "abs" => Method::Abs,
+        "sqrt" => Method::Sqrt,
+        "min" => Method::Min,
+        "max" => Method::Max,
+        "mul_add" => Method::MulAdd,
+        "clamp" => Method::Clamp,
+        "floor" => Method::Floor,
+        "ceil" => Method::Ceil,
+        "round" => Method::Round,
+        "trunc" => Method::Trunc,
+        "powi" => Method::Powi,
+        "exp" => Method::Exp,
+        "exp2" => Method::Exp2,
+        "ln" => Method::Ln,
+        "log2" => Method::Log2,
+        "powf" => Method::Powf,
+        "sin" => Method::Sin,
+        "cos" => Method::Cos,
+        "tanh" => Method::Tanh,
+        "pow" => Method::Pow,
+        "leading_zeros" => Method::LeadingZeros,
+        "trailing_zeros" => Method::TrailingZeros,
+        "count_ones" => Method::CountOnes,
+        _ => return None,
+    };
+    Some((Some(m), m.arity() - 1))
+}
+
+/// Whether `method` exists on a receiver of type `t` (as in Rust's std).
+pub(crate) fn method_accepts(method: Method, t: STy) -> bool {
+    match method {
+        Method::Min | Method::Max | Method::Clamp => t != STy::Bool,
+        Method::Abs => t.is_signed(),
+        Method::Pow | Method::LeadingZeros | Method::TrailingZeros | Method::CountOnes => {
+            t.is_int()
+        }
+        _ => t.is_float(),
+    }
+}
+
+/// The receiver types of `method`, for the message when it is called on another.
+pub(crate) fn method_types(method: Method) -> &'static str {
+    match method {
+        Method::Min | Method::Max | Method::Clamp => "",
+        Method::Abs => ": it is defined on i32, i64, f32, f64",
+        Method::Pow | Method::LeadingZeros | Method::TrailingZeros | Method::CountOnes => {
+            ": it is defined on the integer types"
+        }
+        m if m.is_f32_only() => ": it is defined on `f32` (and `f64` in Rust, but not on the GPU)",
+        _ => ": it is defined on f32, f64",
+    }
+}
+
+/// The type of `method`'s arguments when it is not the receiver's: `powi`'s `i32`, `pow`'s
+/// `u32`.
+pub(crate) fn method_arg(method: Method) -> Option<STy> {
+    match method {
+        Method::Powi => Some(STy::I32),
+        Method::Pow => Some(STy::U32),
+        _ => None,
+    }
 }

@@ -205,6 +205,7 @@ pub enum BinaryOp {
 }
 
 /// Float and integer methods of the body subset (`x.min(y)`, `x.sqrt()`, `x.mul_add(a, b)`).
+/// The receiver is the first operand; the result has the expression's type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Method {
     Min,
@@ -213,6 +214,58 @@ pub enum Method {
     Sqrt,
     /// `a.mul_add(b, c)`: one fused rounding, as in Rust.
     MulAdd,
+    /// `x.clamp(lo, hi)` (floats and integers): `lo` below `lo`, `hi` above `hi`, NaN stays NaN.
+    Clamp,
+    /// Floats: rounding to an integer in the same type (`round`: half away from zero).
+    Floor,
+    Ceil,
+    Round,
+    Trunc,
+    /// `x.powi(n)` with `n: i32` (floats), by repeated squaring.
+    Powi,
+    /// `f32` only: the transcendental functions, lowered to the hardware approximations.
+    Exp,
+    Exp2,
+    Ln,
+    Log2,
+    /// `x.powf(y)`.
+    Powf,
+    Sin,
+    Cos,
+    Tanh,
+    /// `x.pow(e)` with `e: u32` (integers), wrapping.
+    Pow,
+    /// Integers; the result is a `u32`.
+    LeadingZeros,
+    TrailingZeros,
+    CountOnes,
+}
+
+impl Method {
+    /// How many operands it takes, the receiver included.
+    pub fn arity(self) -> usize {
+        match self {
+            Method::MulAdd | Method::Clamp => 3,
+            Method::Min | Method::Max | Method::Powi | Method::Powf | Method::Pow => 2,
+            _ => 1,
+        }
+    }
+
+    /// The transcendental functions that only `f32` has on the GPU (PTX approximates them in
+    /// single precision only).
+    pub fn is_f32_only(self) -> bool {
+        matches!(
+            self,
+            Method::Exp
+                | Method::Exp2
+                | Method::Ln
+                | Method::Log2
+                | Method::Powf
+                | Method::Sin
+                | Method::Cos
+                | Method::Tanh
+        )
+    }
 }
 
 /// Atomic read-modify-writes on a slice element; they return the old value.
