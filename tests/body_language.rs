@@ -223,7 +223,97 @@ fn math_functions_match_the_reference_within_the_documented_bounds() {
 /// or the CUDA toolkit provides it).
 #[test]
 fn every_module_assembles() {
-    for (name, ptx) in [("math", math::PTX)] {
+    for (name, ptx) in [("math", math::PTX), ("loops", loops::PTX)] {
         lb_ptx::ptxas::assert_assembles(name, ptx);
+    }
+}
+
+// ---- loops ----
+
+/// Per atom: a Collatz-style `while` loop with `continue`, a `loop` left by `break`, a labeled
+/// `break` out of nested `for` loops, and an early `return` from inside a loop.
+#[load_balanced(schedule = "thread_mapped, merge_path, warp_mapped, lrb", reduce = "sum", output = "y")]
+fn loops(a: &Csr<f32>, #[atom] nz: usize) -> u64 {
+    let mut n = a.col_indices[nz] as u64 + 1;
+    let mut steps = 0u64;
+    let mut odd = 0u64;
+    while n != 1 {
+        steps += 1;
+        if n % 2 == 0 {
+            n /= 2;
+            continue;
+        }
+        odd += 1;
+        n = 3 * n + 1;
+    }
+    let mut k = 0u64;
+    loop {
+        k += 3;
+        if k > steps {
+            break;
+        }
+    }
+    let mut found = 0u64;
+    'outer: for i in 0..10u64 {
+        for j in 0..10u64 {
+            if i * j > odd {
+                found = i * 16 + j;
+                break 'outer;
+            }
+            if j > i {
+                continue 'outer;
+            }
+        }
+    }
+    for i in 0..1000u64 {
+        if i * i >= steps {
+            return steps * 1000000 + odd * 10000 + k * 100 + found + i;
+        }
+    }
+    0
+}
+
+/// The same computation, written independently: recursion and iterators instead of loops.
+fn loops_reference(col: u32) -> u64 {
+    fn collatz(n: u64, steps: u64, odd: u64) -> (u64, u64) {
+        match n {
+            1 => (steps, odd),
+            n if n % 2 == 0 => collatz(n / 2, steps + 1, odd),
+            n => collatz(3 * n + 1, steps + 1, odd + 1),
+        }
+    }
+    let (steps, odd) = collatz(u64::from(col) + 1, 0, 0);
+    let k = (steps / 3 + 1) * 3;
+    // The first (i, j) in the order the loops visit them: j runs to i + 1 (tested, then the
+    // outer loop goes on).
+    let found = (0..10u64)
+        .flat_map(|i| (0..=(i + 1).min(9)).map(move |j| (i, j)))
+        .find(|&(i, j)| i * j > odd)
+        .map_or(0, |(i, j)| i * 16 + j);
+    let i = (0..1000u64).find(|i| i * i >= steps).expect("steps < 10^6");
+    steps * 1000000 + odd * 10000 + k * 100 + found + i
+}
+
+#[test]
+fn loops_with_break_and_continue_match_the_reference() {
+    let seed = fresh_seed();
+    let dev = Device::simulator();
+    for (shape, a) in matrices(seed) {
+        let expected: Vec<u64> = (0..a.num_rows)
+            .map(|r| {
+                (a.row_offsets[r]..a.row_offsets[r + 1])
+                    .map(|nz| loops_reference(a.col_indices[nz]))
+                    .sum()
+            })
+            .collect();
+        let mut cpu = vec![0u64; a.num_rows];
+        loops::cpu(&a, &mut cpu);
+        assert_eq!(cpu, expected, "cpu {shape:?} seed {seed}");
+        let da = DeviceCsr::upload(&dev, &a).unwrap();
+        for &s in loops::SCHEDULES {
+            let mut dy = dev.zeros::<u64>(a.num_rows).unwrap();
+            loops::launch_with(&dev, s, &da, &mut dy).unwrap();
+            assert_eq!(dy.download().unwrap(), expected, "{} {shape:?} seed {seed}", s.name());
+        }
     }
 }

@@ -75,6 +75,9 @@ struct Checker<'a> {
     reqs: Vec<(Var, Req, TokenStream, &'static str)>,
     casts: Vec<(Var, STy, TokenStream)>,
     ret: Option<Var>,
+    /// The loops around the statement being checked, innermost last, with their labels; a
+    /// helper function's body starts a list of its own (`break` cannot leave a function).
+    loops: Vec<Option<String>>,
     errors: Errors,
 }
 
@@ -89,6 +92,7 @@ pub fn check(sig: &Sig, block: &syn::Block) -> syn::Result<Typed> {
         reqs: Vec::new(),
         casts: Vec::new(),
         ret: None,
+        loops: Vec::new(),
         errors: Errors::default(),
     };
     c.ret = sig.ret.map(|t| c.known(t));
@@ -241,7 +245,8 @@ impl Checker<'_> {
         let mut out = Vec::new();
         for (i, s) in block.stmts.iter().enumerate() {
             match s {
-                Stmt::Expr(e, None) if tail && i + 1 == n => {
+                // A tail `loop` is left only by `return` (rustc types it `!`): a statement.
+                Stmt::Expr(e, None) if tail && i + 1 == n && !matches!(e, Expr::Loop(_)) => {
                     if let Some(v) = self.value(e) {
                         if let Some(r) = self.ret {
                             self.expect(v.ty, r, &e, "the function's return type");
@@ -383,6 +388,10 @@ impl Checker<'_> {
                 }
             }
             Expr::ForLoop(f) => self.for_loop(f, out),
+            Expr::While(w) => self.while_loop(w, out),
+            Expr::Loop(l) => self.endless_loop(l, out),
+            Expr::Break(b) => self.break_continue(b.label.as_ref(), b.expr.is_some(), &b, true, out),
+            Expr::Continue(c) => self.break_continue(c.label.as_ref(), false, &c, false, out),
             // Its scope ends with it, so its statements can join the enclosing list.
             Expr::Block(b) if b.label.is_none() => self.block_stmts(&b.block, out),
             Expr::Return(r) => self.ret(r, out),
@@ -423,12 +432,6 @@ impl Checker<'_> {
     }
 
     fn for_loop(&mut self, f: &syn::ExprForLoop, out: &mut Vec<TStmt>) {
-        if let Some(l) = &f.label {
-            self.report(
-                &l,
-                "loop labels are not supported in a kernel body (there is no `break`)",
-            );
-        }
         let range = match strip(&f.expr) {
             Expr::Range(r) if r.start.is_some() && r.end.is_some() => r,
             other => {
@@ -461,7 +464,7 @@ impl Checker<'_> {
                 "a `for` loop variable must be a simple name: `for i in a..b`",
             ),
         };
-        let body = self.block(&f.body);
+        let body = self.loop_body(f.label.as_ref(), &f.body, Vec::new());
         self.scopes.pop();
         if let (Some(var), Some(start), Some(end)) = (bound, sv, ev) {
             out.push(TStmt::For {
@@ -472,6 +475,93 @@ impl Checker<'_> {
                 body,
             });
         }
+    }
+
+    /// A loop's body in a scope of its own, after `first` (a `while`'s test), with the loop
+    /// (and its label) visible to the `break`s and `continue`s inside.
+    fn loop_body(
+        &mut self,
+        label: Option<&syn::Label>,
+        body: &syn::Block,
+        first: Vec<TStmt>,
+    ) -> Vec<TStmt> {
+        self.loops
+            .push(label.map(|l| l.name.ident.to_string()));
+        let mut out = first;
+        self.block_stmts(body, &mut out);
+        self.loops.pop();
+        out
+    }
+
+    /// `while cond { body }`: a loop whose body starts by leaving it when `cond` is false.
+    fn while_loop(&mut self, w: &syn::ExprWhile, out: &mut Vec<TStmt>) {
+        let cond = self.cond(&w.cond);
+        let first = match cond {
+            Some(cond) => {
+                let ty = cond.ty;
+                let not = TExpr {
+                    kind: TExprKind::Unary {
+                        op: UnaryOp::Not,
+                        arg: Box::new(cond),
+                    },
+                    ty,
+                };
+                vec![TStmt::If {
+                    cond: not,
+                    then: vec![TStmt::Break(0)],
+                    els: Vec::new(),
+                }]
+            }
+            None => Vec::new(),
+        };
+        let body = self.loop_body(w.label.as_ref(), &w.body, first);
+        out.push(TStmt::Loop { body });
+    }
+
+    /// `loop { body }`, left by `break` or `return` (or never: a GPU thread that never leaves it
+    /// hangs the launch, as in CUDA).
+    fn endless_loop(&mut self, l: &syn::ExprLoop, out: &mut Vec<TStmt>) {
+        let body = self.loop_body(l.label.as_ref(), &l.body, Vec::new());
+        out.push(TStmt::Loop { body });
+    }
+
+    /// `break` (`is_break`) or `continue`, with or without a label: the loop it leaves, counted
+    /// from the innermost.
+    fn break_continue(
+        &mut self,
+        label: Option<&syn::Lifetime>,
+        has_value: bool,
+        at: &dyn ToTokens,
+        is_break: bool,
+        out: &mut Vec<TStmt>,
+    ) {
+        let word = if is_break { "break" } else { "continue" };
+        if has_value {
+            self.report(at, "`break` with a value is not supported in a kernel body: assign the value to a local declared before the loop, then `break`");
+            return;
+        }
+        let depth = match label {
+            None if self.loops.is_empty() => {
+                self.report(at, format!("`{word}` outside of a loop"));
+                return;
+            }
+            None => 0,
+            Some(l) => {
+                let name = l.ident.to_string();
+                match self.loops.iter().rev().position(|x| x.as_deref() == Some(name.as_str())) {
+                    Some(d) => d,
+                    None => {
+                        self.report(l, format!("no enclosing loop is labeled `{l}` here"));
+                        return;
+                    }
+                }
+            }
+        };
+        out.push(if is_break {
+            TStmt::Break(depth as u32)
+        } else {
+            TStmt::Continue(depth as u32)
+        });
     }
 
     fn ret(&mut self, r: &syn::ExprReturn, out: &mut Vec<TStmt>) {

@@ -175,8 +175,7 @@ pub(crate) const ASSIGN_TARGET_MSG: &str =
 /// The message for a construct outside the kernel subset: what it is and what to write instead.
 pub(crate) fn unsupported(e: &Expr) -> &'static str {
     match e {
-        Expr::While(_) => "`while` loops are not supported in a kernel body: use a bounded `for i in a..b` loop",
-        Expr::Loop(_) => "`loop` is not supported in a kernel body: use a bounded `for i in a..b` loop",
+        Expr::While(_) | Expr::Loop(_) => "a loop cannot be used as a value in a kernel body: write it as a statement and assign the value to a local declared before it",
         Expr::Match(_) => "`match` is not supported in a kernel body: use `if` / `else if` / `else`",
         Expr::Closure(_) => "closures are not supported in a kernel body: write the computation inline",
         Expr::Macro(_) => MACRO_MSG,
@@ -187,8 +186,7 @@ pub(crate) fn unsupported(e: &Expr) -> &'static str {
         Expr::Try(_) => "`?` is not supported in a kernel body: there are no `Result`s on the GPU",
         Expr::Unsafe(_) => "`unsafe` blocks are not supported in a kernel body: nothing in it needs `unsafe`",
         Expr::Async(_) | Expr::Await(_) => "`async` / `.await` are not supported in a kernel body",
-        Expr::Break(_) => "`break` is not supported in a kernel body: guard the rest of the loop with an `if`",
-        Expr::Continue(_) => "`continue` is not supported in a kernel body: guard the rest of the loop with an `if`",
+        Expr::Break(_) | Expr::Continue(_) => "`break` and `continue` are statements in a kernel body: write them in a block (`if c { break; }`)",
         Expr::Range(_) => "ranges are only supported as the bounds of a `for` loop in a kernel body",
         Expr::Let(_) => "`let` in expressions (`if let`, `while let`) is not supported in a kernel body: use `if` with a comparison",
         Expr::Block(_) => "a block cannot be used as a value in a kernel body: use `if` / `else`, or compute the value with `let` first",

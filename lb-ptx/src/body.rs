@@ -1,6 +1,7 @@
 //! The body IR: the work of one atom, as the macro lowers it from the user's Rust function.
 //!
-//! It is typed (every expression knows its `Ty`), has no block expressions other than `If`, and
+//! It is typed (every expression knows its `Ty`), has no block expressions other than `If` and
+//! `Block`, and
 //! refers to parameters by position. Schedules never look inside it: they ask `codegen` to emit it
 //! with the tile, atom, lane and rank registers they computed, and get back the atom's
 //! contribution when the body reduces.
@@ -333,6 +334,9 @@ pub enum ExprKind {
         then: Block,
         els: Block,
     },
+    /// A block used as a value: its statements, then its value (an inlined helper function's
+    /// call, a `match` used as a value).
+    Block(Block),
 }
 
 /// A block whose last expression (if any) is its value.
@@ -362,13 +366,21 @@ pub enum Stmt {
         then: Block,
         els: Block,
     },
-    /// `for var in start..end { body }` over integers of `var`'s type.
+    /// `for var in start..end { body }` over integers of `var`'s type. `Continue` goes on with
+    /// the next value.
     For {
         var: LocalId,
         start: Expr,
         end: Expr,
         body: Block,
     },
+    /// An endless loop (`loop`, and `while`, whose body starts by breaking out when its condition
+    /// is false): it is left by `Break`, `Return`, or never. `Continue` starts it over.
+    Loop { body: Block },
+    /// `break`: leaves the loop `n` levels out (0 the innermost `For` or `Loop`).
+    Break(u32),
+    /// `continue`: starts the next iteration of the loop `n` levels out.
+    Continue(u32),
     /// `return value;` (or the body's tail expression): the atom's contribution.
     Return(Option<Expr>),
     /// `queue.push(value);`: `queue` indexes `Body::params` (a `Queue`), `value` is a `U32`.
@@ -505,6 +517,8 @@ impl Block {
                     Stmt::For {
                         start, end, body, ..
                     } => start.any(stmt, expr) || end.any(stmt, expr) || body.any(stmt, expr),
+                    Stmt::Loop { body } => body.any(stmt, expr),
+                    Stmt::Break(_) | Stmt::Continue(_) => false,
                     Stmt::Return(value) => value.as_ref().is_some_and(|v| v.any(stmt, expr)),
                 }
         }) || self.value.as_deref().is_some_and(|v| v.any(stmt, expr))
@@ -832,6 +846,7 @@ impl Expr {
             ExprKind::If { cond, then, els } => {
                 cond.any(stmt, expr) || then.any(stmt, expr) || els.any(stmt, expr)
             }
+            ExprKind::Block(block) => block.any(stmt, expr),
         }
     }
 }

@@ -490,6 +490,7 @@ pub fn emit_body(
         locals,
         ret,
         end,
+        loops: Vec::new(),
     };
     let tail = lower.block(&body.block)?;
     if let (Some(v), Some((r, t))) = (tail, ret) {
@@ -522,14 +523,17 @@ struct Lower<'a> {
     locals: Vec<Reg>,
     ret: Option<(Reg, Ty)>,
     end: Label,
+    /// The loops around the statement being emitted, innermost last: where `continue` and
+    /// `break` go.
+    loops: Vec<(Label, Label)>,
 }
 
-/// Whether evaluating `e` may assign a local (only a value-`if` holds statements). When a later
+/// Whether evaluating `e` may assign a local (only a value-`if` or a block holds statements). When a later
 /// operand may, an earlier operand that is a local's register must be copied first, because Rust
 /// has already read it.
 fn may_assign(e: &Expr) -> bool {
     e.any(&mut |_| false, &mut |e| {
-        matches!(e.kind, ExprKind::If { .. })
+        matches!(e.kind, ExprKind::If { .. } | ExprKind::Block(_))
     })
 }
 
@@ -678,10 +682,33 @@ impl Lower<'_> {
                 let done = self.b.setp(Cmp::Ge, t, counter, end_r);
                 self.b.break_if(&scope, done, false);
                 self.b.mov_to(t, self.locals[*var], counter);
+                let next = self.b.label();
+                self.loops.push((next, scope.exit));
                 self.block(body)?;
+                self.loops.pop();
+                self.b.place(next);
                 self.b
                     .bin_to(BinOp::Add, t, counter, counter, Operand::Imm(1));
                 self.b.loop_end(scope);
+            }
+            Stmt::Loop { body } => {
+                let scope = self.b.loop_begin();
+                self.loops.push((scope.head, scope.exit));
+                self.block(body)?;
+                self.loops.pop();
+                self.b.loop_end(scope);
+            }
+            Stmt::Break(n) | Stmt::Continue(n) => {
+                let Some(&(next, exit)) = self
+                    .loops
+                    .len()
+                    .checked_sub(*n as usize + 1)
+                    .and_then(|i| self.loops.get(i))
+                else {
+                    return unsupported(format!("`break` or `continue` {n} loops out of {}", self.loops.len()));
+                };
+                let target = if matches!(s, Stmt::Break(_)) { exit } else { next };
+                self.b.bra(target);
             }
             Stmt::Return(value) => {
                 if let (Some(v), Some((r, t))) = (value, self.ret) {
@@ -841,6 +868,10 @@ impl Lower<'_> {
                 self.b.if_end(scope);
                 Ok(res)
             }
+            ExprKind::Block(block) => match self.block(block)? {
+                Some(v) => Ok(v),
+                None => unsupported("a block used as a value has no value"),
+            },
         }
     }
 
