@@ -223,7 +223,7 @@ fn math_functions_match_the_reference_within_the_documented_bounds() {
 /// or the CUDA toolkit provides it).
 #[test]
 fn every_module_assembles() {
-    for (name, ptx) in [("math", math::PTX), ("loops", loops::PTX)] {
+    for (name, ptx) in [("math", math::PTX), ("loops", loops::PTX), ("helpers", helpers::PTX)] {
         lb_ptx::ptxas::assert_assembles(name, ptx);
     }
 }
@@ -315,5 +315,98 @@ fn loops_with_break_and_continue_match_the_reference() {
             loops::launch_with(&dev, s, &da, &mut dy).unwrap();
             assert_eq!(dy.download().unwrap(), expected, "{} {shape:?} seed {seed}", s.name());
         }
+    }
+}
+
+// ---- helper functions ----
+
+/// Helpers declared inside the body: nested calls, a helper declared after its caller, early
+/// `return`s from inside a loop, a helper with a loop of its own.
+#[load_balanced(schedule = "thread_mapped, merge_path, warp_mapped, lrb", reduce = "sum", output = "y")]
+fn helpers(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+    fn sq(v: f32) -> f32 {
+        v * v
+    }
+    fn squash(v: f32) -> f32 {
+        if v == 0.0 {
+            return 0.0;
+        }
+        let mut m = v.abs();
+        while m > 1.0 {
+            m = half(m);
+        }
+        if v < 0.0 {
+            -m
+        } else {
+            m
+        }
+    }
+    fn half(v: f32) -> f32 {
+        v * 0.5
+    }
+    fn lowest_set_bit(k: u32) -> u32 {
+        let mut i = 0u32;
+        loop {
+            if i == 32 {
+                return 32;
+            }
+            if (k >> i) & 1 == 1 {
+                return i;
+            }
+            i += 1;
+        }
+    }
+    let v = a.values[nz] * x[a.col_indices[nz] as usize];
+    let t = v * 3.0;
+    sq(squash(t)) + lowest_set_bit(a.col_indices[nz]) as f32
+}
+
+fn helpers_reference(a: &Csr<f32>, x: &[f32], nz: usize) -> f64 {
+    let t = a.values[nz] * x[a.col_indices[nz] as usize] * 3.0;
+    // `t`'s magnitude brought into [0, 1] by halvings, its sign kept.
+    let m = f64::from(t.abs());
+    let m = if m > 1.0 { m / 2f64.powi(m.log2().ceil() as i32) } else { m };
+    f64::from(a.col_indices[nz].trailing_zeros()) + m * m
+}
+
+/// A reducing kernel's per-tile sums against `f64` references, through `cpu` and every schedule.
+fn check_sums(
+    what: &str,
+    expected: &[f64],
+    cpu: &[f32],
+    mut launch: impl FnMut(Schedule) -> Vec<f32>,
+    schedules: &[Schedule],
+) {
+    let close = |got: f32, want: f64| (f64::from(got) - want).abs() <= 1e-4 * (1.0 + want.abs());
+    for (r, &want) in expected.iter().enumerate() {
+        assert!(close(cpu[r], want), "{what} cpu: row {r}: {} vs {want}", cpu[r]);
+    }
+    for &s in schedules {
+        let y = launch(s);
+        for (r, &want) in expected.iter().enumerate() {
+            assert!(close(y[r], want), "{what} {}: row {r}: {} vs {want}", s.name(), y[r]);
+        }
+    }
+}
+
+#[test]
+fn helper_functions_are_inlined_at_every_call() {
+    let seed = fresh_seed();
+    let dev = Device::simulator();
+    for (shape, a) in matrices(seed) {
+        let x = common::random_vec(a.num_cols, seed ^ 0x5eed);
+        let expected: Vec<f64> = (0..a.num_rows)
+            .map(|r| (a.row_offsets[r]..a.row_offsets[r + 1]).map(|nz| helpers_reference(&a, &x, nz)).sum())
+            .collect();
+        let mut cpu = vec![0f32; a.num_rows];
+        helpers::cpu(&a, &x, &mut cpu);
+        let da = DeviceCsr::upload(&dev, &a).unwrap();
+        let dx = dev.upload(&x).unwrap();
+        let what = format!("helpers {shape:?} seed {seed}");
+        check_sums(&what, &expected, &cpu, |s| {
+            let mut dy = dev.zeros::<f32>(a.num_rows).unwrap();
+            helpers::launch_with(&dev, s, &da, &dx, &mut dy).unwrap();
+            dy.download().unwrap()
+        }, helpers::SCHEDULES);
     }
 }

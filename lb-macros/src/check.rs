@@ -11,7 +11,10 @@
 //! Every mistake is reported here, and once: a part already reported yields `None` (or an
 //! `Error` node where the walk goes on past it), and an error's type agrees with everything.
 
-use std::collections::HashMap;
+mod helpers;
+
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 use lb_ptx::body::{AtomicOp, CsrField, Lit, LocalId, Method, TileSetKind, UnaryOp};
 use proc_macro2::TokenStream;
@@ -78,6 +81,16 @@ struct Checker<'a> {
     /// The loops around the statement being checked, innermost last, with their labels; a
     /// helper function's body starts a list of its own (`break` cannot leave a function).
     loops: Vec<Option<String>>,
+    /// The helper functions visible here (`helpers`), innermost block last.
+    helpers: Vec<Rc<helpers::Helper>>,
+    /// Helpers whose body was checked once (their mistakes are reported at the first call).
+    checked_helpers: HashSet<String>,
+    /// The helpers being inlined, outermost first (a call of one of them is recursion).
+    inlining: Vec<String>,
+    /// The innermost helper being inlined.
+    frame: Option<helpers::Frame>,
+    /// Inside a helper: the kernel's parameters are out of scope.
+    hide_params: bool,
     errors: Errors,
 }
 
@@ -93,6 +106,11 @@ pub fn check(sig: &Sig, block: &syn::Block) -> syn::Result<Typed> {
         casts: Vec::new(),
         ret: None,
         loops: Vec::new(),
+        helpers: Vec::new(),
+        checked_helpers: HashSet::new(),
+        inlining: Vec::new(),
+        frame: None,
+        hide_params: false,
         errors: Errors::default(),
     };
     c.ret = sig.ret.map(|t| c.known(t));
@@ -216,11 +234,17 @@ impl Checker<'_> {
     }
 
     fn lookup_param(&self, name: &str) -> Option<usize> {
+        if self.hide_params {
+            return None;
+        }
         self.sig.params.iter().position(|p| p.ident == name)
     }
 
     /// Whether `name` is a parameter whose declaration was already reported.
     fn rejected(&self, name: &str) -> bool {
+        if self.hide_params {
+            return false;
+        }
         self.sig.rejected.iter().any(|r| r == name)
     }
 
@@ -243,6 +267,7 @@ impl Checker<'_> {
         let tail = tail_is_value(self.sig, block);
         let n = block.stmts.len();
         let mut out = Vec::new();
+        self.declare_helpers(&block.stmts);
         for (i, s) in block.stmts.iter().enumerate() {
             match s {
                 // A tail `loop` is left only by `return` (rustc types it `!`): a statement.
@@ -263,9 +288,11 @@ impl Checker<'_> {
     /// A block's statements in a scope of their own, appended to `out`.
     fn block_stmts(&mut self, block: &syn::Block, out: &mut Vec<TStmt>) {
         self.scopes.push(HashMap::new());
+        let mark = self.declare_helpers(&block.stmts);
         for s in &block.stmts {
             self.stmt(s, out);
         }
+        self.forget_helpers(mark);
         self.scopes.pop();
     }
 
@@ -278,8 +305,10 @@ impl Checker<'_> {
     fn stmt(&mut self, s: &Stmt, out: &mut Vec<TStmt>) {
         match s {
             Stmt::Local(l) => self.local(l, out),
+            // Declared when its block was entered, inlined at its calls.
+            Stmt::Item(syn::Item::Fn(_)) => {}
             Stmt::Item(item) => {
-                self.report(&item, "items (`fn`, `const`, `use`, `struct`, …) cannot be declared inside a kernel body: declare them outside and pass values as parameters");
+                self.report(&item, "items other than helper `fn`s (`const`, `use`, `struct`, …) cannot be declared inside a kernel body: declare them outside and pass values as parameters");
             }
             // A lone `;` (syn's empty verbatim expression): an empty statement, as in Rust.
             Stmt::Expr(Expr::Verbatim(tokens), Some(_)) if tokens.is_empty() => {}
@@ -396,6 +425,13 @@ impl Checker<'_> {
             Expr::Block(b) if b.label.is_none() => self.block_stmts(&b.block, out),
             Expr::Return(r) => self.ret(r, out),
             Expr::MethodCall(m) if m.method == "push" => self.push(m, out),
+            Expr::Call(c) if self.helper(&c.func).is_some() => {
+                if let Some(h) = self.helper(&c.func) {
+                    if let Some((stmts, _)) = self.inline(&h, c) {
+                        out.extend(stmts);
+                    }
+                }
+            }
             // Anything else is evaluated for its side effects (an atomic whose old value is not
             // needed); pure expressions are harmless.
             _ => {
@@ -565,6 +601,9 @@ impl Checker<'_> {
     }
 
     fn ret(&mut self, r: &syn::ExprReturn, out: &mut Vec<TStmt>) {
+        if self.helper_return(r, out) {
+            return;
+        }
         match (&r.expr, self.ret) {
             (Some(e), Some(rv)) => {
                 if let Some(v) = self.value(e) {
@@ -695,7 +734,10 @@ impl Checker<'_> {
             }
             Expr::Field(f) => self.field_value(f),
             Expr::MethodCall(m) => self.method(m),
-            Expr::Call(c) => self.call(c),
+            Expr::Call(c) => match self.helper(&c.func) {
+                Some(h) => self.helper_value(&h, c),
+                None => self.call(c),
+            },
             Expr::If(i) => self.if_value(i),
             Expr::Assign(_) => self.err_at(
                 &e,
@@ -1218,6 +1260,7 @@ impl Checker<'_> {
     /// A block used as a value: statements, then a tail expression.
     fn block_value(&mut self, block: &syn::Block) -> Option<TBlock> {
         self.scopes.push(HashMap::new());
+        let mark = self.declare_helpers(&block.stmts);
         let n = block.stmts.len();
         let mut stmts = Vec::new();
         for s in block.stmts.iter().take(n.saturating_sub(1)) {
@@ -1237,6 +1280,7 @@ impl Checker<'_> {
                 "this block is used as a value: end it with an expression",
             ),
         };
+        self.forget_helpers(mark);
         self.scopes.pop();
         Some(TBlock {
             stmts,
