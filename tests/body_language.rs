@@ -223,7 +223,7 @@ fn math_functions_match_the_reference_within_the_documented_bounds() {
 /// or the CUDA toolkit provides it).
 #[test]
 fn every_module_assembles() {
-    for (name, ptx) in [("math", math::PTX), ("loops", loops::PTX), ("helpers", helpers::PTX)] {
+    for (name, ptx) in [("math", math::PTX), ("loops", loops::PTX), ("helpers", helpers::PTX), ("matching", matching::PTX)] {
         lb_ptx::ptxas::assert_assembles(name, ptx);
     }
 }
@@ -408,5 +408,77 @@ fn helper_functions_are_inlined_at_every_call() {
             helpers::launch_with(&dev, s, &da, &dx, &mut dy).unwrap();
             dy.download().unwrap()
         }, helpers::SCHEDULES);
+    }
+}
+
+// ---- match ----
+
+/// `match` on integers, as a value and as a statement: literals, negative literals, `|`,
+/// inclusive and half-open ranges, a guard, a binding and `_`.
+#[load_balanced(schedule = "thread_mapped, merge_path, warp_mapped, lrb", reduce = "sum", output = "y")]
+fn matching(a: &Csr<f32>, #[atom] nz: usize) -> i64 {
+    let c = a.col_indices[nz] as i64 - 40;
+    let mut extra = 0i64;
+    match c % 5 {
+        0 => extra += 1000,
+        -1 | -2 => {
+            extra -= 7;
+        }
+        k if k > 2 => extra += k * 100,
+        _ => {}
+    }
+    let class = match c {
+        -40..=-21 => 1,
+        -20..0 => 2,
+        0 | 1 | 2 => 3,
+        3..=60 => 4 + c % 3,
+        other => other * 2,
+    };
+    class * 10 + extra
+}
+
+fn matching_reference(col: u32) -> i64 {
+    let c = i64::from(col) - 40;
+    let r = c % 5;
+    let extra = if r == 0 {
+        1000
+    } else if r == -1 || r == -2 {
+        -7
+    } else if r > 2 {
+        r * 100
+    } else {
+        0
+    };
+    let class = if (-40..=-21).contains(&c) {
+        1
+    } else if (-20..0).contains(&c) {
+        2
+    } else if (0..=2).contains(&c) {
+        3
+    } else if (3..=60).contains(&c) {
+        4 + c % 3
+    } else {
+        c * 2
+    };
+    class * 10 + extra
+}
+
+#[test]
+fn match_on_integers_matches_the_reference() {
+    let seed = fresh_seed();
+    let dev = Device::simulator();
+    for (shape, a) in matrices(seed) {
+        let expected: Vec<i64> = (0..a.num_rows)
+            .map(|r| (a.row_offsets[r]..a.row_offsets[r + 1]).map(|nz| matching_reference(a.col_indices[nz])).sum())
+            .collect();
+        let mut cpu = vec![0i64; a.num_rows];
+        matching::cpu(&a, &mut cpu);
+        assert_eq!(cpu, expected, "cpu {shape:?} seed {seed}");
+        let da = DeviceCsr::upload(&dev, &a).unwrap();
+        for &s in matching::SCHEDULES {
+            let mut dy = dev.zeros::<i64>(a.num_rows).unwrap();
+            matching::launch_with(&dev, s, &da, &mut dy).unwrap();
+            assert_eq!(dy.download().unwrap(), expected, "{} {shape:?} seed {seed}", s.name());
+        }
     }
 }

@@ -12,6 +12,7 @@
 //! `Error` node where the walk goes on past it), and an error's type agrees with everything.
 
 mod helpers;
+mod matching;
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -418,6 +419,7 @@ impl Checker<'_> {
             }
             Expr::ForLoop(f) => self.for_loop(f, out),
             Expr::While(w) => self.while_loop(w, out),
+            Expr::Match(m) => self.match_stmt(m, out),
             Expr::Loop(l) => self.endless_loop(l, out),
             Expr::Break(b) => self.break_continue(b.label.as_ref(), b.expr.is_some(), &b, true, out),
             Expr::Continue(c) => self.break_continue(c.label.as_ref(), false, &c, false, out),
@@ -739,6 +741,7 @@ impl Checker<'_> {
                 None => self.call(c),
             },
             Expr::If(i) => self.if_value(i),
+            Expr::Match(m) => self.match_value(m),
             Expr::Assign(_) => self.err_at(
                 &e,
                 "an assignment is a statement in a kernel body: end it with `;`",
@@ -751,7 +754,7 @@ impl Checker<'_> {
         match lit {
             syn::Lit::Bool(b) => Some(self.node(TExprKind::Lit(Lit::Bool(b.value)), STy::Bool)),
             syn::Lit::Int(i) => {
-                let Some(v) = i.base10_parse::<u128>().ok().and_then(|v| i128::try_from(v).ok()) else {
+                let Some(v) = i.base10_parse::<i128>().ok() else {
                     return self.err_at(&i, "integer literal too large for a kernel type");
                 };
                 let kind = TExprKind::Lit(Lit::Int(v));

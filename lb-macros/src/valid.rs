@@ -176,7 +176,6 @@ pub(crate) const ASSIGN_TARGET_MSG: &str =
 pub(crate) fn unsupported(e: &Expr) -> &'static str {
     match e {
         Expr::While(_) | Expr::Loop(_) => "a loop cannot be used as a value in a kernel body: write it as a statement and assign the value to a local declared before it",
-        Expr::Match(_) => "`match` is not supported in a kernel body: use `if` / `else if` / `else`",
         Expr::Closure(_) => "closures are not supported in a kernel body: write the computation inline",
         Expr::Macro(_) => MACRO_MSG,
         Expr::Tuple(_) => "tuples are not supported in a kernel body: use one `let` per value",
