@@ -790,7 +790,7 @@ impl Checker<'_> {
                 });
             }
             let Some(i) = self.lookup_param(&name) else {
-                if self.rejected(&name) {
+                if self.rejected(&name) || self.hidden_param(&ident, &name).is_some() {
                     return None;
                 }
                 return self.err_at(&ident,
@@ -905,7 +905,7 @@ impl Checker<'_> {
                     return self.err_at(&base, format!("`{name}` is a local scalar and cannot be indexed: index a slice parameter"));
                 }
                 let Some(i) = self.lookup_param(&name) else {
-                    if self.rejected(&name) {
+                    if self.rejected(&name) || self.hidden_param(&base, &name).is_some() {
                         return None;
                     }
                     return self.err_at(
@@ -958,7 +958,9 @@ impl Checker<'_> {
             _ => None,
         };
         let rejected = match strip(base) {
-            Expr::Path(p) => path_ident(p).is_some_and(|i| self.rejected(&i.to_string())),
+            Expr::Path(p) => path_ident(p).is_some_and(|i| {
+                self.rejected(&i.to_string()) || self.hidden_param(&base, &i.to_string()).is_some()
+            }),
             _ => false,
         };
         match found {
@@ -1119,7 +1121,7 @@ impl Checker<'_> {
                 match method_arg(method) {
                     Some(t) => {
                         let want = self.known(t);
-                        self.expect(v.ty, want, &a, &format!("`{name}`'s argument `{}`", t.name()));
+                        self.expect(v.ty, want, &a, &format!("`{name}`'s exponent"));
                     }
                     None => self.expect(v.ty, rv, &a, "the receiver's type"),
                 }
@@ -1159,7 +1161,7 @@ impl Checker<'_> {
             Some(i) => match atomic_op(&i.to_string()) {
                 Some(op) => Some((op, i.to_string())),
                 None => self.err_at(&func,
-                    format!("function calls are not supported in a kernel body, only the intrinsics {}: inline `{i}`'s computation", ATOMICS.join(", ")),
+                    format!("`{i}` is not a function the kernel can call: it calls the intrinsics {} and helper `fn`s declared inside its body (declare `{i}` there, or inline its computation)", ATOMICS.join(", ")),
                 ),
             },
             None => self.err_at(&func,

@@ -22,6 +22,8 @@ mod types;
 mod valid;
 
 #[cfg(test)]
+mod body_language_tests;
+#[cfg(test)]
 mod fuzz;
 #[cfg(test)]
 mod fuzz_kernels;

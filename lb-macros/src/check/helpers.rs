@@ -134,8 +134,9 @@ impl Checker<'_> {
     /// The call `c` of helper `h`, inlined: its statements, and its result as the block's
     /// value (`None` as the value for a helper that returns nothing). `None` after an error.
     pub(super) fn inline(&mut self, h: &Rc<Helper>, c: &syn::ExprCall) -> Option<(Vec<TStmt>, Option<TExpr>)> {
-        let args: Vec<Option<TExpr>> = c.args.iter().map(|a| self.value(a)).collect();
+        // A helper whose signature was reported: its calls are part of that mistake.
         let params = h.params.clone()?;
+        let args: Vec<Option<TExpr>> = c.args.iter().map(|a| self.value(a)).collect();
         if self.inlining.iter().any(|n| *n == h.name) {
             let chain = self.inlining.join("` → `");
             return self.err_at(&c.func, format!(
@@ -151,7 +152,12 @@ impl Checker<'_> {
         for ((a, v), (ident, t)) in c.args.iter().zip(args).zip(&params) {
             let var = self.known(*t);
             if let Some(v) = &v {
-                self.expect(v.ty, var, &a, &format!("parameter `{ident}` of `{}`", h.name));
+                self.expect(
+                    v.ty,
+                    var,
+                    &a,
+                    &format!("parameter `{ident}` of `{}`", h.name),
+                );
             }
             let local = self.new_local(var);
             bound.push((ident.to_string(), local));
@@ -258,5 +264,23 @@ impl Checker<'_> {
         let value = value?;
         let ty = value.ty;
         Some(TExpr { kind: TExprKind::Block(TBlock { stmts, value: Box::new(value) }), ty })
+    }
+}
+
+impl Checker<'_> {
+    /// The error for a kernel parameter named inside a helper, which cannot see it (`None` when
+    /// `name` is not one, or outside a helper).
+    pub(super) fn hidden_param(&mut self, at: &dyn quote::ToTokens, name: &str) -> Option<()> {
+        if !self.hide_params || !self.sig.params.iter().any(|p| p.ident == name) {
+            return None;
+        }
+        self.report(
+            at,
+            format!(
+                "`{name}` is the kernel's parameter, which a helper `fn` cannot see (as in Rust): \
+                 pass the value it needs as an argument"
+            ),
+        );
+        Some(())
     }
 }

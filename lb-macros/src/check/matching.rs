@@ -116,11 +116,20 @@ impl Checker<'_> {
                 let below = self.compare(op, scrutinee(self), hi_v, hi);
                 Some(Some(self.logic(BinaryOp::And, above, below)))
             }
-            other => self.err_at(
+            other => {
+                // The names it binds stand for the error, so their uses report nothing more.
+                let mut names = Vec::new();
+                super::pattern_names(other, &mut names);
+                for pi in names {
+                    let poison = self.fresh(super::Kind::Poison);
+                    self.bind(&pi.ident, poison);
+                }
+                self.err_at(
                 &other,
                 "a `match` arm in a kernel body matches integer literals, ranges `a..=b`, `|` \
                  alternatives, `_` or a name",
-            ),
+            )
+            }
         }
     }
 
