@@ -91,7 +91,11 @@ fn main() -> ExitCode {
     // exp's documented error (docs/kernel-language.md) on |s| <= 8, and the sum's rounding.
     let tolerance = 1e-5;
     let mut ok = true;
-    println!("log-sum-exp of {} rows, {} atoms", a.num_rows, a.values.len());
+    println!(
+        "log-sum-exp of {} rows, {} atoms",
+        a.num_rows,
+        a.values.len()
+    );
     for (name, worst) in errors {
         let verdict = if worst <= tolerance { "ok" } else { "MISMATCH" };
         ok &= worst <= tolerance;

@@ -59,7 +59,13 @@ fn while_is_a_loop_that_breaks_on_its_negated_condition() {
     let Stmt::If { cond, then, els } = &inner.stmts[0] else {
         panic!("{:?}", inner.stmts[0]);
     };
-    assert!(matches!(cond.kind, ExprKind::Unary { op: UnaryOp::Not, .. }));
+    assert!(matches!(
+        cond.kind,
+        ExprKind::Unary {
+            op: UnaryOp::Not,
+            ..
+        }
+    ));
     assert_eq!(then.stmts, vec![Stmt::Break(0)]);
     assert!(els.stmts.is_empty());
 }
@@ -160,7 +166,10 @@ fn a_helpers_mistake_is_reported_once_and_recursion_is_an_error() {
     assert_eq!(errs.len(), 3, "{errs:?}");
     assert!(errs[0].contains("method `cbrt`"), "{errs:?}");
     assert!(errs[1].contains("`down` calls itself"), "{errs:?}");
-    assert!(errs[2].contains("`a` is the kernel's parameter"), "{errs:?}");
+    assert!(
+        errs[2].contains("`a` is the kernel's parameter"),
+        "{errs:?}"
+    );
 }
 
 #[test]

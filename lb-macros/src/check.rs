@@ -421,7 +421,9 @@ impl Checker<'_> {
             Expr::While(w) => self.while_loop(w, out),
             Expr::Match(m) => self.match_stmt(m, out),
             Expr::Loop(l) => self.endless_loop(l, out),
-            Expr::Break(b) => self.break_continue(b.label.as_ref(), b.expr.is_some(), &b, true, out),
+            Expr::Break(b) => {
+                self.break_continue(b.label.as_ref(), b.expr.is_some(), &b, true, out)
+            }
             Expr::Continue(c) => self.break_continue(c.label.as_ref(), false, &c, false, out),
             // Its scope ends with it, so its statements can join the enclosing list.
             Expr::Block(b) if b.label.is_none() => self.block_stmts(&b.block, out),
@@ -523,8 +525,7 @@ impl Checker<'_> {
         body: &syn::Block,
         first: Vec<TStmt>,
     ) -> Vec<TStmt> {
-        self.loops
-            .push(label.map(|l| l.name.ident.to_string()));
+        self.loops.push(label.map(|l| l.name.ident.to_string()));
         let mut out = first;
         self.block_stmts(body, &mut out);
         self.loops.pop();
@@ -586,7 +587,12 @@ impl Checker<'_> {
             None => 0,
             Some(l) => {
                 let name = l.ident.to_string();
-                match self.loops.iter().rev().position(|x| x.as_deref() == Some(name.as_str())) {
+                match self
+                    .loops
+                    .iter()
+                    .rev()
+                    .position(|x| x.as_deref() == Some(name.as_str()))
+                {
                     Some(d) => d,
                     None => {
                         self.report(l, format!("no enclosing loop is labeled `{l}` here"));
@@ -1129,7 +1135,9 @@ impl Checker<'_> {
             all.push(self.or_error(v));
         }
         let rv = match method {
-            Method::LeadingZeros | Method::TrailingZeros | Method::CountOnes => self.known(STy::U32),
+            Method::LeadingZeros | Method::TrailingZeros | Method::CountOnes => {
+                self.known(STy::U32)
+            }
             _ => rv,
         };
         Some(TExpr {

@@ -140,12 +140,17 @@ pub enum TStmt {
     },
     /// `loop { body }`, and `while cond { body }` as a loop whose body starts with
     /// `if !cond { break }`.
-    Loop { body: Vec<TStmt> },
+    Loop {
+        body: Vec<TStmt>,
+    },
     /// `break` / `continue` of the loop `n` levels out (0 the innermost `for` or loop).
     Break(u32),
     Continue(u32),
     /// `queue.push(value)` (index into `Sig::params`).
-    Push { queue: usize, value: TExpr },
+    Push {
+        queue: usize,
+        value: TExpr,
+    },
     /// `return`, and the function's tail expression with `reduce`.
     Return(Option<TExpr>),
     /// An expression evaluated for its effect (an atomic), or `let _ = ...`.

@@ -376,7 +376,9 @@ pub enum Stmt {
     },
     /// An endless loop (`loop`, and `while`, whose body starts by breaking out when its condition
     /// is false): it is left by `Break`, `Return`, or never. `Continue` starts it over.
-    Loop { body: Block },
+    Loop {
+        body: Block,
+    },
     /// `break`: leaves the loop `n` levels out (0 the innermost `For` or `Loop`).
     Break(u32),
     /// `continue`: starts the next iteration of the loop `n` levels out.

@@ -682,11 +682,20 @@ impl Lower<'_> {
                 let done = self.b.setp(Cmp::Ge, t, counter, end_r);
                 self.b.break_if(&scope, done, false);
                 self.b.mov_to(t, self.locals[*var], counter);
-                let next = self.b.label();
+                // A label for `continue` only when there is one: kernels without keep their
+                // label numbering.
+                let continues = body.any(&mut |s| matches!(s, Stmt::Continue(_)), &mut |_| false);
+                let next = if continues {
+                    self.b.label()
+                } else {
+                    scope.exit
+                };
                 self.loops.push((next, scope.exit));
                 self.block(body)?;
                 self.loops.pop();
-                self.b.place(next);
+                if continues {
+                    self.b.place(next);
+                }
                 self.b
                     .bin_to(BinOp::Add, t, counter, counter, Operand::Imm(1));
                 self.b.loop_end(scope);
@@ -705,9 +714,16 @@ impl Lower<'_> {
                     .checked_sub(*n as usize + 1)
                     .and_then(|i| self.loops.get(i))
                 else {
-                    return unsupported(format!("`break` or `continue` {n} loops out of {}", self.loops.len()));
+                    return unsupported(format!(
+                        "`break` or `continue` {n} loops out of {}",
+                        self.loops.len()
+                    ));
                 };
-                let target = if matches!(s, Stmt::Break(_)) { exit } else { next };
+                let target = if matches!(s, Stmt::Break(_)) {
+                    exit
+                } else {
+                    next
+                };
                 self.b.bra(target);
             }
             Stmt::Return(value) => {

@@ -17,6 +17,9 @@ use crate::typed::{Place, TBlock, TExpr, TExprKind, TStmt};
 use crate::types::{Errors, STy};
 use crate::valid::{scalar_type, SCALARS};
 
+/// A helper's parameters (name and type) and its return type (`None`: nothing).
+type HelperSig = (Vec<(syn::Ident, STy)>, Option<STy>);
+
 /// A helper `fn` declared in a block of the body.
 pub(super) struct Helper {
     name: String,
@@ -83,9 +86,14 @@ impl Checker<'_> {
 
     /// The parameter and return types of a helper, each a scalar of the body; `None` after
     /// reporting what is not.
-    fn helper_signature(&mut self, sig: &syn::Signature) -> Option<(Vec<(syn::Ident, STy)>, Option<STy>)> {
+    fn helper_signature(&mut self, sig: &syn::Signature) -> Option<HelperSig> {
         let mut errors = Errors::default();
-        if !sig.generics.params.is_empty() || sig.asyncness.is_some() || sig.unsafety.is_some() || sig.abi.is_some() || sig.variadic.is_some() {
+        if !sig.generics.params.is_empty()
+            || sig.asyncness.is_some()
+            || sig.unsafety.is_some()
+            || sig.abi.is_some()
+            || sig.variadic.is_some()
+        {
             errors.push(syn::Error::new_spanned(
                 &sig.ident,
                 "a helper function in a kernel body is a plain `fn` with scalar parameters: no generics, `async`, `unsafe` or `extern`",
@@ -94,13 +102,19 @@ impl Checker<'_> {
         let mut params = Vec::new();
         for input in &sig.inputs {
             let FnArg::Typed(pt) = input else {
-                errors.push(syn::Error::new_spanned(input, "a helper function cannot take `self`"));
+                errors.push(syn::Error::new_spanned(
+                    input,
+                    "a helper function cannot take `self`",
+                ));
                 continue;
             };
             let ident = match &*pt.pat {
                 Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => pi.ident.clone(),
                 other => {
-                    errors.push(syn::Error::new_spanned(other, "a helper's parameter must be a plain name (`x: f32`)"));
+                    errors.push(syn::Error::new_spanned(
+                        other,
+                        "a helper's parameter must be a plain name (`x: f32`)",
+                    ));
                     continue;
                 }
             };
@@ -117,7 +131,10 @@ impl Checker<'_> {
             ReturnType::Type(_, ty) => match scalar_type(ty) {
                 Some(t) => Some(t),
                 None => {
-                    errors.push(syn::Error::new_spanned(ty, format!("a helper returns one of the types {SCALARS}, or nothing")));
+                    errors.push(syn::Error::new_spanned(
+                        ty,
+                        format!("a helper returns one of the types {SCALARS}, or nothing"),
+                    ));
                     None
                 }
             },
@@ -133,7 +150,11 @@ impl Checker<'_> {
 
     /// The call `c` of helper `h`, inlined: its statements, and its result as the block's
     /// value (`None` as the value for a helper that returns nothing). `None` after an error.
-    pub(super) fn inline(&mut self, h: &Rc<Helper>, c: &syn::ExprCall) -> Option<(Vec<TStmt>, Option<TExpr>)> {
+    pub(super) fn inline(
+        &mut self,
+        h: &Rc<Helper>,
+        c: &syn::ExprCall,
+    ) -> Option<(Vec<TStmt>, Option<TExpr>)> {
         // A helper whose signature was reported: its calls are part of that mistake.
         let params = h.params.clone()?;
         let args: Vec<Option<TExpr>> = c.args.iter().map(|a| self.value(a)).collect();
@@ -145,7 +166,10 @@ impl Checker<'_> {
             ));
         }
         if args.len() != params.len() {
-            return self.err_at(&c, format!("`{}` takes {} argument(s)", h.name, params.len()));
+            return self.err_at(
+                &c,
+                format!("`{}` takes {} argument(s)", h.name, params.len()),
+            );
         }
         let mut stmts = Vec::new();
         let mut bound = Vec::new();
@@ -162,7 +186,11 @@ impl Checker<'_> {
             let local = self.new_local(var);
             bound.push((ident.to_string(), local));
             if let Some(value) = v {
-                stmts.push(TStmt::Assign { place: Place::Local(local), op: None, value });
+                stmts.push(TStmt::Assign {
+                    place: Place::Local(local),
+                    op: None,
+                    value,
+                });
             }
         }
         // The helper's own context: its parameters, no loops, the helpers visible where it is
@@ -173,10 +201,16 @@ impl Checker<'_> {
         let saved_errors = (!first).then(|| std::mem::take(&mut self.errors));
         let (reqs, casts) = (self.reqs.len(), self.casts.len());
         let hidden = self.helpers.split_off(h.visible.min(self.helpers.len()));
-        let scopes = std::mem::replace(&mut self.scopes, vec![bound.into_iter().collect::<HashMap<_, _>>()]);
+        let scopes = std::mem::replace(
+            &mut self.scopes,
+            vec![bound.into_iter().collect::<HashMap<_, _>>()],
+        );
         let loops = std::mem::take(&mut self.loops);
         let ret = std::mem::replace(&mut self.ret, result_var);
-        let frame = self.frame.replace(Frame { result, returns: false });
+        let frame = self.frame.replace(Frame {
+            result,
+            returns: false,
+        });
         let hide = std::mem::replace(&mut self.hide_params, true);
         self.inlining.push(h.name.clone());
 
@@ -203,7 +237,10 @@ impl Checker<'_> {
             stmts.extend(body);
         }
         let value = match (result, result_var) {
-            (Some(local), Some(ty)) => Some(TExpr { kind: TExprKind::Local(local), ty }),
+            (Some(local), Some(ty)) => Some(TExpr {
+                kind: TExprKind::Local(local),
+                ty,
+            }),
             _ => None,
         };
         Some((stmts, value))
@@ -220,7 +257,11 @@ impl Checker<'_> {
                     if let Some(v) = self.value(e) {
                         let rv = self.locals[local];
                         self.expect(v.ty, rv, &e, "the helper's return type");
-                        out.push(TStmt::Assign { place: Place::Local(local), op: None, value: v });
+                        out.push(TStmt::Assign {
+                            place: Place::Local(local),
+                            op: None,
+                            value: v,
+                        });
                     }
                 }
                 _ => self.stmt(s, &mut out),
@@ -241,11 +282,18 @@ impl Checker<'_> {
                 if let Some(v) = self.value(e) {
                     let rv = self.locals[local];
                     self.expect(v.ty, rv, &e, "the helper's return type");
-                    out.push(TStmt::Assign { place: Place::Local(local), op: None, value: v });
+                    out.push(TStmt::Assign {
+                        place: Place::Local(local),
+                        op: None,
+                        value: v,
+                    });
                 }
             }
             (None, None) => {}
-            (Some(e), None) => self.report(&e, "this helper returns nothing: write `return;`, or declare its return type"),
+            (Some(e), None) => self.report(
+                &e,
+                "this helper returns nothing: write `return;`, or declare its return type",
+            ),
             (None, Some(_)) => self.report(&r, "`return` needs a value here: the helper's result"),
         }
         out.push(TStmt::Break(self.loops.len() as u32));
@@ -258,12 +306,24 @@ impl Checker<'_> {
     /// A helper call used as a value.
     pub(super) fn helper_value(&mut self, h: &Rc<Helper>, c: &syn::ExprCall) -> Option<TExpr> {
         if h.params.is_some() && h.ret.is_none() {
-            return self.err_at(&c, format!("`{}` returns nothing: call it as a statement, `{}(...);`", h.name, h.name));
+            return self.err_at(
+                &c,
+                format!(
+                    "`{}` returns nothing: call it as a statement, `{}(...);`",
+                    h.name, h.name
+                ),
+            );
         }
         let (stmts, value) = self.inline(h, c)?;
         let value = value?;
         let ty = value.ty;
-        Some(TExpr { kind: TExprKind::Block(TBlock { stmts, value: Box::new(value) }), ty })
+        Some(TExpr {
+            kind: TExprKind::Block(TBlock {
+                stmts,
+                value: Box::new(value),
+            }),
+            ty,
+        })
     }
 }
 

@@ -104,7 +104,10 @@ impl Checker<'_> {
             }
             Pat::Range(r) => {
                 let (Some(lo), Some(hi)) = (&r.start, &r.end) else {
-                    return self.err_at(&r, "a range pattern in a kernel body has both ends: `a..=b`");
+                    return self.err_at(
+                        &r,
+                        "a range pattern in a kernel body has both ends: `a..=b`",
+                    );
                 };
                 let lo_v = self.value(lo)?;
                 let hi_v = self.value(hi)?;
@@ -125,10 +128,10 @@ impl Checker<'_> {
                     self.bind(&pi.ident, poison);
                 }
                 self.err_at(
-                &other,
-                "a `match` arm in a kernel body matches integer literals, ranges `a..=b`, `|` \
+                    &other,
+                    "a `match` arm in a kernel body matches integer literals, ranges `a..=b`, `|` \
                  alternatives, `_` or a name",
-            )
+                )
             }
         }
     }

@@ -976,9 +976,7 @@ fn cvt(rounding: Rounding, dst_ty: Type, src_ty: Type, v: u64) -> u64 {
                 canon32(to_integer(rounding, x) as f32)
             }
             Type::F32 => canon32(x as f32),
-            Type::F64 if integer_rounding(rounding) => {
-                canon64(to_integer(rounding, x))
-            }
+            Type::F64 if integer_rounding(rounding) => canon64(to_integer(rounding, x)),
             Type::F64 => canon64(x),
             Type::U8 => u64::from(x as u8),
             Type::S32 => u64::from(x as i32 as u32),
