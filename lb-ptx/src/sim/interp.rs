@@ -1702,6 +1702,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn integer_roundings_bit_reversal_and_approximations() {
+        let f = |v: f32| u64::from(v.to_bits());
+        let back = |b: u64| f32::from_bits(b as u32);
+        for (r, x, want) in [
+            (Rounding::Rmi, -1.5f32, -2.0f32),
+            (Rounding::Rpi, -1.5, -1.0),
+            (Rounding::Rzi, -1.5, -1.0),
+            (Rounding::Rni, 2.5, 2.0),
+            (Rounding::Rni, -3.5, -4.0),
+            (Rounding::Rmi, 1e30, 1e30),
+        ] {
+            assert_eq!(back(cvt(r, Type::F32, Type::F32, f(x))), want, "{r:?} {x}");
+        }
+        let d = |v: f64| v.to_bits();
+        assert_eq!(cvt(Rounding::Rpi, Type::F64, Type::F64, d(0.25)), d(1.0));
+        assert_eq!(un(UnOp::Brev, Type::B32, 1), 0x8000_0000);
+        assert_eq!(un(UnOp::Brev, Type::B64, 2), 1 << 62);
+        assert_eq!(back(un(UnOp::Ex2, Type::F32, f(3.0))), 8.0);
+        assert_eq!(back(un(UnOp::Lg2, Type::F32, f(0.25))), -2.0);
+        assert_eq!(back(un(UnOp::Tanh, Type::F32, f(0.0))), 0.0);
+        assert_eq!(back(un(UnOp::Cos, Type::F32, f(0.0))), 1.0);
+    }
+
+    #[test]
     fn shifts_clamp_and_division_by_zero_is_defined() {
         assert_eq!(bin(BinOp::Shl, Type::B32, 1, 32), 0);
         assert_eq!(bin(BinOp::Shr, Type::S32, 0x8000_0000, 100), 0xFFFF_FFFF);
