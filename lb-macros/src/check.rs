@@ -11,7 +11,11 @@
 //! Every mistake is reported here, and once: a part already reported yields `None` (or an
 //! `Error` node where the walk goes on past it), and an error's type agrees with everything.
 
-use std::collections::HashMap;
+mod helpers;
+mod matching;
+
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 use lb_ptx::body::{AtomicOp, CsrField, Lit, LocalId, Method, TileSetKind, UnaryOp};
 use proc_macro2::TokenStream;
@@ -75,6 +79,19 @@ struct Checker<'a> {
     reqs: Vec<(Var, Req, TokenStream, &'static str)>,
     casts: Vec<(Var, STy, TokenStream)>,
     ret: Option<Var>,
+    /// The loops around the statement being checked, innermost last, with their labels; a
+    /// helper function's body starts a list of its own (`break` cannot leave a function).
+    loops: Vec<Option<String>>,
+    /// The helper functions visible here (`helpers`), innermost block last.
+    helpers: Vec<Rc<helpers::Helper>>,
+    /// Helpers whose body was checked once (their mistakes are reported at the first call).
+    checked_helpers: HashSet<String>,
+    /// The helpers being inlined, outermost first (a call of one of them is recursion).
+    inlining: Vec<String>,
+    /// The innermost helper being inlined.
+    frame: Option<helpers::Frame>,
+    /// Inside a helper: the kernel's parameters are out of scope.
+    hide_params: bool,
     errors: Errors,
 }
 
@@ -89,6 +106,12 @@ pub fn check(sig: &Sig, block: &syn::Block) -> syn::Result<Typed> {
         reqs: Vec::new(),
         casts: Vec::new(),
         ret: None,
+        loops: Vec::new(),
+        helpers: Vec::new(),
+        checked_helpers: HashSet::new(),
+        inlining: Vec::new(),
+        frame: None,
+        hide_params: false,
         errors: Errors::default(),
     };
     c.ret = sig.ret.map(|t| c.known(t));
@@ -212,11 +235,17 @@ impl Checker<'_> {
     }
 
     fn lookup_param(&self, name: &str) -> Option<usize> {
+        if self.hide_params {
+            return None;
+        }
         self.sig.params.iter().position(|p| p.ident == name)
     }
 
     /// Whether `name` is a parameter whose declaration was already reported.
     fn rejected(&self, name: &str) -> bool {
+        if self.hide_params {
+            return false;
+        }
         self.sig.rejected.iter().any(|r| r == name)
     }
 
@@ -239,9 +268,11 @@ impl Checker<'_> {
         let tail = tail_is_value(self.sig, block);
         let n = block.stmts.len();
         let mut out = Vec::new();
+        self.declare_helpers(&block.stmts);
         for (i, s) in block.stmts.iter().enumerate() {
             match s {
-                Stmt::Expr(e, None) if tail && i + 1 == n => {
+                // A tail `loop` is left only by `return` (rustc types it `!`): a statement.
+                Stmt::Expr(e, None) if tail && i + 1 == n && !matches!(e, Expr::Loop(_)) => {
                     if let Some(v) = self.value(e) {
                         if let Some(r) = self.ret {
                             self.expect(v.ty, r, &e, "the function's return type");
@@ -258,9 +289,11 @@ impl Checker<'_> {
     /// A block's statements in a scope of their own, appended to `out`.
     fn block_stmts(&mut self, block: &syn::Block, out: &mut Vec<TStmt>) {
         self.scopes.push(HashMap::new());
+        let mark = self.declare_helpers(&block.stmts);
         for s in &block.stmts {
             self.stmt(s, out);
         }
+        self.forget_helpers(mark);
         self.scopes.pop();
     }
 
@@ -273,8 +306,10 @@ impl Checker<'_> {
     fn stmt(&mut self, s: &Stmt, out: &mut Vec<TStmt>) {
         match s {
             Stmt::Local(l) => self.local(l, out),
+            // Declared when its block was entered, inlined at its calls.
+            Stmt::Item(syn::Item::Fn(_)) => {}
             Stmt::Item(item) => {
-                self.report(&item, "items (`fn`, `const`, `use`, `struct`, …) cannot be declared inside a kernel body: declare them outside and pass values as parameters");
+                self.report(&item, "items other than helper `fn`s (`const`, `use`, `struct`, …) cannot be declared inside a kernel body: declare them outside and pass values as parameters");
             }
             // A lone `;` (syn's empty verbatim expression): an empty statement, as in Rust.
             Stmt::Expr(Expr::Verbatim(tokens), Some(_)) if tokens.is_empty() => {}
@@ -383,10 +418,24 @@ impl Checker<'_> {
                 }
             }
             Expr::ForLoop(f) => self.for_loop(f, out),
+            Expr::While(w) => self.while_loop(w, out),
+            Expr::Match(m) => self.match_stmt(m, out),
+            Expr::Loop(l) => self.endless_loop(l, out),
+            Expr::Break(b) => {
+                self.break_continue(b.label.as_ref(), b.expr.is_some(), &b, true, out)
+            }
+            Expr::Continue(c) => self.break_continue(c.label.as_ref(), false, &c, false, out),
             // Its scope ends with it, so its statements can join the enclosing list.
             Expr::Block(b) if b.label.is_none() => self.block_stmts(&b.block, out),
             Expr::Return(r) => self.ret(r, out),
             Expr::MethodCall(m) if m.method == "push" => self.push(m, out),
+            Expr::Call(c) if self.helper(&c.func).is_some() => {
+                if let Some(h) = self.helper(&c.func) {
+                    if let Some((stmts, _)) = self.inline(&h, c) {
+                        out.extend(stmts);
+                    }
+                }
+            }
             // Anything else is evaluated for its side effects (an atomic whose old value is not
             // needed); pure expressions are harmless.
             _ => {
@@ -423,12 +472,6 @@ impl Checker<'_> {
     }
 
     fn for_loop(&mut self, f: &syn::ExprForLoop, out: &mut Vec<TStmt>) {
-        if let Some(l) = &f.label {
-            self.report(
-                &l,
-                "loop labels are not supported in a kernel body (there is no `break`)",
-            );
-        }
         let range = match strip(&f.expr) {
             Expr::Range(r) if r.start.is_some() && r.end.is_some() => r,
             other => {
@@ -461,7 +504,7 @@ impl Checker<'_> {
                 "a `for` loop variable must be a simple name: `for i in a..b`",
             ),
         };
-        let body = self.block(&f.body);
+        let body = self.loop_body(f.label.as_ref(), &f.body, Vec::new());
         self.scopes.pop();
         if let (Some(var), Some(start), Some(end)) = (bound, sv, ev) {
             out.push(TStmt::For {
@@ -474,7 +517,101 @@ impl Checker<'_> {
         }
     }
 
+    /// A loop's body in a scope of its own, after `first` (a `while`'s test), with the loop
+    /// (and its label) visible to the `break`s and `continue`s inside.
+    fn loop_body(
+        &mut self,
+        label: Option<&syn::Label>,
+        body: &syn::Block,
+        first: Vec<TStmt>,
+    ) -> Vec<TStmt> {
+        self.loops.push(label.map(|l| l.name.ident.to_string()));
+        let mut out = first;
+        self.block_stmts(body, &mut out);
+        self.loops.pop();
+        out
+    }
+
+    /// `while cond { body }`: a loop whose body starts by leaving it when `cond` is false.
+    fn while_loop(&mut self, w: &syn::ExprWhile, out: &mut Vec<TStmt>) {
+        let cond = self.cond(&w.cond);
+        let first = match cond {
+            Some(cond) => {
+                let ty = cond.ty;
+                let not = TExpr {
+                    kind: TExprKind::Unary {
+                        op: UnaryOp::Not,
+                        arg: Box::new(cond),
+                    },
+                    ty,
+                };
+                vec![TStmt::If {
+                    cond: not,
+                    then: vec![TStmt::Break(0)],
+                    els: Vec::new(),
+                }]
+            }
+            None => Vec::new(),
+        };
+        let body = self.loop_body(w.label.as_ref(), &w.body, first);
+        out.push(TStmt::Loop { body });
+    }
+
+    /// `loop { body }`, left by `break` or `return` (or never: a GPU thread that never leaves it
+    /// hangs the launch, as in CUDA).
+    fn endless_loop(&mut self, l: &syn::ExprLoop, out: &mut Vec<TStmt>) {
+        let body = self.loop_body(l.label.as_ref(), &l.body, Vec::new());
+        out.push(TStmt::Loop { body });
+    }
+
+    /// `break` (`is_break`) or `continue`, with or without a label: the loop it leaves, counted
+    /// from the innermost.
+    fn break_continue(
+        &mut self,
+        label: Option<&syn::Lifetime>,
+        has_value: bool,
+        at: &dyn ToTokens,
+        is_break: bool,
+        out: &mut Vec<TStmt>,
+    ) {
+        let word = if is_break { "break" } else { "continue" };
+        if has_value {
+            self.report(at, "`break` with a value is not supported in a kernel body: assign the value to a local declared before the loop, then `break`");
+            return;
+        }
+        let depth = match label {
+            None if self.loops.is_empty() => {
+                self.report(at, format!("`{word}` outside of a loop"));
+                return;
+            }
+            None => 0,
+            Some(l) => {
+                let name = l.ident.to_string();
+                match self
+                    .loops
+                    .iter()
+                    .rev()
+                    .position(|x| x.as_deref() == Some(name.as_str()))
+                {
+                    Some(d) => d,
+                    None => {
+                        self.report(l, format!("no enclosing loop is labeled `{l}` here"));
+                        return;
+                    }
+                }
+            }
+        };
+        out.push(if is_break {
+            TStmt::Break(depth as u32)
+        } else {
+            TStmt::Continue(depth as u32)
+        });
+    }
+
     fn ret(&mut self, r: &syn::ExprReturn, out: &mut Vec<TStmt>) {
+        if self.helper_return(r, out) {
+            return;
+        }
         match (&r.expr, self.ret) {
             (Some(e), Some(rv)) => {
                 if let Some(v) = self.value(e) {
@@ -605,8 +742,12 @@ impl Checker<'_> {
             }
             Expr::Field(f) => self.field_value(f),
             Expr::MethodCall(m) => self.method(m),
-            Expr::Call(c) => self.call(c),
+            Expr::Call(c) => match self.helper(&c.func) {
+                Some(h) => self.helper_value(&h, c),
+                None => self.call(c),
+            },
             Expr::If(i) => self.if_value(i),
+            Expr::Match(m) => self.match_value(m),
             Expr::Assign(_) => self.err_at(
                 &e,
                 "an assignment is a statement in a kernel body: end it with `;`",
@@ -619,7 +760,7 @@ impl Checker<'_> {
         match lit {
             syn::Lit::Bool(b) => Some(self.node(TExprKind::Lit(Lit::Bool(b.value)), STy::Bool)),
             syn::Lit::Int(i) => {
-                let Some(v) = i.base10_parse::<u128>().ok().and_then(|v| i128::try_from(v).ok()) else {
+                let Some(v) = i.base10_parse::<i128>().ok() else {
                     return self.err_at(&i, "integer literal too large for a kernel type");
                 };
                 let kind = TExprKind::Lit(Lit::Int(v));
@@ -655,7 +796,7 @@ impl Checker<'_> {
                 });
             }
             let Some(i) = self.lookup_param(&name) else {
-                if self.rejected(&name) {
+                if self.rejected(&name) || self.hidden_param(&ident, &name).is_some() {
                     return None;
                 }
                 return self.err_at(&ident,
@@ -770,7 +911,7 @@ impl Checker<'_> {
                     return self.err_at(&base, format!("`{name}` is a local scalar and cannot be indexed: index a slice parameter"));
                 }
                 let Some(i) = self.lookup_param(&name) else {
-                    if self.rejected(&name) {
+                    if self.rejected(&name) || self.hidden_param(&base, &name).is_some() {
                         return None;
                     }
                     return self.err_at(
@@ -823,7 +964,9 @@ impl Checker<'_> {
             _ => None,
         };
         let rejected = match strip(base) {
-            Expr::Path(p) => path_ident(p).is_some_and(|i| self.rejected(&i.to_string())),
+            Expr::Path(p) => path_ident(p).is_some_and(|i| {
+                self.rejected(&i.to_string()) || self.hidden_param(&base, &i.to_string()).is_some()
+            }),
             _ => false,
         };
         match found {
@@ -930,18 +1073,10 @@ impl Checker<'_> {
                 "type arguments on methods are not supported in a kernel body",
             );
         }
-        let (method, arity) = match name.as_str() {
-            "len" => (None, 0),
-            "abs" => (Some(Method::Abs), 0),
-            "sqrt" => (Some(Method::Sqrt), 0),
-            "min" => (Some(Method::Min), 1),
-            "max" => (Some(Method::Max), 1),
-            "mul_add" => (Some(Method::MulAdd), 2),
-            _ => {
-                return self.err_at(&m.method,
-                    format!("method `{name}` is not supported in a kernel body: the supported methods are `min`, `max`, `abs`, `sqrt`, `mul_add` and `len` (on slices)"),
-                )
-            }
+        let Some((method, arity)) = method_named(&name) else {
+            return self.err_at(&m.method,
+                format!("method `{name}` is not supported in a kernel body: the supported methods are {METHODS} and `len` (on slices)"),
+            );
         };
         if m.args.len() != arity {
             return self.err_at(&m, format!("`{name}` takes {arity} argument(s)"));
@@ -963,17 +1098,24 @@ impl Checker<'_> {
             receiver.ty
         } else {
             let t = self.receiver_type(receiver.ty, &m.receiver, &name)?;
-            let ok = match name.as_str() {
-                "min" | "max" => t != STy::Bool,
-                "abs" => t.is_signed(),
-                _ => t.is_float(),
-            };
-            if !ok {
+            if !method_accepts(method, t) {
                 return self.err_at(
                     &m.method,
                     format!(
-                        "`{name}` is not available on `{}` in a kernel body",
-                        t.name()
+                        "`{name}` is not available on `{}` in a kernel body{}",
+                        t.name(),
+                        method_types(method)
+                    ),
+                );
+            }
+            if t == STy::F64 && method.is_f32_only() {
+                return self.err_at(
+                    &m.method,
+                    format!(
+                        "`{name}` on `f64` is not supported in a kernel body: PTX approximates \
+                         the transcendental functions in `f32` only; compute in `f32` \
+                         (`(x as f32).{name}(..) as f64`) if its precision is enough \
+                         (docs/kernel-language.md)"
                     ),
                 );
             }
@@ -982,10 +1124,22 @@ impl Checker<'_> {
         let mut all = vec![receiver];
         for (a, v) in m.args.iter().zip(args) {
             if let Some(v) = &v {
-                self.expect(v.ty, rv, &a, "the receiver's type");
+                match method_arg(method) {
+                    Some(t) => {
+                        let want = self.known(t);
+                        self.expect(v.ty, want, &a, &format!("`{name}`'s exponent"));
+                    }
+                    None => self.expect(v.ty, rv, &a, "the receiver's type"),
+                }
             }
             all.push(self.or_error(v));
         }
+        let rv = match method {
+            Method::LeadingZeros | Method::TrailingZeros | Method::CountOnes => {
+                self.known(STy::U32)
+            }
+            _ => rv,
+        };
         Some(TExpr {
             kind: TExprKind::Method { method, args: all },
             ty: rv,
@@ -1015,7 +1169,7 @@ impl Checker<'_> {
             Some(i) => match atomic_op(&i.to_string()) {
                 Some(op) => Some((op, i.to_string())),
                 None => self.err_at(&func,
-                    format!("function calls are not supported in a kernel body, only the intrinsics {}: inline `{i}`'s computation", ATOMICS.join(", ")),
+                    format!("`{i}` is not a function the kernel can call: it calls the intrinsics {} and helper `fn`s declared inside its body (declare `{i}` there, or inline its computation)", ATOMICS.join(", ")),
                 ),
             },
             None => self.err_at(&func,
@@ -1119,6 +1273,7 @@ impl Checker<'_> {
     /// A block used as a value: statements, then a tail expression.
     fn block_value(&mut self, block: &syn::Block) -> Option<TBlock> {
         self.scopes.push(HashMap::new());
+        let mark = self.declare_helpers(&block.stmts);
         let n = block.stmts.len();
         let mut stmts = Vec::new();
         for s in block.stmts.iter().take(n.saturating_sub(1)) {
@@ -1138,6 +1293,7 @@ impl Checker<'_> {
                 "this block is used as a value: end it with an expression",
             ),
         };
+        self.forget_helpers(mark);
         self.scopes.pop();
         Some(TBlock {
             stmts,

@@ -302,10 +302,10 @@ fn mutate(rng: &mut Rng, k: &mut Kernel, m: Mistake) -> bool {
                 None => "return 1.0f32;",
             };
             let s = rng.pick(&[
-                "while flag { acc *= 0.5f32; }",
-                "loop { break; }",
+                "let zq = loop { break 1.0f32; };",
+                "continue 'zq;",
                 "let c = |q: f32| q * 2.0f32;",
-                "match n { 0 => {} _ => {} }",
+                "match n { 0 => {} }",
                 "unsafe { acc = 1.0f32; }",
                 "let (p, q) = (1u32, 2u32);",
                 "let p = (1u32, 2u32);",

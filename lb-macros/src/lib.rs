@@ -25,6 +25,8 @@ mod types;
 mod valid;
 
 #[cfg(test)]
+mod body_language_tests;
+#[cfg(test)]
 mod fuzz;
 #[cfg(test)]
 mod fuzz_kernels;
@@ -73,11 +75,16 @@ use proc_macro2::TokenStream as TokenStream2;
 ///
 /// The body: `let` (with or without a type), assignment and compound assignment to locals and
 /// slice elements, arithmetic / comparison / logic / bit operators, `as` casts, `if` / `else`
-/// (statement or value), indexing slices and `a.values`, `a.col_indices`, `a.row_offsets` with
-/// `usize` indices, `a.num_rows`, `a.num_cols`, `s.len()`, `for i in a..b` / `a..=b`, the
-/// methods `min max abs sqrt mul_add`, `T::MIN` / `T::MAX` / `T::INFINITY` / `T::NEG_INFINITY`,
-/// `atomic_add/min/max/exch(&mut s[i], v)` and `atomic_cas(&mut s[i], compare, new)`, `return`.
-/// Anything else is a compile error saying what to write instead.
+/// (statement or value), `match` on integers (literals, `|`, ranges, guards, `_`), indexing
+/// slices and `a.values`, `a.col_indices`, `a.row_offsets` with `usize` indices, `a.num_rows`,
+/// `a.num_cols`, `s.len()`, `for i in a..b` / `a..=b`, `while`, `loop`, `break`, `continue`,
+/// helper `fn`s declared inside the body (inlined at every call; not recursive), the methods
+/// `min max abs sqrt mul_add clamp floor ceil round trunc powi` (floats), `exp exp2 ln log2 powf
+/// sin cos tanh` (`f32`: the GPU's approximations, see docs/kernel-language.md for their error),
+/// `pow leading_zeros trailing_zeros count_ones` (integers), `T::MIN` / `T::MAX` /
+/// `T::INFINITY` / `T::NEG_INFINITY`, `atomic_add/min/max/exch(&mut s[i], v)` and
+/// `atomic_cas(&mut s[i], compare, new)`, `return`. Anything else is a compile error saying what
+/// to write instead.
 ///
 /// Generated next to the function: a module of the same name and visibility with `PTX`,
 /// `SCHEDULES`, `PLANS`, `UNCHECKED_PLANS`, `DEFAULT`, `cpu(...)` (the sequential reference,

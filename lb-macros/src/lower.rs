@@ -144,6 +144,12 @@ impl Lowerer<'_> {
                     body,
                 });
             }
+            TStmt::Loop { body } => {
+                let body = self.block(body)?;
+                out.push(IrStmt::Loop { body });
+            }
+            TStmt::Break(n) => out.push(IrStmt::Break(*n)),
+            TStmt::Continue(n) => out.push(IrStmt::Continue(*n)),
             TStmt::Push { queue, value } => {
                 let value = self.value(value)?;
                 out.push(IrStmt::Push {
@@ -289,6 +295,7 @@ impl Lowerer<'_> {
                 then: self.block_value(then)?,
                 els: self.block_value(els)?,
             },
+            TExprKind::Block(b) => ExprKind::Block(self.block_value(b)?),
             TExprKind::Error => return Err(internal("expression reported as an error")),
         };
         Ok(IrExpr { ty, kind })

@@ -89,6 +89,8 @@ pub enum TExprKind {
         then: TBlock,
         els: TBlock,
     },
+    /// Statements, then a value: an inlined helper function, a `match` used as a value.
+    Block(TBlock),
     /// Stands for a part already reported as an error, so the checker can go on looking at the
     /// rest of the expression (the tree of a body with errors is never lowered).
     Error,
@@ -136,8 +138,19 @@ pub enum TStmt {
         inclusive: bool,
         body: Vec<TStmt>,
     },
+    /// `loop { body }`, and `while cond { body }` as a loop whose body starts with
+    /// `if !cond { break }`.
+    Loop {
+        body: Vec<TStmt>,
+    },
+    /// `break` / `continue` of the loop `n` levels out (0 the innermost `for` or loop).
+    Break(u32),
+    Continue(u32),
     /// `queue.push(value)` (index into `Sig::params`).
-    Push { queue: usize, value: TExpr },
+    Push {
+        queue: usize,
+        value: TExpr,
+    },
     /// `return`, and the function's tail expression with `reduce`.
     Return(Option<TExpr>),
     /// An expression evaluated for its effect (an atomic), or `let _ = ...`.

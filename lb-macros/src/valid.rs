@@ -2,7 +2,7 @@
 //! intrinsics, constants and tile-set fields a body may use, what each operator requires of its
 //! operands, and the message for everything else (`check` walks the body and applies them).
 
-use lb_ptx::body::{AtomicOp, BinaryOp, CsrField, Lit, TileSetKind};
+use lb_ptx::body::{AtomicOp, BinaryOp, CsrField, Lit, Method, TileSetKind};
 use syn::{BinOp, Expr};
 
 use crate::types::STy;
@@ -175,9 +175,7 @@ pub(crate) const ASSIGN_TARGET_MSG: &str =
 /// The message for a construct outside the kernel subset: what it is and what to write instead.
 pub(crate) fn unsupported(e: &Expr) -> &'static str {
     match e {
-        Expr::While(_) => "`while` loops are not supported in a kernel body: use a bounded `for i in a..b` loop",
-        Expr::Loop(_) => "`loop` is not supported in a kernel body: use a bounded `for i in a..b` loop",
-        Expr::Match(_) => "`match` is not supported in a kernel body: use `if` / `else if` / `else`",
+        Expr::While(_) | Expr::Loop(_) => "a loop cannot be used as a value in a kernel body: write it as a statement and assign the value to a local declared before it",
         Expr::Closure(_) => "closures are not supported in a kernel body: write the computation inline",
         Expr::Macro(_) => MACRO_MSG,
         Expr::Tuple(_) => "tuples are not supported in a kernel body: use one `let` per value",
@@ -187,8 +185,7 @@ pub(crate) fn unsupported(e: &Expr) -> &'static str {
         Expr::Try(_) => "`?` is not supported in a kernel body: there are no `Result`s on the GPU",
         Expr::Unsafe(_) => "`unsafe` blocks are not supported in a kernel body: nothing in it needs `unsafe`",
         Expr::Async(_) | Expr::Await(_) => "`async` / `.await` are not supported in a kernel body",
-        Expr::Break(_) => "`break` is not supported in a kernel body: guard the rest of the loop with an `if`",
-        Expr::Continue(_) => "`continue` is not supported in a kernel body: guard the rest of the loop with an `if`",
+        Expr::Break(_) | Expr::Continue(_) => "`break` and `continue` are statements in a kernel body: write them in a block (`if c { break; }`)",
         Expr::Range(_) => "ranges are only supported as the bounds of a `for` loop in a kernel body",
         Expr::Let(_) => "`let` in expressions (`if let`, `while let`) is not supported in a kernel body: use `if` with a comparison",
         Expr::Block(_) => "a block cannot be used as a value in a kernel body: use `if` / `else`, or compute the value with `let` first",
@@ -250,4 +247,77 @@ pub(crate) fn compound(op: &BinOp) -> Option<BinaryOp> {
         BinOp::ShrAssign(_) => BinaryOp::Shr,
         _ => return None,
     })
+}
+
+/// The methods a body may call, for messages.
+pub(crate) const METHODS: &str = "`min`, `max`, `abs`, `sqrt`, `mul_add`, `clamp`, `floor`, \
+    `ceil`, `round`, `trunc`, `powi`, `exp`, `exp2`, `ln`, `log2`, `powf`, `sin`, `cos`, `tanh` \
+    (floats), `pow`, `leading_zeros`, `trailing_zeros`, `count_ones` (integers)";
+
+/// The method of this name and how many arguments it takes besides the receiver; `None` as
+/// the method for `len`, which is not a [`Method`] but a slice's length.
+pub(crate) fn method_named(name: &str) -> Option<(Option<Method>, usize)> {
+    let m = match name {
+        "len" => return Some((None, 0)),
+        "abs" => Method::Abs,
+        "sqrt" => Method::Sqrt,
+        "min" => Method::Min,
+        "max" => Method::Max,
+        "mul_add" => Method::MulAdd,
+        "clamp" => Method::Clamp,
+        "floor" => Method::Floor,
+        "ceil" => Method::Ceil,
+        "round" => Method::Round,
+        "trunc" => Method::Trunc,
+        "powi" => Method::Powi,
+        "exp" => Method::Exp,
+        "exp2" => Method::Exp2,
+        "ln" => Method::Ln,
+        "log2" => Method::Log2,
+        "powf" => Method::Powf,
+        "sin" => Method::Sin,
+        "cos" => Method::Cos,
+        "tanh" => Method::Tanh,
+        "pow" => Method::Pow,
+        "leading_zeros" => Method::LeadingZeros,
+        "trailing_zeros" => Method::TrailingZeros,
+        "count_ones" => Method::CountOnes,
+        _ => return None,
+    };
+    Some((Some(m), m.arity() - 1))
+}
+
+/// Whether `method` exists on a receiver of type `t` (as in Rust's std).
+pub(crate) fn method_accepts(method: Method, t: STy) -> bool {
+    match method {
+        Method::Min | Method::Max | Method::Clamp => t != STy::Bool,
+        Method::Abs => t.is_signed(),
+        Method::Pow | Method::LeadingZeros | Method::TrailingZeros | Method::CountOnes => {
+            t.is_int()
+        }
+        _ => t.is_float(),
+    }
+}
+
+/// The receiver types of `method`, for the message when it is called on another.
+pub(crate) fn method_types(method: Method) -> &'static str {
+    match method {
+        Method::Min | Method::Max | Method::Clamp => "",
+        Method::Abs => ": it is defined on i32, i64, f32, f64",
+        Method::Pow | Method::LeadingZeros | Method::TrailingZeros | Method::CountOnes => {
+            ": it is defined on the integer types"
+        }
+        m if m.is_f32_only() => ": it is defined on `f32` (and `f64` in Rust, but not on the GPU)",
+        _ => ": it is defined on f32, f64",
+    }
+}
+
+/// The type of `method`'s arguments when it is not the receiver's: `powi`'s `i32`, `pow`'s
+/// `u32`.
+pub(crate) fn method_arg(method: Method) -> Option<STy> {
+    match method {
+        Method::Powi => Some(STy::I32),
+        Method::Pow => Some(STy::U32),
+        _ => None,
+    }
 }

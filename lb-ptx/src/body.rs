@@ -1,6 +1,7 @@
 //! The body IR: the work of one atom, as the macro lowers it from the user's Rust function.
 //!
-//! It is typed (every expression knows its `Ty`), has no block expressions other than `If`, and
+//! It is typed (every expression knows its `Ty`), has no block expressions other than `If` and
+//! `Block`, and
 //! refers to parameters by position. Schedules never look inside it: they ask `codegen` to emit it
 //! with the tile, atom, lane and rank registers they computed, and get back the atom's
 //! contribution when the body reduces.
@@ -205,6 +206,7 @@ pub enum BinaryOp {
 }
 
 /// Float and integer methods of the body subset (`x.min(y)`, `x.sqrt()`, `x.mul_add(a, b)`).
+/// The receiver is the first operand; the result has the expression's type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Method {
     Min,
@@ -213,6 +215,58 @@ pub enum Method {
     Sqrt,
     /// `a.mul_add(b, c)`: one fused rounding, as in Rust.
     MulAdd,
+    /// `x.clamp(lo, hi)` (floats and integers): `lo` below `lo`, `hi` above `hi`, NaN stays NaN.
+    Clamp,
+    /// Floats: rounding to an integer in the same type (`round`: half away from zero).
+    Floor,
+    Ceil,
+    Round,
+    Trunc,
+    /// `x.powi(n)` with `n: i32` (floats), by repeated squaring.
+    Powi,
+    /// `f32` only: the transcendental functions, lowered to the hardware approximations.
+    Exp,
+    Exp2,
+    Ln,
+    Log2,
+    /// `x.powf(y)`.
+    Powf,
+    Sin,
+    Cos,
+    Tanh,
+    /// `x.pow(e)` with `e: u32` (integers), wrapping.
+    Pow,
+    /// Integers; the result is a `u32`.
+    LeadingZeros,
+    TrailingZeros,
+    CountOnes,
+}
+
+impl Method {
+    /// How many operands it takes, the receiver included.
+    pub fn arity(self) -> usize {
+        match self {
+            Method::MulAdd | Method::Clamp => 3,
+            Method::Min | Method::Max | Method::Powi | Method::Powf | Method::Pow => 2,
+            _ => 1,
+        }
+    }
+
+    /// The transcendental functions that only `f32` has on the GPU (PTX approximates them in
+    /// single precision only).
+    pub fn is_f32_only(self) -> bool {
+        matches!(
+            self,
+            Method::Exp
+                | Method::Exp2
+                | Method::Ln
+                | Method::Log2
+                | Method::Powf
+                | Method::Sin
+                | Method::Cos
+                | Method::Tanh
+        )
+    }
 }
 
 /// Atomic read-modify-writes on a slice element; they return the old value.
@@ -280,6 +334,9 @@ pub enum ExprKind {
         then: Block,
         els: Block,
     },
+    /// A block used as a value: its statements, then its value (an inlined helper function's
+    /// call, a `match` used as a value).
+    Block(Block),
 }
 
 /// A block whose last expression (if any) is its value.
@@ -309,13 +366,23 @@ pub enum Stmt {
         then: Block,
         els: Block,
     },
-    /// `for var in start..end { body }` over integers of `var`'s type.
+    /// `for var in start..end { body }` over integers of `var`'s type. `Continue` goes on with
+    /// the next value.
     For {
         var: LocalId,
         start: Expr,
         end: Expr,
         body: Block,
     },
+    /// An endless loop (`loop`, and `while`, whose body starts by breaking out when its condition
+    /// is false): it is left by `Break`, `Return`, or never. `Continue` starts it over.
+    Loop {
+        body: Block,
+    },
+    /// `break`: leaves the loop `n` levels out (0 the innermost `For` or `Loop`).
+    Break(u32),
+    /// `continue`: starts the next iteration of the loop `n` levels out.
+    Continue(u32),
     /// `return value;` (or the body's tail expression): the atom's contribution.
     Return(Option<Expr>),
     /// `queue.push(value);`: `queue` indexes `Body::params` (a `Queue`), `value` is a `U32`.
@@ -452,6 +519,8 @@ impl Block {
                     Stmt::For {
                         start, end, body, ..
                     } => start.any(stmt, expr) || end.any(stmt, expr) || body.any(stmt, expr),
+                    Stmt::Loop { body } => body.any(stmt, expr),
+                    Stmt::Break(_) | Stmt::Continue(_) => false,
                     Stmt::Return(value) => value.as_ref().is_some_and(|v| v.any(stmt, expr)),
                 }
         }) || self.value.as_deref().is_some_and(|v| v.any(stmt, expr))
@@ -779,6 +848,7 @@ impl Expr {
             ExprKind::If { cond, then, els } => {
                 cond.any(stmt, expr) || then.any(stmt, expr) || els.any(stmt, expr)
             }
+            ExprKind::Block(block) => block.any(stmt, expr),
         }
     }
 }

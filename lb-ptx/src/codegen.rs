@@ -490,6 +490,7 @@ pub fn emit_body(
         locals,
         ret,
         end,
+        loops: Vec::new(),
     };
     let tail = lower.block(&body.block)?;
     if let (Some(v), Some((r, t))) = (tail, ret) {
@@ -522,14 +523,17 @@ struct Lower<'a> {
     locals: Vec<Reg>,
     ret: Option<(Reg, Ty)>,
     end: Label,
+    /// The loops around the statement being emitted, innermost last: where `continue` and
+    /// `break` go.
+    loops: Vec<(Label, Label)>,
 }
 
-/// Whether evaluating `e` may assign a local (only a value-`if` holds statements). When a later
+/// Whether evaluating `e` may assign a local (only a value-`if` or a block holds statements). When a later
 /// operand may, an earlier operand that is a local's register must be copied first, because Rust
 /// has already read it.
 fn may_assign(e: &Expr) -> bool {
     e.any(&mut |_| false, &mut |e| {
-        matches!(e.kind, ExprKind::If { .. })
+        matches!(e.kind, ExprKind::If { .. } | ExprKind::Block(_))
     })
 }
 
@@ -678,10 +682,49 @@ impl Lower<'_> {
                 let done = self.b.setp(Cmp::Ge, t, counter, end_r);
                 self.b.break_if(&scope, done, false);
                 self.b.mov_to(t, self.locals[*var], counter);
+                // A label for `continue` only when there is one: kernels without keep their
+                // label numbering.
+                let continues = body.any(&mut |s| matches!(s, Stmt::Continue(_)), &mut |_| false);
+                let next = if continues {
+                    self.b.label()
+                } else {
+                    scope.exit
+                };
+                self.loops.push((next, scope.exit));
                 self.block(body)?;
+                self.loops.pop();
+                if continues {
+                    self.b.place(next);
+                }
                 self.b
                     .bin_to(BinOp::Add, t, counter, counter, Operand::Imm(1));
                 self.b.loop_end(scope);
+            }
+            Stmt::Loop { body } => {
+                let scope = self.b.loop_begin();
+                self.loops.push((scope.head, scope.exit));
+                self.block(body)?;
+                self.loops.pop();
+                self.b.loop_end(scope);
+            }
+            Stmt::Break(n) | Stmt::Continue(n) => {
+                let Some(&(next, exit)) = self
+                    .loops
+                    .len()
+                    .checked_sub(*n as usize + 1)
+                    .and_then(|i| self.loops.get(i))
+                else {
+                    return unsupported(format!(
+                        "`break` or `continue` {n} loops out of {}",
+                        self.loops.len()
+                    ));
+                };
+                let target = if matches!(s, Stmt::Break(_)) {
+                    exit
+                } else {
+                    next
+                };
+                self.b.bra(target);
             }
             Stmt::Return(value) => {
                 if let (Some(v), Some((r, t))) = (value, self.ret) {
@@ -841,6 +884,10 @@ impl Lower<'_> {
                 self.b.if_end(scope);
                 Ok(res)
             }
+            ExprKind::Block(block) => match self.block(block)? {
+                Some(v) => Ok(v),
+                None => unsupported("a block used as a value has no value"),
+            },
         }
     }
 
@@ -1181,18 +1228,14 @@ impl Lower<'_> {
     }
 
     fn method(&mut self, method: Method, ty: Ty, args: &[Expr]) -> Result<Reg, GenError> {
-        let want = if method == Method::MulAdd {
-            3
-        } else if matches!(method, Method::Min | Method::Max) {
-            2
-        } else {
-            1
-        };
+        let want = method.arity();
         if args.len() != want {
             return unsupported(format!("`{method:?}` takes {want} operands"));
         }
         let a = self.args(args)?;
         let t = ptx_type(ty);
+        // The receiver's type: the counting methods return a `u32` of any integer.
+        let rty = args[0].ty;
         Ok(match method {
             Method::Min | Method::Max if ty != Ty::Bool => {
                 let op = if method == Method::Min {
@@ -1217,8 +1260,130 @@ impl Lower<'_> {
                 });
                 dst
             }
+            Method::Clamp if ty != Ty::Bool => {
+                // Rust's order: below `lo` first, then above `hi`; a NaN fails both tests.
+                let below = self.b.setp(Cmp::Lt, t, a[0], a[1]);
+                let r = self.b.selp(t, a[1], a[0], below);
+                let above = self.b.setp(Cmp::Gt, t, r, a[2]);
+                self.b.selp(t, a[2], r, above)
+            }
+            Method::Floor if ty.is_float() => self.b.cvt(Rounding::Rmi, t, t, a[0]),
+            Method::Ceil if ty.is_float() => self.b.cvt(Rounding::Rpi, t, t, a[0]),
+            Method::Trunc if ty.is_float() => self.b.cvt(Rounding::Rzi, t, t, a[0]),
+            Method::Round if ty.is_float() => self.round(ty, a[0]),
+            Method::Powi if ty.is_float() => self.power(ty, a[0], a[1], Ty::I32),
+            Method::Pow if ty.is_int() => self.power(ty, a[0], a[1], Ty::U32),
+            Method::LeadingZeros if rty.is_int() => self.b.un(UnOp::Clz, bits_type(rty), a[0]),
+            Method::TrailingZeros if rty.is_int() => {
+                let reversed = self.b.un(UnOp::Brev, bits_type(rty), a[0]);
+                self.b.un(UnOp::Clz, bits_type(rty), reversed)
+            }
+            Method::CountOnes if rty.is_int() => self.b.un(UnOp::Popc, bits_type(rty), a[0]),
+            m if m.is_f32_only() && ty == Ty::F32 => self.transcendental(m, a[0], a.get(1)),
             _ => return unsupported(format!("`{method:?}` on `{}`", ty.rust_name())),
         })
+    }
+
+    /// `exp`, `ln`, `powf` and the others in `f32`, on the hardware approximations: `exp(x)` is
+    /// `ex2(x · log2 e)`, `ln(x)` is `lg2(x) · ln 2`, `powf(x, y)` is `ex2(y · lg2(x))` with
+    /// Rust's `x⁰ = 1` and `1ʸ = 1` (which the approximation would turn into NaN for an
+    /// infinite or NaN operand).
+    fn transcendental(&mut self, m: Method, x: Reg, y: Option<&Reg>) -> Reg {
+        let f = Type::F32;
+        let log2_e = Operand::F32(std::f32::consts::LOG2_E.to_bits());
+        let ln_2 = Operand::F32(std::f32::consts::LN_2.to_bits());
+        match (m, y) {
+            (Method::Exp, _) => {
+                let t = self.b.bin(BinOp::Mul, f, x, log2_e);
+                self.b.un(UnOp::Ex2, f, t)
+            }
+            (Method::Exp2, _) => self.b.un(UnOp::Ex2, f, x),
+            (Method::Ln, _) => {
+                let l = self.b.un(UnOp::Lg2, f, x);
+                self.b.bin(BinOp::Mul, f, l, ln_2)
+            }
+            (Method::Log2, _) => self.b.un(UnOp::Lg2, f, x),
+            (Method::Sin, _) => self.b.un(UnOp::Sin, f, x),
+            (Method::Cos, _) => self.b.un(UnOp::Cos, f, x),
+            (Method::Powf, Some(&y)) => {
+                let l = self.b.un(UnOp::Lg2, f, x);
+                let t = self.b.bin(BinOp::Mul, f, y, l);
+                let p = self.b.un(UnOp::Ex2, f, t);
+                let one = Operand::F32(1.0f32.to_bits());
+                let zero_exp = self.b.setp(Cmp::Eq, f, y, Operand::F32(0));
+                let one_base = self.b.setp(Cmp::Eq, f, x, one.clone());
+                let p = self.b.selp(f, one.clone(), p, zero_exp);
+                self.b.selp(f, one, p, one_base)
+            }
+            _ => self.b.un(UnOp::Tanh, f, x),
+        }
+    }
+
+    /// Rust's `round`: half away from zero (`cvt.rni` would round half to even). `x - trunc(x)`
+    /// is exact, so a fraction of at least one half moves the truncation one away from zero; the
+    /// sign of zero is kept (`(-0.3f32).round()` is `-0.0`) by subtracting for a negative `x`.
+    fn round(&mut self, ty: Ty, x: Reg) -> Reg {
+        let t = ptx_type(ty);
+        let (half, one, zero) = match ty {
+            Ty::F32 => (
+                Operand::F32(0.5f32.to_bits()),
+                Operand::F32(1.0f32.to_bits()),
+                Operand::F32(0),
+            ),
+            _ => (
+                Operand::F64(0.5f64.to_bits()),
+                Operand::F64(1.0f64.to_bits()),
+                Operand::F64(0),
+            ),
+        };
+        let r = self.b.cvt(Rounding::Rzi, t, t, x);
+        let frac = self.b.bin(BinOp::Sub, t, x, r);
+        let frac = self.b.un(UnOp::Abs, t, frac);
+        let up = self.b.setp(Cmp::Ge, t, frac, half);
+        let step = self.b.selp(t, one, zero.clone(), up);
+        let negative = self.b.setp(Cmp::Lt, t, x, zero);
+        let away = self.b.bin(BinOp::Add, t, r, step);
+        let down = self.b.bin(BinOp::Sub, t, r, step);
+        self.b.selp(t, down, away, negative)
+    }
+
+    /// `x.powi(n)` (float `x`, `n: i32`) or `x.pow(e)` (integer `x`, `e: u32`, wrapping) by
+    /// repeated squaring, in the order of LLVM's `powi` (compiler-rt's `__powisf2`): a negative
+    /// `n` takes the reciprocal of `x^|n|` at the end.
+    fn power(&mut self, ty: Ty, x: Reg, n: Reg, exp_ty: Ty) -> Reg {
+        let t = ptx_type(ty);
+        let u = Type::U32;
+        let e = if exp_ty == Ty::I32 {
+            self.b.un(UnOp::Abs, Type::S32, n)
+        } else {
+            n
+        };
+        let e = self.b.mov(u, e);
+        let base = self.b.mov(t, x);
+        let one = match ty {
+            Ty::F32 => Operand::F32(1.0f32.to_bits()),
+            Ty::F64 => Operand::F64(1.0f64.to_bits()),
+            _ => Operand::Imm(1),
+        };
+        let acc = self.b.mov(t, one.clone());
+        let scope = self.b.loop_begin();
+        let odd_bit = self.b.bin(BinOp::And, Type::B32, e, Operand::Imm(1));
+        let odd = self.b.setp(Cmp::Ne, u, odd_bit, Operand::Imm(0));
+        let skip = self.b.label();
+        self.b.bra_if(odd, true, skip);
+        self.b.bin_to(BinOp::Mul, t, acc, acc, base);
+        self.b.place(skip);
+        self.b.bin_to(BinOp::Shr, u, e, e, Operand::Imm(1));
+        let done = self.b.setp(Cmp::Eq, u, e, Operand::Imm(0));
+        self.b.break_if(&scope, done, false);
+        self.b.bin_to(BinOp::Mul, t, base, base, base);
+        self.b.loop_end(scope);
+        if exp_ty != Ty::I32 {
+            return acc;
+        }
+        let negative = self.b.setp(Cmp::Lt, Type::S32, n, Operand::Imm(0));
+        let inverse = self.b.bin(BinOp::Div, t, one, acc);
+        self.b.selp(t, inverse, acc, negative)
     }
 
     /// Reinterprets a float register as its bit pattern (integers are returned as they are).

@@ -337,6 +337,18 @@ pub enum UnOp {
     Popc,
     /// `clz.b32`/`clz.b64` (result is always `.u32`).
     Clz,
+    /// `brev.b32`/`brev.b64`: the bits in reverse order.
+    Brev,
+    /// `ex2.approx.f32`: 2^a, approximated (PTX ISA, `ex2`: at most 2 ulp off).
+    Ex2,
+    /// `lg2.approx.f32`: log2(a), approximated (PTX ISA, `lg2`: absolute error at most 2^-22).
+    Lg2,
+    /// `sin.approx.f32` (PTX ISA, `sin`: absolute error at most 2^-20.5 in -100π..100π).
+    Sin,
+    /// `cos.approx.f32` (PTX ISA, `cos`: absolute error at most 2^-20.5 in -100π..100π).
+    Cos,
+    /// `tanh.approx.f32`, sm_75 and newer (PTX ISA, `tanh`: relative error at most 2^-11).
+    Tanh,
 }
 
 impl UnOp {
@@ -348,7 +360,21 @@ impl UnOp {
             UnOp::Sqrt => "sqrt",
             UnOp::Popc => "popc",
             UnOp::Clz => "clz",
+            UnOp::Brev => "brev",
+            UnOp::Ex2 => "ex2",
+            UnOp::Lg2 => "lg2",
+            UnOp::Sin => "sin",
+            UnOp::Cos => "cos",
+            UnOp::Tanh => "tanh",
         }
+    }
+
+    /// The hardware approximations (`.approx.f32` only).
+    pub fn is_approx(self) -> bool {
+        matches!(
+            self,
+            UnOp::Ex2 | UnOp::Lg2 | UnOp::Sin | UnOp::Cos | UnOp::Tanh
+        )
     }
 }
 
@@ -455,6 +481,12 @@ pub enum Rounding {
     Rn,
     /// `.rzi`: round toward zero to an integer, saturating (float -> int, Rust's `as`).
     Rzi,
+    /// `.rmi`: round toward -inf to an integer (`floor`, float -> same float).
+    Rmi,
+    /// `.rpi`: round toward +inf to an integer (`ceil`, float -> same float).
+    Rpi,
+    /// `.rni`: round to the nearest integer, ties to even (float -> same float).
+    Rni,
 }
 
 impl Rounding {
@@ -463,6 +495,9 @@ impl Rounding {
             Rounding::None => "",
             Rounding::Rn => ".rn",
             Rounding::Rzi => ".rzi",
+            Rounding::Rmi => ".rmi",
+            Rounding::Rpi => ".rpi",
+            Rounding::Rni => ".rni",
         }
     }
 }
@@ -490,12 +525,12 @@ impl fmt::Display for Label {
 /// | --- | --- |
 /// | `Mov` | `mov.T d, a;` |
 /// | `Bin` | `add.T d, a, b;` (`.rn` after the op for float add/sub/mul/div; `.lo` for int mul; `mul.wide.T`, `mul.hi.T`) |
-/// | `Un` | `neg.T d, a;` (`sqrt.rn.T`; `popc.T`/`clz.T` with a `B32` destination) |
+/// | `Un` | `neg.T d, a;` (`sqrt.rn.T`; `ex2.approx.f32` and the other approximations; `popc.T`/`clz.T` with a `B32` destination) |
 /// | `Fma` | `fma.rn.T d, a, b, c;` |
 /// | `Mad` | `mad.lo.T d, a, b, c;` / `mad.wide.T d, a, b, c;` (integers) |
 /// | `Setp` | `setp.CMP.T p, a, b;` |
 /// | `Selp` | `selp.T d, a, b, p;` |
-/// | `Cvt` | `cvt{.rn,.rzi}.DT.ST d, a;` |
+/// | `Cvt` | `cvt{.rn,.rzi,.rmi,.rpi,.rni}.DT.ST d, a;` |
 /// | `Ld` | `ld.SPACE{.nc,.cs.nc}.T d, [addr];` |
 /// | `St` | `st.SPACE.T [addr], a;` |
 /// | `Atom` | `atom.SPACE.OP.T d, [addr], b;` and `atom.SPACE.cas.T d, [addr], b, c;` |
@@ -813,7 +848,11 @@ impl fmt::Display for Op {
                 ty.suffix()
             ),
             Op::Un { op, ty, dst, a } => {
-                let rn = if *op == UnOp::Sqrt { ".rn" } else { "" };
+                let rn = match op {
+                    UnOp::Sqrt => ".rn",
+                    op if op.is_approx() => ".approx",
+                    _ => "",
+                };
                 write!(f, "{}{rn}{} {dst}, {a};", op.name(), ty.suffix())
             }
             Op::Fma { ty, dst, a, b, c } => {

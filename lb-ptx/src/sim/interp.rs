@@ -436,10 +436,11 @@ impl Resolver<'_> {
             }
             Op::Un { op, ty, dst, a } => {
                 let ok = match ty {
-                    Type::F32 | Type::F64 => matches!(op, UnOp::Neg | UnOp::Abs | UnOp::Sqrt),
+                    Type::F32 => matches!(op, UnOp::Neg | UnOp::Abs | UnOp::Sqrt) || op.is_approx(),
+                    Type::F64 => matches!(op, UnOp::Neg | UnOp::Abs | UnOp::Sqrt),
                     Type::Pred => *op == UnOp::Not,
                     Type::U8 => false,
-                    _ => *op != UnOp::Sqrt,
+                    _ => *op != UnOp::Sqrt && !op.is_approx(),
                 };
                 if !ok {
                     return Err(self.unsupported());
@@ -523,6 +524,12 @@ impl Resolver<'_> {
                 src,
             } => {
                 if *dst_ty == Type::Pred || *src_ty == Type::Pred {
+                    return Err(self.unsupported());
+                }
+                // `.rmi`, `.rpi` and `.rni` round a float to an integer in the same type only.
+                if matches!(rounding, Rounding::Rmi | Rounding::Rpi | Rounding::Rni)
+                    && !(dst_ty == src_ty && dst_ty.is_float())
+                {
                     return Err(self.unsupported());
                 }
                 POp::Cvt {
@@ -886,6 +893,10 @@ fn bin(op: BinOp, ty: Type, a: u64, b: u64) -> u64 {
     }
 }
 
+/// One-operand instructions. The `.approx.f32` instructions are modelled by the exact function
+/// (rounded once to f32); the hardware's results differ from it within the error bounds the PTX
+/// ISA documents for each (see docs/kernel-language.md), so the simulator is a little more
+/// accurate than a GPU, never less.
 fn un(op: UnOp, ty: Type, a: u64) -> u64 {
     match ty {
         Type::F32 => {
@@ -893,6 +904,11 @@ fn un(op: UnOp, ty: Type, a: u64) -> u64 {
             match op {
                 UnOp::Neg => u64::from((-x).to_bits()),
                 UnOp::Abs => u64::from(x.abs().to_bits()),
+                UnOp::Ex2 => canon32(x.exp2()),
+                UnOp::Lg2 => canon32(x.log2()),
+                UnOp::Sin => canon32(x.sin()),
+                UnOp::Cos => canon32(x.cos()),
+                UnOp::Tanh => canon32(x.tanh()),
                 _ => canon32(x.sqrt()),
             }
         }
@@ -910,6 +926,7 @@ fn un(op: UnOp, ty: Type, a: u64) -> u64 {
             UnOp::Not => !a,
             UnOp::Abs => (a as i64).wrapping_abs() as u64,
             UnOp::Popc => u64::from(a.count_ones()),
+            UnOp::Brev => a.reverse_bits(),
             _ => u64::from(a.leading_zeros()),
         },
         _ => {
@@ -919,6 +936,7 @@ fn un(op: UnOp, ty: Type, a: u64) -> u64 {
                 UnOp::Not => !x,
                 UnOp::Abs => (x as i32).wrapping_abs() as u32,
                 UnOp::Popc => x.count_ones(),
+                UnOp::Brev => x.reverse_bits(),
                 _ => x.leading_zeros(),
             })
         }
@@ -954,11 +972,11 @@ fn cvt(rounding: Rounding, dst_ty: Type, src_ty: Type, v: u64) -> u64 {
             f64::from_bits(v)
         };
         return match dst_ty {
-            Type::F32 if src_ty == Type::F32 && rounding == Rounding::Rzi => {
-                canon32(f32_of(v).trunc())
+            Type::F32 if src_ty == Type::F32 && integer_rounding(rounding) => {
+                canon32(to_integer(rounding, x) as f32)
             }
             Type::F32 => canon32(x as f32),
-            Type::F64 if rounding == Rounding::Rzi => canon64(x.trunc()),
+            Type::F64 if integer_rounding(rounding) => canon64(to_integer(rounding, x)),
             Type::F64 => canon64(x),
             Type::U8 => u64::from(x as u8),
             Type::S32 => u64::from(x as i32 as u32),
@@ -980,6 +998,24 @@ fn cvt(rounding: Rounding, dst_ty: Type, src_ty: Type, v: u64) -> u64 {
         Type::F64 if signed => (wide as i64 as f64).to_bits(),
         Type::F64 => (wide as f64).to_bits(),
         _ => wide & width_mask(dst_ty),
+    }
+}
+
+/// Whether `rounding` rounds to an integer (`.rzi`, `.rmi`, `.rpi`, `.rni`).
+fn integer_rounding(rounding: Rounding) -> bool {
+    matches!(
+        rounding,
+        Rounding::Rzi | Rounding::Rmi | Rounding::Rpi | Rounding::Rni
+    )
+}
+
+/// `x` rounded to an integer (in the same float type) by `cvt`'s integer rounding `rounding`.
+fn to_integer(rounding: Rounding, x: f64) -> f64 {
+    match rounding {
+        Rounding::Rmi => x.floor(),
+        Rounding::Rpi => x.ceil(),
+        Rounding::Rni => x.round_ties_even(),
+        _ => x.trunc(),
     }
 }
 
@@ -1664,6 +1700,30 @@ pub(crate) fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integer_roundings_bit_reversal_and_approximations() {
+        let f = |v: f32| u64::from(v.to_bits());
+        let back = |b: u64| f32::from_bits(b as u32);
+        for (r, x, want) in [
+            (Rounding::Rmi, -1.5f32, -2.0f32),
+            (Rounding::Rpi, -1.5, -1.0),
+            (Rounding::Rzi, -1.5, -1.0),
+            (Rounding::Rni, 2.5, 2.0),
+            (Rounding::Rni, -3.5, -4.0),
+            (Rounding::Rmi, 1e30, 1e30),
+        ] {
+            assert_eq!(back(cvt(r, Type::F32, Type::F32, f(x))), want, "{r:?} {x}");
+        }
+        let d = |v: f64| v.to_bits();
+        assert_eq!(cvt(Rounding::Rpi, Type::F64, Type::F64, d(0.25)), d(1.0));
+        assert_eq!(un(UnOp::Brev, Type::B32, 1), 0x8000_0000);
+        assert_eq!(un(UnOp::Brev, Type::B64, 2), 1 << 62);
+        assert_eq!(back(un(UnOp::Ex2, Type::F32, f(3.0))), 8.0);
+        assert_eq!(back(un(UnOp::Lg2, Type::F32, f(0.25))), -2.0);
+        assert_eq!(back(un(UnOp::Tanh, Type::F32, f(0.0))), 0.0);
+        assert_eq!(back(un(UnOp::Cos, Type::F32, f(0.0))), 1.0);
+    }
 
     #[test]
     fn shifts_clamp_and_division_by_zero_is_defined() {

@@ -711,11 +711,18 @@ impl Parser {
             "sqrt" => Some(UnOp::Sqrt),
             "popc" => Some(UnOp::Popc),
             "clz" => Some(UnOp::Clz),
+            "brev" => Some(UnOp::Brev),
+            "ex2" => Some(UnOp::Ex2),
+            "lg2" => Some(UnOp::Lg2),
+            "sin" => Some(UnOp::Sin),
+            "cos" => Some(UnOp::Cos),
+            "tanh" => Some(UnOp::Tanh),
             _ => None,
         };
         if let Some(op) = un {
             let ok = match op {
                 UnOp::Sqrt => n == 3 && parts[1] == "rn",
+                op if op.is_approx() => n == 3 && parts[1] == "approx",
                 _ => n == 2,
             };
             if !ok {
@@ -796,6 +803,9 @@ impl Parser {
                     match parts[1] {
                         "rn" => Rounding::Rn,
                         "rzi" => Rounding::Rzi,
+                        "rmi" => Rounding::Rmi,
+                        "rpi" => Rounding::Rpi,
+                        "rni" => Rounding::Rni,
                         _ => return self.unknown(parts),
                     }
                 };
