@@ -1,13 +1,14 @@
 //! The wider body language end to end: math functions, `while` / `loop` / `break` / `continue`,
-//! nested helper functions, `match` and tuples, in kernels launched on the device (the simulator
-//! here) through several schedules, on fresh random matrices (empty rows, one long row), against
+//! nested helper functions, `match` and tuple `let`s, in kernels launched on `Device::default()`
+//! (the simulator without a GPU, the GPU on a GPU machine) through several schedules, on fresh random matrices (empty rows, one long row), against
 //! an independent plain-Rust f64 reference and against the macro's `cpu()`.
 //!
 //! Every kernel is generated for `thread_mapped, merge_path, warp_mapped, lrb`: one thread per
 //! tile, work-oriented, a warp per tile, and binned by tile length.
 //!
 //! The approximated `f32` functions are held to the error bounds docs/kernel-language.md gives
-//! for the GPU (the simulator computes the exact function, so it is well inside them).
+//! for the GPU (the simulator computes the exact function, so it is well inside them; on a GPU
+//! this checks the documented bounds against the hardware).
 
 mod common;
 
@@ -164,7 +165,7 @@ fn int_reference(k: usize, col: u32) -> u32 {
 #[test]
 fn math_functions_match_the_reference_within_the_documented_bounds() {
     let seed = fresh_seed();
-    let dev = Device::simulator();
+    let dev = Device::default();
     for (shape, a) in matrices(seed) {
         let n = a.values.len();
         let check = |what: &str, out: &[f32], wide: &[f64], ints: &[u32]| {
@@ -223,6 +224,75 @@ fn math_functions_match_the_reference_within_the_documented_bounds() {
     }
 }
 
+// ---- tuples ----
+
+/// Tuple `let`s: every value is evaluated before any name is bound (a swap swaps), `_` drops a
+/// value, a nested tuple binds its names, and a name may be `mut`.
+#[load_balanced(
+    schedule = "thread_mapped, merge_path, warp_mapped, lrb",
+    reduce = "sum",
+    output = "y"
+)]
+fn tuples(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+    let (mut p, q) = (a.values[nz], x[a.col_indices[nz] as usize]);
+    let (p2, (_, r)) = (q + 1.0, (p, 0.5f32));
+    p -= r;
+    let (p, q) = (q, p);
+    p * q + p2 * r
+}
+
+fn tuples_reference(v: f64, xv: f64) -> f64 {
+    let p = v - 0.5;
+    let p2 = xv + 1.0;
+    // After the swap: (p, q) = (xv, v - 0.5).
+    xv * p + p2 * 0.5
+}
+
+#[test]
+fn tuple_lets_match_the_reference() {
+    let seed = fresh_seed();
+    let dev = Device::default();
+    for (shape, a) in matrices(seed) {
+        let x: Vec<f32> = (0..a.num_cols)
+            .map(|c| (c % 13) as f32 * 0.25 - 1.5)
+            .collect();
+        let want: Vec<f64> = (0..a.num_rows)
+            .map(|r| {
+                (a.row_offsets[r]..a.row_offsets[r + 1])
+                    .map(|nz| {
+                        tuples_reference(
+                            f64::from(a.values[nz]),
+                            f64::from(x[a.col_indices[nz] as usize]),
+                        )
+                    })
+                    .sum()
+            })
+            .collect();
+        let mut cpu = vec![0f32; a.num_rows];
+        tuples::cpu(&a, &x, &mut cpu);
+        let da = DeviceCsr::upload(&dev, &a).unwrap();
+        let dx = dev.upload(&x).unwrap();
+        for &s in tuples::SCHEDULES {
+            let mut dy = dev.upload(&vec![f32::NAN; a.num_rows]).unwrap();
+            tuples::launch_with(&dev, s, &da, &dx, &mut dy).unwrap();
+            let got = dy.download().unwrap();
+            for r in 0..a.num_rows {
+                let len = (a.row_offsets[r + 1] - a.row_offsets[r]) as f64;
+                let tol = 1e-5 * (1.0 + len) * (1.0 + want[r].abs());
+                assert!(
+                    (f64::from(got[r]) - want[r]).abs() <= tol
+                        && (f64::from(cpu[r]) - want[r]).abs() <= tol,
+                    "{} {shape:?} seed {seed} row {r}: {} / cpu {} vs {}",
+                    s.name(),
+                    got[r],
+                    cpu[r],
+                    want[r]
+                );
+            }
+        }
+    }
+}
+
 /// Every kernel of this file assembles with ptxas for sm_75, sm_80 and sm_90 (when `LB_PTXAS`
 /// or the CUDA toolkit provides it).
 #[test]
@@ -232,6 +302,7 @@ fn every_module_assembles() {
         ("loops", loops::PTX),
         ("helpers", helpers::PTX),
         ("matching", matching::PTX),
+        ("tuples", tuples::PTX),
     ] {
         lb_ptx::ptxas::assert_assembles(name, ptx);
     }
@@ -310,7 +381,7 @@ fn loops_reference(col: u32) -> u64 {
 #[test]
 fn loops_with_break_and_continue_match_the_reference() {
     let seed = fresh_seed();
-    let dev = Device::simulator();
+    let dev = Device::default();
     for (shape, a) in matrices(seed) {
         let expected: Vec<u64> = (0..a.num_rows)
             .map(|r| {
@@ -427,7 +498,7 @@ fn check_sums(
 #[test]
 fn helper_functions_are_inlined_at_every_call() {
     let seed = fresh_seed();
-    let dev = Device::simulator();
+    let dev = Device::default();
     for (shape, a) in matrices(seed) {
         let x = common::random_vec(a.num_cols, seed ^ 0x5eed);
         let expected: Vec<f64> = (0..a.num_rows)
@@ -515,7 +586,7 @@ fn matching_reference(col: u32) -> i64 {
 #[test]
 fn match_on_integers_matches_the_reference() {
     let seed = fresh_seed();
-    let dev = Device::simulator();
+    let dev = Device::default();
     for (shape, a) in matrices(seed) {
         let expected: Vec<i64> = (0..a.num_rows)
             .map(|r| {

@@ -338,7 +338,9 @@ impl Checker<'_> {
         if !matches!(pat, Pat::Wild(_))
             && !matches!(pat, Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none())
         {
-            self.destructuring(pat, &init.expr);
+            if !self.tuple_let(pat, &init.expr, out) {
+                self.destructuring(pat, &init.expr);
+            }
             return;
         }
         let v = self.value(&init.expr);
@@ -377,6 +379,49 @@ impl Checker<'_> {
                 None => TStmt::Expr(value),
             });
         }
+    }
+
+    /// `let (p, q) = (a, b);`: a tuple pattern of names and `_` (nested tuples too) against a
+    /// tuple of the same shape. Every value is evaluated into a temporary first, left to right,
+    /// and only then bound, so `let (a, b) = (b, a);` swaps as in Rust. Returns `false`, having
+    /// checked nothing, for any other pattern or initializer (then [`Self::destructuring`]
+    /// reports it).
+    fn tuple_let(&mut self, pat: &Pat, init: &Expr, out: &mut Vec<TStmt>) -> bool {
+        let mut pairs = Vec::new();
+        if !matches!(pat, Pat::Tuple(_)) || !tuple_pairs(pat, init, &mut pairs) {
+            return false;
+        }
+        let mut bound = Vec::with_capacity(pairs.len());
+        for (leaf, value) in pairs {
+            let Some(v) = self.value(value) else {
+                // Reported; the names still exist, so their uses report nothing more.
+                let poison = self.fresh(Kind::Poison);
+                bound.push((leaf, None, poison));
+                continue;
+            };
+            let (ty, temp) = (v.ty, self.new_local(v.ty));
+            out.push(TStmt::Assign {
+                place: Place::Local(temp),
+                op: None,
+                value: v,
+            });
+            bound.push((leaf, Some(temp), ty));
+        }
+        for (leaf, temp, ty) in bound {
+            let Pat::Ident(pi) = leaf else { continue };
+            let local = self.bind(&pi.ident, ty);
+            if let Some(temp) = temp {
+                out.push(TStmt::Assign {
+                    place: Place::Local(local),
+                    op: None,
+                    value: TExpr {
+                        kind: TExprKind::Local(temp),
+                        ty,
+                    },
+                });
+            }
+        }
+        true
     }
 
     /// `let (p, q) = (a, b);` and other patterns: one error for the one mistake. The names the
@@ -1406,5 +1451,31 @@ fn anchor(e: &Expr) -> TokenStream {
             quote::quote!(#or1 #inputs #or2)
         }
         _ => e.to_token_stream(),
+    }
+}
+
+/// The (leaf pattern, value) pairs of a tuple pattern against a tuple expression of the same
+/// shape, in order, where every leaf is a plain name or `_`; `false` for anything else.
+fn tuple_pairs<'a>(pat: &'a Pat, init: &'a Expr, out: &mut Vec<(&'a Pat, &'a Expr)>) -> bool {
+    let init = match init {
+        Expr::Paren(p) => &*p.expr,
+        e => e,
+    };
+    match (pat, init) {
+        (Pat::Tuple(pt), Expr::Tuple(et)) if pt.elems.len() == et.elems.len() => pt
+            .elems
+            .iter()
+            .zip(&et.elems)
+            .all(|(p, e)| tuple_pairs(p, e, out)),
+        (Pat::Tuple(_), _) => false,
+        (Pat::Wild(_), e) => {
+            out.push((pat, e));
+            true
+        }
+        (Pat::Ident(pi), e) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+            out.push((pat, e));
+            true
+        }
+        _ => false,
     }
 }

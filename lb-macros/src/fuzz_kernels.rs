@@ -307,7 +307,7 @@ fn mutate(rng: &mut Rng, k: &mut Kernel, m: Mistake) -> bool {
                 "let c = |q: f32| q * 2.0f32;",
                 "match n { 0 => {} }",
                 "unsafe { acc = 1.0f32; }",
-                "let (p, q) = (1u32, 2u32);",
+                "let (p, q) = 1u32;",
                 "let p = (1u32, 2u32);",
                 "let v = vec![1.0f32];",
                 "let z = &w[nz];",

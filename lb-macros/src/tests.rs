@@ -825,15 +825,16 @@ fn fallback_keeps_the_names() {
     );
 }
 
-/// Destructuring is one mistake, so one error: not a second one for the tuple it binds, nor one
-/// per use of the names it would have bound. A mistake of its own inside the tuple still counts.
+/// Destructuring anything but a tuple of values is one mistake, so one error: not a second one
+/// for what it binds, nor one per use of the names it would have bound. A mistake of its own
+/// inside the initializer still counts.
 #[test]
 fn destructuring_let_is_one_error() {
     let errs = errors(lower_fn(
         reduce_sum(),
         quote! {
             fn k(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
-                let (p, q) = (a.values[nz], x[0]);
+                let (p, q) = a.values[nz];
                 p * q
             }
         },
@@ -858,6 +859,38 @@ fn destructuring_let_is_one_error() {
         "{errs:?}"
     );
     assert!(errs[1].contains("cannot find `missing`"), "{errs:?}");
+}
+
+/// `let (p, q) = (a, b);` binds by value, all values first: a swap swaps, `_` drops a value, a
+/// nested tuple binds its names, and a mistake inside one value is that value's one error.
+#[test]
+fn tuple_lets_bind_every_value_first() {
+    let ok = lower_fn(
+        reduce_sum(),
+        quote! {
+            fn k(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+                let (mut p, q) = (a.values[nz], x[0]);
+                let (p2, (_, r)) = (q, (p, 2.0f32));
+                p += p2;
+                let (p, q) = (q, p);
+                p * q * r
+            }
+        },
+    );
+    if let Err(e) = ok {
+        panic!("tuple lets are accepted: {e}");
+    }
+    let errs = errors(lower_fn(
+        reduce_sum(),
+        quote! {
+            fn k(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+                let (p, q) = (a.values[nz], missing);
+                p * q
+            }
+        },
+    ));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].contains("cannot find `missing`"), "{errs:?}");
 }
 
 /// A body of 2,500 gathers: about 27 registers each under `thread_mapped` (past
