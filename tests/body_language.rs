@@ -323,7 +323,7 @@ fn loops(a: &Csr<f32>, #[atom] nz: usize) -> u64 {
     let mut odd = 0u64;
     while n != 1 {
         steps += 1;
-        if n % 2 == 0 {
+        if n & 1 == 0 {
             n /= 2;
             continue;
         }
