@@ -32,9 +32,13 @@
 //! address), read once at the end.
 
 mod bfs;
+mod dobfs;
 mod driver;
 mod sssp;
 
 pub use bfs::{bfs, bfs_levels, bfs_unchecked, bfs_visit, bfs_with_capacity, BfsResult};
+pub use dobfs::{
+    bfs_direction_optimizing, dobfs_pull, dobfs_push, Direction, DoBfsResult, CLAIM_SLOTS,
+};
 pub use driver::{collect_marked, schedules, Traversal, EDGE_SLOTS};
 pub use sssp::{dijkstra, sssp, sssp_relax, sssp_unchecked, sssp_with_capacity, SsspResult};

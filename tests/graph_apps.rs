@@ -1,0 +1,196 @@
+//! The graph apps of `lb::algorithms` beyond push BFS and SSSP (direction-optimizing BFS,
+//! connected components, PageRank) against sequential references (queue BFS, union-find, f64
+//! power iteration) on random graphs with disconnected parts, self-loops, duplicate edges and
+//! isolated vertices, and on the edge cases: one vertex, no edges, a star with thousands of
+//! leaves. Each iteration's host↔device traffic is checked too (at most 16 bytes).
+
+use lb::algorithms::{bfs, bfs_direction_optimizing, bfs_levels, schedules, Direction, Traversal};
+use lb::prelude::*;
+use lb::Error;
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// A graph of `n` vertices in `parts` blocks (edges stay inside a block, so some vertices are
+/// unreachable), about `degree` out-edges per vertex, with self-loops, repeated edges (rows
+/// unsorted) and about one isolated vertex in six (no edge in or out).
+fn nasty_graph(n: usize, parts: usize, degree: usize, seed: u64) -> Csr<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let block = n.div_ceil(parts.clamp(1, n.max(1))).max(1);
+    let isolated: Vec<bool> = (0..n).map(|_| rng.random_range(0..6) == 0).collect();
+    let mut offsets = vec![0usize];
+    let (mut cols, mut vals) = (Vec::new(), Vec::new());
+    for u in 0..n {
+        if !isolated[u] {
+            let (lo, hi) = ((u / block) * block, ((u / block + 1) * block).min(n));
+            for _ in 0..rng.random_range(0..=2 * degree) {
+                let v = match rng.random_range(0..8) {
+                    0 => u,
+                    _ => rng.random_range(lo..hi),
+                };
+                if isolated[v] {
+                    continue;
+                }
+                for _ in 0..rng.random_range(1..=2) {
+                    cols.push(v as u32);
+                    vals.push(rng.random_range(1..=5u32) as f32);
+                }
+            }
+        }
+        offsets.push(cols.len());
+    }
+    Csr::new(n, n, offsets, cols, vals).expect("valid graph")
+}
+
+/// A star: vertex 0 points at `leaves` leaves, and each leaf points back.
+fn star(leaves: usize) -> Csr<f32> {
+    let triplets = (1..=leaves)
+        .flat_map(|v| [(0, v, 1.0), (v, 0, 1.0)])
+        .collect();
+    Csr::from_triplets(leaves + 1, leaves + 1, triplets).expect("valid star")
+}
+
+/// At most `per` bytes per iteration, nothing uploaded by an iteration, kernel time within wall
+/// time.
+fn check_traffic(what: &str, t: &Traversal, per: u64) {
+    assert_eq!(t.bytes_to_device, 0, "{what}: an iteration uploads nothing");
+    assert!(
+        t.bytes_to_host <= per * t.iterations as u64,
+        "{what}: {} bytes to the host over {} iterations",
+        t.bytes_to_host,
+        t.iterations
+    );
+    assert!(t.wall_ms > 0.0, "{what}: wall time");
+    if let Some(ms) = t.elapsed_ms {
+        assert!(f64::from(ms) <= t.wall_ms, "{what}: kernel within wall");
+    }
+}
+
+/// Direction-optimizing BFS from `source` under `schedules`, with the paper's switch and with
+/// push only and pull only, against the queue BFS and the push driver: same depths, same
+/// iterations and traversed edges, 16 bytes per iteration.
+fn check_dobfs(g: &Csr<f32>, source: usize, schedules: &[Schedule]) {
+    let dev = Device::default();
+    let dg = DeviceCsr::upload(&dev, g).unwrap();
+    let gt = DeviceCsc::upload(&dev, &g.to_csc().unwrap()).unwrap();
+    let want = bfs_levels(g, source);
+    for &s in schedules {
+        let push = bfs(&dev, &dg, source, s).unwrap();
+        assert_eq!(push.depth, want, "push bfs {}", s.name());
+        for (name, d) in [
+            ("default", Direction::default()),
+            ("push only", Direction::PUSH_ONLY),
+            ("pull only", Direction::PULL_ONLY),
+        ] {
+            let what = format!("dobfs {name} {}", s.name());
+            let r = bfs_direction_optimizing(&dev, &dg, &gt, source, s, d).unwrap();
+            assert_eq!(r.depth, want, "{what}: depths");
+            assert_eq!(r.run.iterations, push.run.iterations, "{what}: iterations");
+            assert_eq!(r.run.edges, push.run.edges, "{what}: traversed edges");
+            assert_eq!(
+                r.push_iterations + r.pull_iterations,
+                r.run.iterations,
+                "{what}: every iteration goes one way"
+            );
+            if d == Direction::PUSH_ONLY {
+                assert_eq!(r.pull_iterations, 0, "{what}");
+            }
+            check_traffic(&what, &r.run, 16);
+        }
+    }
+}
+
+#[test]
+fn dobfs_matches_queue_bfs_on_nasty_graphs() {
+    for (i, &(n, parts, degree)) in [(1, 1, 0), (2, 1, 1), (40, 1, 3), (150, 3, 4), (300, 2, 8)]
+        .iter()
+        .enumerate()
+    {
+        let g = nasty_graph(n, parts, degree, 0xd0bf5 + i as u64);
+        let mut rng = ChaCha8Rng::seed_from_u64(i as u64);
+        check_dobfs(&g, rng.random_range(0..n), schedules());
+    }
+}
+
+#[test]
+fn dobfs_edge_cases() {
+    let few = [Schedule::ThreadMapped, Schedule::MergePath];
+    check_dobfs(&Csr::<f32>::empty(1, 1).unwrap(), 0, few.as_slice());
+    check_dobfs(&Csr::<f32>::empty(7, 7).unwrap(), 3, few.as_slice());
+    let looped = Csr::from_triplets(1, 1, vec![(0, 0, 1.0), (0, 0, 2.0)]).unwrap();
+    check_dobfs(&looped, 0, few.as_slice());
+    // A star from its hub: the second frontier holds every leaf, so the default switch pulls.
+    let s = star(3000);
+    check_dobfs(&s, 0, few.as_slice());
+    check_dobfs(&s, 17, few.as_slice());
+}
+
+/// On a star from its hub the hub's edges are half the graph: the switch pulls at once.
+#[test]
+fn dobfs_switches_direction() {
+    let dev = Device::default();
+    let g = star(2000);
+    let dg = DeviceCsr::upload(&dev, &g).unwrap();
+    let gt = DeviceCsc::upload(&dev, &g.to_csc().unwrap()).unwrap();
+    let r = bfs_direction_optimizing(
+        &dev,
+        &dg,
+        &gt,
+        0,
+        Schedule::ThreadMapped,
+        Direction::default(),
+    )
+    .unwrap();
+    assert_eq!(r.depth, bfs_levels(&g, 0));
+    assert!(r.pull_iterations > 0, "{r:?}");
+    let pushed = bfs_direction_optimizing(
+        &dev,
+        &dg,
+        &gt,
+        5,
+        Schedule::ThreadMapped,
+        Direction::PUSH_ONLY,
+    )
+    .unwrap();
+    assert_eq!((pushed.push_iterations, pushed.pull_iterations), (3, 0));
+}
+
+#[test]
+fn dobfs_bad_inputs_are_errors() {
+    let dev = Device::default();
+    let g = nasty_graph(20, 1, 3, 5);
+    let dg = DeviceCsr::upload(&dev, &g).unwrap();
+    let gt = DeviceCsc::upload(&dev, &g.to_csc().unwrap()).unwrap();
+    let s = Schedule::ThreadMapped;
+    let d = Direction::default();
+    assert!(matches!(
+        bfs_direction_optimizing(&dev, &dg, &gt, 20, s, d),
+        Err(Error::Shape(_))
+    ));
+    let other = nasty_graph(20, 1, 1, 6);
+    let other_t = DeviceCsc::upload(&dev, &other.to_csc().unwrap()).unwrap();
+    if other.nnz() != g.nnz() {
+        assert!(matches!(
+            bfs_direction_optimizing(&dev, &dg, &other_t, 0, s, d),
+            Err(Error::Shape(_))
+        ));
+    }
+    let nan = Direction {
+        alpha: f64::NAN,
+        beta: 24.0,
+    };
+    assert!(matches!(
+        bfs_direction_optimizing(&dev, &dg, &gt, 0, s, nan),
+        Err(Error::Shape(_))
+    ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
+
+    #[test]
+    fn dobfs_matches_on_random_graphs(n in 1usize..300, parts in 1usize..4, degree in 0usize..8, seed in any::<u64>()) {
+        let g = nasty_graph(n, parts, degree, seed);
+        check_dobfs(&g, (seed as usize) % n, &[Schedule::ThreadMapped, Schedule::WarpMapped]);
+    }
+}
