@@ -4,7 +4,10 @@
 //! isolated vertices, and on the edge cases: one vertex, no edges, a star with thousands of
 //! leaves. Each iteration's host↔device traffic is checked too (at most 16 bytes).
 
-use lb::algorithms::{bfs, bfs_direction_optimizing, bfs_levels, schedules, Direction, Traversal};
+use lb::algorithms::{
+    bfs, bfs_direction_optimizing, bfs_levels, components_union_find, connected_components,
+    schedules, Direction, Traversal,
+};
 use lb::prelude::*;
 use lb::Error;
 use proptest::prelude::*;
@@ -192,5 +195,63 @@ proptest! {
     fn dobfs_matches_on_random_graphs(n in 1usize..300, parts in 1usize..4, degree in 0usize..8, seed in any::<u64>()) {
         let g = nasty_graph(n, parts, degree, seed);
         check_dobfs(&g, (seed as usize) % n, &[Schedule::ThreadMapped, Schedule::WarpMapped]);
+    }
+}
+
+/// Connected components under `schedules` against union-find, 12 bytes per iteration.
+fn check_cc(g: &Csr<f32>, schedules: &[Schedule]) {
+    let dev = Device::default();
+    let dg = DeviceCsr::upload(&dev, g).unwrap();
+    let want = components_union_find(g);
+    let count = (0..want.len()).filter(|&u| want[u] as usize == u).count();
+    for &s in schedules {
+        let what = format!("cc {}", s.name());
+        let r = connected_components(&dev, &dg, s).unwrap();
+        assert_eq!(r.labels, want, "{what}");
+        assert_eq!(r.components, count, "{what}: components");
+        assert!(r.run.iterations >= 1, "{what}");
+        assert_eq!(
+            r.run.edges,
+            r.run.iterations as u64 * g.nnz() as u64,
+            "{what}"
+        );
+        check_traffic(&what, &r.run, 12);
+    }
+}
+
+#[test]
+fn cc_matches_union_find_on_nasty_graphs() {
+    for (i, &(n, parts, degree)) in [(40, 1, 1), (150, 4, 2), (300, 3, 3), (300, 40, 1)]
+        .iter()
+        .enumerate()
+    {
+        check_cc(&nasty_graph(n, parts, degree, 0xcc + i as u64), schedules());
+    }
+}
+
+#[test]
+fn cc_edge_cases() {
+    let few = [Schedule::ThreadMapped, Schedule::MergePath];
+    check_cc(&Csr::<f32>::empty(0, 0).unwrap(), few.as_slice());
+    check_cc(&Csr::<f32>::empty(1, 1).unwrap(), few.as_slice());
+    check_cc(&Csr::<f32>::empty(9, 9).unwrap(), few.as_slice());
+    check_cc(&star(3000), few.as_slice());
+    // A path numbered backwards: the smallest label must travel the whole way.
+    let path: Vec<(usize, usize, f32)> = (1..200).map(|v| (v, v - 1, 1.0)).collect();
+    check_cc(&Csr::from_triplets(200, 200, path).unwrap(), few.as_slice());
+    let dev = Device::default();
+    let rect = DeviceCsr::upload(&dev, &Csr::<f32>::empty(3, 4).unwrap()).unwrap();
+    assert!(matches!(
+        connected_components(&dev, &rect, Schedule::ThreadMapped),
+        Err(Error::Shape(_))
+    ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
+
+    #[test]
+    fn cc_matches_on_random_graphs(n in 1usize..300, parts in 1usize..6, degree in 0usize..4, seed in any::<u64>()) {
+        check_cc(&nasty_graph(n, parts, degree, seed), &[Schedule::ThreadMapped, Schedule::GroupMapped(8)]);
     }
 }

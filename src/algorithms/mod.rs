@@ -32,11 +32,13 @@
 //! address), read once at the end.
 
 mod bfs;
+mod cc;
 mod dobfs;
 mod driver;
 mod sssp;
 
 pub use bfs::{bfs, bfs_levels, bfs_unchecked, bfs_visit, bfs_with_capacity, BfsResult};
+pub use cc::{cc_hook, components_union_find, connected_components, CcResult};
 pub use dobfs::{
     bfs_direction_optimizing, dobfs_pull, dobfs_push, Direction, DoBfsResult, CLAIM_SLOTS,
 };
