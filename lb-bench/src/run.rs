@@ -183,7 +183,14 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
     dev.set_tuning(lb::Tuning::Tune);
     dev.set_tuning_file(None);
     let families: Vec<Family> = if cli.families.is_empty() {
-        <Family as clap::ValueEnum>::value_variants().to_vec()
+        // `road-grid` is a traversal input: without a graph op the default run (and the history
+        // of its rows) stays what it was.
+        let graphs = cli.ops.iter().any(|op| op.is_graph());
+        <Family as clap::ValueEnum>::value_variants()
+            .iter()
+            .copied()
+            .filter(|&f| graphs || f != Family::RoadGrid)
+            .collect()
     } else {
         cli.families.clone()
     };
