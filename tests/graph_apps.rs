@@ -6,7 +6,7 @@
 
 use lb::algorithms::{
     bfs, bfs_direction_optimizing, bfs_levels, components_union_find, connected_components,
-    schedules, Direction, Traversal,
+    pagerank, pagerank_reference, schedules, Direction, PageRankGraph, PageRankOptions, Traversal,
 };
 use lb::prelude::*;
 use lb::Error;
@@ -253,5 +253,96 @@ proptest! {
     #[test]
     fn cc_matches_on_random_graphs(n in 1usize..300, parts in 1usize..6, degree in 0usize..4, seed in any::<u64>()) {
         check_cc(&nasty_graph(n, parts, degree, seed), &[Schedule::ThreadMapped, Schedule::GroupMapped(8)]);
+    }
+}
+
+/// PageRank under `schedules` against the f64 power iteration: within 10 × the tolerance in
+/// L1 (both stop within it of the fixed point; f32 rounding adds far less), summing to 1,
+/// 12 bytes per iteration. `tolerance` must sit above the f32 iterates' rounding floor (see
+/// `pagerank_matches_f64_power_iteration`).
+fn check_pagerank(g: &Csr<f32>, tolerance: f64, schedules: &[Schedule]) {
+    let dev = Device::default();
+    let dg = PageRankGraph::upload(&dev, g).unwrap();
+    let opts = PageRankOptions {
+        tolerance,
+        ..PageRankOptions::default()
+    };
+    let (want, iterations) = pagerank_reference(g, opts);
+    assert!(iterations < opts.max_iterations, "the reference converges");
+    for &s in schedules {
+        let what = format!("pagerank {}", s.name());
+        let r = pagerank(&dev, &dg, s, opts).unwrap();
+        assert!(
+            r.converged,
+            "{what}: {} iterations, reference {iterations}, n {}",
+            r.run.iterations, g.num_rows
+        );
+        let l1: f64 = r
+            .rank
+            .iter()
+            .zip(&want)
+            .map(|(&a, &b)| (f64::from(a) - b).abs())
+            .sum();
+        assert!(l1 < 10.0 * opts.tolerance, "{what}: L1 {l1:e}");
+        let total: f64 = r.rank.iter().map(|&x| f64::from(x)).sum();
+        assert!((total - 1.0).abs() < 1e-4, "{what}: ranks sum to {total}");
+        assert!(
+            r.run.iterations.abs_diff(iterations) <= 3,
+            "{what}: {} vs {iterations}",
+            r.run.iterations
+        );
+        assert_eq!(
+            r.run.edges,
+            r.run.iterations as u64 * g.nnz() as u64,
+            "{what}"
+        );
+        check_traffic(&what, &r.run, 12);
+    }
+}
+
+#[test]
+fn pagerank_matches_f64_power_iteration() {
+    for (i, &(n, parts, degree)) in [(60, 1, 3), (250, 3, 4)].iter().enumerate() {
+        check_pagerank(
+            &nasty_graph(n, parts, degree, 0x9a9e + i as u64),
+            1e-5,
+            schedules(),
+        );
+    }
+    let few = [Schedule::ThreadMapped, Schedule::MergePath];
+    check_pagerank(&Csr::<f32>::empty(1, 1).unwrap(), 1e-5, few.as_slice());
+    check_pagerank(&Csr::<f32>::empty(6, 6).unwrap(), 1e-5, few.as_slice());
+    // The hub sums its leaves' ranks in f32, each addition rounded at the hub's rank (about
+    // 0.5, an ulp of 6e-8): with 3000 leaves the iterates wobble by about 1e-4 in L1 and never
+    // settle closer, with 300 by about 1e-5.
+    check_pagerank(&star(3000), 1e-3, few.as_slice());
+    check_pagerank(&star(300), 1e-4, few.as_slice());
+    let dev = Device::default();
+    for bad in [
+        Csr::<f32>::empty(0, 0).unwrap(),
+        Csr::<f32>::empty(2, 3).unwrap(),
+    ] {
+        assert!(matches!(
+            PageRankGraph::upload(&dev, &bad),
+            Err(Error::Shape(_))
+        ));
+    }
+    let dg = PageRankGraph::upload(&dev, &star(3)).unwrap();
+    let nan = PageRankOptions {
+        damping: f32::NAN,
+        ..PageRankOptions::default()
+    };
+    assert!(matches!(
+        pagerank(&dev, &dg, Schedule::ThreadMapped, nan),
+        Err(Error::Shape(_))
+    ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 4, ..ProptestConfig::default() })]
+
+    #[test]
+    fn pagerank_matches_on_random_graphs(n in 1usize..200, parts in 1usize..4, degree in 0usize..6, seed in any::<u64>()) {
+        check_pagerank(&nasty_graph(n, parts, degree, seed), 1e-5, &[Schedule::WarpMapped]);
     }
 }

@@ -35,6 +35,7 @@ mod bfs;
 mod cc;
 mod dobfs;
 mod driver;
+mod pagerank;
 mod sssp;
 
 pub use bfs::{bfs, bfs_levels, bfs_unchecked, bfs_visit, bfs_with_capacity, BfsResult};
@@ -43,4 +44,7 @@ pub use dobfs::{
     bfs_direction_optimizing, dobfs_pull, dobfs_push, Direction, DoBfsResult, CLAIM_SLOTS,
 };
 pub use driver::{collect_marked, schedules, Traversal, EDGE_SLOTS};
+pub use pagerank::{
+    pagerank, pagerank_pull, pagerank_reference, PageRankGraph, PageRankOptions, PageRankResult,
+};
 pub use sssp::{dijkstra, sssp, sssp_relax, sssp_unchecked, sssp_with_capacity, SsspResult};
