@@ -65,7 +65,7 @@ pub fn bfs_with_capacity(
     bfs_run(dev, g, source, schedule, capacity, Kernels::Checked)
 }
 
-/// [`bfs`] through the kernels without bounds tests, as [`sssp_unchecked`].
+/// [`bfs`] through the kernels without bounds tests, as [`sssp_unchecked`](super::sssp_unchecked).
 pub fn bfs_unchecked(
     dev: &Device,
     g: &DeviceCsr<f32>,

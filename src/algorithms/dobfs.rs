@@ -44,7 +44,7 @@ use crate::{Error, Result};
 /// `v % CLAIM_SLOTS`, spread so that the atomics do not all hit one address).
 pub const CLAIM_SLOTS: usize = 32;
 
-/// The top-down step: [`bfs_visit`](super::bfs_visit)'s claim of each unvisited out-neighbour,
+/// The top-down step: [`bfs_visit`](fn@super::bfs_visit)'s claim of each unvisited out-neighbour,
 /// plus the claimed vertex's out-degree added to `claimed[v % claimed.len()]`.
 #[load_balanced(schedule = "auto", tiles = "frontier")]
 #[allow(clippy::too_many_arguments)]
