@@ -222,7 +222,7 @@ pub fn road(rows: usize, seed: u64) -> Csr<f32> {
 /// 0.05 to one lower diagonal neighbour; every link is a two-way street (both directions, the
 /// same length), of length uniform in [0.1, 1). Mean degree about 3.8, diameter about 2 × side.
 pub fn road_grid(side: usize, seed: u64) -> Csr<f32> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_0ad);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x05ee_d0ad);
     let n = side * side;
     let mut rows: Vec<Vec<(u32, f32)>> = vec![Vec::new(); n];
     let link = |rows: &mut Vec<Vec<(u32, f32)>>, rng: &mut ChaCha8Rng, a: usize, b: usize| {

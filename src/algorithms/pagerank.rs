@@ -157,7 +157,10 @@ pub fn pagerank(
     opts: PageRankOptions,
 ) -> Result<PageRankResult> {
     let clock = Instant::now();
-    if !(opts.damping >= 0.0 && opts.damping <= 1.0) || !(opts.tolerance >= 0.0) {
+    // NaN fails both range tests.
+    let valid =
+        (0.0..=1.0).contains(&opts.damping) && (0.0..=f64::INFINITY).contains(&opts.tolerance);
+    if !valid {
         return Err(Error::Shape(format!(
             "pagerank: damping {} must be in [0, 1] and tolerance {} ≥ 0",
             opts.damping, opts.tolerance
