@@ -12,10 +12,13 @@
 //!
 //! # Convergence on the device
 //!
-//! A lane that sees two different labels raises `changed[0]` to the iteration's stamp
-//! (`atomic_max`; stamps grow, so it is never cleared). An iteration in which no lane saw a
-//! difference wrote no label, so every edge's endpoints already agreed: the host reads that
-//! one `u32` per iteration (4 bytes) next to the launch's error flag (8), 12 bytes in all.
+//! A lane that sees two different labels, or lowers a label by jumping, raises `changed[0]` to
+//! the iteration's stamp (`atomic_max`; stamps grow, so it is never cleared). An iteration that
+//! did not raise it wrote no label at all, so every lane read the final labels and every edge's
+//! endpoints agreed. (Were jumps left out of the flag, a hook could compare two labels read
+//! before a concurrent jump lowered one of them, and the loop would stop with an edge whose
+//! endpoints disagree.) The host reads that one `u32` per iteration (4 bytes) next to the
+//! launch's error flag (8), 12 bytes in all.
 
 use std::time::Instant;
 
@@ -38,7 +41,9 @@ pub fn cc_hook(
     if k == 0 {
         let up = labels[u] as usize;
         let jump = labels[up];
-        atomic_min(&mut labels[u], jump);
+        if jump < atomic_min(&mut labels[u], jump) {
+            atomic_max(&mut changed[0], mark);
+        }
     }
     let v = g.col_indices[e] as usize;
     let lu = labels[u];
