@@ -4,7 +4,10 @@
 //! `cargo run --release --example bfs` builds the embedded default (a seeded power-law graph);
 //! `cargo run --release --example bfs -- graph.mtx` reads a square Matrix Market file (the
 //! values are ignored). `--vertices N` scales the
-//! default graph, `--source S` picks the source (default 0).
+//! default graph, `--source S` picks the source (default 0), `--undirected` adds every edge
+//! reversed, and `--direction-optimizing` runs `lb::algorithms::bfs_direction_optimizing` (Beamer
+//! et al.'s push/pull switch, α = 14, β = 24) after each schedule's push BFS, as a
+//! `<schedule> do p/q` row (p steps pushed, q pulled) checked against the same depths.
 //! The table shows iterations, traversed edges, kernel time (GPU) and wall-clock time of the whole
 //! driver, traversed edges per second (on kernel time on a GPU, on wall time on the simulator),
 //! and the host↔device bytes per iteration.
@@ -12,7 +15,7 @@
 mod common;
 #[path = "common/traversal.rs"]
 mod traversal;
-use lb::algorithms::{bfs, bfs_levels, schedules};
+use lb::algorithms::{bfs, bfs_direction_optimizing, bfs_levels, schedules, Direction};
 use lb::prelude::*;
 use std::process::ExitCode;
 
@@ -25,13 +28,37 @@ fn run(args: &traversal::Args) -> lb::Result<bool> {
     let dev = Device::default();
     println!("device: {}", dev.name());
     let dg = DeviceCsr::upload(&dev, &g)?;
+    let gt = if args.direction_optimizing {
+        Some(DeviceCsc::upload(&dev, &g.to_csc()?)?)
+    } else {
+        None
+    };
     traversal::print_header();
     let mut all_ok = true;
     for &schedule in schedules() {
         let r = bfs(&dev, &dg, args.source, schedule)?;
         let ok = r.depth == want;
         all_ok &= ok;
-        traversal::print_row(schedule, &r.run, ok);
+        traversal::print_row(schedule.name(), &r.run, ok);
+        if let Some(gt) = &gt {
+            let d = bfs_direction_optimizing(
+                &dev,
+                &dg,
+                gt,
+                args.source,
+                schedule,
+                Direction::default(),
+            )?;
+            let ok = d.depth == want;
+            all_ok &= ok;
+            let label = format!(
+                "{} do {}/{}",
+                schedule.name(),
+                d.push_iterations,
+                d.pull_iterations
+            );
+            traversal::print_row(&label, &d.run, ok);
+        }
     }
     Ok(all_ok)
 }

@@ -41,7 +41,7 @@ fn run(args: &traversal::Args) -> lb::Result<bool> {
                 .zip(&want)
                 .all(|(&got, &w)| got == w || (got - w).abs() <= 1e-5 * w.abs());
         all_ok &= ok;
-        traversal::print_row(schedule, &r.run, ok);
+        traversal::print_row(schedule.name(), &r.run, ok);
     }
     Ok(all_ok)
 }

@@ -67,6 +67,8 @@ for group in "${groups[@]}"; do
         sanitize "$tool" gcn "$bin/example-gcn" --rows 3000 --k 33 --reps 1
         sanitize "$tool" sssp "$bin/example-sssp" --vertices 3000
         sanitize "$tool" bfs "$bin/example-bfs" --vertices 3000
+        sanitize "$tool" dobfs "$bin/example-bfs" --vertices 3000 --undirected --direction-optimizing
+        sanitize "$tool" cc "$bin/example-cc" --vertices 3000
         sanitize "$tool" cg "$bin/example-cg" --n 16
         sanitize "$tool" pagerank "$bin/example-pagerank" --vertices 3000
         # One row of 3 M nonzeros among a million one-nonzero rows: the huge-tile split of

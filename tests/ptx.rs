@@ -62,6 +62,10 @@ fn every_module_assembles_without_spills() {
         ("csc_frontier_rows", csc_frontier_rows::PTX),
         ("sssp_relax", lb::algorithms::sssp_relax::PTX),
         ("bfs_visit", lb::algorithms::bfs_visit::PTX),
+        ("dobfs_push", lb::algorithms::dobfs_push::PTX),
+        ("dobfs_pull", lb::algorithms::dobfs_pull::PTX),
+        ("cc_hook", lb::algorithms::cc_hook::PTX),
+        ("pagerank_pull", lb::algorithms::pagerank_pull::PTX),
     ];
     for (name, ptx) in modules {
         lb_ptx::ptxas::assert_assembles(name, ptx);

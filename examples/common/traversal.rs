@@ -10,23 +10,37 @@ pub struct Args {
     pub path: Option<String>,
     pub vertices: usize,
     pub source: usize,
+    /// Every edge also reversed (`--undirected`).
+    pub undirected: bool,
+    /// BFS only: `lb::algorithms::bfs_direction_optimizing` next to each push row.
+    pub direction_optimizing: bool,
 }
 
-/// The arguments of the example `name`: `[graph.mtx] [--vertices N] [--source S]`.
+/// The arguments of the example `name`: `[graph.mtx] [--vertices N] [--source S]
+/// [--undirected]`, and for `bfs` `[--direction-optimizing]`.
 pub fn parse_args(name: &str) -> Result<Args, String> {
     let mut args = Args {
         path: None,
         vertices: 5_000,
         source: 0,
+        undirected: false,
+        direction_optimizing: false,
+    };
+    let extra = if name == "bfs" {
+        " [--direction-optimizing]"
+    } else {
+        ""
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--vertices" => args.vertices = number(&mut it, "--vertices", 1..=MAX_ROWS)?,
             "--source" => args.source = number(&mut it, "--source", 0..=MAX_ROWS - 1)?,
+            "--undirected" => args.undirected = true,
+            "--direction-optimizing" if name == "bfs" => args.direction_optimizing = true,
             "-h" | "--help" => {
                 return Err(format!(
-                    "usage: {name} [graph.mtx] [--vertices N] [--source S]"
+                    "usage: {name} [graph.mtx] [--vertices N] [--source S] [--undirected]{extra}"
                 ))
             }
             _ if arg.starts_with('-') => return Err(format!("unknown option `{arg}`")),
@@ -39,13 +53,17 @@ pub fn parse_args(name: &str) -> Result<Args, String> {
 /// The graph of `args` (the file's, or a seeded power law of `args.vertices` vertices), once
 /// its size and the source are printed; an error when the source is not one of its vertices.
 pub fn graph(args: &Args) -> lb::Result<Csr<f32>> {
-    let (g, origin) = match &args.path {
+    let (mut g, mut origin) = match &args.path {
         Some(path) => (lb::mtx::read_mtx::<f32>(path)?, format!("from {path}")),
         None => (
             lb::generate::power_law(args.vertices, args.vertices, 8.0, 42),
             "(seeded power law)".to_string(),
         ),
     };
+    if args.undirected {
+        g = undirected(&g)?;
+        origin.push_str(", every edge both ways");
+    }
     println!(
         "graph: {} vertices, {} edges {origin}; source {}",
         g.num_rows,
@@ -59,6 +77,18 @@ pub fn graph(args: &Args) -> lb::Result<Csr<f32>> {
         )));
     }
     Ok(g)
+}
+
+/// `g` with every edge also reversed (an edge present both ways then appears twice, which the
+/// drivers handle like any duplicate edge).
+fn undirected(g: &Csr<f32>) -> lb::Result<Csr<f32>> {
+    let edges = (0..g.num_rows).flat_map(|u| {
+        g.row(u).flat_map(move |e| {
+            let (v, w) = (g.col_indices[e] as usize, g.values[e]);
+            [(u, v, w), (v, u, w)]
+        })
+    });
+    Csr::from_triplets(g.num_rows, g.num_cols, edges.collect())
 }
 
 /// The columns of [`print_row`].
@@ -79,11 +109,11 @@ pub fn print_header() {
 
 /// One traversal's row: traversed edges per second on kernel time on a GPU, on wall time on the
 /// simulator (which has no kernel time).
-pub fn print_row(schedule: Schedule, r: &Traversal, ok: bool) {
+pub fn print_row(label: &str, r: &Traversal, ok: bool) {
     let ms = r.elapsed_ms.map_or(r.wall_ms, f64::from);
     println!(
         "{:<22} {:>10} {:>12} {:>8} {:>11} {:>11.2} {:>12.2} {:>7.1} {:>7}",
-        schedule.name(),
+        label,
         r.iterations,
         r.edges,
         r.retries,

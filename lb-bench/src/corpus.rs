@@ -24,6 +24,11 @@ pub enum Family {
     Regular,
     /// Road-network-like: average degree about 2, columns near the diagonal.
     Road,
+    /// A road-like graph with a realistic diameter for the graph ops: a √n × √n grid numbered
+    /// row-major, each vertex linked both ways to its right and lower neighbours (10 % of the
+    /// links dropped) and now and then diagonally, positive random lengths; the diameter grows
+    /// like √n, not like n. In the default families only when a graph op runs.
+    RoadGrid,
     /// Row lengths log-normal with a given mean and standard deviation, capped at a maximum.
     PowerLaw,
     /// R-MAT / Kronecker graph (a, b, c, d = 0.57, 0.19, 0.19, 0.05), duplicates merged.
@@ -55,7 +60,8 @@ pub fn build(families: &[Family], scale: Scale, seed: u64) -> Vec<Matrix> {
             .to_lowercase()
             .replace("powerlaw", "power_law")
             .replace("denserows", "dense_rows")
-            .replace("giantrow", "giant_row");
+            .replace("giantrow", "giant_row")
+            .replace("roadgrid", "road_grid");
         let mut push = |name: String, csr: Csr<f32>| {
             out.push(Matrix {
                 name,
@@ -81,6 +87,10 @@ pub fn build(families: &[Family], scale: Scale, seed: u64) -> Vec<Matrix> {
             Family::Road => {
                 let rows = pick(1_000, 1_000_000, 30_000_000);
                 push(format!("road-{rows}"), road(rows, s));
+            }
+            Family::RoadGrid => {
+                let side = pick(32, 1_000, 4_000);
+                push(format!("road_grid-{side}x{side}"), road_grid(side, s));
             }
             Family::PowerLaw => {
                 let rows = pick(500, 500_000, 6_500_000);
@@ -206,6 +216,59 @@ pub fn road(rows: usize, seed: u64) -> Csr<f32> {
     from_rows(rows, rows_v, &mut rng)
 }
 
+/// A `side` × `side` grid of intersections numbered row-major (so neighbours on the map are
+/// near in the numbering, as in a road network ordered along its geography). Each vertex is
+/// linked to its right and lower neighbours with probability 0.9 each, and with probability
+/// 0.05 to one lower diagonal neighbour; every link is a two-way street (both directions, the
+/// same length), of length uniform in [0.1, 1). Mean degree about 3.8, diameter about 2 × side.
+pub fn road_grid(side: usize, seed: u64) -> Csr<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x05ee_d0ad);
+    let n = side * side;
+    let mut rows: Vec<Vec<(u32, f32)>> = vec![Vec::new(); n];
+    let link = |rows: &mut Vec<Vec<(u32, f32)>>, rng: &mut ChaCha8Rng, a: usize, b: usize| {
+        let w = rng.random_range(0.1f32..1.0);
+        rows[a].push((b as u32, w));
+        rows[b].push((a as u32, w));
+    };
+    for r in 0..side {
+        for c in 0..side {
+            let u = r * side + c;
+            if c + 1 < side && rng.random_bool(0.9) {
+                link(&mut rows, &mut rng, u, u + 1);
+            }
+            if r + 1 < side && rng.random_bool(0.9) {
+                link(&mut rows, &mut rng, u, u + side);
+            }
+            if r + 1 < side && rng.random_bool(0.05) {
+                let c2 = if rng.random_bool(0.5) {
+                    c + 1
+                } else {
+                    c.wrapping_sub(1)
+                };
+                if c2 < side {
+                    link(&mut rows, &mut rng, u, (r + 1) * side + c2);
+                }
+            }
+        }
+    }
+    let mut row_offsets = Vec::with_capacity(n + 1);
+    row_offsets.push(0);
+    let (mut col_indices, mut values) = (Vec::new(), Vec::new());
+    for row in &mut rows {
+        row.sort_unstable_by_key(|&(c, _)| c);
+        col_indices.extend(row.iter().map(|&(c, _)| c));
+        values.extend(row.iter().map(|&(_, w)| w));
+        row_offsets.push(col_indices.len());
+    }
+    Csr {
+        num_rows: n,
+        num_cols: n,
+        row_offsets,
+        col_indices,
+        values,
+    }
+}
+
 /// Log-normal row lengths with this mean and standard deviation, capped at `max` (the cap
 /// pulls the realized mean slightly down; the report prints the realized statistics).
 pub fn power_law(rows: usize, mean: f64, std: f64, max: usize, seed: u64) -> Csr<f32> {
@@ -311,4 +374,50 @@ pub fn dense_rows(rows: usize, dense: usize, len: usize, seed: u64) -> Csr<f32> 
         })
         .collect();
     with_lengths(rows, &lengths, seed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The grid is a symmetric graph of side² vertices, about 3.8 edges each, whose BFS depth
+    /// from a corner grows like the side (a path numbered along the map would grow like n).
+    #[test]
+    fn road_grid_has_a_grid_diameter() {
+        for (side, seed) in [(1, 3), (2, 4), (40, 5), (90, 6)] {
+            let g = road_grid(side, seed);
+            let n = side * side;
+            assert_eq!((g.num_rows, g.num_cols), (n, n));
+            g.validate().unwrap();
+            let mut edges: Vec<(usize, u32, u32)> = (0..n)
+                .flat_map(|u| g.row(u).map(move |e| (u, e)))
+                .map(|(u, e)| (u, g.col_indices[e], g.values[e].to_bits()))
+                .collect();
+            let mut reversed: Vec<(usize, u32, u32)> = edges
+                .iter()
+                .map(|&(u, v, w)| (v as usize, u as u32, w))
+                .collect();
+            edges.sort_unstable();
+            reversed.sort_unstable();
+            assert_eq!(edges, reversed, "side {side}: every street is two-way");
+            assert!(g.values.iter().all(|&w| (0.1..1.0).contains(&w)));
+            if side >= 40 {
+                let mean = g.nnz() as f64 / n as f64;
+                assert!(
+                    (3.3..4.0).contains(&mean),
+                    "side {side}: mean degree {mean}"
+                );
+                let depth = lb::algorithms::bfs_levels(&g, 0);
+                let reached: Vec<u32> = depth.into_iter().filter(|&d| d != u32::MAX).collect();
+                let deepest = *reached.iter().max().unwrap() as usize;
+                assert!(reached.len() > n * 9 / 10, "side {side}: mostly connected");
+                assert!(
+                    (side..=3 * side).contains(&deepest),
+                    "side {side}: depth {deepest}"
+                );
+            }
+        }
+        assert_eq!(road_grid(30, 9).col_indices, road_grid(30, 9).col_indices);
+        assert_ne!(road_grid(30, 9).col_indices, road_grid(30, 10).col_indices);
+    }
 }

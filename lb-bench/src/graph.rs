@@ -1,11 +1,14 @@
-//! The graph ops, SSSP and BFS from `lb::algorithms`: each is a host-driven loop of launches, not
-//! one launch over a `Problem`, so they get their own small path: verify against the sequential
-//! reference, then time the driver from source to finish (wall clock, host work included) next
-//! to its kernel time, and report traversed edges per second on both, the iterations, and the
-//! host↔device bytes per iteration.
+//! The graph ops from `lb::algorithms` (SSSP, BFS, direction-optimizing BFS, connected
+//! components, PageRank): each is a host-driven loop of launches, not one launch over a
+//! `Problem`, so they get their own small path: verify against the sequential reference, then
+//! time the driver from start to finish (wall clock, host work included) next to its kernel
+//! time, and report edges per second on both, the iterations, and the host↔device bytes per
+//! iteration.
 
 use lb::algorithms::{
-    bfs, bfs_levels, bfs_unchecked, dijkstra, schedules, sssp, sssp_unchecked, Traversal,
+    bfs, bfs_direction_optimizing, bfs_levels, bfs_unchecked, components_union_find,
+    connected_components, dijkstra, pagerank, pagerank_reference, schedules, sssp, sssp_unchecked,
+    Direction, PageRankGraph, PageRankOptions, Traversal,
 };
 use lb::prelude::*;
 use rand::seq::IndexedRandom;
@@ -103,25 +106,55 @@ impl Driver {
     }
 }
 
-/// The reference result of one op from one source.
+/// The reference result of one op from one source (or of the whole graph).
 enum Reference {
     Dist(Vec<f32>),
     Depth(Vec<u32>),
+    /// BFS depths, for the direction-optimizing driver.
+    DirectionDepth(Vec<u32>),
+    /// Union-find's component labels.
+    Labels(Vec<u32>),
+    /// The f64 power iteration's ranks.
+    Rank(Vec<f64>),
+}
+
+/// The graph on the device in the forms the ops read.
+struct DeviceGraph {
+    g: DeviceCsr<f32>,
+    /// `dobfs`: the transpose, as a CSC.
+    transpose: Option<DeviceCsc<f32>>,
+    /// `pagerank`: its own upload (CSC, inverse degrees).
+    ranked: Option<PageRankGraph>,
+}
+
+/// What one run gave: the driver's record, its error against the reference, and (`dobfs`) its
+/// pull iterations.
+struct Outcome {
+    run: Traversal,
+    error: f64,
+    pulls: Option<usize>,
+}
+
+/// PageRank's settings in every row: the defaults (damping 0.85, L1 tolerance 1e-5).
+fn pagerank_options() -> PageRankOptions {
+    PageRankOptions::default()
 }
 
 impl Reference {
-    /// One traversal from `source` with schedule `s`, through the driver `how`, and its error
-    /// against the reference: the largest relative distance error (SSSP), or 0 / ∞ for depths
-    /// that match / do not (BFS).
+    /// One run from `source` with schedule `s`, through the driver `how`, and its error
+    /// against the reference: the largest relative distance error (SSSP), 0 / ∞ for depths or
+    /// labels that match / do not (BFS, DO-BFS, CC), the L1 distance of the ranks (PageRank).
     fn traverse(
         &self,
         dev: &Device,
-        g: &DeviceCsr<f32>,
+        dg: &DeviceGraph,
         source: usize,
         s: Schedule,
         how: Driver,
-    ) -> lb::Result<(Traversal, f64)> {
-        match self {
+    ) -> lb::Result<Outcome> {
+        let g = &dg.g;
+        let exact = |same: bool| if same { 0.0 } else { f64::INFINITY };
+        let (run, error) = match self {
             Reference::Dist(want) => {
                 let run = match how {
                     Driver::Device => sssp,
@@ -129,8 +162,7 @@ impl Reference {
                     Driver::HostLoop => host_loop::sssp,
                 };
                 let r = run(dev, g, source, s)?;
-                let error = dist_error(&r.dist, want);
-                Ok((r.run, error))
+                (r.run, dist_error(&r.dist, want))
             }
             Reference::Depth(want) => {
                 let run = match how {
@@ -139,11 +171,49 @@ impl Reference {
                     Driver::HostLoop => host_loop::bfs,
                 };
                 let r = run(dev, g, source, s)?;
-                let error = if &r.depth == want { 0.0 } else { f64::INFINITY };
-                Ok((r.run, error))
+                (r.run, exact(&r.depth == want))
             }
-        }
+            Reference::DirectionDepth(want) => {
+                let gt = dg.transpose.as_ref().ok_or_else(|| missing("transpose"))?;
+                let r = bfs_direction_optimizing(dev, g, gt, source, s, Direction::default())?;
+                let error = exact(&r.depth == want);
+                return Ok(Outcome {
+                    run: r.run,
+                    error,
+                    pulls: Some(r.pull_iterations),
+                });
+            }
+            Reference::Labels(want) => {
+                let r = connected_components(dev, g, s)?;
+                (r.run, exact(&r.labels == want))
+            }
+            Reference::Rank(want) => {
+                let ranked = dg
+                    .ranked
+                    .as_ref()
+                    .ok_or_else(|| missing("PageRank graph"))?;
+                let r = pagerank(dev, ranked, s, pagerank_options())?;
+                let l1 = r
+                    .rank
+                    .iter()
+                    .zip(want)
+                    .map(|(&a, &b)| (f64::from(a) - b).abs())
+                    .sum();
+                (r.run, l1)
+            }
+        };
+        Ok(Outcome {
+            run,
+            error,
+            pulls: None,
+        })
     }
+}
+
+/// An upload `run_graph` makes for the op that needs it, absent: a bug in this file, reported
+/// as a failed row rather than a panic.
+fn missing(what: &str) -> lb::Error {
+    lb::Error::Shape(format!("lb-bench: no {what} was uploaded for this op"))
 }
 
 /// f32 sums along different paths of equal length may round differently, hence a relative
@@ -169,10 +239,11 @@ fn dist_error(got: &[f32], want: &[f32]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// Every schedule of `op` (SSSP or BFS) on the square matrix `m`, from `--sources` seeded
-/// random sources, with weights |values| (Dijkstra and the relaxation need nonnegative
-/// weights); with `--unchecked`, each schedule also through the kernels without bounds tests,
-/// as a `<schedule>+unchecked` row, and with `--host-loop` through the host-driven loop, as a
+/// Every schedule of the graph op `op` on the square matrix `m`, from `--sources` seeded
+/// random sources (SSSP, BFS, DO-BFS; CC and PageRank run once over the whole graph), with
+/// weights |values| (Dijkstra and the relaxation need nonnegative weights); with
+/// `--unchecked`, each SSSP and BFS schedule also through the kernels without bounds tests, as
+/// a `<schedule>+unchecked` row, and with `--host-loop` through the host-driven loop, as a
 /// `<schedule>+host_loop` row.
 pub fn run_graph(
     cli: &Cli,
@@ -192,22 +263,34 @@ pub fn run_graph(
         m.csr.clone()
     };
     g.values.iter_mut().for_each(|w| *w = w.abs());
-    let sources = sources(&g, usize::from(cli.sources), cli.seed);
-    base.sources = Some(sources.clone());
-    let references: Vec<(usize, Reference)> = sources
-        .iter()
-        .map(|&s| {
-            let r = match op {
-                Op::Sssp => Reference::Dist(dijkstra(&g, s)),
-                _ => Reference::Depth(bfs_levels(&g, s)),
-            };
-            (s, r)
-        })
-        .collect();
-    let dg = match DeviceCsr::upload(dev, &g) {
+    let references: Vec<(usize, Reference)> = match op {
+        Op::Cc => vec![(0, Reference::Labels(components_union_find(&g)))],
+        Op::Pagerank => vec![(
+            0,
+            Reference::Rank(pagerank_reference(&g, pagerank_options()).0),
+        )],
+        _ => {
+            let sources = sources(&g, usize::from(cli.sources), cli.seed);
+            base.sources = Some(sources.clone());
+            sources
+                .iter()
+                .map(|&s| {
+                    let r = match op {
+                        Op::Sssp => Reference::Dist(dijkstra(&g, s)),
+                        Op::Dobfs => Reference::DirectionDepth(bfs_levels(&g, s)),
+                        _ => Reference::Depth(bfs_levels(&g, s)),
+                    };
+                    (s, r)
+                })
+                .collect()
+        }
+    };
+    let dg = match upload(dev, &g, op) {
         Ok(dg) => dg,
         Err(e) => return vec![base.failed(format!("setting up: {e}"))],
     };
+    // The unchecked kernels and the host loop are SSSP's and BFS's alone.
+    let twins = matches!(op, Op::Sssp | Op::Bfs);
     let mut out = Vec::new();
     for &s in schedules()
         .iter()
@@ -222,7 +305,7 @@ pub fn run_graph(
             Driver::Device,
             &base,
         ));
-        if cli.unchecked {
+        if cli.unchecked && twins {
             out.push(measure(
                 cli,
                 dev,
@@ -233,7 +316,7 @@ pub fn run_graph(
                 &base,
             ));
         }
-        if cli.host_loop {
+        if cli.host_loop && twins {
             out.push(measure(
                 cli,
                 dev,
@@ -248,10 +331,28 @@ pub fn run_graph(
     out
 }
 
+/// `g` on the device, with the transpose (`dobfs`) or PageRank's upload (`pagerank`) when `op`
+/// reads them.
+fn upload(dev: &Device, g: &Csr<f32>, op: Op) -> lb::Result<DeviceGraph> {
+    Ok(DeviceGraph {
+        g: DeviceCsr::upload(dev, g)?,
+        transpose: match op {
+            Op::Dobfs => Some(DeviceCsc::upload(dev, &g.to_csc()?)?),
+            _ => None,
+        },
+        ranked: match op {
+            Op::Pagerank => Some(PageRankGraph::upload(dev, g)?),
+            _ => None,
+        },
+    })
+}
+
 /// What the runs of one schedule add up to over the sources.
 #[derive(Default)]
 struct Totals {
     iterations: usize,
+    /// `dobfs`: the pull iterations among them.
+    pulls: Option<usize>,
     edges: u64,
     error: f64,
     /// The largest bytes per iteration of any verified run.
@@ -267,7 +368,7 @@ struct Totals {
 fn measure(
     cli: &Cli,
     dev: &Device,
-    g: &DeviceCsr<f32>,
+    g: &DeviceGraph,
     references: &[(usize, Reference)],
     s: Schedule,
     how: Driver,
@@ -278,9 +379,19 @@ fn measure(
     let mut t = Totals::default();
     let mut timed = dev.is_gpu();
     for (source, reference) in references {
+        let from = if base.sources.is_some() {
+            format!("source {source}")
+        } else {
+            "the run".to_string()
+        };
         let (first, error) = match reference.traverse(dev, g, *source, s, how) {
-            Ok(t) => t,
-            Err(e) => return r.failed(format!("source {source}: {e}")),
+            Ok(o) => {
+                if let Some(p) = o.pulls {
+                    *t.pulls.get_or_insert(0) += p;
+                }
+                (o.run, o.error)
+            }
+            Err(e) => return r.failed(format!("{from}: {e}")),
         };
         t.iterations += first.iterations;
         t.edges += first.edges;
@@ -290,10 +401,17 @@ fn measure(
             r.max_rel_err = Some(error);
             return r.failed(match reference {
                 Reference::Dist(_) => format!(
-                    "source {source}: wrong distances: max relative error {:.2e} > {:.0e}",
+                    "{from}: wrong distances: max relative error {:.2e} > {:.0e}",
                     error, cli.tolerance
                 ),
-                Reference::Depth(_) => format!("source {source}: wrong depths"),
+                Reference::Depth(_) | Reference::DirectionDepth(_) => {
+                    format!("{from}: wrong depths")
+                }
+                Reference::Labels(_) => format!("{from}: labels differ from union-find's"),
+                Reference::Rank(_) => format!(
+                    "{from}: ranks {:.2e} from the f64 power iteration in L1 > {:.0e}",
+                    error, cli.tolerance
+                ),
             });
         }
         // The simulator reports no kernel time, and its wall time is the CPU's: correctness,
@@ -308,11 +426,11 @@ fn measure(
         let (mut kernel, mut wall) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
         for _ in 0..reps {
             match reference.traverse(dev, g, *source, s, how) {
-                Ok((run, _)) => {
-                    kernel.push(f64::from(run.elapsed_ms.unwrap_or(f32::NAN)));
-                    wall.push(run.wall_ms);
+                Ok(o) => {
+                    kernel.push(f64::from(o.run.elapsed_ms.unwrap_or(f32::NAN)));
+                    wall.push(o.run.wall_ms);
                 }
-                Err(e) => return r.failed(format!("source {source}, while timing: {e}")),
+                Err(e) => return r.failed(format!("{from}, while timing: {e}")),
             }
         }
         t.kernel_ms += median(&mut kernel);
@@ -323,6 +441,7 @@ fn measure(
     r.edges = Some(t.edges);
     r.max_rel_err = Some(t.error);
     r.bytes_per_iteration = Some(t.bytes_per_iteration);
+    r.pull_iterations = t.pulls;
     if timed {
         r.median_ms = Some(t.kernel_ms);
         r.wall_ms = Some(t.wall_ms);

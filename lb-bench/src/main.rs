@@ -42,6 +42,14 @@ pub enum Op {
     /// Breadth-first search from `--sources` seeded random sources, in traversed edges per
     /// second.
     Bfs,
+    /// Direction-optimizing BFS (push/pull switch, α = 14, β = 24) from the same sources as
+    /// `bfs`; edges are counted as `bfs` counts them, so the GTEPS compare.
+    Dobfs,
+    /// Connected components (hooking and pointer jumping), edges = edges × iterations.
+    Cc,
+    /// PageRank by power iteration (pull form, damping 0.85, L1 tolerance 1e-5), edges = edges
+    /// × iterations.
+    Pagerank,
 }
 
 impl Op {
@@ -53,22 +61,30 @@ impl Op {
             Op::Spmm128 => "spmm128",
             Op::Sssp => "sssp",
             Op::Bfs => "bfs",
+            Op::Dobfs => "dobfs",
+            Op::Cc => "cc",
+            Op::Pagerank => "pagerank",
         }
     }
 
     /// Dense columns: `None` for SpMV and the graph ops.
     pub fn k(self) -> Option<usize> {
         match self {
-            Op::Spmv | Op::Sssp | Op::Bfs => None,
+            Op::Spmv | Op::Sssp | Op::Bfs | Op::Dobfs | Op::Cc | Op::Pagerank => None,
             Op::Spmm8 => Some(8),
             Op::Spmm32 => Some(32),
             Op::Spmm128 => Some(128),
         }
     }
 
-    /// SSSP and BFS: run by `graph::run_graph`, not as a `run::Problem`.
+    /// The graph ops: run by `graph::run_graph`, not as a `run::Problem`.
     pub fn is_graph(self) -> bool {
-        matches!(self, Op::Sssp | Op::Bfs)
+        matches!(self, Op::Sssp | Op::Bfs | Op::Dobfs | Op::Cc | Op::Pagerank)
+    }
+
+    /// The graph ops that start from `--sources` (connected components and PageRank do not).
+    pub fn has_sources(self) -> bool {
+        matches!(self, Op::Sssp | Op::Bfs | Op::Dobfs)
     }
 }
 

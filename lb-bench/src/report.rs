@@ -135,6 +135,9 @@ pub struct Record {
     /// Graph ops: host↔device bytes per iteration (both directions), the largest over sources.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bytes_per_iteration: Option<f64>,
+    /// `dobfs`: the bottom-up (pull) iterations among `iterations`, summed over the sources.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pull_iterations: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sim_instructions: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -192,6 +195,7 @@ impl Record {
             wall_ms: None,
             gteps_wall: None,
             bytes_per_iteration: None,
+            pull_iterations: None,
             sim_instructions: None,
             sim_instr_per_atom: None,
             sim_busiest_over_mean: None,
@@ -278,16 +282,20 @@ pub fn print_header(gpu: bool) {
 }
 
 pub fn print_row(r: &Record) {
-    let schedule = match &r.picked {
-        Some(p) => format!("{}→{p}", r.schedule),
-        None => r.schedule.clone(),
+    let schedule = match (&r.picked, r.pull_iterations) {
+        (Some(p), _) => format!("{}→{p}", r.schedule),
+        (None, Some(pulls)) => format!("{} ({pulls} pulled)", r.schedule),
+        (None, None) => r.schedule.clone(),
     };
     let status = match (&r.status, &r.error) {
         (&"ok", _) => "ok".to_string(),
         (_, Some(e)) => format!("FAILED: {e}"),
         _ => "FAILED".to_string(),
     };
-    if [Op::Sssp, Op::Bfs].iter().any(|o| o.name() == r.op) {
+    if [Op::Sssp, Op::Bfs, Op::Dobfs, Op::Cc, Op::Pagerank]
+        .iter()
+        .any(|o| o.name() == r.op)
+    {
         println!(
             "{:<8} {:<34} {:<28} {:>8} {:>10} {:>11} {:>11} {:>8} {:>7} {:>7}  {status}",
             r.op,

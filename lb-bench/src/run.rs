@@ -182,11 +182,7 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
     // tuning file, so that every run measures afresh.
     dev.set_tuning(lb::Tuning::Tune);
     dev.set_tuning_file(None);
-    let families: Vec<Family> = if cli.families.is_empty() {
-        <Family as clap::ValueEnum>::value_variants().to_vec()
-    } else {
-        cli.families.clone()
-    };
+    let families = families(cli);
     let mut matrices: Vec<Matrix> = Vec::new();
     for path in &cli.mtx {
         let csr = lb::read_mtx::<f32>(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -642,5 +638,48 @@ fn cusparse_run(
             r
         }
         None => r.failed(errors.join("; ")),
+    }
+}
+
+/// The corpus families of the run: `--families`, or every family, but `road-grid` only with a
+/// graph op (a traversal input: without one, the default run and the history of its rows stay
+/// what they were).
+fn families(cli: &Cli) -> Vec<Family> {
+    if !cli.families.is_empty() {
+        return cli.families.clone();
+    }
+    let graphs = cli.ops.iter().any(|op| op.is_graph());
+    <Family as clap::ValueEnum>::value_variants()
+        .iter()
+        .copied()
+        .filter(|&f| graphs || f != Family::RoadGrid)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn road_grid_joins_the_default_families_with_a_graph_op_only() {
+        let parse = |args: &[&str]| {
+            families(
+                &Cli::try_parse_from(std::iter::once("lb-bench").chain(args.iter().copied()))
+                    .unwrap(),
+            )
+        };
+        let all = <Family as clap::ValueEnum>::value_variants().len();
+        let default = parse(&[]);
+        assert_eq!(default.len(), all - 1);
+        assert!(!default.contains(&Family::RoadGrid));
+        assert!(!parse(&["--ops", "spmv"]).contains(&Family::RoadGrid));
+        let graphs = parse(&["--ops", "spmv,dobfs"]);
+        assert_eq!(graphs.len(), all);
+        assert_eq!(parse(&["--families", "road-grid"]), vec![Family::RoadGrid]);
+        assert_eq!(
+            parse(&["--ops", "bfs", "--families", "road"]),
+            vec![Family::Road]
+        );
     }
 }

@@ -195,6 +195,68 @@ fn graph_ops_pass_every_schedule(unchecked: bool) {
     }
 }
 
+/// The opt-in graph apps (`dobfs`, `cc`, `pagerank`) on the road-grid member: every row ok,
+/// DO-BFS with BFS's iterations and edges and its pull count, at most 16 bytes per iteration;
+/// and none of them (nor `road-grid`) in a default run.
+#[test]
+fn simulator_graph_apps_pass() {
+    let json = std::env::temp_dir().join(format!("lb-bench-apps-{}.jsonl", std::process::id()));
+    let out = bench()
+        .args([
+            "--sim",
+            "--quiet",
+            "--ops",
+            "bfs,dobfs,cc,pagerank",
+            "--families",
+            "road-grid",
+            "--schedules",
+            "thread_mapped",
+            "--sources",
+            "2",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let text = std::fs::read_to_string(&json).unwrap();
+    std::fs::remove_file(&json).ok();
+    let rows: BTreeMap<String, serde_json::Value> = text
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .map(|v| (v["op"].as_str().unwrap().to_string(), v))
+        .collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    for (op, v) in &rows {
+        assert_eq!(v["status"], "ok", "{op}: {v}");
+        assert_eq!(v["family"], "road_grid", "{op}: {v}");
+        assert!(v["iterations"].as_u64().is_some_and(|i| i > 0), "{op}: {v}");
+        let per = v["bytes_per_iteration"].as_f64().unwrap();
+        assert!(per > 0.0 && per <= 16.0, "{op}: {v}");
+        assert_eq!(
+            v["sources"].is_array(),
+            op == "bfs" || op == "dobfs",
+            "{op}: {v}"
+        );
+    }
+    let (bfs, dobfs) = (&rows["bfs"], &rows["dobfs"]);
+    assert_eq!(bfs["iterations"], dobfs["iterations"]);
+    assert_eq!(bfs["edges"], dobfs["edges"]);
+    assert!(dobfs["pull_iterations"].as_u64().is_some());
+    assert!(bfs.get("pull_iterations").is_none());
+
+    let help = bench().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let default_ops = help
+        .lines()
+        .find(|l| l.contains("[default: spmv"))
+        .unwrap_or_else(|| panic!("{help}"));
+    for op in ["dobfs", "cc", "pagerank"] {
+        assert!(!default_ops.contains(op), "{op} is opt-in: {default_ops}");
+    }
+}
+
 #[test]
 fn help_documents_every_option() {
     let out = bench().arg("--help").output().unwrap();

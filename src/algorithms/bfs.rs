@@ -1,0 +1,136 @@
+//! Breadth-first search by frontier expansion (top-down, "push"), and a queue BFS as its
+//! reference.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use super::collect_marked;
+use super::driver::{stamp, start, traverse, Kernels, Traversal};
+use crate::prelude::*;
+use crate::Result;
+
+/// Visits the unvisited neighbours of the frontier: the `cas` lets exactly one edge claim each.
+/// Adds each frontier vertex's out-degree to `edges[u % edges.len()]`.
+#[load_balanced(schedule = "auto", tiles = "frontier")]
+#[allow(clippy::too_many_arguments)]
+pub fn bfs_visit(
+    g: &Csr<f32>,
+    frontier: &[u32],
+    depth: &mut [u32],
+    level: u32,
+    next: &mut Queue,
+    edges: &mut [u64],
+    #[tile] u: usize,
+    #[atom] e: usize,
+    #[rank] k: usize,
+) {
+    if k == 0 {
+        atomic_add(
+            &mut edges[u % edges.len()],
+            (g.row_offsets[u + 1] - g.row_offsets[u]) as u64,
+        );
+    }
+    let v = g.col_indices[e] as usize;
+    if atomic_cas(&mut depth[v], u32::MAX, level + 1) == u32::MAX {
+        next.push(v as u32);
+    }
+}
+
+/// What [`bfs`] computed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BfsResult {
+    /// Hops from the source; `u32::MAX` for unreachable vertices.
+    pub depth: Vec<u32>,
+    pub run: Traversal,
+}
+
+/// Hop counts from `source`, with queues of `num_rows` slots (which never overflow).
+pub fn bfs(
+    dev: &Device,
+    g: &DeviceCsr<f32>,
+    source: usize,
+    schedule: Schedule,
+) -> Result<BfsResult> {
+    bfs_with_capacity(dev, g, source, schedule, g.num_rows())
+}
+
+/// [`bfs`] with a chosen initial queue capacity (at least 1; grown on overflow).
+pub fn bfs_with_capacity(
+    dev: &Device,
+    g: &DeviceCsr<f32>,
+    source: usize,
+    schedule: Schedule,
+    capacity: usize,
+) -> Result<BfsResult> {
+    bfs_run(dev, g, source, schedule, capacity, Kernels::Checked)
+}
+
+/// [`bfs`] through the kernels without bounds tests, as [`sssp_unchecked`](super::sssp_unchecked).
+pub fn bfs_unchecked(
+    dev: &Device,
+    g: &DeviceCsr<f32>,
+    source: usize,
+    schedule: Schedule,
+) -> Result<BfsResult> {
+    bfs_run(dev, g, source, schedule, g.num_rows(), Kernels::Unchecked)
+}
+
+fn bfs_run(
+    dev: &Device,
+    g: &DeviceCsr<f32>,
+    source: usize,
+    schedule: Schedule,
+    capacity: usize,
+    kernels: Kernels,
+) -> Result<BfsResult> {
+    let clock = Instant::now();
+    let start = start(g, source, "bfs")?;
+    let mut depth = dev.filled(g.num_rows(), u32::MAX)?;
+    dev.write_at(&mut depth, source, &[0])?;
+    let mut run = traverse(
+        dev,
+        g,
+        start,
+        capacity,
+        &mut depth,
+        |depth, next, frontier, edges, level| {
+            let level = stamp(level, "bfs")? - 1;
+            match kernels {
+                Kernels::Checked => {
+                    bfs_visit::launch_with(dev, schedule, g, frontier, depth, level, next, edges)
+                }
+                // SAFETY: every frontier entry is a vertex and `edges` is not empty
+                // (`Kernels::Unchecked`).
+                Kernels::Unchecked => unsafe {
+                    bfs_visit::launch_with_unchecked(
+                        dev, schedule, g, frontier, depth, level, next, edges,
+                    )
+                },
+            }
+        },
+        |depth, vertices, next, level| {
+            let mark = stamp(level, "bfs")?;
+            collect_marked::launch_with(dev, Schedule::ThreadMapped, vertices, depth, mark, next)
+        },
+    )?;
+    let depth = depth.download()?;
+    run.wall_ms = clock.elapsed().as_secs_f64() * 1e3;
+    Ok(BfsResult { depth, run })
+}
+
+/// Queue BFS: the reference for [`bfs`]. Panics if `source` is not a vertex.
+pub fn bfs_levels(g: &Csr<f32>, source: usize) -> Vec<u32> {
+    let mut depth = vec![u32::MAX; g.num_rows];
+    depth[source] = 0;
+    let mut queue = VecDeque::from([source]);
+    while let Some(u) = queue.pop_front() {
+        for e in g.row(u) {
+            let v = g.col_indices[e] as usize;
+            if depth[v] == u32::MAX {
+                depth[v] = depth[u] + 1;
+                queue.push_back(v);
+            }
+        }
+    }
+    depth
+}

@@ -1,0 +1,197 @@
+//! What the traversal drivers share: the [`Traversal`] record, the source's checks, the
+//! iteration stamps, and the frontier loop with its two alternating device queues.
+
+use crate::prelude::*;
+use crate::{Error, Result};
+
+/// Counters the kernels add traversed edges to (a frontier vertex `u` adds to slot
+/// `u % EDGE_SLOTS`); their sum is the run's `edges`.
+pub const EDGE_SLOTS: usize = 32;
+
+/// Pushes every vertex `u` with `marks[u] == mark`: the complete next frontier after a queue
+/// overflow. `vertices` has one entry per vertex (row `u` holds one atom), so each thread
+/// tests one vertex and vertices without out-edges are found too.
+#[load_balanced(schedule = "thread_mapped")]
+pub fn collect_marked(
+    _vertices: &Csr<f32>,
+    marks: &[u32],
+    mark: u32,
+    next: &mut Queue,
+    #[tile] u: usize,
+    #[atom] _e: usize,
+) {
+    if marks[u] == mark {
+        next.push(u as u32);
+    }
+}
+
+/// The schedules the drivers accept: every built-in one.
+pub fn schedules() -> &'static [Schedule] {
+    super::sssp_relax::SCHEDULES
+}
+
+/// How a traversal ([`sssp`](super::sssp), [`bfs`](super::bfs)) went: the same for both algorithms.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Traversal {
+    /// Kernel iterations (frontiers processed).
+    pub iterations: usize,
+    /// Edges relaxed over all iterations (out-degrees of every frontier vertex).
+    pub edges: u64,
+    /// Queue overflows, each repaired by refilling a larger queue from the marks.
+    pub retries: usize,
+    /// Kernel time summed over the launches, on a GPU (an iteration whose queue overflowed
+    /// counts its refill's time only: the overflow error carries no time).
+    pub elapsed_ms: Option<f32>,
+    /// Wall-clock time of the whole call: the state's fill on the device, every iteration with
+    /// its host work, and the result's download.
+    pub wall_ms: f64,
+    /// Bytes copied from the device to the host by the iterations (counters and error flags;
+    /// the result's download is not an iteration's).
+    pub bytes_to_host: u64,
+    /// Bytes copied from the host to the device by the iterations (the initial state's setup
+    /// is not an iteration's).
+    pub bytes_to_device: u64,
+}
+
+impl Traversal {
+    /// Host↔device bytes per iteration, both directions together.
+    pub fn bytes_per_iteration(&self) -> f64 {
+        if self.iterations == 0 {
+            0.0
+        } else {
+            (self.bytes_to_host + self.bytes_to_device) as f64 / self.iterations as f64
+        }
+    }
+}
+
+/// Which launcher a driver calls.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kernels {
+    /// `launch_with`: the kernels test every frontier entry and unproven index.
+    Checked,
+    /// `launch_with_unchecked`: the kernels test nothing. Their unproven indices are the
+    /// frontier's entries and `edges[u % edges.len()]` (every other index is a column index,
+    /// which the upload validated and the launcher checks `dist`, `depth` and `marks` against,
+    /// or the tile, which the launcher checks against the slices' lengths). The driver's
+    /// frontiers hold the source, checked by [`start`] to be a vertex, and vertices the kernels
+    /// pushed: column indices of a square graph, or rows of the one-per-vertex tile set, hence
+    /// vertices too; and `edges` has [`EDGE_SLOTS`] (nonzero) entries, so `u % edges.len()`
+    /// is one of them.
+    Unchecked,
+}
+
+/// The mark of the vertices that iteration `iteration` puts into the next frontier: its BFS
+/// level + 1, or its SSSP stamp (0 is no stamp).
+pub(super) fn stamp(iteration: usize, what: &str) -> Result<u32> {
+    u32::try_from(iteration + 1)
+        .ok()
+        .filter(|&m| m < u32::MAX)
+        .ok_or_else(|| Error::Shape(format!("{what}: iteration {iteration} exceeds u32")))
+}
+
+/// The source as a one-vertex frontier, after checking it is a vertex of a square graph.
+pub(super) fn start(g: &DeviceCsr<f32>, source: usize, what: &str) -> Result<u32> {
+    if g.num_rows() != g.num_cols() {
+        return Err(Error::Shape(format!(
+            "{what}: a graph's adjacency matrix is square, this one is {} × {}",
+            g.num_rows(),
+            g.num_cols()
+        )));
+    }
+    if source >= g.num_rows() {
+        return Err(Error::Shape(format!(
+            "{what}: source {source} is not a vertex of a graph with {} vertices",
+            g.num_rows()
+        )));
+    }
+    u32::try_from(source).map_err(|_| Error::Shape(format!("{what}: source {source} exceeds u32")))
+}
+
+/// The frontier loop shared by both algorithms (see the module docs):
+/// `step(state, next, frontier, edges, iteration)` runs one iteration's kernel, pushing into
+/// `next`; `collect(state, vertices, next, iteration)` refills `next` from the marks that
+/// iteration left in `state`, after its push overflowed.
+pub(super) fn traverse<S>(
+    dev: &Device,
+    g: &DeviceCsr<f32>,
+    source: u32,
+    capacity: usize,
+    state: &mut S,
+    mut step: impl FnMut(
+        &mut S,
+        &mut DeviceQueue,
+        &DeviceBuffer<u32>,
+        &mut DeviceBuffer<u64>,
+        usize,
+    ) -> Result<Launch>,
+    mut collect: impl FnMut(&S, &DeviceCsr<f32>, &mut DeviceQueue, usize) -> Result<Launch>,
+) -> Result<Traversal> {
+    let capacity = capacity.max(1);
+    let first = dev.upload(&[source])?;
+    let mut edges = dev.zeros::<u64>(EDGE_SLOTS)?;
+    let (mut current, mut next) = (
+        DeviceQueue::new(dev, capacity)?,
+        DeviceQueue::new(dev, capacity)?,
+    );
+    // The one-entry-per-vertex tile set `collect` runs over, made at the first overflow.
+    let mut vertex_set: Option<DeviceCsr<f32>> = None;
+    let mut excluded = 0u64;
+    let mut run = Traversal::default();
+    let before = dev.transferred();
+    let mut len = 1u64;
+    while len > 0 {
+        next.clear()?;
+        let frontier = if run.iterations == 0 {
+            &first
+        } else {
+            current.slots(len)
+        };
+        let launch = match step(state, &mut next, frontier, &mut edges, run.iterations) {
+            Err(Error::QueueOverflow { needed, .. }) => {
+                // Building the vertex set is a one-time setup, not the iteration's traffic.
+                let setup = dev.transferred();
+                let vertices = match vertex_set.take() {
+                    Some(v) => v,
+                    None => one_per_vertex(dev, g.num_rows())?,
+                };
+                excluded += dev.transferred().since(setup).to_device;
+                let grown = usize::try_from(needed)
+                    .map_err(|_| Error::Shape(format!("a queue of {needed} items")))?;
+                next = DeviceQueue::new(dev, grown)?;
+                run.retries += 1;
+                let launch = collect(state, &vertices, &mut next, run.iterations);
+                vertex_set = Some(vertices);
+                launch?
+            }
+            launch => launch?,
+        };
+        if let Some(ms) = launch.elapsed_ms {
+            *run.elapsed_ms.get_or_insert(0.0) += ms;
+        }
+        len = pushed(&launch)?;
+        run.iterations += 1;
+        std::mem::swap(&mut current, &mut next);
+    }
+    let moved = dev.transferred().since(before);
+    run.bytes_to_device = moved.to_device.saturating_sub(excluded);
+    run.bytes_to_host = moved.to_host;
+    run.edges = edges.download()?.iter().sum();
+    Ok(run)
+}
+
+/// The pushes the launch counted into its queue (the overflow check read the counter).
+pub(super) fn pushed(launch: &Launch) -> Result<u64> {
+    match launch.pushed.as_slice() {
+        [(_, n)] => Ok(*n),
+        other => Err(Error::Shape(format!(
+            "a frontier launch reported {} queue counters, not one",
+            other.len()
+        ))),
+    }
+}
+
+/// A tile set of `n` rows of one atom each: [`collect_marked`]'s, one thread per vertex.
+pub(super) fn one_per_vertex(dev: &Device, n: usize) -> Result<DeviceCsr<f32>> {
+    let csr = Csr::new(n, 1, (0..=n).collect(), vec![0; n], vec![0.0; n])?;
+    DeviceCsr::upload(dev, &csr)
+}

@@ -1,0 +1,348 @@
+//! The graph apps of `lb::algorithms` beyond push BFS and SSSP (direction-optimizing BFS,
+//! connected components, PageRank) against sequential references (queue BFS, union-find, f64
+//! power iteration) on random graphs with disconnected parts, self-loops, duplicate edges and
+//! isolated vertices, and on the edge cases: one vertex, no edges, a star with thousands of
+//! leaves. Each iteration's host↔device traffic is checked too (at most 16 bytes).
+
+use lb::algorithms::{
+    bfs, bfs_direction_optimizing, bfs_levels, components_union_find, connected_components,
+    pagerank, pagerank_reference, schedules, Direction, PageRankGraph, PageRankOptions, Traversal,
+};
+use lb::prelude::*;
+use lb::Error;
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// A graph of `n` vertices in `parts` blocks (edges stay inside a block, so some vertices are
+/// unreachable), about `degree` out-edges per vertex, with self-loops, repeated edges (rows
+/// unsorted) and about one isolated vertex in six (no edge in or out).
+fn nasty_graph(n: usize, parts: usize, degree: usize, seed: u64) -> Csr<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let block = n.div_ceil(parts.clamp(1, n.max(1))).max(1);
+    let isolated: Vec<bool> = (0..n).map(|_| rng.random_range(0..6) == 0).collect();
+    let mut offsets = vec![0usize];
+    let (mut cols, mut vals) = (Vec::new(), Vec::new());
+    for u in 0..n {
+        if !isolated[u] {
+            let (lo, hi) = ((u / block) * block, ((u / block + 1) * block).min(n));
+            for _ in 0..rng.random_range(0..=2 * degree) {
+                let v = match rng.random_range(0..8) {
+                    0 => u,
+                    _ => rng.random_range(lo..hi),
+                };
+                if isolated[v] {
+                    continue;
+                }
+                for _ in 0..rng.random_range(1..=2) {
+                    cols.push(v as u32);
+                    vals.push(rng.random_range(1..=5u32) as f32);
+                }
+            }
+        }
+        offsets.push(cols.len());
+    }
+    Csr::new(n, n, offsets, cols, vals).expect("valid graph")
+}
+
+/// A star: vertex 0 points at `leaves` leaves, and each leaf points back.
+fn star(leaves: usize) -> Csr<f32> {
+    let triplets = (1..=leaves)
+        .flat_map(|v| [(0, v, 1.0), (v, 0, 1.0)])
+        .collect();
+    Csr::from_triplets(leaves + 1, leaves + 1, triplets).expect("valid star")
+}
+
+/// At most `per` bytes per iteration, nothing uploaded by an iteration, kernel time within wall
+/// time.
+fn check_traffic(what: &str, t: &Traversal, per: u64) {
+    assert_eq!(t.bytes_to_device, 0, "{what}: an iteration uploads nothing");
+    assert!(
+        t.bytes_to_host <= per * t.iterations as u64,
+        "{what}: {} bytes to the host over {} iterations",
+        t.bytes_to_host,
+        t.iterations
+    );
+    assert!(t.wall_ms > 0.0, "{what}: wall time");
+    if let Some(ms) = t.elapsed_ms {
+        assert!(f64::from(ms) <= t.wall_ms, "{what}: kernel within wall");
+    }
+}
+
+/// Direction-optimizing BFS from `source` under `schedules`, with the paper's switch and with
+/// push only and pull only, against the queue BFS and the push driver: same depths, same
+/// iterations and traversed edges, 16 bytes per iteration.
+fn check_dobfs(g: &Csr<f32>, source: usize, schedules: &[Schedule]) {
+    let dev = Device::default();
+    let dg = DeviceCsr::upload(&dev, g).unwrap();
+    let gt = DeviceCsc::upload(&dev, &g.to_csc().unwrap()).unwrap();
+    let want = bfs_levels(g, source);
+    for &s in schedules {
+        let push = bfs(&dev, &dg, source, s).unwrap();
+        assert_eq!(push.depth, want, "push bfs {}", s.name());
+        for (name, d) in [
+            ("default", Direction::default()),
+            ("push only", Direction::PUSH_ONLY),
+            ("pull only", Direction::PULL_ONLY),
+        ] {
+            let what = format!("dobfs {name} {}", s.name());
+            let r = bfs_direction_optimizing(&dev, &dg, &gt, source, s, d).unwrap();
+            assert_eq!(r.depth, want, "{what}: depths");
+            assert_eq!(r.run.iterations, push.run.iterations, "{what}: iterations");
+            assert_eq!(r.run.edges, push.run.edges, "{what}: traversed edges");
+            assert_eq!(
+                r.push_iterations + r.pull_iterations,
+                r.run.iterations,
+                "{what}: every iteration goes one way"
+            );
+            if d == Direction::PUSH_ONLY {
+                assert_eq!(r.pull_iterations, 0, "{what}");
+            }
+            check_traffic(&what, &r.run, 16);
+        }
+    }
+}
+
+#[test]
+fn dobfs_matches_queue_bfs_on_nasty_graphs() {
+    for (i, &(n, parts, degree)) in [(1, 1, 0), (2, 1, 1), (40, 1, 3), (150, 3, 4), (300, 2, 8)]
+        .iter()
+        .enumerate()
+    {
+        let g = nasty_graph(n, parts, degree, 0xd0bf5 + i as u64);
+        let mut rng = ChaCha8Rng::seed_from_u64(i as u64);
+        check_dobfs(&g, rng.random_range(0..n), schedules());
+    }
+}
+
+#[test]
+fn dobfs_edge_cases() {
+    let few = [Schedule::ThreadMapped, Schedule::MergePath];
+    check_dobfs(&Csr::<f32>::empty(1, 1).unwrap(), 0, few.as_slice());
+    check_dobfs(&Csr::<f32>::empty(7, 7).unwrap(), 3, few.as_slice());
+    let looped = Csr::from_triplets(1, 1, vec![(0, 0, 1.0), (0, 0, 2.0)]).unwrap();
+    check_dobfs(&looped, 0, few.as_slice());
+    // A star from its hub: the second frontier holds every leaf, so the default switch pulls.
+    let s = star(3000);
+    check_dobfs(&s, 0, few.as_slice());
+    check_dobfs(&s, 17, few.as_slice());
+}
+
+/// On a star from its hub the hub's edges are half the graph: the switch pulls at once.
+#[test]
+fn dobfs_switches_direction() {
+    let dev = Device::default();
+    let g = star(2000);
+    let dg = DeviceCsr::upload(&dev, &g).unwrap();
+    let gt = DeviceCsc::upload(&dev, &g.to_csc().unwrap()).unwrap();
+    let r = bfs_direction_optimizing(
+        &dev,
+        &dg,
+        &gt,
+        0,
+        Schedule::ThreadMapped,
+        Direction::default(),
+    )
+    .unwrap();
+    assert_eq!(r.depth, bfs_levels(&g, 0));
+    assert!(r.pull_iterations > 0, "{r:?}");
+    let pushed = bfs_direction_optimizing(
+        &dev,
+        &dg,
+        &gt,
+        5,
+        Schedule::ThreadMapped,
+        Direction::PUSH_ONLY,
+    )
+    .unwrap();
+    assert_eq!((pushed.push_iterations, pushed.pull_iterations), (3, 0));
+}
+
+#[test]
+fn dobfs_bad_inputs_are_errors() {
+    let dev = Device::default();
+    let g = nasty_graph(20, 1, 3, 5);
+    let dg = DeviceCsr::upload(&dev, &g).unwrap();
+    let gt = DeviceCsc::upload(&dev, &g.to_csc().unwrap()).unwrap();
+    let s = Schedule::ThreadMapped;
+    let d = Direction::default();
+    assert!(matches!(
+        bfs_direction_optimizing(&dev, &dg, &gt, 20, s, d),
+        Err(Error::Shape(_))
+    ));
+    let other = nasty_graph(20, 1, 1, 6);
+    let other_t = DeviceCsc::upload(&dev, &other.to_csc().unwrap()).unwrap();
+    if other.nnz() != g.nnz() {
+        assert!(matches!(
+            bfs_direction_optimizing(&dev, &dg, &other_t, 0, s, d),
+            Err(Error::Shape(_))
+        ));
+    }
+    let nan = Direction {
+        alpha: f64::NAN,
+        beta: 24.0,
+    };
+    assert!(matches!(
+        bfs_direction_optimizing(&dev, &dg, &gt, 0, s, nan),
+        Err(Error::Shape(_))
+    ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
+
+    #[test]
+    fn dobfs_matches_on_random_graphs(n in 1usize..300, parts in 1usize..4, degree in 0usize..8, seed in any::<u64>()) {
+        let g = nasty_graph(n, parts, degree, seed);
+        check_dobfs(&g, (seed as usize) % n, &[Schedule::ThreadMapped, Schedule::WarpMapped]);
+    }
+}
+
+/// Connected components under `schedules` against union-find, 12 bytes per iteration.
+fn check_cc(g: &Csr<f32>, schedules: &[Schedule]) {
+    let dev = Device::default();
+    let dg = DeviceCsr::upload(&dev, g).unwrap();
+    let want = components_union_find(g);
+    let count = (0..want.len()).filter(|&u| want[u] as usize == u).count();
+    for &s in schedules {
+        let what = format!("cc {}", s.name());
+        let r = connected_components(&dev, &dg, s).unwrap();
+        assert_eq!(r.labels, want, "{what}");
+        assert_eq!(r.components, count, "{what}: components");
+        assert!(r.run.iterations >= 1, "{what}");
+        assert_eq!(
+            r.run.edges,
+            r.run.iterations as u64 * g.nnz() as u64,
+            "{what}"
+        );
+        check_traffic(&what, &r.run, 12);
+    }
+}
+
+#[test]
+fn cc_matches_union_find_on_nasty_graphs() {
+    for (i, &(n, parts, degree)) in [(40, 1, 1), (150, 4, 2), (300, 3, 3), (300, 40, 1)]
+        .iter()
+        .enumerate()
+    {
+        check_cc(&nasty_graph(n, parts, degree, 0xcc + i as u64), schedules());
+    }
+}
+
+#[test]
+fn cc_edge_cases() {
+    let few = [Schedule::ThreadMapped, Schedule::MergePath];
+    check_cc(&Csr::<f32>::empty(0, 0).unwrap(), few.as_slice());
+    check_cc(&Csr::<f32>::empty(1, 1).unwrap(), few.as_slice());
+    check_cc(&Csr::<f32>::empty(9, 9).unwrap(), few.as_slice());
+    check_cc(&star(3000), few.as_slice());
+    // A path numbered backwards: the smallest label must travel the whole way.
+    let path: Vec<(usize, usize, f32)> = (1..200).map(|v| (v, v - 1, 1.0)).collect();
+    check_cc(&Csr::from_triplets(200, 200, path).unwrap(), few.as_slice());
+    let dev = Device::default();
+    let rect = DeviceCsr::upload(&dev, &Csr::<f32>::empty(3, 4).unwrap()).unwrap();
+    assert!(matches!(
+        connected_components(&dev, &rect, Schedule::ThreadMapped),
+        Err(Error::Shape(_))
+    ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
+
+    #[test]
+    fn cc_matches_on_random_graphs(n in 1usize..300, parts in 1usize..6, degree in 0usize..4, seed in any::<u64>()) {
+        check_cc(&nasty_graph(n, parts, degree, seed), &[Schedule::ThreadMapped, Schedule::GroupMapped(8)]);
+    }
+}
+
+/// PageRank under `schedules` against the f64 power iteration: within 10 × the tolerance in
+/// L1 (both stop within it of the fixed point; f32 rounding adds far less), summing to 1,
+/// 12 bytes per iteration. `tolerance` must sit above the f32 iterates' rounding floor (see
+/// `pagerank_matches_f64_power_iteration`).
+fn check_pagerank(g: &Csr<f32>, tolerance: f64, schedules: &[Schedule]) {
+    let dev = Device::default();
+    let dg = PageRankGraph::upload(&dev, g).unwrap();
+    let opts = PageRankOptions {
+        tolerance,
+        ..PageRankOptions::default()
+    };
+    let (want, iterations) = pagerank_reference(g, opts);
+    assert!(iterations < opts.max_iterations, "the reference converges");
+    for &s in schedules {
+        let what = format!("pagerank {}", s.name());
+        let r = pagerank(&dev, &dg, s, opts).unwrap();
+        assert!(
+            r.converged,
+            "{what}: {} iterations, reference {iterations}, n {}",
+            r.run.iterations, g.num_rows
+        );
+        let l1: f64 = r
+            .rank
+            .iter()
+            .zip(&want)
+            .map(|(&a, &b)| (f64::from(a) - b).abs())
+            .sum();
+        assert!(l1 < 10.0 * opts.tolerance, "{what}: L1 {l1:e}");
+        let total: f64 = r.rank.iter().map(|&x| f64::from(x)).sum();
+        assert!((total - 1.0).abs() < 1e-4, "{what}: ranks sum to {total}");
+        assert!(
+            r.run.iterations.abs_diff(iterations) <= 3,
+            "{what}: {} vs {iterations}",
+            r.run.iterations
+        );
+        assert_eq!(
+            r.run.edges,
+            r.run.iterations as u64 * g.nnz() as u64,
+            "{what}"
+        );
+        check_traffic(&what, &r.run, 12);
+    }
+}
+
+#[test]
+fn pagerank_matches_f64_power_iteration() {
+    for (i, &(n, parts, degree)) in [(60, 1, 3), (250, 3, 4)].iter().enumerate() {
+        check_pagerank(
+            &nasty_graph(n, parts, degree, 0x9a9e + i as u64),
+            1e-5,
+            schedules(),
+        );
+    }
+    let few = [Schedule::ThreadMapped, Schedule::MergePath];
+    check_pagerank(&Csr::<f32>::empty(1, 1).unwrap(), 1e-5, few.as_slice());
+    check_pagerank(&Csr::<f32>::empty(6, 6).unwrap(), 1e-5, few.as_slice());
+    // The hub sums its leaves' ranks in f32, each addition rounded at the hub's rank (about
+    // 0.5, an ulp of 6e-8): with 3000 leaves the iterates wobble by about 1e-4 in L1 and never
+    // settle closer, with 300 by about 1e-5.
+    check_pagerank(&star(3000), 1e-3, few.as_slice());
+    check_pagerank(&star(300), 1e-4, few.as_slice());
+    let dev = Device::default();
+    for bad in [
+        Csr::<f32>::empty(0, 0).unwrap(),
+        Csr::<f32>::empty(2, 3).unwrap(),
+    ] {
+        assert!(matches!(
+            PageRankGraph::upload(&dev, &bad),
+            Err(Error::Shape(_))
+        ));
+    }
+    let dg = PageRankGraph::upload(&dev, &star(3)).unwrap();
+    let nan = PageRankOptions {
+        damping: f32::NAN,
+        ..PageRankOptions::default()
+    };
+    assert!(matches!(
+        pagerank(&dev, &dg, Schedule::ThreadMapped, nan),
+        Err(Error::Shape(_))
+    ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 4, ..ProptestConfig::default() })]
+
+    #[test]
+    fn pagerank_matches_on_random_graphs(n in 1usize..200, parts in 1usize..4, degree in 0usize..6, seed in any::<u64>()) {
+        check_pagerank(&nasty_graph(n, parts, degree, seed), 1e-5, &[Schedule::WarpMapped]);
+    }
+}
