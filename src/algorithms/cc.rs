@@ -22,7 +22,7 @@
 
 use std::time::Instant;
 
-use super::driver::{one_per_vertex, stamp, Traversal};
+use super::driver::{stamp, Traversal};
 use crate::prelude::*;
 use crate::{Error, Result};
 
@@ -57,12 +57,6 @@ pub fn cc_hook(
         atomic_min(&mut labels[u], lv);
         atomic_max(&mut changed[0], mark);
     }
-}
-
-/// `labels[u] = u`: each vertex its own component, one thread per vertex.
-#[load_balanced(schedule = "thread_mapped")]
-pub fn cc_init(_vertices: &Csr<f32>, labels: &mut [u32], #[tile] u: usize, #[atom] _e: usize) {
-    labels[u] = u as u32;
 }
 
 /// What [`connected_components`] computed.
@@ -107,11 +101,10 @@ pub fn connected_components(
     if u32::try_from(n).is_err() {
         return Err(Error::Shape(format!("cc: {n} vertices exceed u32 labels")));
     }
-    let mut labels = dev.zeros::<u32>(n)?;
-    if n > 0 {
-        let vertices = one_per_vertex(dev, n)?;
-        cc_init::launch_with(dev, Schedule::ThreadMapped, &vertices, &mut labels)?;
-    }
+    // Each vertex its own component. An upload of `0..n`: a one-thread-per-vertex kernel needs
+    // a tile set of `n` one-atom rows, which costs more host work to build and validate (about
+    // 200 ms of the wall time at 6.5 M vertices on an H100) than this upload.
+    let mut labels = dev.upload(&(0..n as u32).collect::<Vec<u32>>())?;
     let mut changed = dev.zeros::<u32>(1)?;
     let mut run = Traversal::default();
     let before = dev.transferred();
