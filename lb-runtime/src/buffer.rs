@@ -77,6 +77,23 @@ pub(crate) fn to_bytes<T: Element>(values: &[T]) -> Vec<u8> {
     out
 }
 
+/// `values` as device memory holds them (little-endian bytes): on a little-endian host their own
+/// memory, without a copy.
+pub(crate) fn le_bytes<T: Element>(values: &[T]) -> std::borrow::Cow<'_, [u8]> {
+    if cfg!(target_endian = "little") {
+        // SAFETY: the sealed element types are primitive numbers (no padding, no invalid bit
+        // patterns as bytes) of exactly `T::SIZE` bytes, so the slice's memory is
+        // `values.len() * T::SIZE` initialized bytes, borrowed for as long as `values`; on a
+        // little-endian host they are the little-endian bytes `write_le` would append.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
+        };
+        std::borrow::Cow::Borrowed(bytes)
+    } else {
+        std::borrow::Cow::Owned(to_bytes(values))
+    }
+}
+
 pub(crate) fn from_bytes<T: Element>(bytes: &[u8]) -> Vec<T> {
     bytes.chunks_exact(T::SIZE).map(T::read_le).collect()
 }
@@ -189,7 +206,7 @@ impl<T: Element> DeviceBuffer<T> {
             )));
         }
         let dev = self.raw.dev.clone();
-        dev.write_raw(&mut self.raw, &to_bytes(data))
+        dev.write_raw(&mut self.raw, &le_bytes(data))
     }
 }
 

@@ -8,12 +8,12 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once};
 
-use cudarc::driver::{sys, CudaContext, CudaStream};
+use cudarc::driver::{sys, CudaContext, CudaStream, DevicePtr};
 use lb_ptx::ir::Module;
 use lb_ptx::plan::DeviceLimits;
 use lb_ptx::sim::Memory;
 
-use crate::buffer::{from_bytes, to_bytes, DeviceBuffer, Element, RawBuffer, Storage};
+use crate::buffer::{from_bytes, le_bytes, to_bytes, DeviceBuffer, Element, RawBuffer, Storage};
 use crate::cuda::GpuModule;
 use crate::error::{Error, Result};
 use crate::stream::{Stream, StreamState};
@@ -385,7 +385,7 @@ impl Device {
 
     /// Copies `data` into a new device buffer.
     pub fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
-        let bytes = to_bytes(data);
+        let bytes = le_bytes(data);
         let mut raw = self.alloc_raw(bytes.len(), false)?;
         self.write_raw(&mut raw, &bytes)?;
         Ok(DeviceBuffer::from_raw(raw, data.len()))
@@ -440,7 +440,7 @@ impl Device {
                 buf.len()
             )));
         }
-        self.write_raw_at(&mut buf.raw, offset * T::SIZE, &to_bytes(data))
+        self.write_raw_at(&mut buf.raw, offset * T::SIZE, &le_bytes(data))
     }
 
     /// Copies a buffer back to the host. Waits for all earlier work on the device.
@@ -451,10 +451,10 @@ impl Device {
             });
         }
         // The buffer's length, not its allocation: a queue's `slots` is a prefix of its slots.
-        let bytes = self.read_raw_prefix(&buf.raw, buf.len() * T::SIZE)?;
+        let values = self.read_typed(&buf.raw, buf.len())?;
         // The read waited for the device's stream: its launches' reports are due now.
         self.stream().run_checks()?;
-        Ok(from_bytes(&bytes))
+        Ok(values)
     }
 
     /// Copies `src` into `dst` on the device (same length), ordered after earlier work: e.g. a
@@ -702,6 +702,48 @@ impl Device {
 
     /// The first `bytes` bytes of `raw` (at most its size), after the work before it has
     /// finished.
+    /// The first `len` elements of `raw` (at most what it holds), once the device's stream has
+    /// finished the work before this call. From a GPU to a little-endian host they are copied
+    /// straight into the returned vector: no byte buffer to allocate, fill and convert, which
+    /// for a result of millions of elements was most of the read.
+    pub(crate) fn read_typed<T: Element>(&self, raw: &RawBuffer, len: usize) -> Result<Vec<T>> {
+        let n = len.min(raw.bytes / T::SIZE);
+        match (&raw.storage, &self.inner.backend) {
+            (Storage::Gpu { slice, stream }, Backend::Gpu(_))
+                if cfg!(target_endian = "little") && n > 0 =>
+            {
+                let bytes = n * T::SIZE;
+                self.count_to_host(bytes);
+                let mut out: Vec<T> = Vec::with_capacity(n);
+                let (src, record) = slice.device_ptr(stream);
+                // SAFETY: `out` has room for `n` elements, `bytes` bytes, and the allocation
+                // holds at least that many (`n` is capped above); nothing reads `out` before the
+                // stream is synchronized below, and it stays empty if that fails. The sealed
+                // element types are primitive numbers, so every byte pattern the device holds
+                // is a value, in the host's (little-endian) layout.
+                let r = unsafe {
+                    sys::cuMemcpyDtoHAsync_v2(
+                        out.as_mut_ptr().cast(),
+                        src,
+                        bytes,
+                        stream.cu_stream(),
+                    )
+                };
+                drop(record);
+                r.result()
+                    .map_err(|e| Error::cuda("copying from the GPU", e))?;
+                // A kernel fault before the copy also surfaces here.
+                stream
+                    .synchronize()
+                    .map_err(|e| Error::cuda("copying from the GPU", e))?;
+                // SAFETY: the copy of all `n` elements has completed.
+                unsafe { out.set_len(n) };
+                Ok(out)
+            }
+            _ => Ok(from_bytes(&self.read_raw_prefix(raw, n * T::SIZE)?)),
+        }
+    }
+
     pub(crate) fn read_raw_prefix(&self, raw: &RawBuffer, bytes: usize) -> Result<Vec<u8>> {
         let bytes = bytes.min(raw.bytes);
         if bytes == 0 {

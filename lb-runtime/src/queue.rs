@@ -96,9 +96,9 @@ impl DeviceQueue {
     pub fn download(&self) -> Result<Vec<u32>> {
         let n = self.len()?;
         let dev = self.items.device();
-        let bytes = dev.read_raw_prefix(&self.items.raw, n * 4)?;
+        let items = dev.read_typed(&self.items.raw, n)?;
         dev.stream().run_checks()?;
-        Ok(crate::buffer::from_bytes(&bytes))
+        Ok(items)
     }
 
     /// The first `pushed` items (at most the capacity) as a read-only buffer of that length,
