@@ -77,14 +77,22 @@ fn streams_wait_for_the_device(dev: &Device) {
     let stream = dev.new_stream().unwrap();
     assert_eq!(stream.device_waits(), 0);
     let p = spmv::launch_with_async(&stream, sched, &da, &dx, &mut dy).unwrap();
-    assert_eq!(stream.device_waits(), 1, "the first launch waits for the uploads");
+    assert_eq!(
+        stream.device_waits(),
+        1,
+        "the first launch waits for the uploads"
+    );
     p.wait().unwrap();
     assert_close(&a, &x, &dy.download().unwrap(), "after the uploads");
     spmv::launch_with_async(&stream, sched, &da, &dx, &mut dy)
         .unwrap()
         .wait()
         .unwrap();
-    assert_eq!(stream.device_waits(), 1, "nothing new on the device's stream");
+    assert_eq!(
+        stream.device_waits(),
+        1,
+        "nothing new on the device's stream"
+    );
 
     let x2 = lb::generate::random_vector(300, s ^ 2);
     dx.upload_into(&x2).unwrap();
@@ -105,7 +113,11 @@ fn streams_wait_for_the_device(dev: &Device) {
     let waits = other.device_waits();
     drop(spmv::launch_with_async(&stream, sched, &dsq, &dx, &mut dy300).unwrap());
     let p = spmv::launch_with_async(&other, sched, &dsq, &dy300, &mut dz).unwrap();
-    assert_eq!(other.device_waits(), waits + 1, "reads another stream's output");
+    assert_eq!(
+        other.device_waits(),
+        waits + 1,
+        "reads another stream's output"
+    );
     p.wait().unwrap();
     stream.synchronize().unwrap();
     let y300 = dy300.download().unwrap();
@@ -113,7 +125,11 @@ fn streams_wait_for_the_device(dev: &Device) {
     assert_close(&square, &y300, &dz.download().unwrap(), "second stream");
 
     spmv::launch_with(dev, sched, &da, &dx, &mut dy).unwrap();
-    assert_eq!(dev.stream().device_waits(), 0, "the device's stream never waits");
+    assert_eq!(
+        dev.stream().device_waits(),
+        0,
+        "the device's stream never waits"
+    );
 
     let manual = dev.new_stream().unwrap();
     // SAFETY: the launch below reads `da` and `dx` and writes `dy`, whose writes on the
@@ -330,7 +346,10 @@ fn gpu_device_dropped_after_an_async_launch() {
         }
     }
     let dev = gpu();
-    let (da, dx) = (DeviceCsr::upload(&dev, &a).unwrap(), dev.upload(&x).unwrap());
+    let (da, dx) = (
+        DeviceCsr::upload(&dev, &a).unwrap(),
+        dev.upload(&x).unwrap(),
+    );
     let mut dy = dev.zeros::<f32>(a.num_rows).unwrap();
     spmv::launch_with(&dev, Schedule::MergePath, &da, &dx, &mut dy).unwrap();
     assert_close(&a, &x, &dy.download().unwrap(), "after dropped devices");

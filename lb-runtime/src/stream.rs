@@ -742,11 +742,7 @@ impl Stream {
         }
         self.synchronize()?;
         // Made (and zeroed) on this stream before the capture begins: a capture cannot allocate.
-        let counters = Arc::new(WsBuf::alloc(
-            &self.dev,
-            &self.state,
-            COUNTER_SLOTS * 8,
-        )?);
+        let counters = Arc::new(WsBuf::alloc(&self.dev, &self.state, COUNTER_SLOTS * 8)?);
         if let Some(cuda) = &self.state.cuda {
             cuda.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
                 .map_err(|e| Error::cuda("beginning a stream capture", e))?;
