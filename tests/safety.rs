@@ -235,6 +235,16 @@ fn sim_queue_launches_allocate_nothing_once_warm() {
     probes.push(next_allocation(&dev));
     // Only the probe itself between the last two readings.
     assert_eq!(probes[2], probes[1] + 1, "allocation ids {probes:?}");
+
+    // A queue of another device is refused before anything is copied.
+    let foreign = DeviceQueue::new(&Device::simulator(), 4).unwrap();
+    q.clear().unwrap();
+    let mut pending = columns::launch_async(&stream, &dg, &mut q).unwrap();
+    match pending.watch_queue(&foreign, "foreign") {
+        Err(Error::DeviceMismatch { what }) => assert!(what.contains("foreign"), "{what}"),
+        other => panic!("expected a device mismatch, got {other:?}"),
+    }
+    pending.wait().unwrap();
 }
 
 /// Launches that push to queues, captured and replayed: each replay fills the queue again

@@ -945,6 +945,12 @@ impl Pending {
     /// Inside a capture the copy is part of the graph, into a slot the graph owns.
     pub fn watch_queue(&mut self, queue: &DeviceQueue, param: &'static str) -> Result<()> {
         let stream = &self.stream;
+        // The copy below reads the counter's address on this stream's device.
+        if !queue.device().same(stream.device()) {
+            return Err(Error::DeviceMismatch {
+                what: format!("queue `{param}`"),
+            });
+        }
         let seen = Arc::new(AtomicU64::new(NOT_READ));
         let src = queue.count.device_addr();
         // Held until the check is registered: a synchronization on another thread cannot hand
@@ -1022,7 +1028,7 @@ impl Stream {
                     .bind_to_thread()
                     .map_err(|e| Error::cuda("binding the context", e))?;
                 // SAFETY: `src` is the queue's counter, one live u64 allocation of this
-                // device (the launcher checked the queue's device), and `dst..dst + 8` lies
+                // device (`watch_queue` checked the queue's device), and `dst..dst + 8` lies
                 // inside `slot` (checked above), a live allocation of this stream. The copy
                 // runs after the launch that pushed (same stream). The slot outlives it: the
                 // check owns an `Arc` of it, and the pool (or the graph) keeps it and hands the
