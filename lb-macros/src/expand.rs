@@ -746,9 +746,10 @@ fn launchers(
     let safe_doc = tested.safe_doc();
     let safety_doc = tested.safety_doc();
     let run = run_fn(func, sig, g);
-    // The unchecked entry points call the private `__lb_run`, not each other: no `unsafe` block in
-    // the user's crate, and `#[allow(unsafe_code)]` lets a crate that denies unsafe code keep
-    // its lint for its own code.
+    // The unchecked entry points call the private `__lb_run`, not each other: the only `unsafe`
+    // block in the user's crate is `__lb_run`'s call of `submit`, and `#[allow(unsafe_code)]` (on
+    // these and on that statement) lets a crate that denies unsafe code keep its lint for its own
+    // code.
     quote! {
         /// Runs the kernels of the schedule among `SCHEDULES` that the device's tuning picks for
         /// the tile set (`Launch::picked` says how): measured at the first launch on a tile set
