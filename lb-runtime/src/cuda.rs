@@ -390,9 +390,9 @@ impl GpuModule {
         // checks it). Each entry of `ptrs` points at one 8-byte slot of `params`, which outlives
         // the call; the driver copies the values at launch and reads at most 8 bytes per slot
         // (lb's kernels take only 4- and 8-byte parameters). The kernel declares no more
-        // parameters than `params` has: `submit` builds them from the launcher's arguments and
-        // the plan's temporaries, in the order the same macro expansion gave the PTX entry; the
-        // count is not checked here. The addresses among them are live device allocations that
+        // parameters than `params` has: `submit` builds them from its arguments and the plan's
+        // temporaries, and its caller guarantees (its `# Safety`) that the arguments are the
+        // entry's parameters in order, which the macro expansion generates from one list. The addresses among them are live device allocations that
         // the caller keeps alive (or orders frees after) until the kernel finishes.
         let r = unsafe {
             sys::cuLaunchKernel(
