@@ -179,7 +179,10 @@ fn a_plan_of_the_other_width_is_an_error_and_launches_nothing() {
                 max_tile_atoms: u64::MAX,
                 offsets: da.offset_width(),
             };
-            let err = execute(&dev, spmv::PTX, plan, &["a", "x"], args, size).unwrap_err();
+            // SAFETY: the arguments are the kernel's own (tile set, x, y), and the launch is
+            // refused before any kernel runs (the plan reads the other offset width).
+            let err =
+                unsafe { execute(&dev, spmv::PTX, plan, &["a", "x"], args, size) }.unwrap_err();
             assert!(
                 matches!(err, Error::OffsetWidthMismatch { plan_bits, tile_set_bits, .. }
                     if plan_bits == plan.offsets.bytes() * 8

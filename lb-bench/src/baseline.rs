@@ -32,6 +32,19 @@ fn driver(what: &str, e: cudarc::driver::DriverError) -> String {
     format!("{what}: {e:?}")
 }
 
+/// `Err` unless y = A·x is well formed for an `rows × cols` matrix: cuSPARSE reads `cols`
+/// values of x and writes `rows` of y whatever the vector descriptors say, so a shorter vector
+/// would be read or written past its end.
+fn spmv_lengths(rows: usize, cols: usize, x: usize, y: usize) -> Result<(), String> {
+    if x != cols || y != rows {
+        return Err(format!(
+            "cuSPARSE SpMV of a {rows} × {cols} matrix needs x of {cols} and y of {rows} \
+             elements, got {x} and {y}"
+        ));
+    }
+    Ok(())
+}
+
 /// A cuSPARSE handle bound to the default stream of GPU 0's primary context, which is the
 /// context and stream lb's `Device::cuda(0)` uses: buffers are shared and work is ordered.
 pub struct Cusparse {
@@ -150,13 +163,14 @@ impl Cusparse {
         alg: cs::cusparseSpMVAlg_t,
         user: impl FnOnce(&mut dyn FnMut() -> Result<(), String>) -> Result<R, String>,
     ) -> Result<R, String> {
+        spmv_lengths(a.rows, a.cols, x.len(), y.len())?;
         let vx = DnVec::new(x)?;
         let vy = DnVec::new(y)?;
         self.spmv_on(a, &vx, &vy, alg, user)
     }
 
-    /// y = A·x over the vector descriptors `vx` and `vy`: the buffer is sized and made, and
-    /// `user` gets the call.
+    /// y = A·x over the vector descriptors `vx` and `vy` (whose lengths the callers checked
+    /// with [`spmv_lengths`]): the buffer is sized and made, and `user` gets the call.
     fn spmv_on<R>(
         &self,
         a: &CuCsr,
@@ -194,8 +208,8 @@ impl Cusparse {
             // SAFETY: as for the buffer size above, and `buf` is the device address of `buffer`,
             // `size` bytes as asked, alive until this function returns. The descriptors point at
             // `a`'s buffers and at the caller's vectors, borrowed for the whole call, with their
-            // true lengths; the callers give `x` `a.cols` and `y` `a.rows` elements, which is not
-            // checked here. Everything is on lb's device, GPU 0's primary context (the bench's
+            // true lengths: `x` of `a.cols` and `y` of `a.rows` elements (`spmv_lengths`, in
+            // both callers). Everything is on lb's device, GPU 0's primary context (the bench's
             // `Device::default()`), and the call is enqueued on its default stream, the one lb
             // frees those buffers on, so no free overtakes it.
             check("cusparseSpMV", unsafe {
@@ -229,6 +243,7 @@ impl Cusparse {
         ) -> Result<R, String>,
     ) -> Result<R, String> {
         let (x_len, y_len) = (x.len(), y.len());
+        spmv_lengths(a.rows, a.cols, x_len, y_len)?;
         let vx = DnVec::new(x)?;
         let vy = DnVec::new(y)?;
         self.spmv_on(a, &vx, &vy, alg, |call| {
@@ -515,5 +530,23 @@ impl Power {
             .device_by_index(0)
             .and_then(|d| d.total_energy_consumption())
             .map_err(|e| format!("NVML energy: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spmv_lengths;
+
+    #[test]
+    fn spmv_vectors_must_match_the_matrix() {
+        assert_eq!(spmv_lengths(3, 5, 5, 3), Ok(()));
+        assert_eq!(spmv_lengths(0, 0, 0, 0), Ok(()));
+        for (x, y) in [(4, 3), (5, 2), (6, 3), (5, 4), (3, 5)] {
+            let e = spmv_lengths(3, 5, x, y).unwrap_err();
+            assert!(
+                e.contains("x of 5 and y of 3") && e.contains(&format!("got {x} and {y}")),
+                "{e}"
+            );
+        }
     }
 }

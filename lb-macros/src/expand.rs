@@ -753,9 +753,10 @@ fn launchers(
     let safe_doc = tested.safe_doc();
     let safety_doc = tested.safety_doc();
     let run = run_fn(func, sig, g);
-    // The unchecked entry points call the private `__lb_run`, not each other: no `unsafe` block in
-    // the user's crate, and `#[allow(unsafe_code)]` lets a crate that denies unsafe code keep
-    // its lint for its own code.
+    // The unchecked entry points call the private `__lb_run`, not each other: the only `unsafe`
+    // block in the user's crate is `__lb_run`'s call of `submit`, and `#[allow(unsafe_code)]` (on
+    // these and on that statement) lets a crate that denies unsafe code keep its lint for its own
+    // code.
     quote! {
         /// Runs the kernels of the schedule among `SCHEDULES` that the device's tuning picks for
         /// the tile set (`Launch::picked` says how): measured at the first launch on a tile set
@@ -973,6 +974,14 @@ fn run_fn(func: &ItemFn, sig: &Sig, g: &SafeGenerated) -> TokenStream {
             }
         }
     });
+    // SAFETY (of the `unsafe` call of `submit` below, whose comment cannot travel in tokens):
+    // `PTX` and `PLANS` are generated from the same parameter list as `#pushes` and `#out_push`,
+    // so the arguments are the kernels' parameters in order and type; every argument's device
+    // was checked (`#device_checks`), the tile set was validated at upload, the output and every
+    // gathered slice were compared with what indexes them (`#shape_check`, `#gather_checks`; under
+    // `checked = true` the kernels test each access instead), the unchecked plans run only from
+    // the `unsafe` entry points, whose callers answer for what their `# Safety` names, and the
+    // cache is the tile set's own (or `None` with a frontier).
     quote! {
         /// The entry points' common body; `__lb_unchecked` runs `UNCHECKED_PLANS`.
         fn __lb_run(stream: &::lb::__private::Stream, schedule: ::lb::__private::Schedule, __lb_unchecked: ::core::primitive::bool, __lb_mode: ::lb::__private::Submit, #(#params),*) -> ::lb::__private::Result<::lb::__private::Pending> {
@@ -1020,8 +1029,8 @@ fn run_fn(func: &ItemFn, sig: &Sig, g: &SafeGenerated) -> TokenStream {
                 size: __lb_size,
                 cache: #cache,
             };
-            #[allow(unused_mut)]
-            let mut __lb_pending = ::lb::__private::submit(stream, &__lb_job, __lb_args, __lb_mode)?;
+            #[allow(unused_mut, unsafe_code)]
+            let mut __lb_pending = unsafe { ::lb::__private::submit(stream, &__lb_job, __lb_args, __lb_mode) }?;
             #(#overflow_checks)*
             ::core::result::Result::Ok(__lb_pending)
         }

@@ -390,9 +390,9 @@ impl GpuModule {
         // checks it). Each entry of `ptrs` points at one 8-byte slot of `params`, which outlives
         // the call; the driver copies the values at launch and reads at most 8 bytes per slot
         // (lb's kernels take only 4- and 8-byte parameters). The kernel declares no more
-        // parameters than `params` has: `submit` builds them from the launcher's arguments and
-        // the plan's temporaries, in the order the same macro expansion gave the PTX entry; the
-        // count is not checked here. The addresses among them are live device allocations that
+        // parameters than `params` has: `submit` builds them from its arguments and the plan's
+        // temporaries, and its caller guarantees (its `# Safety`) that the arguments are the
+        // entry's parameters in order, which the macro expansion generates from one list. The addresses among them are live device allocations that
         // the caller keeps alive (or orders frees after) until the kernel finishes.
         let r = unsafe {
             sys::cuLaunchKernel(
@@ -432,12 +432,23 @@ fn jit_error(e: DriverError, log: &[u8]) -> Error {
 impl Drop for GpuModule {
     fn drop(&mut self) {
         // Unloading can only fail if the context is already gone, and then so is the module.
-        if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: the module was loaded by this value and is unloaded once, here, with its
-            // context bound; no `Function` of it outlives it (see `Function`'s `Send`).
-            unsafe {
-                let _ = sys::cuModuleUnload(self.raw);
-            }
+        if self.ctx.bind_to_thread().is_err() {
+            return;
+        }
+        // Launches are asynchronous: a kernel of this module may still be queued or running on
+        // any stream of the context (a `Pending` dropped unread, the device dropped right after
+        // a launch). The last reference goes with the device's module cache, so this waits once
+        // per module and device, not per launch. A failed wait means a kernel faulted: the
+        // context is then unusable and its kernels stopped, and the fault is the error of the
+        // synchronizing calls on it.
+        // SAFETY: the context is bound on this thread; the call only blocks until the
+        // context's work is done.
+        let _ = unsafe { sys::cuCtxSynchronize() };
+        // SAFETY: the module was loaded by this value and is unloaded once, here, with its
+        // context bound and no kernel of it left to run (the wait above); no `Function` of it
+        // outlives it (see `Function`'s `Send`).
+        unsafe {
+            let _ = sys::cuModuleUnload(self.raw);
         }
     }
 }

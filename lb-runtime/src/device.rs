@@ -147,6 +147,10 @@ struct Inner {
     fallback: Option<String>,
     /// The device's own stream: copies, and launches that name no other.
     stream: Arc<StreamState>,
+    /// Operations enqueued on the device's stream so far that may write device memory
+    /// (uploads, fills, copies, launches, and its waits for other streams). A launch on another
+    /// stream compares it with what that stream last waited for (`Stream::order_after_device`).
+    device_work: AtomicU64,
     /// Bytes copied between the host and this device so far ([`Device::transferred`]).
     to_device: AtomicU64,
     to_host: AtomicU64,
@@ -213,9 +217,11 @@ impl Device {
         // and after every launch on another stream makes the device's stream wait for it
         // (`Stream::order_device_after`), so nothing is freed, overwritten or read back while
         // a kernel on another stream still uses it. The other direction, a launch on another
-        // stream reading what the device's stream just allocated or uploaded, is ordered only
-        // by the caller's `Stream::wait_for` (documented at `Device::new_stream`). Per-buffer
-        // events would add their cost to every launch.
+        // stream reading what the device's stream allocated, uploaded or launched, is ordered
+        // by `Stream::order_after_device`: before such a launch the stream waits for the
+        // device's stream whenever the latter did anything since the stream's last wait. Only
+        // a stream the caller took over with the unsafe `Stream::order_manually` skips that.
+        // Per-buffer events would add their cost to every launch, the device's stream's too.
         unsafe { ctx.disable_event_tracking() };
         Device::from_cudarc(ctx.default_stream())
     }
@@ -250,6 +256,7 @@ impl Device {
                 backend: Backend::Gpu(gpu),
                 fallback: None,
                 stream: state,
+                device_work: AtomicU64::new(0),
                 to_device: AtomicU64::new(0),
                 to_host: AtomicU64::new(0),
             }),
@@ -274,6 +281,7 @@ impl Device {
                 backend: Backend::Sim(sim),
                 fallback,
                 stream: Arc::new(StreamState::new(None)),
+                device_work: AtomicU64::new(0),
                 to_device: AtomicU64::new(0),
                 to_host: AtomicU64::new(0),
             }),
@@ -286,9 +294,12 @@ impl Device {
     }
 
     /// A new stream of this device (a non-blocking CUDA stream; on the simulator, a stream of
-    /// its own with its own workspace and reports). Its work is not ordered with the device's
-    /// stream: after uploading, call `stream.wait_for(&dev.stream())`, and before downloading
-    /// what it wrote, wait on its launches (or synchronize it).
+    /// its own with its own workspace and reports). Its launches are ordered with the device's
+    /// stream both ways: a launch first waits for what the device's stream did since the
+    /// stream's last launch (uploads, copies, fills, and the launches of other streams, which
+    /// the device's stream waits for), and the device's stream then waits for the launch. So
+    /// safe code cannot race, and launches on several streams only overlap where nothing else
+    /// happens between them; [`Stream::order_manually`] (unsafe) gives that ordering up.
     pub fn new_stream(&self) -> Result<Stream> {
         let cuda = match &self.inner.backend {
             Backend::Gpu(gpu) => Some(
@@ -377,6 +388,17 @@ impl Device {
         self.inner
             .to_device
             .fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Notes one more operation on the device's stream that may write device memory; returns
+    /// the new count.
+    pub(crate) fn note_device_work(&self) -> u64 {
+        self.inner.device_work.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Operations noted by [`note_device_work`](Self::note_device_work) so far.
+    pub(crate) fn device_work(&self) -> u64 {
+        self.inner.device_work.load(Ordering::Acquire)
     }
 
     pub(crate) fn same(&self, other: &Device) -> bool {
@@ -477,6 +499,7 @@ impl Device {
         if bytes == 0 {
             return Ok(());
         }
+        self.note_device_work();
         match (&src.raw.storage, &mut dst.raw.storage) {
             (Storage::Gpu { slice: s, stream }, Storage::Gpu { slice: d, .. }) => stream
                 .memcpy_dtod(&s.slice(0..bytes), &mut d.slice_mut(0..bytes))
@@ -579,6 +602,9 @@ impl Device {
         bytes: usize,
         zero: bool,
     ) -> Result<RawBuffer> {
+        if zero && stream.state.id == self.inner.stream.id {
+            self.note_device_work();
+        }
         let storage = match (&self.inner.backend, stream.cudarc()) {
             (Backend::Gpu(_), Some(cuda)) => {
                 let n = bytes.max(1);
@@ -586,10 +612,9 @@ impl Device {
                     cuda.alloc_zeros::<u8>(n)
                 } else {
                     // SAFETY: any bytes are valid u8 values, and the memory is written before
-                    // it is read: `upload` writes all `bytes` right after, and a cached
-                    // temporary allocated without `zero` is written by its plan's producer
-                    // kernel before any kernel reads it (the plans' invariant, not checked
-                    // here).
+                    // it is read: every caller that passes `zero = false` (`upload` and
+                    // `filled`) writes all `bytes` right after, on the same stream. Cached
+                    // temporaries are always allocated zeroed (`launch::Temps::gather`).
                     unsafe { cuda.alloc::<u8>(n) }
                 }
                 .map_err(|e| Error::cuda(format!("allocating {n} bytes"), e))?;
@@ -638,6 +663,7 @@ impl Device {
             return Ok(());
         }
         self.count_to_device(data.len());
+        self.note_device_work();
         match (&mut raw.storage, &self.inner.backend) {
             (Storage::Gpu { slice, stream }, Backend::Gpu(_)) => stream
                 .memcpy_htod(data, &mut slice.slice_mut(at..end))
@@ -658,6 +684,7 @@ impl Device {
         if bytes == 0 {
             return Ok(());
         }
+        self.note_device_work();
         match (&mut raw.storage, &self.inner.backend) {
             (Storage::Gpu { slice, stream }, Backend::Gpu(_)) => stream
                 .memset_zeros(&mut slice.slice_mut(0..bytes))
@@ -678,6 +705,7 @@ impl Device {
             return Ok(());
         }
         let bytes = n * pattern.len();
+        self.note_device_work();
         if let (Storage::Gpu { slice, stream }, Backend::Gpu(_)) =
             (&mut raw.storage, &self.inner.backend)
         {

@@ -276,7 +276,12 @@ fn temp_elements(count: TempCount, size: &ProblemSize, first_grid: u32) -> Optio
 /// `args` are the body's parameters (and output) as the kernels take them; one pointer per
 /// temporary is appended here. Waits for the kernels to finish, so a fault or a raised error
 /// flag is reported by this call.
-pub fn execute(
+///
+/// # Safety
+///
+/// As for [`submit`]: `args` must be what the plan's kernels declare, and every address among
+/// them a live allocation of `dev` large enough for every access the kernels make.
+pub unsafe fn execute(
     dev: &Device,
     ptx: &'static str,
     plan: &Plan,
@@ -284,14 +289,19 @@ pub fn execute(
     args: Vec<ArgValue>,
     size: ProblemSize,
 ) -> Result<Launch> {
-    execute_cached(dev, ptx, plan, param_names, args, size, None)
+    // SAFETY: the caller answers for `args` (this function's contract is `submit`'s).
+    unsafe { execute_cached(dev, ptx, plan, param_names, args, size, None) }
 }
 
 /// [`execute`], keeping the plan's `TempRole::Cached` temporaries in `cache` (the tile set's):
 /// the first launch runs every kernel and stores them; later launches reuse them and skip the
 /// kernels that produce them (they are absent from `Launch::kernels`). Pass `None` when the
 /// launch's tiles are not the tile set's own (a frontier).
-pub fn execute_cached(
+///
+/// # Safety
+///
+/// As for [`execute`]; `cache` must be the cache of the tile set among `args`.
+pub unsafe fn execute_cached(
     dev: &Device,
     ptx: &'static str,
     plan: &Plan,
@@ -307,7 +317,8 @@ pub fn execute_cached(
         size,
         cache,
     };
-    submit(&dev.stream(), &job, args, Submit::Timed)?.wait()
+    // SAFETY: the caller answers for `args` and `cache` (this function's contract).
+    unsafe { submit(&dev.stream(), &job, args, Submit::Timed) }?.wait()
 }
 
 /// What [`submit`] does with a plan.
@@ -334,7 +345,25 @@ pub struct Job<'a> {
 /// Enqueues `job` on `stream` and returns without waiting; see docs/runtime-contract.md.
 /// The temporaries come from the stream's workspace (and the tile set's cache), the error flag
 /// is read at the stream's next synchronization ([`Pending::wait`]).
-pub fn submit(
+///
+/// # Safety
+///
+/// Nothing here can check `args` against the PTX: the kernels read their parameters as the
+/// entry declares them. The caller guarantees that
+///
+/// - `args`, followed by one address per temporary of the plan, are exactly the parameters of
+///   every kernel of `job.plan` in `job.ptx`, in order, each of the declared type;
+/// - every address among `args` is a live allocation of the stream's device, at least as large
+///   as every access the kernels make through it (the tile set's indices validated at upload,
+///   lengths compared with what indexes them, or the kernels' own checks), and stays alive
+///   until the kernels finish (lb buffers freed on the device's stream are, as `submit` orders
+///   that stream after the launch);
+/// - `job.size` describes the tile set among `args`, and `job.cache` is that tile set's cache
+///   (cached temporaries are sized from the tile set they were made for).
+///
+/// The `#[load_balanced]` expansion builds `args` and the PTX from one description of the
+/// parameters, and makes these checks before calling it.
+pub unsafe fn submit(
     stream: &Stream,
     job: &Job<'_>,
     args: Vec<ArgValue>,
@@ -389,6 +418,8 @@ pub fn submit(
     let mut params: Vec<u64> = args.iter().map(|a| a.bits()).collect();
     params.extend(temps.addrs.iter().copied());
     let timed = mode == Submit::Timed || stream.timing();
+    // The kernels must see what the device's stream wrote (uploads, other streams' launches).
+    stream.order_after_device()?;
     let events = run_kernels(stream, job.ptx, &prepared, &mut params, timed, &mut launch)?;
     stream.order_device_after()?;
     if plan.temps.iter().any(|t| t.role == TempRole::ErrorFlag) {
@@ -615,8 +646,12 @@ impl Temps {
                     )))
                 }
                 None => {
+                    // Zeroed whatever the plan says: the cache is stored only once every kernel
+                    // of this launch, its producers included, was enqueued (`store`), but a
+                    // producer that then fails on the device must not leave a later consumer
+                    // reading uninitialised memory, only zeros.
                     let bytes = temp_bytes(t, &job.size, first_grid)?;
-                    let b = Arc::new(stream.device().alloc_raw_on(stream, bytes, t.zero)?);
+                    let b = Arc::new(stream.device().alloc_raw_on(stream, bytes, true)?);
                     made.push(Arc::clone(&b));
                     b
                 }
@@ -630,7 +665,9 @@ impl Temps {
         })
     }
 
-    /// Keeps the cached temporaries this launch produced with the tile set.
+    /// Keeps the cached temporaries this launch produced with the tile set. Called only after
+    /// every kernel of the launch was enqueued (or, on the simulator, ran): a launch that fails
+    /// before that leaves the cache cold, and the next launch runs the producers again.
     fn store(self, job: &Job<'_>) {
         if let (Some(cache), Some((key, made))) = (job.cache, self.fresh) {
             cache.insert(key, made);

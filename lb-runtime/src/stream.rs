@@ -30,6 +30,10 @@ pub(crate) const FLAG_REGION: usize = 256;
 /// Offsets of temporaries inside a workspace are multiples of this (the allocator's alignment).
 pub(crate) const ALIGN: usize = 256;
 
+/// Queue-counter slots per allocation of a stream's counter pool ([`CounterPool`]), and the
+/// most launches that push to a queue one capture may hold.
+const COUNTER_SLOTS: usize = 64;
+
 /// Workspace memory. It refers to its device only weakly (the simulator's memory, or the
 /// slice's own context), so a stream stored inside its device never keeps that device alive.
 pub(crate) struct WsBuf {
@@ -132,9 +136,12 @@ impl WsBuf {
         }
     }
 
-    /// The first `n` bytes, once the stream has finished the work before this call.
-    fn read(&self, n: usize) -> Result<Vec<u8>> {
-        let n = n.min(self.bytes);
+    /// `n` bytes from `off` on (cut at the end of the buffer), once the stream has finished
+    /// the work before this call.
+    fn read(&self, off: usize, n: usize) -> Result<Vec<u8>> {
+        let off = off.min(self.bytes);
+        let n = n.min(self.bytes - off);
+        let addr = self.addr + off as u64;
         match &self.mem {
             WsMem::Gpu(slice) => {
                 slice
@@ -142,16 +149,16 @@ impl WsBuf {
                     .bind_to_thread()
                     .map_err(|e| Error::cuda("binding the context", e))?;
                 let mut out = vec![0u8; n];
-                // SAFETY: `out` holds `n` bytes and the allocation at least `n` (min above);
-                // the copy is synchronous, so `out` outlives it.
-                let r = unsafe { sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), self.addr, n) };
+                // SAFETY: `out` holds `n` bytes and the allocation at least `off + n` (both cut
+                // above); the copy is synchronous, so `out` outlives it.
+                let r = unsafe { sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), addr, n) };
                 r.result()
                     .map_err(|e| Error::cuda("reading an error flag", e))?;
                 Ok(out)
             }
             WsMem::Sim(mem) => {
                 let mem = mem.upgrade().ok_or_else(gone)?;
-                let bytes = lock(&mem).read(self.addr, n as u64)?;
+                let bytes = lock(&mem).read(addr, n as u64)?;
                 Ok(bytes)
             }
         }
@@ -186,7 +193,8 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    /// `bytes` zeroed bytes on `dev` (at least [`FLAG_REGION`] are used by every plan).
+    /// `bytes` zeroed bytes on `dev` (the first 256 hold the error flag of every plan that has
+    /// one).
     pub fn new(dev: &Device, bytes: usize) -> Result<Workspace> {
         let buf = WsBuf::alloc(dev, &dev.stream().state, bytes)?;
         // The allocation is zeroed on the device's stream; a launch on another stream must not
@@ -220,20 +228,16 @@ enum Check {
         buf: Arc<WsBuf>,
         names: &'static [&'static str],
     },
-    /// A queue's push counter, copied right after the launch; the value read is stored in
-    /// `seen` for the launch's [`Pending::wait`] (`Launch::pushed`).
+    /// A queue's push counter, copied right after the launch into the 8 bytes at `off` of
+    /// `slot` (a slot of the stream's [`CounterPool`], or of a capture's); the value read is
+    /// stored in `seen` for the launch's [`Pending::wait`] (`Launch::pushed`).
     Queue {
         param: &'static str,
         capacity: u64,
-        count: Counter,
+        slot: Arc<WsBuf>,
+        off: usize,
         seen: Arc<AtomicU64>,
     },
-}
-
-#[derive(Clone)]
-enum Counter {
-    Known(u64),
-    Gpu(Arc<WsBuf>),
 }
 
 impl Check {
@@ -249,13 +253,13 @@ impl Check {
                         .get(i * 8..i * 8 + 8)
                         .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
                 };
-                let first = buf.read(8)?;
+                let first = buf.read(0, 8)?;
                 stream.device().count_to_host(first.len());
                 let w0 = word(&first, 0);
                 if w0 == 0 {
                     return Ok(());
                 }
-                let both = buf.read(16)?;
+                let both = buf.read(0, 16)?;
                 stream.device().count_to_host(both.len());
                 let w1 = word(&both, 1);
                 buf.zero(stream, 0, 16)?;
@@ -268,17 +272,15 @@ impl Check {
             Check::Queue {
                 param,
                 capacity,
-                count,
+                slot,
+                off,
                 seen,
             } => {
-                let needed = match count {
-                    Counter::Known(n) => *n,
-                    Counter::Gpu(buf) => {
-                        let b = buf.read(8)?;
-                        stream.device().count_to_host(b.len());
-                        u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]))
-                    }
-                };
+                let b = slot.read(*off, 8)?;
+                stream.device().count_to_host(b.len());
+                let needed = b
+                    .get(..8)
+                    .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
                 seen.store(needed, Ordering::Relaxed);
                 if needed > *capacity {
                     return Err(Error::QueueOverflow {
@@ -292,9 +294,19 @@ impl Check {
         }
     }
 
+    /// Whether both read the same memory (a graph replayed twice before a synchronization
+    /// adds its checks twice; the memory holds the last replay's word, read once).
     fn same(&self, other: &Check) -> bool {
         match (self, other) {
             (Check::Flag { buf: a, .. }, Check::Flag { buf: b, .. }) => Arc::ptr_eq(a, b),
+            (
+                Check::Queue {
+                    slot: a, off: i, ..
+                },
+                Check::Queue {
+                    slot: b, off: j, ..
+                },
+            ) => Arc::ptr_eq(a, b) && i == j,
             _ => false,
         }
     }
@@ -313,16 +325,37 @@ enum SimOp {
         off: usize,
         n: usize,
     },
+    /// A queue's counter (8 bytes at `src`) copied to `off` of `slot`.
+    CopyCounter {
+        src: u64,
+        slot: Arc<WsBuf>,
+        off: usize,
+    },
 }
 
 /// What a capture has recorded so far.
-#[derive(Default)]
 struct Captured {
     ops: Vec<SimOp>,
     checks: Vec<Check>,
     /// The workspaces the captured kernels use: the graph keeps them alive, so that a later
     /// launch that grows the stream's workspace cannot free memory a replay writes.
     workspaces: Vec<Arc<WsBuf>>,
+    /// The capture's own queue-counter slots, made before it began (a capture cannot
+    /// allocate), kept by the graph: each launch that pushes to a queue takes the next one,
+    /// which no launch outside the graph ever writes.
+    counters: Arc<WsBuf>,
+    counters_used: usize,
+}
+
+/// The queue-counter slots of a stream: each launch that pushes to a queue copies its counter
+/// into the next slot, read at the stream's next synchronization. When that synchronization
+/// has read every report, the slots are free again, so a stream allocates only when more
+/// launches push between two synchronizations than ever before (by [`COUNTER_SLOTS`]).
+#[derive(Default)]
+struct CounterPool {
+    blocks: Vec<Arc<WsBuf>>,
+    /// Slots handed out since the reports were last all read.
+    used: usize,
 }
 
 /// The workspace slot of a stream.
@@ -346,6 +379,15 @@ pub(crate) struct StreamState {
     /// GPU-side capture in progress (the simulator's is `capture`).
     capturing: AtomicBool,
     timing: AtomicBool,
+    /// Slots for the launches' queue counters; locked only with `checks` held, so a slot is
+    /// never handed out again while a check still reads it.
+    counters: Mutex<CounterPool>,
+    /// The device's work count (`Device::device_work`) this stream last waited for.
+    joined: AtomicU64,
+    /// How often this stream's launches waited for the device's stream (`Stream::device_waits`).
+    device_waits: AtomicU64,
+    /// Set by `Stream::order_manually`: launches no longer wait for the device's stream.
+    manual: AtomicBool,
 }
 
 impl StreamState {
@@ -358,6 +400,10 @@ impl StreamState {
             capture: Mutex::new(None),
             capturing: AtomicBool::new(false),
             timing: AtomicBool::new(false),
+            counters: Mutex::new(CounterPool::default()),
+            joined: AtomicU64::new(0),
+            device_waits: AtomicU64::new(0),
+            manual: AtomicBool::new(false),
         }
     }
 }
@@ -377,7 +423,7 @@ impl Drop for StreamState {
         }
         for check in checks {
             if let Check::Flag { buf, names } = &check {
-                if let Ok(bytes) = buf.read(16) {
+                if let Ok(bytes) = buf.read(0, 16) {
                     let w0 = u64::from_le_bytes(bytes[..8].try_into().unwrap_or([0; 8]));
                     if w0 != 0 {
                         let p = (w0 - 1) as usize;
@@ -395,9 +441,12 @@ impl Drop for StreamState {
 /// An ordered queue of GPU work: the device's own ([`Device::stream`]), a new one
 /// ([`Device::new_stream`]) or the user's cudarc stream ([`Stream::from_cudarc`]).
 ///
-/// Launches on one stream run in order and share its workspace. Work on two streams is not
-/// ordered: make one wait for the other with [`Stream::wait_for`] (uploads and downloads go
-/// through the device's stream). Cheap to clone; clones are the same stream.
+/// Launches on one stream run in order and share its workspace. A launch on a stream other
+/// than the device's waits for what the device's stream did since that stream's last launch
+/// (uploads, copies, fills, and other streams' launches, which the device's stream waits for),
+/// and the device's stream waits for the launch: safe code cannot race (docs/streams.md).
+/// [`Stream::wait_for`] orders two streams explicitly. Cheap to clone; clones are the same
+/// stream.
 #[derive(Clone)]
 pub struct Stream {
     pub(crate) dev: Device,
@@ -462,6 +511,57 @@ impl Stream {
         }
     }
 
+    /// How many times launches on this stream waited for the device's stream (one event each),
+    /// because it had done something since: 0 on the device's own stream, and no more than one
+    /// per launch on another. Counted on the simulator too, where nothing needs to wait.
+    pub fn device_waits(&self) -> u64 {
+        self.state.device_waits.load(Ordering::Relaxed)
+    }
+
+    /// From now on, launches on this stream (and its clones) no longer wait for the device's
+    /// stream before they run, so that launches on several streams can overlap while uploads
+    /// or other streams' launches happen in between. The device's stream still waits for them.
+    ///
+    /// # Safety
+    ///
+    /// Before each launch on this stream, the caller makes it wait ([`Stream::wait_for`]) for
+    /// every write to the launch's arguments enqueued on another stream: uploads, copies and
+    /// fills (the device's stream), and launches on other streams that write them. Otherwise a
+    /// kernel may read memory while it is written, or write it while another kernel does.
+    pub unsafe fn order_manually(&self) {
+        self.state.manual.store(true, Ordering::Relaxed);
+    }
+
+    /// Makes this stream wait for what the device's stream has enqueued, when it has enqueued
+    /// anything since this stream last waited (one atomic load otherwise). Called before each
+    /// launch: a kernel on this stream then sees every upload, copy and fill made before it, and
+    /// the results of every launch on another stream made before it (the device's stream waits
+    /// for those, `order_device_after`). Nothing to do on the device's own stream, for a stream
+    /// under [`order_manually`](Self::order_manually), or while capturing (a capture cannot wait
+    /// for work outside it; [`Graph::launch`] waits instead).
+    pub(crate) fn order_after_device(&self) -> Result<()> {
+        let device = &self.dev.stream().state;
+        if device.id == self.state.id
+            || self.state.manual.load(Ordering::Relaxed)
+            || self.capturing()
+        {
+            return Ok(());
+        }
+        let work = self.dev.device_work();
+        if self.state.joined.load(Ordering::Acquire) == work {
+            return Ok(());
+        }
+        if let (Some(d), Some(me)) = (&device.cuda, &self.state.cuda) {
+            me.join(d)
+                .map_err(|e| Error::cuda("ordering a launch after the device's stream", e))?;
+        }
+        // Work noted after the load above is not covered by the count stored: the next launch
+        // waits again, which is only a wasted event.
+        self.state.joined.store(work, Ordering::Release);
+        self.state.device_waits.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Waits for everything enqueued on this stream, then reads every pending report of its
     /// launches; the first kernel error is the `Err` (the others stay for the next call).
     pub fn synchronize(&self) -> Result<()> {
@@ -483,6 +583,8 @@ impl Stream {
             let check = checks.remove(0);
             check.run(self)?;
         }
+        // Every report is read: no check refers to a counter slot any more.
+        lock(&self.state.counters).used = 0;
         Ok(())
     }
 
@@ -554,17 +656,36 @@ impl Stream {
     /// freed, uploaded and downloaded on the device's stream, so none of that can overtake a
     /// launch still using them on this one: dropping an argument right after an asynchronous
     /// launch is safe.
+    ///
+    /// Either way the launch is noted as work of the device's stream, so that a later launch on
+    /// any other stream waits for it ([`order_after_device`](Self::order_after_device)).
     pub(crate) fn order_device_after(&self) -> Result<()> {
         let device = self.dev.stream();
-        if device.state.id == self.state.id || self.capturing() {
+        if self.capturing() {
             return Ok(());
         }
-        match (&device.state.cuda, &self.state.cuda) {
-            (Some(d), Some(me)) => d
-                .join(me)
-                .map_err(|e| Error::cuda("ordering the device's stream after a launch", e)),
-            _ => Ok(()),
+        if device.state.id == self.state.id {
+            self.dev.note_device_work();
+            return Ok(());
         }
+        if let (Some(d), Some(me)) = (&device.state.cuda, &self.state.cuda) {
+            d.join(me)
+                .map_err(|e| Error::cuda("ordering the device's stream after a launch", e))?;
+        }
+        // When this stream had waited for everything the device's stream did before, the only
+        // new work there is this wait for our own launch, which our later launches follow
+        // anyway: a loop on one stream never waits for itself.
+        let before = self.state.joined.load(Ordering::Acquire);
+        let now = self.dev.note_device_work();
+        if before + 1 == now {
+            let _ = self.state.joined.compare_exchange(
+                before,
+                now,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
+        }
+        Ok(())
     }
 
     /// Registers the error flag of a launch to be read at the next synchronization.
@@ -620,13 +741,21 @@ impl Stream {
             return Err(Error::Capture("the stream is already capturing".into()));
         }
         self.synchronize()?;
+        // Made (and zeroed) on this stream before the capture begins: a capture cannot allocate.
+        let counters = Arc::new(WsBuf::alloc(&self.dev, &self.state, COUNTER_SLOTS * 8)?);
         if let Some(cuda) = &self.state.cuda {
             cuda.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
                 .map_err(|e| Error::cuda("beginning a stream capture", e))?;
             self.state.capturing.store(true, Ordering::Relaxed);
         }
         // The launches' reports (and, on the simulator, the operations) are recorded here.
-        *lock(&self.state.capture) = Some(Captured::default());
+        *lock(&self.state.capture) = Some(Captured {
+            ops: Vec::new(),
+            checks: Vec::new(),
+            workspaces: Vec::new(),
+            counters,
+            counters_used: 0,
+        });
         Ok(())
     }
 
@@ -645,11 +774,13 @@ impl Stream {
             }
             None => GraphKind::Sim(captured.ops),
         };
+        let mut keep = captured.workspaces;
+        keep.push(captured.counters);
         Ok(Graph {
             stream: self.clone(),
             kind,
             checks: captured.checks,
-            _workspaces: captured.workspaces,
+            _workspaces: keep,
         })
     }
 }
@@ -670,8 +801,9 @@ enum GraphKind {
 }
 
 /// A recorded sequence of lb launches on one stream, replayed with [`Graph::launch`]. The graph
-/// keeps its workspace alive itself; the arguments of the captured launches (buffers, tile sets,
-/// queues) it holds only by address, which is why a replay is `unsafe`.
+/// keeps its workspace and its queue-counter slots alive itself; the arguments of the captured
+/// launches (buffers, tile sets, queues) it holds only by address, which is why a replay is
+/// `unsafe`.
 pub struct Graph {
     stream: Stream,
     kind: GraphKind,
@@ -680,8 +812,10 @@ pub struct Graph {
 }
 
 impl Graph {
-    /// Enqueues one replay on the capturing stream. Like a launch, its reports are read at the
-    /// stream's next synchronization.
+    /// Enqueues one replay on the capturing stream, after what the device's stream did before
+    /// (as a launch waits). Like a launch, its reports are read at the stream's next
+    /// synchronization: the error flag and the queue counters of the last replay before it (a
+    /// graph has one slot per captured queue launch, which each replay overwrites).
     ///
     /// # Safety
     ///
@@ -691,6 +825,7 @@ impl Graph {
     /// synchronization after the last replay). Their contents may change between replays: that
     /// is how a graph is fed new input. On the simulator a freed argument is an error instead.
     pub unsafe fn launch(&self) -> Result<()> {
+        self.stream.order_after_device()?;
         match &self.kind {
             GraphKind::Gpu(Some(g)) => {
                 g.launch()
@@ -727,6 +862,11 @@ impl Graph {
                     lb_ptx::sim::launch(module, entry, *cfg, params, &mut mem)?;
                 }
                 SimOp::Zero { buf, off, n } => buf.zero(&self.stream, *off, *n)?,
+                SimOp::CopyCounter { src, slot, off } => {
+                    let mut mem = sim.memory();
+                    let count = mem.read(*src, 8)?;
+                    mem.write(slot.addr() + *off as u64, &count)?;
+                }
             }
         }
         Ok(())
@@ -799,52 +939,123 @@ impl Pending {
     }
 
     /// Called by the generated launchers for each `&mut Queue` argument after the launch: the
-    /// queue's push counter is copied on the stream (the simulator reads it at once) and
-    /// compared with its capacity at the next synchronization.
+    /// queue's push counter is copied on the stream into a slot of the stream's own (no
+    /// allocation once the stream has as many slots as launches push between two of its
+    /// synchronizations) and compared with the queue's capacity at the next synchronization.
+    /// Inside a capture the copy is part of the graph, into a slot the graph owns.
     pub fn watch_queue(&mut self, queue: &DeviceQueue, param: &'static str) -> Result<()> {
-        if self.stream.capturing() {
-            return Err(Error::Capture(format!(
-                "queue `{param}`: launches that push to a queue cannot be captured yet (issue 13)"
+        let stream = &self.stream;
+        // The copy below reads the counter's address on this stream's device.
+        if !queue.device().same(stream.device()) {
+            return Err(Error::DeviceMismatch {
+                what: format!("queue `{param}`"),
+            });
+        }
+        let seen = Arc::new(AtomicU64::new(NOT_READ));
+        let src = queue.count.device_addr();
+        // Held until the check is registered: a synchronization on another thread cannot hand
+        // the slot out again before the check that reads it exists.
+        let mut checks = lock(&stream.state.checks);
+        let mut capture = lock(&stream.state.capture);
+        let (slot, off) = match capture.as_mut() {
+            Some(cap) => {
+                if cap.counters_used == COUNTER_SLOTS {
+                    return Err(Error::Capture(format!(
+                        "queue `{param}`: one capture holds at most {COUNTER_SLOTS} launches \
+                         that push to a queue; end it and capture the rest into another graph"
+                    )));
+                }
+                cap.counters_used += 1;
+                (cap.counters.clone(), (cap.counters_used - 1) * 8)
+            }
+            None => stream.counter_slot()?,
+        };
+        stream.copy_counter(src, &slot, off, capture.as_mut())?;
+        let check = Check::Queue {
+            param,
+            capacity: queue.capacity() as u64,
+            slot,
+            off,
+            seen: Arc::clone(&seen),
+        };
+        match capture.as_mut() {
+            Some(cap) => cap.checks.push(check),
+            None => checks.push(check),
+        }
+        drop(capture);
+        drop(checks);
+        // The queue is freed on the device's stream: it must not overtake the copy.
+        stream.order_device_after()?;
+        self.pushed.push((param, seen));
+        Ok(())
+    }
+}
+
+impl Stream {
+    /// The next free queue-counter slot of this stream (allocating a block of
+    /// [`COUNTER_SLOTS`] when all are taken). Called with `checks` locked.
+    fn counter_slot(&self) -> Result<(Arc<WsBuf>, usize)> {
+        let mut pool = lock(&self.state.counters);
+        let (block, index) = (pool.used / COUNTER_SLOTS, pool.used % COUNTER_SLOTS);
+        if block == pool.blocks.len() {
+            let buf = WsBuf::alloc(&self.dev, &self.state, COUNTER_SLOTS * 8)?;
+            pool.blocks.push(Arc::new(buf));
+        }
+        pool.used += 1;
+        Ok((Arc::clone(&pool.blocks[block]), index * 8))
+    }
+
+    /// Copies the 8-byte counter at `src` to `off` of `slot`, ordered on this stream after the
+    /// launch before it: enqueued on a GPU (captured when the stream captures), recorded in
+    /// `capture` on a capturing simulator stream, done at once on the simulator otherwise.
+    fn copy_counter(
+        &self,
+        src: u64,
+        slot: &Arc<WsBuf>,
+        off: usize,
+        capture: Option<&mut Captured>,
+    ) -> Result<()> {
+        if off.checked_add(8).is_none_or(|end| end > slot.bytes) {
+            return Err(Error::Shape(format!(
+                "a counter slot at {off} of {} bytes",
+                slot.bytes
             )));
         }
-        let capacity = queue.capacity() as u64;
-        let count = match &self.stream.state.cuda {
-            None => Counter::Known(queue.pushed()?),
-            Some(cuda) => {
-                let snapshot = WsBuf::alloc(&self.stream.dev, &self.stream.state, 8)?;
+        let dst = slot.addr() + off as u64;
+        match (self.dev.backend(), &self.state.cuda) {
+            (Backend::Gpu(_), Some(cuda)) => {
                 cuda.context()
                     .bind_to_thread()
                     .map_err(|e| Error::cuda("binding the context", e))?;
-                // SAFETY: both addresses are live allocations of at least 8 bytes (the queue's
-                // counter is one u64, the snapshot was just made of 8) when the copy is
-                // enqueued, and the context is bound. The copy runs later, after the launch that
-                // pushed (same stream). The snapshot is owned by the check and freed on this
-                // stream, after the copy. The queue is freed on the device's stream, which is
-                // made to wait for this copy just below (on the device's own stream it is in
-                // order already), so dropping the queue at once cannot free the counter first.
-                let r = unsafe {
-                    sys::cuMemcpyDtoDAsync_v2(
-                        snapshot.addr,
-                        queue.count.device_addr(),
-                        8,
-                        cuda.cu_stream(),
-                    )
-                };
+                // SAFETY: `src` is the queue's counter, one live u64 allocation of this
+                // device (`watch_queue` checked the queue's device), and `dst..dst + 8` lies
+                // inside `slot` (checked above), a live allocation of this stream. The copy
+                // runs after the launch that pushed (same stream). The slot outlives it: the
+                // check owns an `Arc` of it, and the pool (or the graph) keeps it and hands the
+                // slot out again only after a synchronization read that check. The queue is
+                // freed on the device's stream, which the caller makes wait for this copy.
+                let r = unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, 8, cuda.cu_stream()) };
                 r.result()
-                    .map_err(|e| Error::cuda("copying a queue's counter", e))?;
-                self.stream.order_device_after()?;
-                Counter::Gpu(Arc::new(snapshot))
+                    .map_err(|e| Error::cuda("copying a queue's counter", e))
             }
-        };
-        let seen = Arc::new(AtomicU64::new(NOT_READ));
-        self.pushed.push((param, Arc::clone(&seen)));
-        lock(&self.stream.state.checks).push(Check::Queue {
-            param,
-            capacity,
-            count,
-            seen,
-        });
-        Ok(())
+            (Backend::Sim(sim), None) => {
+                if let Some(cap) = capture {
+                    cap.ops.push(SimOp::CopyCounter {
+                        src,
+                        slot: Arc::clone(slot),
+                        off,
+                    });
+                    return Ok(());
+                }
+                let mut mem = sim.memory();
+                let count = mem.read(src, 8)?;
+                mem.write(dst, &count)?;
+                Ok(())
+            }
+            _ => Err(Error::DeviceMismatch {
+                what: "the queue".into(),
+            }),
+        }
     }
 }
 

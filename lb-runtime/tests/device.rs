@@ -4,7 +4,7 @@
 mod common;
 
 use common::{size, DOUBLE_PLAN, DOUBLE_PTX, MISSING_PLAN, RAISE_PLAN};
-use lb_runtime::{execute, ArgValue, Csr, Device, DeviceCsr, Element, Error, KernelArg};
+use lb_runtime::{ArgValue, Csr, Device, DeviceCsr, Element, Error, KernelArg, Launch};
 
 fn sim() -> Device {
     Device::simulator()
@@ -157,6 +157,23 @@ fn kernel_args_follow_the_contract() {
     assert_eq!(ArgValue::F32(1.0).bits(), 0x3F80_0000);
 }
 
+/// `lb_runtime::execute` on the simulator, which checks the parameter list and every address
+/// itself: arguments that do not match the PTX are an `Error::Sim` there, which these tests
+/// provoke on purpose.
+fn execute_sim(
+    dev: &Device,
+    ptx: &'static str,
+    plan: &lb_ptx::plan::Plan,
+    names: &'static [&'static str],
+    args: Vec<ArgValue>,
+    size: lb_ptx::plan::ProblemSize,
+) -> lb_runtime::Result<Launch> {
+    assert!(!dev.is_gpu(), "only the simulator checks the arguments");
+    // SAFETY: on the simulator a parameter list that does not match the entry and an address
+    // outside a live allocation are errors, never memory corruption.
+    unsafe { lb_runtime::execute(dev, ptx, plan, names, args, size) }
+}
+
 #[test]
 fn execute_runs_a_grid_stride_kernel() {
     let dev = sim();
@@ -167,7 +184,7 @@ fn execute_runs_a_grid_stride_kernel() {
     let mut args = Vec::new();
     x.push_args(&mut args);
     y.push_args(&mut args);
-    let launch = execute(
+    let launch = execute_sim(
         &dev,
         DOUBLE_PTX,
         &DOUBLE_PLAN,
@@ -193,7 +210,7 @@ fn execute_runs_a_grid_stride_kernel() {
     let mut args = Vec::new();
     x.push_args(&mut args);
     y.push_args(&mut args);
-    let again = execute(&dev, DOUBLE_PTX, &DOUBLE_PLAN, &["x", "y"], args, size(10)).unwrap();
+    let again = execute_sim(&dev, DOUBLE_PTX, &DOUBLE_PLAN, &["x", "y"], args, size(10)).unwrap();
     assert_eq!(again.kernels[0].grid, 1);
 }
 
@@ -203,7 +220,7 @@ fn error_flag_becomes_out_of_bounds() {
     let x = dev.upload(&[1.0f32]).unwrap();
     let mut args = Vec::new();
     x.push_args(&mut args);
-    match execute(&dev, DOUBLE_PTX, &RAISE_PLAN, &["a", "x"], args, size(1)) {
+    match execute_sim(&dev, DOUBLE_PTX, &RAISE_PLAN, &["a", "x"], args, size(1)) {
         Err(Error::OutOfBounds { param, index }) => assert_eq!((param.as_str(), index), ("x", 7)),
         other => panic!("expected OutOfBounds, got {other:?}"),
     }
@@ -213,7 +230,7 @@ fn error_flag_becomes_out_of_bounds() {
 fn execute_reports_simulator_errors() {
     let dev = sim();
     // Too few arguments for `double`.
-    let r = execute(
+    let r = execute_sim(
         &dev,
         DOUBLE_PTX,
         &DOUBLE_PLAN,
@@ -223,9 +240,9 @@ fn execute_reports_simulator_errors() {
     );
     assert!(matches!(r, Err(Error::Sim(_))), "{r:?}");
     // PTX the simulator cannot parse.
-    let r = execute(&dev, "not ptx", &DOUBLE_PLAN, &[], vec![], size(1));
+    let r = execute_sim(&dev, "not ptx", &DOUBLE_PLAN, &[], vec![], size(1));
     assert!(matches!(r, Err(Error::Parse(_))), "{r:?}");
-    let r = execute(&dev, DOUBLE_PTX, &MISSING_PLAN, &[], vec![], size(1));
+    let r = execute_sim(&dev, DOUBLE_PTX, &MISSING_PLAN, &[], vec![], size(1));
     assert!(
         matches!(&r, Err(Error::MissingKernel(k)) if k == "nope"),
         "{r:?}"

@@ -5,7 +5,23 @@
 mod common;
 
 use common::{size, DOUBLE_PLAN, DOUBLE_PTX, MISSING_PLAN, RAISE_PLAN};
-use lb_runtime::{execute, Csr, Device, DeviceCsr, Error, KernelArg};
+use lb_runtime::{ArgValue, Csr, Device, DeviceCsr, Error, KernelArg, Launch};
+
+/// `lb_runtime::execute` for the plans of `common`: each test passes the parameters their PTX
+/// declares (the buffers of `double` and `raise`, nothing where the launch fails before any
+/// kernel: a JIT error, a missing kernel).
+fn execute_known(
+    dev: &Device,
+    ptx: &'static str,
+    plan: &lb_ptx::plan::Plan,
+    names: &'static [&'static str],
+    args: Vec<ArgValue>,
+    size: lb_ptx::plan::ProblemSize,
+) -> lb_runtime::Result<Launch> {
+    // SAFETY: the callers pass the addresses and lengths of live buffers of `dev` as the
+    // entries' parameters, in order, and the kernels index them within those lengths.
+    unsafe { lb_runtime::execute(dev, ptx, plan, names, args, size) }
+}
 
 fn gpu() -> Device {
     Device::cuda(0).expect("these tests need a CUDA GPU")
@@ -66,7 +82,7 @@ fn execute_times_and_strides() {
     let mut args = Vec::new();
     x.push_args(&mut args);
     y.push_args(&mut args);
-    let launch = execute(
+    let launch = execute_known(
         &dev,
         DOUBLE_PTX,
         &DOUBLE_PLAN,
@@ -98,11 +114,11 @@ fn error_flag_jit_log_and_missing_kernel() {
     let x = dev.upload(&[1.0f32]).unwrap();
     let mut args = Vec::new();
     x.push_args(&mut args);
-    match execute(&dev, DOUBLE_PTX, &RAISE_PLAN, &["a", "x"], args, size(1)) {
+    match execute_known(&dev, DOUBLE_PTX, &RAISE_PLAN, &["a", "x"], args, size(1)) {
         Err(Error::OutOfBounds { param, index }) => assert_eq!((param.as_str(), index), ("x", 7)),
         other => panic!("expected OutOfBounds, got {other:?}"),
     }
-    match execute(
+    match execute_known(
         &dev,
         ".version 7.8\n.target sm_75\nthis is not ptx\n",
         &DOUBLE_PLAN,
@@ -113,7 +129,7 @@ fn error_flag_jit_log_and_missing_kernel() {
         Err(Error::Jit { log, .. }) => assert!(!log.is_empty(), "empty ptxas log"),
         other => panic!("expected a JIT error, got {other:?}"),
     }
-    let r = execute(&dev, DOUBLE_PTX, &MISSING_PLAN, &[], vec![], size(1));
+    let r = execute_known(&dev, DOUBLE_PTX, &MISSING_PLAN, &[], vec![], size(1));
     assert!(
         matches!(&r, Err(Error::MissingKernel(k)) if k == "nope"),
         "{r:?}"

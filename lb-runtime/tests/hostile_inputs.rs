@@ -1,6 +1,7 @@
 //! Hostile inputs: Matrix Market headers that declare absurd sizes, constructors and conversions
 //! given overflowing dimensions, and absurd simulator allocations all return `Err` quickly, never
-//! panic or abort; a property test mutates valid files and checks the reader never panics.
+//! panic or abort; property tests mutate valid files and check the reader never panics, and feed
+//! the constructors arbitrary arrays and sizes.
 
 use std::time::{Duration, Instant};
 
@@ -312,6 +313,110 @@ proptest! {
         }
         if let Ok(m) = f32s {
             prop_assert!(m.validate().is_ok());
+        }
+    }
+}
+
+/// A dimension: mostly tiny, sometimes one no host can back (overflowing `+ 1` or `× 8`, or
+/// petabytes), never one in between that a lenient allocator might actually try to fill.
+fn dim() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        8 => 0usize..6,
+        1 => Just(usize::MAX),
+        1 => Just(1usize << 62),
+        1 => Just(1usize << 50),
+    ]
+}
+
+/// An offset or index: near the tiny dimensions, or at the edges of its type.
+fn offset() -> impl Strategy<Value = usize> {
+    prop_oneof![8 => 0usize..8, 1 => Just(usize::MAX), 1 => Just(u32::MAX as usize + 1)]
+}
+
+fn index() -> impl Strategy<Value = u32> {
+    prop_oneof![8 => 0u32..8, 1 => Just(u32::MAX)]
+}
+
+/// The matrix as dense row-major sums (small dimensions only): duplicates add up, so it is the
+/// same whichever format holds the entries.
+fn dense(rows: usize, cols: usize, entries: impl Iterator<Item = (usize, usize, f32)>) -> Vec<f32> {
+    let mut d = vec![0.0; rows * cols];
+    for (r, c, v) in entries {
+        d[r * cols + c] += v;
+    }
+    d
+}
+
+fn csr_dense(m: &Csr<f32>) -> Vec<f32> {
+    dense(
+        m.num_rows,
+        m.num_cols,
+        (0..m.num_rows)
+            .flat_map(|r| m.row(r).map(move |nz| (r, nz)))
+            .map(|(r, nz)| (r, m.col_indices[nz] as usize, m.values[nz])),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::default())]
+
+    /// Constructors on arbitrary arrays and sizes return `Ok` (a valid matrix, whose conversions
+    /// keep every entry) or `Err`, never panic. Values are small integers, so sums are exact.
+    #[test]
+    fn random_constructor_inputs_never_panic(
+        rows in dim(),
+        cols in dim(),
+        offsets in prop::collection::vec(offset(), 0..8),
+        indices in prop::collection::vec(index(), 0..8),
+        others in prop::collection::vec(index(), 0..8),
+        values in prop::collection::vec(-4i8..4, 0..8),
+        triplets in prop::collection::vec((offset(), offset(), -4i8..4), 0..8),
+        plausible in any::<bool>(),
+    ) {
+        let mut values: Vec<f32> = values.into_iter().map(f32::from).collect();
+        let mut offsets = offsets;
+        if plausible && rows < 6 {
+            // Sorted offsets from 0 to the entry count, so that the arrays often form a valid
+            // matrix and the `Ok` branches below run too.
+            let nnz = indices.len();
+            values.resize(nnz, 1.0);
+            offsets.iter_mut().for_each(|o| *o %= nnz + 1);
+            offsets.resize(rows + 1, nnz);
+            offsets.sort_unstable();
+            offsets[0] = 0;
+            offsets[rows] = nnz;
+        }
+        if let Ok(m) = Csr::new(rows, cols, offsets.clone(), indices.clone(), values.clone()) {
+            prop_assert!(m.validate().is_ok());
+            let want = csr_dense(&m);
+            prop_assert_eq!(csr_dense(&m.to_csc().unwrap().to_csr().unwrap()), want.clone());
+            prop_assert_eq!(csr_dense(&m.to_coo().unwrap().to_csr().unwrap()), want);
+        }
+        if let Ok(m) = Csc::new(rows, cols, offsets, indices.clone(), values.clone()) {
+            prop_assert!(m.validate().is_ok());
+            let back = m.to_csr().unwrap();
+            prop_assert_eq!(csr_dense(&m.to_coo().unwrap().to_csr().unwrap()), csr_dense(&back));
+        }
+        if let Ok(m) = Coo::new(rows, cols, indices, others, values) {
+            prop_assert!(m.validate().is_ok());
+            let want = dense(
+                m.num_rows,
+                m.num_cols,
+                (0..m.values.len()).map(|i| {
+                    (m.row_indices[i] as usize, m.col_indices[i] as usize, m.values[i])
+                }),
+            );
+            prop_assert_eq!(csr_dense(&m.to_csr().unwrap()), want.clone());
+            prop_assert_eq!(csr_dense(&m.to_csc().unwrap().to_csr().unwrap()), want);
+        }
+        let triplets: Vec<(usize, usize, f32)> =
+            triplets.into_iter().map(|(r, c, v)| (r, c, f32::from(v))).collect();
+        match Csr::from_triplets(rows, cols, triplets.clone()) {
+            Ok(m) => {
+                prop_assert!(m.validate().is_ok());
+                prop_assert_eq!(csr_dense(&m), dense(rows, cols, triplets.into_iter()));
+            }
+            Err(e) => prop_assert!(matches!(e, Error::InvalidMatrix(_)), "{e}"),
         }
     }
 }
