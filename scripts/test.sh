@@ -27,5 +27,13 @@ cargo doc --workspace --no-deps
 cargo run --release --example spmv
 # The crates a user would depend on package and build from their packages alone (path
 # dependencies resolved through a local registry of the packages themselves).
-cargo package -p lb-ptx -p lb-macros -p lb-runtime -p lb --allow-dirty
+# Cargo takes a registry crate of a given name and version to be immutable: it reuses the copy
+# it unpacked into $CARGO_HOME/registry/src/-<hash>/ (only local registries' directories start
+# with `-`; crates.io's are left alone) and what it compiled from it. So that a run verifies
+# today's sources, not an earlier run's, both are removed first; the verification builds in
+# its own target directory, whose other dependencies stay cached.
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/lb-*0.1.0
+verify="$PWD/target/package-verify"
+rm -rf "$verify"/debug/.fingerprint/lb-* "$verify"/debug/deps/liblb_* "$verify"/debug/deps/lb_*
+cargo package -p lb-ptx -p lb-macros -p lb-runtime -p lb --allow-dirty --target-dir "$verify"
 CARGO_TARGET_DIR="$PWD/target" cargo run --release --manifest-path tests/external/Cargo.toml
