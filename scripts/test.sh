@@ -22,8 +22,8 @@ cargo test -p lb-runtime --features sprs,nalgebra-sparse --test interop
 cargo test --workspace --doc
 # The guide's interop example (docs/guide/formats.md) compiles only with the feature.
 cargo test -p lb --features sprs --doc
-# The API docs, the guide's pages included (what docs.rs builds; warnings are shown, not fatal).
-cargo doc --workspace --no-deps
+# The API docs, the guide's pages included (what docs.rs builds), free of warnings.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 cargo run --release --example spmv
 # The crates a user would depend on package and build from their packages alone (path
 # dependencies resolved through a local registry of the packages themselves).
