@@ -4,9 +4,13 @@
 //! isolated vertices, and on the edge cases: one vertex, no edges, a star with thousands of
 //! leaves. Each iteration's host↔device traffic is checked too (at most 16 bytes).
 
+#[path = "common/graphs.rs"]
+mod graphs;
+
+use graphs::{check_traffic, nasty_graph};
 use lb::algorithms::{
     bfs, bfs_direction_optimizing, bfs_levels, components_union_find, connected_components,
-    pagerank, pagerank_reference, schedules, Direction, PageRankGraph, PageRankOptions, Traversal,
+    pagerank, pagerank_reference, schedules, Direction, PageRankGraph, PageRankOptions,
 };
 use lb::prelude::*;
 use lb::Error;
@@ -14,59 +18,12 @@ use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// A graph of `n` vertices in `parts` blocks (edges stay inside a block, so some vertices are
-/// unreachable), about `degree` out-edges per vertex, with self-loops, repeated edges (rows
-/// unsorted) and about one isolated vertex in six (no edge in or out).
-fn nasty_graph(n: usize, parts: usize, degree: usize, seed: u64) -> Csr<f32> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let block = n.div_ceil(parts.clamp(1, n.max(1))).max(1);
-    let isolated: Vec<bool> = (0..n).map(|_| rng.random_range(0..6) == 0).collect();
-    let mut offsets = vec![0usize];
-    let (mut cols, mut vals) = (Vec::new(), Vec::new());
-    for u in 0..n {
-        if !isolated[u] {
-            let (lo, hi) = ((u / block) * block, ((u / block + 1) * block).min(n));
-            for _ in 0..rng.random_range(0..=2 * degree) {
-                let v = match rng.random_range(0..8) {
-                    0 => u,
-                    _ => rng.random_range(lo..hi),
-                };
-                if isolated[v] {
-                    continue;
-                }
-                for _ in 0..rng.random_range(1..=2) {
-                    cols.push(v as u32);
-                    vals.push(rng.random_range(1..=5u32) as f32);
-                }
-            }
-        }
-        offsets.push(cols.len());
-    }
-    Csr::new(n, n, offsets, cols, vals).expect("valid graph")
-}
-
 /// A star: vertex 0 points at `leaves` leaves, and each leaf points back.
 fn star(leaves: usize) -> Csr<f32> {
     let triplets = (1..=leaves)
         .flat_map(|v| [(0, v, 1.0), (v, 0, 1.0)])
         .collect();
     Csr::from_triplets(leaves + 1, leaves + 1, triplets).expect("valid star")
-}
-
-/// At most `per` bytes per iteration, nothing uploaded by an iteration, kernel time within wall
-/// time.
-fn check_traffic(what: &str, t: &Traversal, per: u64) {
-    assert_eq!(t.bytes_to_device, 0, "{what}: an iteration uploads nothing");
-    assert!(
-        t.bytes_to_host <= per * t.iterations as u64,
-        "{what}: {} bytes to the host over {} iterations",
-        t.bytes_to_host,
-        t.iterations
-    );
-    assert!(t.wall_ms > 0.0, "{what}: wall time");
-    if let Some(ms) = t.elapsed_ms {
-        assert!(f64::from(ms) <= t.wall_ms, "{what}: kernel within wall");
-    }
 }
 
 /// Direction-optimizing BFS from `source` under `schedules`, with the paper's switch and with
