@@ -254,21 +254,27 @@ impl Checker<'_> {
         for (i, s) in block.stmts.iter().enumerate() {
             match (s, result) {
                 (Stmt::Expr(e, None), Some(local)) if i + 1 == n && !matches!(e, Expr::Loop(_)) => {
-                    if let Some(v) = self.value(e) {
-                        let rv = self.locals[local];
-                        self.expect(v.ty, rv, &e, "the helper's return type");
-                        out.push(TStmt::Assign {
-                            place: Place::Local(local),
-                            op: None,
-                            value: v,
-                        });
-                    }
+                    self.set_result(e, local, &mut out);
                 }
                 _ => self.stmt(s, &mut out),
             }
         }
         self.forget_helpers(mark);
         out
+    }
+
+    /// The inlined helper's result local := `e` (its tail or a `return`'s value), checked
+    /// against the helper's return type.
+    fn set_result(&mut self, e: &Expr, local: usize, out: &mut Vec<TStmt>) {
+        if let Some(v) = self.value(e) {
+            let rv = self.locals[local];
+            self.expect(v.ty, rv, &e, "the helper's return type");
+            out.push(TStmt::Assign {
+                place: Place::Local(local),
+                op: None,
+                value: v,
+            });
+        }
     }
 
     /// `return` inside a helper being inlined: the result, then out of the loop around the
@@ -278,17 +284,7 @@ impl Checker<'_> {
             return false;
         };
         match (&r.expr, result) {
-            (Some(e), Some(local)) => {
-                if let Some(v) = self.value(e) {
-                    let rv = self.locals[local];
-                    self.expect(v.ty, rv, &e, "the helper's return type");
-                    out.push(TStmt::Assign {
-                        place: Place::Local(local),
-                        op: None,
-                        value: v,
-                    });
-                }
-            }
+            (Some(e), Some(local)) => self.set_result(e, local, out),
             (None, None) => {}
             (Some(e), None) => self.report(
                 &e,

@@ -139,17 +139,10 @@ impl Checker<'_> {
     /// `lhs op rhs` for a comparison, `rhs` (at `at`) checked against `lhs`'s type.
     fn compare(&mut self, op: BinaryOp, lhs: TExpr, rhs: TExpr, at: &dyn ToTokens) -> TExpr {
         self.expect(rhs.ty, lhs.ty, at, "the `match` scrutinee's type");
-        let ty = self.known(STy::Bool);
-        TExpr {
-            kind: TExprKind::Binary {
-                op,
-                lhs: Box::new(lhs),
-                rhs: Box::new(rhs),
-            },
-            ty,
-        }
+        self.logic(op, lhs, rhs)
     }
 
+    /// `lhs op rhs` with a `bool` result.
     fn logic(&mut self, op: BinaryOp, lhs: TExpr, rhs: TExpr) -> TExpr {
         let ty = self.known(STy::Bool);
         TExpr {
