@@ -60,6 +60,8 @@ pub mod guide {
     pub mod errors {}
     #[doc = include_str!("../docs/guide/simulator.md")]
     pub mod simulator {}
+    #[doc = include_str!("../docs/multi-gpu.md")]
+    pub mod multi_gpu {}
 }
 
 /// The names a kernel file needs: the attribute, the formats, the device and the intrinsics.

@@ -12,6 +12,7 @@ mod fit;
 mod graph;
 mod host_loop;
 mod looped;
+mod multi;
 mod report;
 mod run;
 mod variants;
@@ -183,6 +184,14 @@ pub struct Cli {
     /// same solver; reports iterations, the f64 residual and µs per iteration.
     #[arg(long = "cg", value_name = "N", value_parser = clap::value_parser!(u16).range(2..=400))]
     pub cg_grid: Option<u16>,
+    /// Instead of the per-call timings: the ops (SpMV, SpMM) on N devices, the matrix split by
+    /// a merge path and each iteration's result all-gathered into every device's input (one
+    /// iteration of an iterative method), against the same kernel on one device in the same
+    /// run; reports compute and exchange µs per iteration and the scaling. N GPUs exchange
+    /// through NCCL; with `--sim` (or without a GPU) N simulators verify the results only.
+    /// Default schedules: `merge_path`.
+    #[arg(long = "devices", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub devices: Option<u16>,
     /// Instead of running anything: refit the thresholds of `auto`'s cold-start rule on these
     /// JSON-lines results of earlier runs (`--json`), leaving one matrix family out at a time.
     #[arg(long = "fit-rule", value_name = "FILE", num_args = 1..)]

@@ -5,6 +5,7 @@ use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
 
 use indicatif::{ProgressBar, ProgressStyle};
+use lb::multi::Devices;
 use lb::prelude::*;
 
 use crate::baseline::{CuCsr, Cusparse, Power, SPMM_ALGS, SPMV_ALGS};
@@ -22,8 +23,44 @@ pub(crate) fn spmv(a: &Csr<f32>, x: &[f32], #[tile] row: usize, #[atom] nz: usiz
 
 /// C = A·B, B dense and row-major with k columns; one lane per column of B.
 #[load_balanced(schedule = "auto", reduce = "sum", output = "c", lanes = "k")]
-fn spmm(a: &Csr<f32>, b: &[f32], k: usize, #[atom] nz: usize, #[lane] j: usize) -> f32 {
+pub(crate) fn spmm(a: &Csr<f32>, b: &[f32], k: usize, #[atom] nz: usize, #[lane] j: usize) -> f32 {
     a.values[nz] * b[a.col_indices[nz] as usize * k + j]
+}
+
+/// `--devices N`: the group (N GPUs, or N simulators without one) and its first device alone.
+fn run_devices(
+    cli: &Cli,
+    n: usize,
+    gpu: bool,
+    matrices: &[Matrix],
+    wanted: &[Schedule],
+) -> Result<Summary, String> {
+    let ordinals: Vec<usize> = (0..n).collect();
+    let (group, one) = if gpu {
+        (Devices::cuda(&ordinals), Devices::cuda(&[0]))
+    } else {
+        (Devices::simulators(n), Devices::simulators(1))
+    };
+    let group = group.map_err(|e| format!("{n} devices: {e}"))?;
+    let one = one.map_err(|e| format!("one device: {e}"))?;
+    eprintln!("lb-bench: {group:?}, {} matrices", matrices.len());
+    let schedules = if wanted.is_empty() {
+        &[Schedule::MergePath][..]
+    } else {
+        wanted
+    };
+    let mut json = match &cli.json {
+        Some(path) => Some(BufWriter::new(
+            File::create(path).map_err(|e| format!("{}: {e}", path.display()))?,
+        )),
+        None => None,
+    };
+    let out = json.as_mut().map(|w| w as &mut dyn Write);
+    let failed = crate::multi::run(&group, &one, matrices, cli, schedules, out);
+    if let Some(w) = json.as_mut() {
+        w.flush().map_err(|e| e.to_string())?;
+    }
+    Ok(Summary { failed })
 }
 
 /// What the caller needs for the exit code.
@@ -210,6 +247,10 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
                 .ok_or_else(|| format!("unknown schedule `{n}`; known: {}", names(spmv::SCHEDULES)))
         })
         .collect::<Result<_, _>>()?;
+
+    if let Some(n) = cli.devices {
+        return run_devices(cli, usize::from(n), dev.is_gpu(), &matrices, &wanted);
+    }
 
     let gpu = dev.is_gpu().then(|| {
         let copy = dev.measure_copy_bandwidth(cli.copy_bytes);

@@ -247,7 +247,26 @@ fn module(
                 None => quote!(self::PLANS),
             };
             let names = sig.body_params().map(|p| p.ident.to_string());
+            let reduction = match args.reduce {
+                Some((op, _)) => {
+                    let op = format_ident!("{op:?}");
+                    // An atom's rank restarts where a row is cut, an epilogue would run per part.
+                    let whole_rows = epilogue.is_some()
+                        || sig
+                            .params
+                            .iter()
+                            .any(|p| matches!(p.role, Role::Index(IndexRole::Rank)));
+                    quote!(::core::option::Option::Some(::lb::__private::multi::Reduction {
+                        op: ::lb::__private::multi::Reduce::#op,
+                        whole_rows: #whole_rows,
+                    }))
+                }
+                None => quote!(::core::option::Option::None),
+            };
             quote! {
+                /// How the output's partial results combine, for a launch across devices
+                /// (`lb::multi::MultiCsr::launch`); `None` without `reduce`.
+                pub const REDUCTION: ::core::option::Option<::lb::__private::multi::Reduction> = #reduction;
                 /// One PTX module with the kernels of every generated schedule.
                 pub const PTX: &::core::primitive::str = #ptx;
                 /// The generated schedules, in the order of `PLANS`.

@@ -38,6 +38,12 @@ pub(crate) fn memset(
             slice.len()
         )));
     }
+    // The driver takes the stream's context to be the current one: with several GPUs in one
+    // process, the last one used may be another.
+    stream
+        .context()
+        .bind_to_thread()
+        .map_err(|e| Error::cuda("binding the GPU's context", e))?;
     let (ptr, _record) = slice.device_ptr_mut(stream);
     let r = if width == 4 {
         // SAFETY: `ptr` addresses `slice`, which holds at least `count × 4` bytes (checked

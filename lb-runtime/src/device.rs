@@ -457,7 +457,7 @@ impl Device {
         let end = offset.checked_add(data.len()).filter(|&e| e <= buf.len());
         if end.is_none() {
             return Err(Error::Shape(format!(
-                "{} elements written at offset {offset} into a buffer of {}: write within                  the buffer's length",
+                "{} elements written at offset {offset} into a buffer of {}: write within the buffer's length",
                 data.len(),
                 buf.len()
             )));
@@ -513,6 +513,56 @@ impl Device {
                 let mut mem = sim.memory();
                 let data = mem.read(*s, bytes as u64)?;
                 Ok(mem.write(*d, &data)?)
+            }
+            _ => Err(Error::DeviceMismatch {
+                what: "a buffer of the copy".into(),
+            }),
+        }
+    }
+
+    /// Copies `count` elements from element `src_at` of `src` to element `dst_at` of `dst`, on
+    /// the device's stream: a range of one buffer into another, as the exchanges between
+    /// devices place the pieces of a result. Ranges past either buffer are an [`Error::Shape`].
+    pub(crate) fn copy_range<T: Element>(
+        &self,
+        src: &DeviceBuffer<T>,
+        src_at: usize,
+        dst: &mut DeviceBuffer<T>,
+        dst_at: usize,
+        count: usize,
+    ) -> Result<()> {
+        if !self.same(src.device()) || !self.same(dst.device()) {
+            return Err(Error::DeviceMismatch {
+                what: "a buffer of the copy".into(),
+            });
+        }
+        let fits = |at: usize, len: usize| at.checked_add(count).is_some_and(|end| end <= len);
+        if !fits(src_at, src.len()) || !fits(dst_at, dst.len()) {
+            return Err(Error::Shape(format!(
+                "copying {count} elements from element {src_at} of a buffer of {} to element \
+                 {dst_at} of a buffer of {}",
+                src.len(),
+                dst.len()
+            )));
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        self.note_device_work();
+        let (s, d, bytes) = (src_at * T::SIZE, dst_at * T::SIZE, count * T::SIZE);
+        match (&src.raw.storage, &mut dst.raw.storage) {
+            (Storage::Gpu { slice: a, stream }, Storage::Gpu { slice: b, .. }) => stream
+                .memcpy_dtod(&a.slice(s..s + bytes), &mut b.slice_mut(d..d + bytes))
+                .map_err(|e| Error::cuda("copying on the GPU", e)),
+            (Storage::Sim(a), Storage::Sim(b)) => {
+                let Backend::Sim(sim) = &self.inner.backend else {
+                    return Err(Error::DeviceMismatch {
+                        what: "a simulator buffer".into(),
+                    });
+                };
+                let mut mem = sim.memory();
+                let data = mem.read(*a + s as u64, bytes as u64)?;
+                Ok(mem.write(*b + d as u64, &data)?)
             }
             _ => Err(Error::DeviceMismatch {
                 what: "a buffer of the copy".into(),
@@ -743,6 +793,11 @@ impl Device {
                 let bytes = n * T::SIZE;
                 self.count_to_host(bytes);
                 let mut out: Vec<T> = Vec::with_capacity(n);
+                // The stream's context must be the current one (another GPU's may be).
+                stream
+                    .context()
+                    .bind_to_thread()
+                    .map_err(|e| Error::cuda("binding the GPU's context", e))?;
                 let (src, record) = slice.device_ptr(stream);
                 // SAFETY: `out` has room for `n` elements, `bytes` bytes, and the allocation
                 // holds at least that many (`n` is capped above); nothing reads `out` before the

@@ -22,6 +22,7 @@ mod interop;
 pub mod intrinsics;
 mod launch;
 pub mod mtx;
+pub mod multi;
 mod queue;
 mod stats;
 mod stream;

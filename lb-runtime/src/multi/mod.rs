@@ -1,0 +1,202 @@
+//! Several devices as one ("sets of sets", the thesis's §6.1.1 future work): a tile set split
+//! across the devices of a group, each device load-balancing its part with any schedule, and the
+//! exchanges an iterative method needs between launches.
+//!
+//! - [`Devices`]: the group: GPUs of one process (exchanging through NCCL), or simulators (the
+//!   same semantics by copies, so CI tests every path without a GPU).
+//! - [`MultiCsr`]: a [`Csr`](crate::Csr) cut by a merge path over rows and atoms, so every
+//!   device gets the same work whatever the row lengths; a row cut between devices is combined
+//!   where it ends ([`MultiCsr::launch`]).
+//! - [`Replicated`]: a dense array with a copy on every device (the `x` of SpMV, the `B` of
+//!   SpMM), refreshed from a launch's result by [`MultiCsr::all_gather`].
+//!
+//! ```
+//! use lb_runtime::multi::{Devices, MultiCsr};
+//! let devices = Devices::simulators(3)?;
+//! let a = lb_runtime::Csr::new(4, 4, vec![0, 1, 1, 6, 7], vec![0, 0, 1, 2, 3, 3, 1], vec![1.0f32; 7])?;
+//! let a = MultiCsr::upload(&devices, &a)?;
+//! assert_eq!(a.parts().len(), 3);
+//! // Every row's result is written by exactly one device.
+//! let owned: usize = a.parts().iter().map(|p| p.owned_rows().len()).sum();
+//! assert_eq!(owned, 4);
+//! # Ok::<(), lb_runtime::Error>(())
+//! ```
+
+mod collective;
+mod csr;
+mod partition;
+
+use std::sync::{Arc, Mutex};
+
+use crate::buffer::{DeviceBuffer, Element};
+use crate::device::{lock, Device};
+use crate::error::{Error, Result};
+use collective::{Comms, Exchange};
+
+pub use csr::{CsrPart, MultiCsr, MultiLaunch, RowParts};
+/// The reduction of a kernel's output (`reduce = "sum"` and so on).
+pub use lb_ptx::body::Reduce;
+
+/// What a reduce kernel's output needs for a launch across devices: how partial results of a
+/// row combine, and whether a row may be cut at all. The `#[load_balanced]` macro writes it as
+/// each reduce kernel's `REDUCTION` constant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reduction {
+    pub op: Reduce,
+    /// The kernel's result for a row is not the reduction of its parts' results: it applies an
+    /// epilogue to the reduced value (each part would apply it) or reads an atom's `#[rank]`
+    /// within its row (which restarts in each part). Such kernels need a split that keeps rows
+    /// whole ([`MultiCsr::upload_whole_rows`]).
+    pub whole_rows: bool,
+}
+
+/// A group of devices that share tile sets and exchange results. Cloning shares the group.
+#[derive(Clone)]
+pub struct Devices {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    devices: Vec<Device>,
+    /// One collective at a time: NCCL calls on a communicator must not overlap.
+    exchange: Mutex<Exchange>,
+}
+
+impl Devices {
+    /// The GPUs with these ordinals, in this order (the order of the parts of a split tile
+    /// set). Two or more need NCCL (`libnccl.so`, loaded at run time); an error says so when it
+    /// is missing. Fails on a repeated ordinal or a missing GPU.
+    pub fn cuda(ordinals: &[usize]) -> Result<Devices> {
+        if ordinals.is_empty() {
+            return Err(Error::Shape("a group of devices needs at least one".into()));
+        }
+        for (i, o) in ordinals.iter().enumerate() {
+            if ordinals[..i].contains(o) {
+                return Err(Error::Shape(format!(
+                    "GPU {o} is listed twice: each device of a group holds its own part"
+                )));
+            }
+        }
+        let devices = ordinals
+            .iter()
+            .map(|&o| Device::cuda(o))
+            .collect::<Result<Vec<_>>>()?;
+        let exchange = if devices.len() == 1 {
+            Exchange::Alone
+        } else {
+            Exchange::Nccl(Comms::new(ordinals)?)
+        };
+        Ok(Devices::new(devices, exchange))
+    }
+
+    /// Every GPU of the machine, in ordinal order.
+    pub fn cuda_all() -> Result<Devices> {
+        // Device 0 first: it reports a missing driver as an error instead of cudarc's panic.
+        Device::cuda(0)?;
+        let count = cudarc::driver::CudaContext::device_count()
+            .map_err(|e| Error::cuda("counting the GPUs", e))?;
+        Devices::cuda(&(0..count.max(0) as usize).collect::<Vec<_>>())
+    }
+
+    /// `n` simulators, each with its own memory, exchanging with NCCL's semantics.
+    pub fn simulators(n: usize) -> Result<Devices> {
+        if n == 0 {
+            return Err(Error::Shape("a group of devices needs at least one".into()));
+        }
+        Ok(Devices::new(
+            (0..n).map(|_| Device::simulator()).collect(),
+            Exchange::Simulated,
+        ))
+    }
+
+    fn new(devices: Vec<Device>, exchange: Exchange) -> Devices {
+        Devices {
+            inner: Arc::new(Inner {
+                devices,
+                exchange: Mutex::new(exchange),
+            }),
+        }
+    }
+
+    /// How many devices the group has (at least one).
+    pub fn count(&self) -> usize {
+        self.inner.devices.len()
+    }
+
+    /// The group's devices, in part order.
+    pub fn devices(&self) -> &[Device] {
+        &self.inner.devices
+    }
+
+    /// A copy of `data` on every device.
+    pub fn replicate<T: Element>(&self, data: &[T]) -> Result<Replicated<T>> {
+        let copies = self
+            .devices()
+            .iter()
+            .map(|d| d.upload(data))
+            .collect::<Result<_>>()?;
+        Ok(Replicated { copies })
+    }
+
+    /// `n` zeros on every device.
+    pub fn replicated_zeros<T: Element>(&self, n: usize) -> Result<Replicated<T>> {
+        let copies = self
+            .devices()
+            .iter()
+            .map(|d| d.zeros(n))
+            .collect::<Result<_>>()?;
+        Ok(Replicated { copies })
+    }
+
+    /// Waits for every device; the first error wins, after every device was waited for.
+    pub fn synchronize(&self) -> Result<()> {
+        let results: Vec<Result<()>> = self.devices().iter().map(Device::synchronize).collect();
+        results.into_iter().collect()
+    }
+
+    /// Whether `other` is this group (the same devices, not equal ones).
+    pub fn same(&self, other: &Devices) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    fn exchange(&self) -> std::sync::MutexGuard<'_, Exchange> {
+        lock(&self.inner.exchange)
+    }
+}
+
+impl std::fmt::Debug for Devices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.devices()).finish()
+    }
+}
+
+/// A dense array with one copy per device of a group, the same on each.
+pub struct Replicated<T: Element> {
+    copies: Vec<DeviceBuffer<T>>,
+}
+
+impl<T: Element> Replicated<T> {
+    /// Device `index`'s copy (what a part's launch reads).
+    pub fn on(&self, index: usize) -> &DeviceBuffer<T> {
+        &self.copies[index]
+    }
+
+    /// Device `index`'s copy, to write.
+    pub fn on_mut(&mut self, index: usize) -> &mut DeviceBuffer<T> {
+        &mut self.copies[index]
+    }
+
+    /// Elements per copy.
+    pub fn len(&self) -> usize {
+        self.copies[0].len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every device's copy, downloaded (a test that the copies agree).
+    pub fn download_all(&self) -> Result<Vec<Vec<T>>> {
+        self.copies.iter().map(DeviceBuffer::download).collect()
+    }
+}

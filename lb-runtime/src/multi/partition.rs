@@ -1,0 +1,216 @@
+//! Where a tile set is cut between devices: a merge-path split of rows and atoms.
+//!
+//! Merrill and Garland's merge path, applied once at the level of devices instead of threads:
+//! the row ends and the atoms are merged into one sequence of `rows + atoms` items, and device
+//! `k` takes the items between diagonals `k·(rows + atoms)/n` and `(k + 1)·(rows + atoms)/n`.
+//! Every device gets the same number of items whatever the row lengths, so one giant row is cut
+//! across several devices instead of loading one, and a run of empty rows counts as work too.
+
+use std::ops::Range;
+
+/// One device's share of a tile set, in the tile set's own (global) numbering.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Share {
+    /// The rows the share has atoms of or owns: its local row `i` is global row
+    /// `rows.start + i`.
+    pub rows: Range<usize>,
+    /// The rows whose result this share writes: every row whose end falls in the share. The
+    /// owned ranges of all shares are disjoint and cover every row.
+    pub owned: Range<usize>,
+    /// The atoms of the share (a contiguous range of the tile set's atoms).
+    pub atoms: Range<usize>,
+    /// The share that owns the share's last row when that row goes on past the share: this
+    /// share's partial result for it is combined into that share's.
+    pub carry_to: Option<usize>,
+}
+
+/// The point of the merged sequence at `diagonal`: `(rows consumed, atoms consumed)`.
+///
+/// Row `i`'s end comes after its own atoms, at position `offsets[i + 1] + i` of the merged
+/// sequence; it is consumed before the diagonal when that position is below it. That predicate
+/// is monotone in `i`, so a binary search finds the count.
+fn merge_point(offsets: &[usize], diagonal: usize) -> (usize, usize) {
+    let (mut lo, mut hi) = (0, offsets.len() - 1);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if offsets[mid + 1] + mid < diagonal {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo, diagonal - lo)
+}
+
+/// `n` shares of the CSR-like tile set with `offsets` (`rows + 1` nondecreasing tile offsets
+/// starting at 0). With `whole_rows`, every cut is moved to the end of the row it falls in, so no
+/// row is split (what a kernel whose epilogue must see a row's whole result needs); shares may
+/// then be uneven, or empty.
+pub fn split(offsets: &[usize], n: usize, whole_rows: bool) -> Vec<Share> {
+    let rows = offsets.len() - 1;
+    let atoms = offsets[rows];
+    let total = rows + atoms;
+    let mut points: Vec<(usize, usize)> = (0..=n)
+        .map(|k| {
+            // u128: `k · total` overflows u64 only for tile sets far beyond any memory, but a
+            // wrong cut would be silent.
+            let diagonal = (k as u128 * total as u128 / n as u128) as usize;
+            merge_point(offsets, diagonal)
+        })
+        .collect();
+    if whole_rows {
+        for p in &mut points {
+            // A cut inside row `r` (atoms of it on both sides) moves to the row's end.
+            if p.1 > offsets[p.0] {
+                *p = (p.0 + 1, offsets[p.0 + 1]);
+            }
+        }
+    }
+    let mut shares: Vec<Share> = points
+        .windows(2)
+        .map(|w| {
+            let ((r0, a0), (r1, a1)) = (w[0], w[1]);
+            // The row in progress at the share's end has atoms here but ends later.
+            let partial = a1 > offsets[r1];
+            Share {
+                rows: r0..r1 + usize::from(partial),
+                owned: r0..r1,
+                atoms: a0..a1,
+                carry_to: partial.then_some(usize::MAX),
+            }
+        })
+        .collect();
+    for k in 0..shares.len() {
+        if shares[k].carry_to.is_some() {
+            let row = shares[k].rows.end - 1;
+            let owner = (k + 1..shares.len())
+                .find(|&j| shares[j].owned.contains(&row))
+                .expect("every row is owned by the share where it ends");
+            shares[k].carry_to = Some(owner);
+        }
+    }
+    shares
+}
+
+/// Share `s`'s local tile offsets: the global offsets of its rows, clamped to its atoms and
+/// rebased to 0.
+pub fn local_offsets(offsets: &[usize], s: &Share) -> Vec<usize> {
+    (s.rows.start..=s.rows.end)
+        .map(|r| offsets[r].clamp(s.atoms.start, s.atoms.end) - s.atoms.start)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offsets(lengths: &[usize]) -> Vec<usize> {
+        let mut o = vec![0];
+        for l in lengths {
+            o.push(o.last().unwrap() + l);
+        }
+        o
+    }
+
+    /// The invariants every split keeps: atoms and owned rows are partitions, the local
+    /// offsets cover exactly the share's atoms, and a carry goes to the row's owner.
+    fn check(lengths: &[usize], n: usize, whole_rows: bool) -> Vec<Share> {
+        let o = offsets(lengths);
+        let shares = split(&o, n, whole_rows);
+        assert_eq!(shares.len(), n);
+        let (mut row, mut atom) = (0, 0);
+        for (k, s) in shares.iter().enumerate() {
+            assert_eq!(
+                (s.owned.start, s.atoms.start),
+                (row, atom),
+                "share {k}: {shares:?}"
+            );
+            (row, atom) = (s.owned.end, s.atoms.end);
+            assert_eq!(s.rows.start, s.owned.start);
+            let local = local_offsets(&o, s);
+            assert_eq!(local.len(), s.rows.len() + 1);
+            assert_eq!(local[0], 0);
+            assert_eq!(*local.last().unwrap(), s.atoms.len());
+            match s.carry_to {
+                Some(owner) => {
+                    assert_eq!(s.rows.end, s.owned.end + 1);
+                    assert!(owner > k && shares[owner].owned.contains(&(s.rows.end - 1)));
+                    assert!(!whole_rows, "a whole-rows split carries nothing");
+                }
+                None => assert_eq!(s.rows, s.owned),
+            }
+        }
+        assert_eq!((row, atom), (lengths.len(), o[lengths.len()]));
+        shares
+    }
+
+    #[test]
+    fn shares_are_even_in_rows_plus_atoms() {
+        let shares = check(&[3; 100], 4, false);
+        for s in &shares {
+            assert!(
+                (s.owned.len() + s.atoms.len()).abs_diff(100) <= 3,
+                "{shares:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_giant_row_is_cut_across_devices_and_carried_to_its_owner() {
+        let mut lengths = vec![1; 10];
+        lengths[4] = 1000;
+        let shares = check(&lengths, 4, false);
+        // The row's first three quarters are carried to the share where it ends.
+        let carried: Vec<_> = shares.iter().filter_map(|s| s.carry_to).collect();
+        assert_eq!(carried.len(), 3, "{shares:?}");
+        assert!(carried.iter().all(|&o| shares[o].owned.contains(&4)));
+        for s in &shares {
+            assert!(s.atoms.len() <= 260, "{shares:?}");
+        }
+    }
+
+    #[test]
+    fn whole_rows_keep_each_row_on_one_device() {
+        let mut lengths = vec![1; 10];
+        lengths[4] = 1000;
+        let shares = check(&lengths, 4, true);
+        assert_eq!(shares.iter().filter(|s| s.owned.contains(&4)).count(), 1);
+    }
+
+    #[test]
+    fn more_devices_than_rows_and_empty_tile_sets() {
+        check(&[2, 0], 4, false);
+        check(&[], 3, false);
+        check(&[0, 0, 0], 2, false);
+        check(&[1], 4, true);
+        check(&[5], 1, false);
+    }
+
+    #[test]
+    fn random_lengths_keep_the_invariants() {
+        // xorshift64: the crate has no random generator among its dependencies.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |bound: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % bound) as usize
+        };
+        for _ in 0..300 {
+            let rows = next(40);
+            // Mostly short or empty rows, one in five long.
+            let lengths: Vec<usize> = (0..rows)
+                .map(|_| {
+                    if next(5) == 0 {
+                        40 + next(240)
+                    } else {
+                        next(4)
+                    }
+                })
+                .collect();
+            let n = 1 + next(5);
+            check(&lengths, n, false);
+            check(&lengths, n, true);
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! Kernels across several devices: a tile set split by a merge path, the rows cut between
+//! devices combined where they end, and the all-gather of an iterative method, on 1 to 4
+//! simulated devices (and on every GPU of the machine, when run with `--include-ignored` there).
+
+mod common;
+
+use common::{assert_spmm_close, assert_spmv_close, random_csr, random_vec, Shape, SHAPES};
+use lb::multi::{Devices, MultiCsr, Reduce, Reduction};
+use lb::prelude::*;
+
+/// y = α·A·x + β·y: an epilogue, which must see each row's whole sum.
+#[load_balanced(schedule = "merge_path", reduce = "sum", output = "y",
+    epilogue = |_row, sum, old| alpha * sum + beta * old)]
+fn axpby(a: &Csr<f32>, x: &[f32], alpha: f32, beta: f32, #[atom] nz: usize) -> f32 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
+
+const SCHEDULES: [Schedule; 5] = [
+    Schedule::MergePath,
+    Schedule::ThreadMapped,
+    Schedule::BlockMapped,
+    Schedule::Lrb,
+    Schedule::NonzeroSplit,
+];
+
+/// One row far longer than the rest, so that the split cuts it across every device.
+fn giant_row(rows: usize, long: usize, seed: u64) -> Csr<f32> {
+    let mut a = random_csr(Shape::Random, rows, long, seed);
+    let row = rows / 3;
+    let mut triplets: Vec<(usize, usize, f32)> = (0..a.num_rows)
+        .filter(|&r| r != row)
+        .flat_map(|r| a.row(r).map(move |nz| (r, nz)))
+        .map(|(r, nz)| (r, a.col_indices[nz] as usize, a.values[nz]))
+        .collect();
+    triplets.extend((0..long).map(|c| (row, c, 0.5 + (c % 7) as f32 * 0.25)));
+    a = Csr::from_triplets(rows, long, triplets).expect("valid triplets");
+    a
+}
+
+/// The matrices of the tests: every adversarial shape, a giant row that spans devices, more
+/// devices than rows, and a single row.
+fn matrices(seed: u64) -> Vec<(String, Csr<f32>)> {
+    let mut out: Vec<(String, Csr<f32>)> = SHAPES
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| (format!("{s:?}"), random_csr(s, 90, 60, seed + i as u64)))
+        .collect();
+    out.push(("giant row".into(), giant_row(40, 3000, seed + 10)));
+    out.push((
+        "two rows".into(),
+        random_csr(Shape::Random, 2, 9, seed + 11),
+    ));
+    out.push((
+        "one long row".into(),
+        random_csr(Shape::OneGiantRow, 1, 900, seed + 12),
+    ));
+    out
+}
+
+fn seed() -> u64 {
+    std::env::var("LB_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_secs())
+        })
+}
+
+fn sum() -> Reduction {
+    common::spmv::REDUCTION.expect("spmv reduces")
+}
+
+/// SpMV on every part, then the all-gather of y into every device's x: the step of an
+/// iterative method, three times, each against the f64 reference.
+fn iterate_spmv(devices: &Devices, a: &Csr<f32>, what: &str, schedule: Schedule) {
+    let split = MultiCsr::upload(devices, a).expect("upload");
+    let square = a.num_rows == a.num_cols;
+    let mut x_host = random_vec(a.num_cols, 7);
+    let mut x = devices.replicate(&x_host).expect("replicate");
+    let mut y = split.outputs::<f32>(1).expect("outputs");
+    let mut gathered = devices.replicated_zeros::<f32>(a.num_rows).expect("zeros");
+    for step in 0..3 {
+        let run = |part: &lb::multi::CsrPart<f32>, stream: &Stream, y: &mut DeviceBuffer<f32>| {
+            common::spmv::launch_with_async(stream, schedule, part.tiles(), x.on(part.index()), y)
+        };
+        // Even steps enqueue the all-gather behind the kernels, odd ones run them apart.
+        if step % 2 == 0 {
+            split
+                .launch_and_gather(sum(), &mut y, &mut gathered, run)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+        } else {
+            split
+                .launch(sum(), &mut y, run)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            split.all_gather(&y, &mut gathered).expect("all-gather");
+        }
+        let got = split.download(&y).expect("download");
+        assert_spmv_close(
+            a,
+            &x_host,
+            &got,
+            &format!("{what}, {schedule}, step {step}"),
+        );
+        for copy in gathered.download_all().expect("download") {
+            assert_eq!(copy, got, "{what}: every device holds the gathered y");
+        }
+        if !square {
+            break;
+        }
+        // y becomes the next x, scaled so the values stay in range.
+        let norm = got.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+        x_host = got.iter().map(|v| v / norm).collect();
+        x = devices.replicate(&x_host).expect("replicate");
+    }
+}
+
+#[test]
+fn spmv_on_one_to_four_simulated_devices_matches_the_f64_reference() {
+    let seed = seed();
+    eprintln!("LB_TEST_SEED={seed}");
+    for n in 1..=4 {
+        let devices = Devices::simulators(n).expect("simulators");
+        for (name, a) in matrices(seed) {
+            if name == "giant row" && n > 1 {
+                let split = MultiCsr::upload(&devices, &a).expect("upload");
+                let cut = split
+                    .parts()
+                    .iter()
+                    .filter(|p| p.carries_to().is_some())
+                    .count();
+                assert_eq!(cut, n - 1, "the giant row is cut at every boundary");
+            }
+            for &s in &SCHEDULES {
+                iterate_spmv(&devices, &a, &format!("{name} on {n} devices"), s);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_square_matrix_iterates_with_the_gathered_result() {
+    let devices = Devices::simulators(3).expect("simulators");
+    let mut a = giant_row(64, 64, seed());
+    a.num_cols = 64;
+    iterate_spmv(&devices, &a, "square giant row", Schedule::MergePath);
+}
+
+#[test]
+fn spmm_lanes_are_combined_across_devices() {
+    let seed = seed();
+    for n in [2, 3, 4] {
+        let devices = Devices::simulators(n).expect("simulators");
+        for (name, a) in matrices(seed) {
+            for k in [1, 3, 8] {
+                let split = MultiCsr::upload(&devices, &a).expect("upload");
+                let b_host = random_vec(a.num_cols * k, seed + k as u64);
+                let b = devices.replicate(&b_host).expect("replicate");
+                let mut c = split.outputs::<f32>(k).expect("outputs");
+                let reduction = common::spmm::REDUCTION.expect("spmm reduces");
+                split
+                    .launch(reduction, &mut c, |part, stream, c| {
+                        common::spmm::launch_with_async(
+                            stream,
+                            Schedule::MergePath,
+                            part.tiles(),
+                            b.on(part.index()),
+                            k,
+                            c,
+                        )
+                    })
+                    .expect("launch");
+                let got = split.download(&c).expect("download");
+                assert_spmm_close(
+                    &a,
+                    &b_host,
+                    k,
+                    &got,
+                    &format!("{name}, k = {k}, {n} devices"),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn min_reductions_combine_with_min_and_empty_rows_keep_the_identity() {
+    let seed = seed();
+    let devices = Devices::simulators(4).expect("simulators");
+    for (name, a) in matrices(seed) {
+        let a = common::to_f64(&a);
+        let x_host: Vec<f64> = random_vec(a.num_cols, seed + 3)
+            .into_iter()
+            .map(f64::from)
+            .collect();
+        let mut want = vec![0.0f64; a.num_rows];
+        common::row_min::cpu(&a, &x_host, &mut want);
+        let split = MultiCsr::upload(&devices, &a).expect("upload");
+        let x = devices.replicate(&x_host).expect("replicate");
+        let mut lo = split.outputs::<f64>(1).expect("outputs");
+        let reduction = common::row_min::REDUCTION.expect("a reduce kernel");
+        assert_eq!(reduction.op, Reduce::Min);
+        split
+            .launch(reduction, &mut lo, |part, stream, lo| {
+                common::row_min::launch_with_async(
+                    stream,
+                    Schedule::Lrb,
+                    part.tiles(),
+                    x.on(part.index()),
+                    lo,
+                )
+            })
+            .expect("launch");
+        // A minimum does not depend on the order: exactly the sequential result.
+        assert_eq!(split.download(&lo).expect("download"), want, "{name}");
+    }
+}
+
+#[test]
+fn an_epilogue_needs_whole_rows_and_gets_them() {
+    let devices = Devices::simulators(3).expect("simulators");
+    let a = giant_row(30, 500, seed());
+    let x_host = random_vec(a.num_cols, 5);
+    let old = random_vec(a.num_rows, 6);
+    let (alpha, beta) = (2.0f32, -0.5f32);
+    let reduction = axpby::REDUCTION.expect("a reduce kernel");
+    assert!(reduction.whole_rows);
+
+    let cut = MultiCsr::upload(&devices, &a).expect("upload");
+    assert!(cut.parts().iter().any(|p| p.carries_to().is_some()));
+    let mut y = cut.outputs::<f32>(1).expect("outputs");
+    let x = devices.replicate(&x_host).expect("replicate");
+    let err = cut
+        .launch(reduction, &mut y, |_, _, _| {
+            unreachable!("nothing is launched")
+        })
+        .expect_err("a cut row under an epilogue");
+    assert!(err.to_string().contains("upload_whole_rows"), "{err}");
+
+    let whole = MultiCsr::upload_whole_rows(&devices, &a).expect("upload");
+    assert!(whole.parts().iter().all(|p| p.carries_to().is_none()));
+    // Each part's output starts as its rows of the old y.
+    let mut y = whole.split_rows(&old, 1).expect("split");
+    whole
+        .launch(reduction, &mut y, |part, stream, y| {
+            axpby::launch_with_async(
+                stream,
+                Schedule::MergePath,
+                part.tiles(),
+                x.on(part.index()),
+                alpha,
+                beta,
+                y,
+            )
+        })
+        .expect("launch");
+    let got = whole.download(&y).expect("download");
+    for row in 0..a.num_rows {
+        let sum: f64 = a
+            .row(row)
+            .map(|nz| f64::from(a.values[nz]) * f64::from(x_host[a.col_indices[nz] as usize]))
+            .sum();
+        let want = f64::from(alpha) * sum + f64::from(beta) * f64::from(old[row]);
+        let scale: f64 = a
+            .row(row)
+            .map(|nz| f64::from(a.values[nz]).abs())
+            .sum::<f64>()
+            + 1.0;
+        assert!(
+            (f64::from(got[row]) - want).abs() <= 1e-5 * scale * 4.0,
+            "row {row}: {} vs {want}",
+            got[row]
+        );
+    }
+}
+
+#[test]
+fn mismatched_outputs_and_devices_are_errors() {
+    let devices = Devices::simulators(2).expect("simulators");
+    let other = Devices::simulators(3).expect("simulators");
+    let a = random_csr(Shape::Random, 20, 20, 1);
+    let split = MultiCsr::upload(&devices, &a).expect("upload");
+    let x = devices.replicate(&random_vec(20, 2)).expect("replicate");
+    let mut wrong_count = MultiCsr::upload(&other, &a)
+        .expect("upload")
+        .outputs::<f32>(1)
+        .expect("outputs");
+    let launch = |part: &lb::multi::CsrPart<f32>, stream: &Stream, y: &mut DeviceBuffer<f32>| {
+        common::spmv::launch_with_async(
+            stream,
+            Schedule::MergePath,
+            part.tiles(),
+            x.on(part.index()),
+            y,
+        )
+    };
+    let err = split
+        .launch(sum(), &mut wrong_count, launch)
+        .expect_err("3 outputs for 2 parts");
+    assert!(err.to_string().contains("outputs"), "{err}");
+    let twin = Devices::simulators(2).expect("simulators");
+    let mut elsewhere = MultiCsr::upload(&twin, &a)
+        .expect("upload")
+        .outputs::<f32>(1)
+        .expect("outputs");
+    let err = split
+        .launch(sum(), &mut elsewhere, launch)
+        .expect_err("outputs on another group's devices");
+    assert!(err.to_string().contains("part 0"), "{err}");
+    let mut gathered = other.replicated_zeros::<f32>(20).expect("zeros");
+    let y = split.outputs::<f32>(1).expect("outputs");
+    assert!(
+        split.all_gather(&y, &mut gathered).is_err(),
+        "copies on other devices"
+    );
+    assert!(Devices::simulators(0).is_err());
+    assert!(Devices::cuda(&[0, 0]).is_err());
+    assert!(
+        split.split_rows(&[1.0f32; 19], 1).is_err(),
+        "one value short"
+    );
+    let ranked = common::row_max_col::REDUCTION.expect("a reduce kernel");
+    assert!(
+        ranked.whole_rows,
+        "an atom's rank restarts where a row is cut"
+    );
+}
+
+/// Every GPU of the machine (two or more, through NCCL): the iterative SpMV and SpMM agree
+/// with the f64 reference, as on the simulators.
+#[test]
+#[ignore = "needs two or more GPUs and NCCL"]
+fn spmv_and_spmm_on_every_gpu() {
+    let devices = Devices::cuda_all().expect("GPUs");
+    assert!(devices.count() >= 2, "{devices:?}");
+    for (name, a) in matrices(seed()) {
+        for &s in &SCHEDULES {
+            iterate_spmv(&devices, &a, &format!("{name} on the GPUs"), s);
+        }
+    }
+    let a = giant_row(5000, 200_000, 3);
+    iterate_spmv(
+        &devices,
+        &a,
+        "large giant row on the GPUs",
+        Schedule::MergePath,
+    );
+}
