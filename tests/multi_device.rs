@@ -3,6 +3,10 @@
 //! simulated devices (and on every GPU of the machine, when run with `--include-ignored` there).
 
 mod common;
+// Only the graph generator is used here.
+#[allow(dead_code)]
+#[path = "common/graphs.rs"]
+mod graphs;
 
 use common::{assert_spmm_close, assert_spmv_close, random_csr, random_vec, Shape, SHAPES};
 use lb::multi::{Devices, MultiCsr, Reduce, Reduction};
@@ -346,4 +350,184 @@ fn spmv_and_spmm_on_every_gpu() {
         "large giant row on the GPUs",
         Schedule::MergePath,
     );
+}
+
+/// One level of a pull BFS on the transpose (row v lists v's in-neighbours; a 0-valued self
+/// loop on every vertex carries its own depth): the smallest of the vertex's depth and
+/// `level + 1` for an in-neighbour at `level`. No epilogue, so a cut row combines with min.
+#[load_balanced(schedule = "merge_path", reduce = "min", output = "next")]
+fn bfs_pull(at: &Csr<f32>, depth: &[u32], level: u32, #[atom] e: usize) -> u32 {
+    let d = depth[at.col_indices[e] as usize];
+    if at.values[e] == 0.0 {
+        d
+    } else if d == level {
+        level + 1
+    } else {
+        u32::MAX
+    }
+}
+
+/// One Bellman-Ford round on the transpose with weights in the values (0 on the self loops).
+#[load_balanced(schedule = "lrb", reduce = "min", output = "next")]
+fn relax_pull(at: &Csr<f32>, dist: &[f32], #[atom] e: usize) -> f32 {
+    dist[at.col_indices[e] as usize] + at.values[e]
+}
+
+/// The transpose of `g` with |weights| and a 0-valued self loop on every vertex.
+fn pull_graph(g: &Csr<f32>) -> Csr<f32> {
+    let mut triplets: Vec<(usize, usize, f32)> = (0..g.num_rows)
+        .flat_map(|u| g.row(u).map(move |e| (u, e)))
+        .filter(|&(u, e)| g.col_indices[e] as usize != u)
+        .map(|(u, e)| (g.col_indices[e] as usize, u, g.values[e].abs() + 0.25))
+        .collect();
+    triplets.extend((0..g.num_rows).map(|v| (v, v, 0.0)));
+    Csr::from_triplets(g.num_rows, g.num_rows, triplets).expect("a valid transpose")
+}
+
+/// Iterates `step` on `devices` from `start` until nothing changes; the final array.
+fn until_fixed<U: lb::Element + PartialEq>(
+    devices: &Devices,
+    at: &Csr<f32>,
+    start: Vec<U>,
+    mut step: impl FnMut(
+        &lb::multi::CsrPart<f32>,
+        &Stream,
+        &DeviceBuffer<U>,
+        u32,
+        &mut DeviceBuffer<U>,
+    ) -> lb::Result<Pending>,
+    reduction: Reduction,
+) -> Vec<U> {
+    let split = MultiCsr::upload(devices, at).expect("upload");
+    let mut current = devices.replicate(&start).expect("replicate");
+    let mut next = devices.replicated_zeros::<U>(at.num_rows).expect("zeros");
+    let mut out = split.outputs::<U>(1).expect("outputs");
+    let mut last = start;
+    for level in 0..at.num_rows as u32 + 1 {
+        split
+            .launch_and_gather(reduction, &mut out, &mut next, |part, stream, o| {
+                step(part, stream, current.on(part.index()), level, o)
+            })
+            .expect("launch");
+        let now = next.on(0).download().expect("download");
+        if now == last {
+            return now;
+        }
+        last = now;
+        std::mem::swap(&mut current, &mut next);
+    }
+    panic!("no fixed point after {} rounds", at.num_rows + 1);
+}
+
+/// Level-synchronous BFS and Bellman-Ford SSSP across `n` devices give exactly the results of
+/// one device, and those agree with a queue BFS and Dijkstra on the host.
+fn graph_apps_agree(n: usize, g: &Csr<f32>, source: usize) {
+    let at = pull_graph(g);
+    let bfs = |devices: &Devices| {
+        let mut depth = vec![u32::MAX; g.num_rows];
+        depth[source] = 0;
+        until_fixed(
+            devices,
+            &at,
+            depth,
+            |part, stream, d, level, o| {
+                bfs_pull::launch_with_async(stream, Schedule::MergePath, part.tiles(), d, level, o)
+            },
+            bfs_pull::REDUCTION.expect("min"),
+        )
+    };
+    let sssp = |devices: &Devices| {
+        let mut dist = vec![f32::INFINITY; g.num_rows];
+        dist[source] = 0.0;
+        until_fixed(
+            devices,
+            &at,
+            dist,
+            |part, stream, d, _, o| {
+                relax_pull::launch_with_async(stream, Schedule::Lrb, part.tiles(), d, o)
+            },
+            relax_pull::REDUCTION.expect("min"),
+        )
+    };
+    let (one, many) = match Devices::cuda_all() {
+        Ok(gpus) if n == 0 => (Devices::cuda(&[0]).expect("GPU 0"), gpus),
+        _ => (
+            Devices::simulators(1).expect("sim"),
+            Devices::simulators(n.max(1)).expect("sims"),
+        ),
+    };
+    let depth = bfs(&many);
+    assert_eq!(
+        depth,
+        bfs(&one),
+        "BFS on {} devices against one",
+        many.count()
+    );
+    assert_eq!(
+        depth,
+        lb::algorithms::bfs_levels(g, source),
+        "against a queue BFS"
+    );
+    let dist = sssp(&many);
+    assert_eq!(
+        dist,
+        sssp(&one),
+        "SSSP on {} devices against one",
+        many.count()
+    );
+    let want = dijkstra(&at, source);
+    for (v, (&got, &w)) in dist.iter().zip(&want).enumerate() {
+        assert!(
+            (got.is_infinite() && w.is_infinite())
+                || (f64::from(got) - w).abs() <= 1e-4 * w.max(1.0),
+            "vertex {v}: {got} against Dijkstra's {w}"
+        );
+    }
+}
+
+/// Dijkstra on the pull graph's transpose, in f64.
+fn dijkstra(at: &Csr<f32>, source: usize) -> Vec<f64> {
+    let mut out_edges = vec![Vec::new(); at.num_rows];
+    for v in 0..at.num_rows {
+        for e in at.row(v) {
+            let u = at.col_indices[e] as usize;
+            if u != v {
+                out_edges[u].push((v, f64::from(at.values[e])));
+            }
+        }
+    }
+    let mut dist = vec![f64::INFINITY; at.num_rows];
+    let mut heap = std::collections::BinaryHeap::new();
+    dist[source] = 0.0;
+    heap.push((std::cmp::Reverse(0u64), source));
+    while let Some((std::cmp::Reverse(bits), u)) = heap.pop() {
+        let d = f64::from_bits(bits);
+        if d > dist[u] {
+            continue;
+        }
+        for &(v, w) in &out_edges[u] {
+            if d + w < dist[v] {
+                dist[v] = d + w;
+                heap.push((std::cmp::Reverse((d + w).to_bits()), v));
+            }
+        }
+    }
+    dist
+}
+
+#[test]
+fn bfs_and_sssp_across_simulated_devices_match_one_device() {
+    let seed = seed();
+    for n in [2, 3, 4] {
+        let g = graphs::nasty_graph(300, 3, 4, seed + n as u64);
+        graph_apps_agree(n, &g, 0);
+    }
+}
+
+/// BFS and SSSP on every GPU give the one-GPU result on an R-MAT graph.
+#[test]
+#[ignore = "needs two or more GPUs and NCCL"]
+fn bfs_and_sssp_on_every_gpu_match_one_gpu() {
+    let g = lb::generate::power_law(200_000, 200_000, 8.0, 5);
+    graph_apps_agree(0, &g, 1);
 }
