@@ -449,12 +449,14 @@ fn graph_apps_agree(n: usize, g: &Csr<f32>, source: usize) {
             relax_pull::REDUCTION.expect("min"),
         )
     };
-    let (one, many) = match Devices::cuda_all() {
-        Ok(gpus) if n == 0 => (Devices::cuda(&[0]).expect("GPU 0"), gpus),
-        _ => (
-            Devices::simulators(1).expect("sim"),
-            Devices::simulators(n.max(1)).expect("sims"),
-        ),
+    // n = 0: every GPU of the machine, at least two.
+    let (one, many) = if n == 0 {
+        let gpus = Devices::cuda_all().expect("GPUs");
+        assert!(gpus.count() >= 2, "{gpus:?}");
+        (Devices::cuda(&[0]).expect("GPU 0"), gpus)
+    } else {
+        let sims = Devices::simulators(n).expect("simulators");
+        (Devices::simulators(1).expect("a simulator"), sims)
     };
     let depth = bfs(&many);
     assert_eq!(
