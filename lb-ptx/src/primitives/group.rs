@@ -6,8 +6,9 @@
 //! with a stride of the group size, finding each atom's tile by a binary search in the prefix
 //! sum), §4.4.2.2 (warp- and block-level: groups stride over their share; the hardware scheduler
 //! balances across groups) and §4.4.2.3 (one template parameterised by the group size). Groups of
-//! fewer than 32 threads are the virtual warps of Busato & Bombieri
-//! (`seeds/000_441aa2418e6e0d1e.txt` §2.2.2): several groups share one warp.
+//! fewer than 32 threads are the virtual warps of Busato & Bombieri §2.2.2 and have their own
+//! kernel ([`virtual_warps`]): one tile at a time per virtual warp, its lanes striding over the
+//! tile's atoms, a butterfly on the warp's segment. The shape below is that of `N >= 32`.
 //!
 //! Shape of the kernel, for block size `B` and group size `N`:
 //! - The grid strides over *block batches* of `B` consecutive tile positions; group `g` of the
@@ -317,31 +318,19 @@ fn group_kernel(
         })?;
         return Ok(b.finish());
     }
+    if n < 32 {
+        virtual_warps(&mut b, body, opts, (&params, &layout), (n, block))?;
+        return Ok(b.finish());
+    }
 
     let tid = b.special(Special::TidX);
-    // The shuffle group: the schedule's group for N <= 32, each warp of a wider group.
-    let width = n.min(32);
-    let r = b.bin(BinOp::And, Type::B32, tid, Operand::Imm((width - 1).into()));
-    let first = (width < 32).then(|| {
-        b.bin(
-            BinOp::And,
-            Type::B32,
-            tid,
-            Operand::Imm((31 & !(width - 1)).into()),
-        )
-    });
-    let mask = match first {
-        None => Operand::Imm(0xffff_ffff),
-        Some(first) => {
-            let ones = b.mov(Type::B32, Operand::Imm((1i64 << width) - 1));
-            b.bin(BinOp::Shl, Type::B32, ones, first).into()
-        }
-    };
+    // The shuffle group: the warp (a group of N > 32 threads is several warps).
+    let r = b.bin(BinOp::And, Type::B32, tid, Operand::Imm(31));
     let g = Group {
-        n: width,
-        mask,
+        n: 32,
+        mask: Operand::Imm(0xffff_ffff),
         r,
-        first,
+        first: None,
     };
     let wide = (n > 32).then(|| Wide::new(&mut b, n, block, tid));
     let r64 = b.cvt(Rounding::None, Type::U64, Type::U32, r);
@@ -399,6 +388,82 @@ fn group_kernel(
     b.bin_to(BinOp::Add, Type::U64, bb, bb, nblocks);
     b.loop_end(batches);
     Ok(b.finish())
+}
+
+/// The virtual warps of Busato & Bombieri §2.2.2 (`n < 32`, without lanes): the grid's threads
+/// form virtual warps of `n` consecutive lanes of one warp; virtual warp `v` takes tiles
+/// `v, v + V, ..` (`V` virtual warps in the grid), one at a time, and its lane `r` walks the
+/// tile's atoms `begin + r, begin + r + n, ..` (the paper's `VIRTUALWARP`: `INIT =
+/// prefixsum[VW_INDEX] + LANE_OFFSET`, stepping by `|VirtualWarp|`). A butterfly over the
+/// virtual warp's lanes (shuffles on its segment of the warp, with its own member mask) combines
+/// the lanes' partials, and lane 0 stores the tile's value, the identity for an empty tile. The
+/// loop over tiles is uniform inside a virtual warp, so virtual warps of one warp never wait for
+/// each other. Tiles of the huge-tile split are skipped: the split's kernels walk and store them.
+///
+/// The grid is the plan's `CoverItems` one: one thread per tile up to the resident blocks, so
+/// each virtual warp takes about `n` tiles of a large tile set, which the paper's
+/// `#RequiredThreads = #workitems · |VirtualWarp|` serializes the same way once the threads run
+/// out.
+fn virtual_warps(
+    b: &mut KernelBuilder,
+    body: &Body,
+    opts: &Options,
+    (params, layout): (&KernelParams, &Layout),
+    (n, block): (u32, u32),
+) -> Result<(), GenError> {
+    let tid = b.special(Special::TidX);
+    let r = b.bin(BinOp::And, Type::B32, tid, Operand::Imm((n - 1).into()));
+    let first = b.bin(
+        BinOp::And,
+        Type::B32,
+        tid,
+        Operand::Imm((31 & !(n - 1)).into()),
+    );
+    let ones = b.mov(Type::B32, Operand::Imm((1i64 << n) - 1));
+    let mask = b.bin(BinOp::Shl, Type::B32, ones, first).into();
+    let g = Group {
+        n,
+        mask,
+        r,
+        first: Some(first),
+    };
+    let r64 = b.cvt(Rounding::None, Type::U64, Type::U32, r);
+    let (thread, threads) = b.grid_thread();
+    let shift = Operand::Imm(n.trailing_zeros().into());
+    let vw = b.bin(BinOp::Shr, Type::U64, thread, shift.clone());
+    let stride = b.bin(BinOp::Shr, Type::U64, threads, shift);
+    let wants = |role| body.roles.contains(&role);
+    // Without `lanes`, a body that reads its lane sees lane 0.
+    let lane = wants(IndexRole::Lane).then(|| b.mov(Type::U64, Operand::Imm(0)));
+    let walk = Walk {
+        body,
+        params,
+        checked: opts.checked,
+        lane,
+        acc: None,
+    };
+
+    let tiles = b.loop_begin();
+    let past = b.setp(Cmp::Ge, Type::U64, vw, layout.items);
+    b.break_if(&tiles, past, false);
+    let next = b.label();
+    let tile = layout.tile(b, params, vw, opts.checked, next);
+    let (begin, end) = layout.atoms(b, tile);
+    let size = b.bin(BinOp::Sub, Type::U64, end, begin);
+    let split = huge::is_huge(b, size, block, false);
+    b.bra_if(split, false, next);
+    let part = walk.stride(b, Some(tile), (begin, end), r64, n)?;
+    if let (Some(part), Some((ty, red))) = (part, body.reduce) {
+        butterfly(b, &g, part, (ty, red))?;
+        let owner = b.setp(Cmp::Eq, Type::U32, g.r, Operand::Imm(0));
+        let store = b.if_begin(owner, false);
+        layout.store_output(b, body, params, (tile, lane), (part, ty), opts.checked)?;
+        b.if_end(store);
+    }
+    b.place(next);
+    b.bin_to(BinOp::Add, Type::U64, vw, vw, stride);
+    b.loop_end(tiles);
+    Ok(())
 }
 
 /// A thread's tile of the batch: the tile, its first atom and its atom count (u64 each; all
