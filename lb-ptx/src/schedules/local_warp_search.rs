@@ -95,7 +95,7 @@ fn count_in_window(b: &mut KernelBuilder, w: Type, e: Reg, a: Reg) -> Reg {
     // Steps 16, 8, 4, 2, 1 count the ends at most `a` among the first 31; the last step adds
     // the 32nd.
     for step in [16, 8, 4, 2, 1, 0] {
-        let probe = if step > 0 {
+        let probe = if step > 1 {
             b.bin(BinOp::Add, Type::U32, pos, Operand::Imm(step - 1))
         } else {
             pos
