@@ -588,6 +588,12 @@ fn snapshots() {
     insta::assert_snapshot!("spmv_group_mapped_8", g.ptx);
     let g = generate(&spmv(), &opts(Schedule::GroupMapped(64))).unwrap();
     insta::assert_snapshot!("spmv_group_mapped_64", g.ptx);
+    let o = Options {
+        tiles: Some(1),
+        ..opts(Schedule::DynamicVirtualWarps)
+    };
+    let g = generate(&spmv_frontier(), &o).unwrap();
+    insta::assert_snapshot!("spmv_frontier_dynamic_virtual_warps", g.ptx);
 }
 
 fn sizes_strategy() -> impl Strategy<Value = Vec<usize>> {

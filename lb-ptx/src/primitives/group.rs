@@ -7,7 +7,7 @@
 //! sum), §4.4.2.2 (warp- and block-level: groups stride over their share; the hardware scheduler
 //! balances across groups) and §4.4.2.3 (one template parameterised by the group size). Groups of
 //! fewer than 32 threads are the virtual warps of Busato & Bombieri §2.2.2 and have their own
-//! kernel ([`virtual_warps`]): one tile at a time per virtual warp, its lanes striding over the
+//! kernel (`virtual_warps`): one tile at a time per virtual warp, its lanes striding over the
 //! tile's atoms, a butterfly on the warp's segment. The shape below is that of `N >= 32`.
 //!
 //! Shape of the kernel, for block size `B` and group size `N`:
@@ -376,7 +376,7 @@ fn group_body(
         .transpose()?;
     let walk = Walk {
         body,
-        params: params,
+        params,
         checked: opts.checked,
         lane,
         acc,

@@ -1,6 +1,7 @@
 //! What `two_phase` and `multi_phase` share: the searches of a prefix sum (lower-bound binary
 //! and interpolation), the partition kernel that finds each block's first tile, and the
-//! expansion's share search over the block's tile offsets staged in shared memory.
+//! expansion's share search over the block's tile offsets staged in shared memory (which
+//! `block_search` also uses, for a range its block found itself: `stage_range`).
 //!
 //! Busato & Bombieri `seeds/000_441aa2418e6e0d1e.txt` §2.4.4 (two-phase search, after Davidson
 //! et al., Green et al. and Baxter): "the whole prefix-sum array is partitioned into *balanced*

@@ -63,11 +63,11 @@ impl ScheduleTemplate for BlockSearch {
 }
 
 /// The number of tiles whose end offset is at most atom `a` (u64), by a lower-bound binary
-/// search of the whole offset array in global memory; u64.
-fn global_search(b: &mut KernelBuilder, f: &Frame, a: Reg) -> Reg {
+/// search of the offsets in global memory from tile `lo` (width `Frame::w`, at most the
+/// answer); u64.
+fn global_search(b: &mut KernelBuilder, f: &Frame, a: Reg, lo: Reg) -> Reg {
     let w = f.w;
     let a = narrow(b, w, a);
-    let lo = b.mov(w, Operand::Imm(0));
     let hi = narrow(b, w, f.layout.tiles);
     let mut end = |b: &mut KernelBuilder, i: Reg| global_end(b, f, i);
     let found = tiles_ending_by(b, w, Search::LowerBound, a, (lo, hi), &mut end);
@@ -75,8 +75,8 @@ fn global_search(b: &mut KernelBuilder, f: &Frame, a: Reg) -> Reg {
 }
 
 /// Thread 0 searches global memory for the block's tiles `s0 .. s1` (block 0 starts at tile 0,
-/// so that it also finishes the empty tiles at the front) and hands them to the block through
-/// shared memory.
+/// so that it also finishes the empty tiles at the front; the search for `s1` starts at `s0`)
+/// and hands them to the block through shared memory.
 fn block_range(b: &mut KernelBuilder, f: &Frame) -> (Reg, Reg) {
     b.shared(BLOCK_RANGE, 8, 16);
     let slots = b.mov(Type::U64, Operand::Symbol(BLOCK_RANGE.into()));
@@ -87,10 +87,13 @@ fn block_range(b: &mut KernelBuilder, f: &Frame) -> (Reg, Reg) {
     let first = b.bin(BinOp::Min, Type::U64, first, f.atoms);
     let past = b.bin(BinOp::Add, Type::U64, first, chunk);
     let past = b.bin(BinOp::Min, Type::U64, past, f.atoms);
-    let s0 = global_search(b, f, first);
+    let zero = b.mov(f.w, Operand::Imm(0));
+    let after = global_search(b, f, first, zero);
+    // The block's end is at or after its start: the second search starts there.
+    let from = narrow(b, f.w, after);
+    let s1 = global_search(b, f, past, from);
     let front = b.setp(Cmp::Eq, Type::U64, f.cta, Operand::Imm(0));
-    let s0 = b.selp(Type::U64, Operand::Imm(0), s0, front);
-    let s1 = global_search(b, f, past);
+    let s0 = b.selp(Type::U64, Operand::Imm(0), after, front);
     b.st(Space::Shared, Type::U64, slots, s0);
     let end_slot = b.bin(BinOp::Add, Type::U64, slots, Operand::Imm(8));
     b.st(Space::Shared, Type::U64, end_slot, s1);

@@ -1,7 +1,7 @@
 //! The schedule templates, one file each, and the `Schedule` names the attribute accepts.
 //!
 //! A new built-in schedule is its own file (a type implementing [`ScheduleTemplate`]), its
-//! `mod` line, and one row of the [`builtin_schedules!`] table below: the row declares the
+//! `mod` line, and one row of the `builtin_schedules!` table below: the row declares the
 //! [`Schedule`] variant with its doc, its attribute name, its template and the list it joins
 //! ([`Listed`]); [`Schedule::name`], [`Schedule::from_name`], [`Schedule::template`],
 //! [`Schedule::ALL`] and [`Schedule::EXTRA`] all read that table, and no `match` elsewhere names
@@ -336,4 +336,65 @@ pub fn common_temps(opts: &Options) -> Vec<Temp> {
         zero: true,
         role: TempRole::ErrorFlag,
     }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_derives_names_lists_and_templates() {
+        for r in REGISTRY {
+            assert_eq!(r.schedule.name(), r.name);
+            assert_eq!(Schedule::from_name(r.name), Some(r.schedule), "{}", r.name);
+        }
+        let mut names: Vec<&str> = REGISTRY.iter().map(|r| r.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), REGISTRY.len(), "names are unique");
+        for (n, name) in GROUP_SIZES {
+            assert_eq!(Schedule::GroupMapped(n).name(), name);
+            assert_eq!(Schedule::from_name(name), Some(Schedule::GroupMapped(n)));
+        }
+        // `"auto"`'s contents and order are public behaviour: generated modules, the heuristic's
+        // fallback (`ALL[0]`) and tuning files depend on them.
+        let auto: Vec<&str> = Schedule::ALL.iter().map(|s| s.name()).collect();
+        assert_eq!(
+            auto,
+            [
+                "thread_mapped",
+                "warp_mapped",
+                "block_mapped",
+                "group_mapped(4)",
+                "group_mapped(8)",
+                "dynamic_virtual_warps",
+                "merge_path",
+                "nonzero_split",
+                "consolidate",
+                "two_phase",
+                "multi_phase",
+                "binning",
+                "lrb",
+            ]
+        );
+        assert_eq!(
+            Schedule::EXTRA,
+            [
+                Schedule::DirectSearch,
+                Schedule::LocalWarpSearch,
+                Schedule::BlockSearch
+            ]
+        );
+        assert_eq!(
+            Schedule::every().count(),
+            Schedule::ALL.len() + Schedule::EXTRA.len()
+        );
+        for name in [
+            "consolidate(grid)",
+            "consolidate(block)",
+            "consolidate(warp)",
+        ] {
+            assert!(Schedule::from_name(name).is_some(), "{name}");
+        }
+    }
 }
