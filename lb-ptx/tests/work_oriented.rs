@@ -49,6 +49,21 @@ fn adversarial_tile_sets() {
     }
 }
 
+/// Long runs of empty tiles inside one share: a warp of `local_warp_search` slides its window
+/// over them 32 tiles at a time, and a block of `block_search` finds more tiles than it can
+/// stage and searches global memory instead.
+#[test]
+fn long_runs_of_empty_tiles() {
+    let mut rows = vec![0usize; 5000];
+    rows[0] = 1;
+    rows[2500] = 3;
+    rows[2501] = 40;
+    rows[4999] = 2;
+    check_all(&Matrix::from_lengths(&rows), 32, 1, "empty runs");
+    let rows: Vec<usize> = (0..4000).map(|r| usize::from(r % 700 == 3) * 9).collect();
+    check_all(&Matrix::from_lengths(&rows), 64, 3, "sparse nonempty tiles");
+}
+
 #[test]
 fn default_block_and_other_shares() {
     let rows: Vec<usize> = (0..400)
