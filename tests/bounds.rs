@@ -12,26 +12,26 @@ use proptest::prelude::*;
 
 /// `w[col + 1]`: within `x.len() >= num_cols` for `x`, but not for `w`, whose index no host check
 /// bounds, so every kernel tests it.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y")]
+#[load_balanced(schedule = "every", reduce = "sum", output = "y")]
 fn shifted(a: &Csr<f32>, x: &[f32], w: &[f32], #[atom] nz: usize) -> f32 {
     let c = a.col_indices[nz] as usize;
     a.values[nz] * x[c] + w[c + 1]
 }
 
 /// A store at an unproven index: `y[col + 1] += value`, one atomic per atom.
-#[load_balanced(schedule = "auto")]
+#[load_balanced(schedule = "every")]
 fn scatter_next(a: &Csr<f32>, y: &mut [f32], #[atom] nz: usize) {
     atomic_add(&mut y[a.col_indices[nz] as usize + 1], a.values[nz]);
 }
 
 /// SpMV: every access proven, so the safe kernels are the unchecked ones.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y")]
+#[load_balanced(schedule = "every", reduce = "sum", output = "y")]
 fn spmv(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
 
 /// Row sums over a frontier, whose entries only the kernels can check.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y", tiles = "frontier")]
+#[load_balanced(schedule = "every", reduce = "sum", output = "y", tiles = "frontier")]
 fn frontier_sums(a: &Csr<f32>, frontier: &[u32], #[atom] nz: usize) -> f32 {
     a.values[nz]
 }

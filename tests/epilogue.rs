@@ -14,28 +14,28 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 /// A PageRank-style step: `d · (A·x) + (1 - d) · base[row]` (a per-tile term read at the tile).
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y",
+#[load_balanced(schedule = "every", reduce = "sum", output = "y",
     epilogue = |row, sum| d * sum + (1.0 - d) * base[row])]
 fn teleport(a: &Csr<f32>, x: &[f32], base: &[f32], d: f32, #[atom] nz: usize) -> f32 {
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
 
 /// `y = α·A·x + β·y`, in place: the epilogue reads the output's old value.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y",
+#[load_balanced(schedule = "every", reduce = "sum", output = "y",
     epilogue = |_row, sum, old| alpha * sum + beta * old)]
 fn axpby(a: &Csr<f64>, x: &[f64], alpha: f64, beta: f64, #[atom] nz: usize) -> f64 {
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
 
 /// The same at a block of 32 threads, where a tile of 2 048 atoms takes the huge-tile split.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y", block = 32,
+#[load_balanced(schedule = "every", reduce = "sum", output = "y", block = 32,
     epilogue = |_row, sum, old| alpha * sum + beta * old)]
 fn axpby32(a: &Csr<f64>, x: &[f64], alpha: f64, beta: f64, #[atom] nz: usize) -> f64 {
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
 
 /// `C = α·A·B + β·C + lane` with lanes (a tile of 256 atoms takes the huge-tile split then).
-#[load_balanced(schedule = "auto", reduce = "sum", output = "c", lanes = "k",
+#[load_balanced(schedule = "every", reduce = "sum", output = "c", lanes = "k",
     epilogue = |row: usize, j: usize, sum: f64, old: f64| -> f64 { alpha * sum + beta * old + j as f64 })]
 fn spmm_axpby(
     a: &Csr<f64>,
@@ -50,35 +50,35 @@ fn spmm_axpby(
 }
 
 /// The identity of an empty tile is what the epilogue sees: `min` over no atoms is `+inf`.
-#[load_balanced(schedule = "auto", reduce = "min", output = "lo",
+#[load_balanced(schedule = "every", reduce = "min", output = "lo",
     epilogue = |row, m| if m == f64::INFINITY { -(row as f64) } else { m })]
 fn row_min_or_tag(a: &Csr<f64>, #[atom] nz: usize) -> f64 {
     a.values[nz]
 }
 
 /// An epilogue over a frontier: only the listed tiles are written, each once.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y", tiles = "frontier",
+#[load_balanced(schedule = "every", reduce = "sum", output = "y", tiles = "frontier",
     epilogue = |row, sum, old| 2.0 * sum + old + a.num_cols as f64)]
 fn frontier_axpby(a: &Csr<f64>, frontier: &[u32], x: &[f64], #[atom] nz: usize) -> f64 {
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
 
 /// PageRank's pull over a CSC (tiles are columns): the epilogue adds a term per column.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y",
+#[load_balanced(schedule = "every", reduce = "sum", output = "y",
     epilogue = |col, sum| d * sum + (1.0 - d) / a.num_cols as f64 + col as f64)]
 fn csc_pull(a: &Csc<f64>, x: &[f64], d: f64, #[atom] nz: usize) -> f64 {
     x[a.row_indices[nz] as usize]
 }
 
 /// A COO's rows with lanes, the epilogue reading the old output.
-#[load_balanced(schedule = "auto", reduce = "max", output = "c", lanes = "k",
+#[load_balanced(schedule = "every", reduce = "max", output = "c", lanes = "k",
     epilogue = |_row, j, m, old| m.max(old) + j as f64)]
 fn coo_max(a: &Coo<f64>, k: usize, #[atom] nz: usize, #[lane] j: usize) -> f64 {
     a.values[nz] * (j + 1) as f64
 }
 
 /// An epilogue read no host check proves (`scale[0]`): the safe kernels test it.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y",
+#[load_balanced(schedule = "every", reduce = "sum", output = "y",
     epilogue = |_row, sum| sum * scale[0])]
 fn scaled(a: &Csr<f32>, scale: &[f32], #[atom] nz: usize) -> f32 {
     a.values[nz]

@@ -17,13 +17,13 @@ use std::fmt::Write as _;
 use lb::prelude::*;
 
 /// y = A·x, the body the budget is about (the same as `examples/spmv.rs`).
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y")]
+#[load_balanced(schedule = "every", reduce = "sum", output = "y")]
 fn spmv(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
 
 /// C = A·B with B row-major `cols × k`: the lanes are the columns of B (`examples/spmm.rs`).
-#[load_balanced(schedule = "auto", reduce = "sum", output = "c", lanes = "k")]
+#[load_balanced(schedule = "every", reduce = "sum", output = "c", lanes = "k")]
 fn spmm(a: &Csr<f32>, b: &[f32], k: usize, #[atom] nz: usize, #[lane] j: usize) -> f32 {
     a.values[nz] * b[a.col_indices[nz] as usize * k + j]
 }

@@ -16,7 +16,7 @@ fn device() -> Device {
 
 /// Each row's degree, read through the body's own `row_offsets` field (a 32-bit load on a
 /// tile set with 32-bit offsets), once per atom: row `r` sums to `degree²`.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y")]
+#[load_balanced(schedule = "every", reduce = "sum", output = "y")]
 fn degree_squared(a: &Csr<f32>, #[tile] row: usize, #[atom] nz: usize) -> f32 {
     let _ = nz;
     (a.row_offsets[row + 1] - a.row_offsets[row]) as f32

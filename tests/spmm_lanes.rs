@@ -15,7 +15,7 @@ use lb::prelude::*;
 const KS: [usize; 11] = [1, 2, 3, 5, 8, 31, 32, 33, 64, 100, 128];
 
 /// C = A·B through atomics, without `reduce`: each (atom, lane) adds its product to C.
-#[load_balanced(schedule = "auto", lanes = "k")]
+#[load_balanced(schedule = "every", lanes = "k")]
 fn spmm_atomic(
     a: &Csr<f32>,
     b: &[f32],
@@ -33,7 +33,7 @@ fn spmm_atomic(
 
 /// C = A·B on the rows a frontier lists (`c[row * k + j]`); other rows are not written.
 #[load_balanced(
-    schedule = "auto",
+    schedule = "every",
     reduce = "sum",
     output = "c",
     lanes = "k",

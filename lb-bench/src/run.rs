@@ -15,14 +15,17 @@ use crate::report::{self, Context, Record};
 use crate::variants::{self, Variant};
 use crate::{Cli, Op};
 
-/// y = A·x. The body is the work of one nonzero.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y")]
+/// y = A·x. The body is the work of one nonzero. Generated for every schedule, so that
+/// `--schedules` can name the ones `"auto"` leaves out; a run without `--schedules` measures
+/// `"auto"`'s ([`Schedule::ALL`]).
+#[load_balanced(schedule = "every", reduce = "sum", output = "y")]
 pub(crate) fn spmv(a: &Csr<f32>, x: &[f32], #[tile] row: usize, #[atom] nz: usize) -> f32 {
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
 
-/// C = A·B, B dense and row-major with k columns; one lane per column of B.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "c", lanes = "k")]
+/// C = A·B, B dense and row-major with k columns; one lane per column of B. Every schedule, as
+/// for `spmv`.
+#[load_balanced(schedule = "every", reduce = "sum", output = "c", lanes = "k")]
 pub(crate) fn spmm(a: &Csr<f32>, b: &[f32], k: usize, #[atom] nz: usize, #[lane] j: usize) -> f32 {
     a.values[nz] * b[a.col_indices[nz] as usize * k + j]
 }
@@ -420,7 +423,13 @@ fn run_one(
         .schedules()
         .iter()
         .copied()
-        .filter(|s| wanted.is_empty() || wanted.contains(s))
+        .filter(|s| {
+            if wanted.is_empty() {
+                Schedule::ALL.contains(s)
+            } else {
+                wanted.contains(s)
+            }
+        })
         .collect();
     let mut out = Vec::new();
     for &s in &schedules {
@@ -434,9 +443,9 @@ fn run_one(
             out.push(measure(cli, &mut p, Subject::Variant(v), &base, gpu));
         }
     }
-    // `auto`: what the generated `launch` would pick among every generated schedule.
+    // `auto`: what the generated `launch` of an `"auto"` function would pick.
     let lanes = p.op.k().unwrap_or(1) as u64;
-    let picked = lb::choose_schedule(p.schedules(), p.da.stats(), lanes);
+    let picked = lb::choose_schedule(Schedule::ALL, p.da.stats(), lanes);
     let mut auto = match out.iter().find(|r| r.schedule == picked.name()) {
         Some(r) => r.clone(),
         None => measure(cli, &mut p, Subject::Schedule(picked), &base, gpu),

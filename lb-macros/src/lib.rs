@@ -50,7 +50,9 @@ use proc_macro2::TokenStream as TokenStream2;
 /// Keys: `types` (for a kernel generic over its element type, `fn spmv<T>(a: &Csr<T>, x: &[T],
 /// …) -> T`: the types to instantiate it for, `"f32, f64"`; each instantiation is the kernel
 /// family `spmv_f32`, … with `T` replaced everywhere, and a module `spmv` names them `spmv::f32`,
-/// …), `schedule` (a name, `"a, b"`, or `"auto"` for every built-in schedule; the default),
+/// …), `schedule` (a name, `"a, b"`, `"auto"` for the built-in schedules the heuristic and tuning
+/// choose among (the default), or `"every"` for those plus `direct_search`, `local_warp_search`
+/// and `block_search`),
 /// `reduce` (`"sum"`, `"min"`, `"max"`) with `output` (the output slice's name) and optionally
 /// `epilogue` (a closure `|tile, value| ...`, or `|tile, value, old| ...` reading the output's
 /// old value, applied once to each tile's final value; see docs/kernel-language.md), `tiles` (a

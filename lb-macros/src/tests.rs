@@ -627,6 +627,20 @@ fn signature_rules() {
 fn attribute_rules() {
     let args = attr::parse(quote!(schedule = "auto")).unwrap();
     assert_eq!(args.schedules, Schedule::ALL);
+    assert!(args.auto);
+    // `"every"` adds the schedules `"auto"` leaves out, and is as lenient as `"auto"`.
+    let args = attr::parse(quote!(schedule = "every")).unwrap();
+    assert_eq!(args.schedules, Schedule::every().collect::<Vec<_>>());
+    assert!(args.auto);
+    for s in Schedule::EXTRA {
+        assert!(!Schedule::ALL.contains(s) && args.schedules.contains(s));
+    }
+    let args = attr::parse(quote!(
+        schedule = "direct_search, local_warp_search, block_search"
+    ));
+    assert_eq!(args.unwrap().schedules, Schedule::EXTRA);
+    let err = attr::parse(quote!(schedule = "auto, every")).unwrap_err();
+    assert!(err.to_string().contains("write one alone"));
     let args = attr::parse(quote!()).unwrap();
     assert_eq!(
         (args.block, args.items_per_thread, args.target.as_str()),

@@ -275,6 +275,39 @@ fn min_max_lanes_and_frontiers_match_the_cpu() {
     }
 }
 
+/// With a frontier, `dynamic_virtual_warps` picks N on the device from the frontier's own mean
+/// atoms per tile (the host knows only the whole tile set's atoms): one plan per offset width,
+/// a kernel summing the frontier's atoms before the walk, and results that match the CPU
+/// whichever size the frontier's mean picks (1, 6 and 40 atoms: N = 2, 8 and 32; mixed; empty).
+#[test]
+fn dynamic_virtual_warps_pick_from_the_frontier() {
+    let o = Options {
+        tiles: Some(1),
+        ..opts(Schedule::DynamicVirtualWarps)
+    };
+    let (_, frontier_plans) = plans(&spmv_frontier(), &o);
+    assert_eq!(frontier_plans.len(), 2, "one plan at each offset width");
+    for p in &frontier_plans {
+        assert!(p.select.is_none(), "the size is picked on the device");
+        assert!(
+            p.kernels
+                .iter()
+                .any(|k| k.entry.contains("_frontier_atoms")),
+            "{:?}",
+            p.kernels
+        );
+    }
+    let sizes: Vec<usize> = (0..60).map(|i| [1, 6, 40][i % 3]).collect();
+    let t = Tiles::new(&sizes);
+    let of = |first: u32| (first..60).step_by(3).collect::<Vec<u32>>();
+    for frontier in [of(0), of(1), of(2), vec![2, 0, 2, 4, 59, 1], vec![]] {
+        for grid in [1, 3] {
+            check_spmv_frontier(&t, &frontier, Schedule::DynamicVirtualWarps, grid);
+            check_visit(&t, Some(&frontier), Schedule::DynamicVirtualWarps, grid);
+        }
+    }
+}
+
 #[test]
 fn awkward_floats_agree_within_rounding_and_are_deterministic() {
     // Small tiles (scanned rounds), tiles of at least a warp (walked by a shuffle group) and
@@ -479,9 +512,15 @@ fn virtual_warps_shuffle_with_sub_warp_masks() {
         assert_eq!(g.plans[0].kernels[0].dynamic_shared, 0);
         let seg = (32 - n) << 8;
         let shuffles: Vec<&str> = text.lines().filter(|l| l.contains("shfl.sync")).collect();
+        // A virtual warp takes one tile at a time and combines its lanes' partials with a
+        // butterfly (Busato & Bombieri §2.2.2): no scan over a batch of tiles.
         assert!(
-            shuffles.iter().any(|l| l.contains("shfl.sync.up.b32")),
-            "N = {n}: scans shuffle up"
+            shuffles.iter().any(|l| l.contains("shfl.sync.bfly.b32")),
+            "N = {n}: reduces by a butterfly"
+        );
+        assert!(
+            !shuffles.iter().any(|l| l.contains("shfl.sync.up.b32")),
+            "N = {n}: no scan"
         );
         for l in &shuffles {
             let ops: Vec<&str> = l.trim_end_matches(';').split(", ").collect();
@@ -549,6 +588,12 @@ fn snapshots() {
     insta::assert_snapshot!("spmv_group_mapped_8", g.ptx);
     let g = generate(&spmv(), &opts(Schedule::GroupMapped(64))).unwrap();
     insta::assert_snapshot!("spmv_group_mapped_64", g.ptx);
+    let o = Options {
+        tiles: Some(1),
+        ..opts(Schedule::DynamicVirtualWarps)
+    };
+    let g = generate(&spmv_frontier(), &o).unwrap();
+    insta::assert_snapshot!("spmv_frontier_dynamic_virtual_warps", g.ptx);
 }
 
 fn sizes_strategy() -> impl Strategy<Value = Vec<usize>> {

@@ -11,7 +11,7 @@ use lb_ptx::{generate, generate_safe, Options, Schedule};
 
 fn every_schedule(lanes: Option<usize>, tiles: Option<usize>) -> Options {
     Options {
-        schedules: Schedule::ALL.to_vec(),
+        schedules: Schedule::every().collect(),
         lanes,
         tiles,
         ..Options::default()

@@ -1,4 +1,5 @@
-//! The work-oriented schedules (`merge_path`, `nonzero_split`) on the simulator against CPU loops:
+//! The work-oriented schedules (`merge_path`, `nonzero_split`, `direct_search`,
+//! `local_warp_search`, `block_search`) on the simulator against CPU loops:
 //! sums within a tolerance (a split tile is summed in pieces), min/max and visits exactly, on
 //! adversarial and random tile sets, tiles spanning hundreds of blocks, and frontiers (empty,
 //! repeated, out of order, giant tiles, lanes); determinism, the 64-bit variant, plans, ptxas and
@@ -15,7 +16,15 @@ use lb_ptx::{generate, ptxas, GenError, IndexWidth, Options, Schedule};
 use proptest::prelude::*;
 use support::*;
 
-const SCHEDULES: [Schedule; 2] = [Schedule::MergePath, Schedule::NonzeroSplit];
+/// The work-oriented schedules: merge path, nonzero split and the searches of Busato & Bombieri
+/// §2.4.1-3, which share the walk, carry-out and fix-up and differ in how a thread finds its tile.
+const SCHEDULES: [Schedule; 5] = [
+    Schedule::MergePath,
+    Schedule::NonzeroSplit,
+    Schedule::DirectSearch,
+    Schedule::LocalWarpSearch,
+    Schedule::BlockSearch,
+];
 
 /// Every body on `m` under both schedules, with block size `block` and `items` per thread.
 fn check_all(m: &Matrix, block: u32, items: u32, what: &str) {
@@ -38,6 +47,21 @@ fn adversarial_tile_sets() {
         let m = Matrix::from_lengths(&rows);
         check_all(&m, 32, 1, what);
     }
+}
+
+/// Long runs of empty tiles inside one share: a warp of `local_warp_search` slides its window
+/// over them 32 tiles at a time, and a block of `block_search` finds more tiles than it can
+/// stage and searches global memory instead.
+#[test]
+fn long_runs_of_empty_tiles() {
+    let mut rows = vec![0usize; 5000];
+    rows[0] = 1;
+    rows[2500] = 3;
+    rows[2501] = 40;
+    rows[4999] = 2;
+    check_all(&Matrix::from_lengths(&rows), 32, 1, "empty runs");
+    let rows: Vec<usize> = (0..4000).map(|r| usize::from(r % 700 == 3) * 9).collect();
+    check_all(&Matrix::from_lengths(&rows), 64, 3, "sparse nonempty tiles");
 }
 
 #[test]
@@ -404,6 +428,18 @@ fn snapshot_nonzero_split_spmv_u64() {
     )
     .unwrap();
     insta::assert_snapshot!(g.ptx);
+}
+
+#[test]
+fn snapshot_searches_spmv_u32() {
+    for s in [
+        Schedule::DirectSearch,
+        Schedule::LocalWarpSearch,
+        Schedule::BlockSearch,
+    ] {
+        let g = generate(&spmv(), &opts(s, 256, 1, IndexWidth::U32)).unwrap();
+        insta::assert_snapshot!(format!("spmv_{}_u32", s.name()), g.ptx);
+    }
 }
 
 #[test]

@@ -7,26 +7,26 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 /// y = A·x.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y")]
+#[load_balanced(schedule = "every", reduce = "sum", output = "y")]
 pub fn spmv(a: &Csr<f32>, x: &[f32], #[tile] row: usize, #[atom] nz: usize) -> f32 {
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
 
 /// The smallest weighted entry of each row, in f64.
-#[load_balanced(schedule = "auto", reduce = "min", output = "lo")]
+#[load_balanced(schedule = "every", reduce = "min", output = "lo")]
 pub fn row_min(a: &Csr<f64>, x: &[f64], #[atom] nz: usize) -> f64 {
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
 
 /// The largest column index of each row plus the atom's rank: integer max.
-#[load_balanced(schedule = "auto", reduce = "max", output = "hi")]
+#[load_balanced(schedule = "every", reduce = "max", output = "hi")]
 pub fn row_max_col(a: &Csr<f32>, #[atom] nz: usize, #[rank] k: usize) -> u32 {
     a.col_indices[nz] + k as u32
 }
 
 /// Side effects only: a column histogram and a scatter of weighted values through atomics, with
 /// an `if` that skips negative entries.
-#[load_balanced(schedule = "auto")]
+#[load_balanced(schedule = "every")]
 pub fn scatter(
     a: &Csr<f32>,
     counts: &mut [u32],
@@ -42,7 +42,7 @@ pub fn scatter(
 }
 
 /// if/else expressions, casts between every width, f64 math, `&&`, a bounded loop and `mul_add`.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "out")]
+#[load_balanced(schedule = "every", reduce = "sum", output = "out")]
 pub fn mixed(a: &Csr<f64>, x: &[f64], shift: i32, #[tile] row: usize, #[atom] nz: usize) -> f64 {
     let col = a.col_indices[nz];
     let v = a.values[nz];
@@ -63,7 +63,7 @@ pub fn mixed(a: &Csr<f64>, x: &[f64], shift: i32, #[tile] row: usize, #[atom] nz
 }
 
 /// Relaxes a frontier's edges: `atomic_min` on f32 distances, including negative ones.
-#[load_balanced(schedule = "auto")]
+#[load_balanced(schedule = "every")]
 pub fn relax(
     g: &Csr<f32>,
     dist: &mut [f32],
@@ -79,13 +79,13 @@ pub fn relax(
 }
 
 /// The same SpMV with bounds checks: an out-of-range column becomes an error, not a fault.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y", checked)]
+#[load_balanced(schedule = "every", reduce = "sum", output = "y", checked)]
 pub fn spmv_checked(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
 
 /// SpMM with lanes: C = A·B, B dense row-major with k columns.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "c", lanes = "k")]
+#[load_balanced(schedule = "every", reduce = "sum", output = "c", lanes = "k")]
 pub fn spmm(a: &Csr<f32>, b: &[f32], k: usize, #[atom] nz: usize, #[lane] j: usize) -> f32 {
     a.values[nz] * b[a.col_indices[nz] as usize * k + j]
 }
@@ -186,20 +186,20 @@ pub fn to_f64(a: &Csr<f32>) -> Csr<f64> {
 
 /// Every edge of a frontier's vertices pushes its destination: a BFS expansion without the
 /// visited check, so repeated frontier entries and shared neighbours push repeatedly.
-#[load_balanced(schedule = "auto", tiles = "frontier")]
+#[load_balanced(schedule = "every", tiles = "frontier")]
 pub fn gather(g: &Csr<f32>, frontier: &[u32], out: &mut Queue, #[atom] e: usize) {
     out.push(g.col_indices[e]);
 }
 
 /// SpMV restricted to a frontier's rows: `y[row]` for each listed row, other rows untouched.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y", tiles = "frontier")]
+#[load_balanced(schedule = "every", reduce = "sum", output = "y", tiles = "frontier")]
 pub fn frontier_spmv(a: &Csr<f32>, frontier: &[u32], x: &[f32], #[atom] nz: usize) -> f32 {
     a.values[nz] * x[a.col_indices[nz] as usize]
 }
 
 /// A push inside an `if`, under every schedule: the positions of the positive entries (so the
 /// pushing lanes of a warp are a scattered subset).
-#[load_balanced(schedule = "auto")]
+#[load_balanced(schedule = "every")]
 pub fn positives(a: &Csr<f32>, out: &mut Queue, #[atom] nz: usize) {
     if a.values[nz] > 0.0 {
         out.push(nz as u32);
@@ -208,7 +208,7 @@ pub fn positives(a: &Csr<f32>, out: &mut Queue, #[atom] nz: usize) {
 
 /// SpMV over a COO; the body checks that its atom's stored row is the tile it was given (a
 /// wrong tile mapping shows up as 1000 in the output).
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y")]
+#[load_balanced(schedule = "every", reduce = "sum", output = "y")]
 pub fn coo_spmv(a: &Coo<f32>, x: &[f32], #[tile] row: usize, #[atom] nz: usize) -> f32 {
     if a.row_indices[nz] as usize == row {
         a.values[nz] * x[a.col_indices[nz] as usize]
@@ -218,19 +218,19 @@ pub fn coo_spmv(a: &Coo<f32>, x: &[f32], #[tile] row: usize, #[atom] nz: usize) 
 }
 
 /// y = Aᵀ·x over a CSC (tiles are columns), plus each atom's rank so `#[rank]` is checked too.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y")]
+#[load_balanced(schedule = "every", reduce = "sum", output = "y")]
 pub fn csc_spmv_t(a: &Csc<f32>, x: &[f32], #[atom] nz: usize, #[rank] k: usize) -> f32 {
     a.values[nz] * x[a.row_indices[nz] as usize] + k as f32 * 0.25
 }
 
 /// SpMM over a COO with lanes.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "c", lanes = "k")]
+#[load_balanced(schedule = "every", reduce = "sum", output = "c", lanes = "k")]
 pub fn coo_spmm(a: &Coo<f32>, b: &[f32], k: usize, #[atom] nz: usize, #[lane] j: usize) -> f32 {
     a.values[nz] * b[a.col_indices[nz] as usize * k + j]
 }
 
 /// Pushes inside a loop whose trip count differs per lane: `col % 3` copies of each atom.
-#[load_balanced(schedule = "auto")]
+#[load_balanced(schedule = "every")]
 pub fn repeat_push(a: &Csr<f32>, out: &mut Queue, #[atom] nz: usize) {
     for _ in 0..a.col_indices[nz] % 3 {
         out.push(nz as u32);
@@ -238,13 +238,13 @@ pub fn repeat_push(a: &Csr<f32>, out: &mut Queue, #[atom] nz: usize) {
 }
 
 /// A frontier over a COO: each atom pushes its stored row, which must be its tile.
-#[load_balanced(schedule = "auto", tiles = "frontier")]
+#[load_balanced(schedule = "every", tiles = "frontier")]
 pub fn coo_frontier_rows(a: &Coo<f32>, frontier: &[u32], out: &mut Queue, #[atom] nz: usize) {
     out.push(a.row_indices[nz]);
 }
 
 /// A frontier of columns over a CSC: each atom pushes its row index.
-#[load_balanced(schedule = "auto", tiles = "frontier")]
+#[load_balanced(schedule = "every", tiles = "frontier")]
 pub fn csc_frontier_rows(a: &Csc<f32>, frontier: &[u32], out: &mut Queue, #[atom] nz: usize) {
     out.push(a.row_indices[nz]);
 }

@@ -6,8 +6,9 @@
 //! with a stride of the group size, finding each atom's tile by a binary search in the prefix
 //! sum), §4.4.2.2 (warp- and block-level: groups stride over their share; the hardware scheduler
 //! balances across groups) and §4.4.2.3 (one template parameterised by the group size). Groups of
-//! fewer than 32 threads are the virtual warps of Busato & Bombieri
-//! (`seeds/000_441aa2418e6e0d1e.txt` §2.2.2): several groups share one warp.
+//! fewer than 32 threads are the virtual warps of Busato & Bombieri §2.2.2 and have their own
+//! kernel (`virtual_warps`): one tile at a time per virtual warp, its lanes striding over the
+//! tile's atoms, a butterfly on the warp's segment. The shape below is that of `N >= 32`.
 //!
 //! Shape of the kernel, for block size `B` and group size `N`:
 //! - The grid strides over *block batches* of `B` consecutive tile positions; group `g` of the
@@ -61,19 +62,22 @@
 //! empty, invalid slots here: the plan adds the huge-tile split's kernels around this one, and the
 //! split walks them over the whole grid in chunks, folded back in a fixed order.
 
+use std::borrow::Cow;
+
 use crate::body::{Body, IndexRole, Reduce, Ty};
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
 use crate::ir::{
-    BinOp, Cmp, Kernel, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space, Special, Type, UnOp,
-    VoteMode,
+    Address, AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space,
+    Special, Type, UnOp, VoteMode,
 };
-use crate::plan::{KernelPlan, Plan, Select};
+use crate::plan::{twin_base, Grid, KernelPlan, Plan, Select, Temp, TempCount, TempRole};
 use crate::primitives::huge;
 use crate::primitives::layout::{per_lane_blocking, Layout};
 use crate::primitives::walker::{own_tiles, TileSource, Walker};
 use crate::primitives::warp::batch_slot;
-use crate::primitives::warp::butterfly_with;
+use crate::primitives::warp::{butterfly as warp_butterfly, butterfly_with};
+use crate::primitives::work_oriented;
 use crate::schedules::Schedule;
 use crate::{GenError, Options};
 
@@ -301,49 +305,42 @@ fn group_kernel(
     let mut b = KernelBuilder::new(kp.entry.as_ref());
     let params = KernelParams::declare(&mut b, body, plan)?;
     let layout = Layout::new(&mut b, body, opts, &params)?;
+    group_body(&mut b, body, opts, (&params, &layout), (n, block))?;
+    Ok(b.finish())
+}
+
+/// The walk of group size `n` in a kernel whose params and layout are declared: the lane walk
+/// with `lanes`, the virtual warps for `n < 32`, the cooperative group walk otherwise.
+fn group_body(
+    b: &mut KernelBuilder,
+    body: &Body,
+    opts: &Options,
+    (params, layout): (&KernelParams, &Layout),
+    (n, block): (u32, u32),
+) -> Result<(), GenError> {
     if let Some(lanes) = layout.lanes {
         let huge = Some(huge::threshold(block, true));
-        per_lane_blocking(&mut b, lanes, |b, r| {
+        per_lane_blocking(b, lanes, |b, r| {
             let source = TileSource::Layout;
-            own_tiles(
-                b,
-                body,
-                opts,
-                (&params, &layout),
-                source,
-                (r, Some(n)),
-                huge,
-            )
+            own_tiles(b, body, opts, (params, layout), source, (r, Some(n)), huge)
         })?;
-        return Ok(b.finish());
+        return Ok(());
+    }
+    if n < 32 {
+        virtual_warps(b, body, opts, (params, layout), (n, block))?;
+        return Ok(());
     }
 
     let tid = b.special(Special::TidX);
-    // The shuffle group: the schedule's group for N <= 32, each warp of a wider group.
-    let width = n.min(32);
-    let r = b.bin(BinOp::And, Type::B32, tid, Operand::Imm((width - 1).into()));
-    let first = (width < 32).then(|| {
-        b.bin(
-            BinOp::And,
-            Type::B32,
-            tid,
-            Operand::Imm((31 & !(width - 1)).into()),
-        )
-    });
-    let mask = match first {
-        None => Operand::Imm(0xffff_ffff),
-        Some(first) => {
-            let ones = b.mov(Type::B32, Operand::Imm((1i64 << width) - 1));
-            b.bin(BinOp::Shl, Type::B32, ones, first).into()
-        }
-    };
+    // The shuffle group: the warp (a group of N > 32 threads is several warps).
+    let r = b.bin(BinOp::And, Type::B32, tid, Operand::Imm(31));
     let g = Group {
-        n: width,
-        mask,
+        n: 32,
+        mask: Operand::Imm(0xffff_ffff),
         r,
-        first,
+        first: None,
     };
-    let wide = (n > 32).then(|| Wide::new(&mut b, n, block, tid));
+    let wide = (n > 32).then(|| Wide::new(b, n, block, tid));
     let r64 = b.cvt(Rounding::None, Type::U64, Type::U32, r);
     let tid64 = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
     let ctaid = b.special(Special::CtaidX);
@@ -354,9 +351,9 @@ fn group_kernel(
 
     // Block batches: the trip count depends on the block index only.
     let (batches, [tile, begin, size0, valid0]) =
-        batch_slot(&mut b, &layout, &params, opts.checked, (bb, tid64, block));
+        batch_slot(b, layout, params, opts.checked, (bb, tid64, block));
     // A tile of the huge-tile split is neither walked nor stored here: an empty, invalid slot.
-    let split = huge::is_huge(&mut b, size0, block, false);
+    let split = huge::is_huge(b, size0, block, false);
     let size = b.selp(Type::U64, Operand::Imm(0), size0, split);
     let valid = b.selp(Type::U32, Operand::Imm(0), valid0, split);
 
@@ -364,41 +361,117 @@ fn group_kernel(
     // A wide group keeps its huge tiles; its warps see only the rest.
     let huge = wide
         .as_ref()
-        .map(|w| w.setup(&mut b, &g, &slot, wants(IndexRole::Tile)));
+        .map(|w| w.setup(b, &g, &slot, wants(IndexRole::Tile)));
     let rest = Slot {
         size: huge.as_ref().map_or(size, |h| h.rest),
         ..slot
     };
-    let setup = shfl_setup(&mut b, &g, &rest, wants);
+    let setup = shfl_setup(b, &g, &rest, wants);
 
     // Without `lanes`, a body that reads its lane sees lane 0.
     let lane = wants(IndexRole::Lane).then(|| b.mov(Type::U64, Operand::Imm(0)));
     let acc = body
         .reduce
-        .map(|(ty, red)| reduce_identity(&mut b, ty, red))
+        .map(|(ty, red)| reduce_identity(b, ty, red))
         .transpose()?;
     let walk = Walk {
         body,
-        params: &params,
+        params,
         checked: opts.checked,
         lane,
         acc,
     };
     if let (Some(w), Some(h)) = (&wide, &huge) {
-        w.huge_tiles(&mut b, &g, &walk, h)?;
+        w.huge_tiles(b, &g, &walk, h)?;
     }
-    large_tiles(&mut b, &g, &walk, &setup, r64)?;
-    small_rounds(&mut b, &g, &walk, &setup)?;
+    large_tiles(b, &g, &walk, &setup, r64)?;
+    small_rounds(b, &g, &walk, &setup)?;
 
     if let (Some(acc), Some((ty, _))) = (acc, body.reduce) {
         let ok = b.setp(Cmp::Ne, Type::U32, valid, Operand::Imm(0));
         let store = b.if_begin(ok, false);
-        layout.store_output(&mut b, body, &params, (tile, lane), (acc, ty), opts.checked)?;
+        layout.store_output(b, body, params, (tile, lane), (acc, ty), opts.checked)?;
         b.if_end(store);
     }
     b.bin_to(BinOp::Add, Type::U64, bb, bb, nblocks);
     b.loop_end(batches);
-    Ok(b.finish())
+    Ok(())
+}
+
+/// The virtual warps of Busato & Bombieri §2.2.2 (`n < 32`, without lanes): the grid's threads
+/// form virtual warps of `n` consecutive lanes of one warp; virtual warp `v` takes tiles
+/// `v, v + V, ..` (`V` virtual warps in the grid), one at a time, and its lane `r` walks the
+/// tile's atoms `begin + r, begin + r + n, ..` (the paper's `VIRTUALWARP`: `INIT =
+/// prefixsum[VW_INDEX] + LANE_OFFSET`, stepping by `|VirtualWarp|`). A butterfly over the
+/// virtual warp's lanes (shuffles on its segment of the warp, with its own member mask) combines
+/// the lanes' partials, and lane 0 stores the tile's value, the identity for an empty tile. The
+/// loop over tiles is uniform inside a virtual warp, so virtual warps of one warp never wait for
+/// each other. Tiles of the huge-tile split are skipped: the split's kernels walk and store them.
+///
+/// The grid is the plan's `CoverItems` one: one thread per tile up to the resident blocks, so
+/// each virtual warp takes about `n` tiles of a large tile set, which the paper's
+/// `#RequiredThreads = #workitems · |VirtualWarp|` serializes the same way once the threads run
+/// out.
+fn virtual_warps(
+    b: &mut KernelBuilder,
+    body: &Body,
+    opts: &Options,
+    (params, layout): (&KernelParams, &Layout),
+    (n, block): (u32, u32),
+) -> Result<(), GenError> {
+    let tid = b.special(Special::TidX);
+    let r = b.bin(BinOp::And, Type::B32, tid, Operand::Imm((n - 1).into()));
+    let first = b.bin(
+        BinOp::And,
+        Type::B32,
+        tid,
+        Operand::Imm((31 & !(n - 1)).into()),
+    );
+    let ones = b.mov(Type::B32, Operand::Imm((1i64 << n) - 1));
+    let mask = b.bin(BinOp::Shl, Type::B32, ones, first).into();
+    let g = Group {
+        n,
+        mask,
+        r,
+        first: Some(first),
+    };
+    let r64 = b.cvt(Rounding::None, Type::U64, Type::U32, r);
+    let (thread, threads) = b.grid_thread();
+    let shift = Operand::Imm(n.trailing_zeros().into());
+    let vw = b.bin(BinOp::Shr, Type::U64, thread, shift.clone());
+    let stride = b.bin(BinOp::Shr, Type::U64, threads, shift);
+    let wants = |role| body.roles.contains(&role);
+    // Without `lanes`, a body that reads its lane sees lane 0.
+    let lane = wants(IndexRole::Lane).then(|| b.mov(Type::U64, Operand::Imm(0)));
+    let walk = Walk {
+        body,
+        params,
+        checked: opts.checked,
+        lane,
+        acc: None,
+    };
+
+    let tiles = b.loop_begin();
+    let past = b.setp(Cmp::Ge, Type::U64, vw, layout.items);
+    b.break_if(&tiles, past, false);
+    let next = b.label();
+    let tile = layout.tile(b, params, vw, opts.checked, next);
+    let (begin, end) = layout.atoms(b, tile);
+    let size = b.bin(BinOp::Sub, Type::U64, end, begin);
+    let split = huge::is_huge(b, size, block, false);
+    b.bra_if(split, false, next);
+    let part = walk.stride(b, Some(tile), (begin, end), r64, n)?;
+    if let (Some(part), Some((ty, red))) = (part, body.reduce) {
+        butterfly(b, &g, part, (ty, red))?;
+        let owner = b.setp(Cmp::Eq, Type::U32, g.r, Operand::Imm(0));
+        let store = b.if_begin(owner, false);
+        layout.store_output(b, body, params, (tile, lane), (part, ty), opts.checked)?;
+        b.if_end(store);
+    }
+    b.place(next);
+    b.bin_to(BinOp::Add, Type::U64, vw, vw, stride);
+    b.loop_end(tiles);
+    Ok(())
 }
 
 /// A thread's tile of the batch: the tile, its first atom and its atom count (u64 each; all
@@ -902,4 +975,151 @@ impl Wide {
         b.loop_end(rounds);
         Ok(())
     }
+}
+
+/// The entry suffix of [`dynamic_plan`]'s kernel that sums the frontier's atoms.
+const FRONTIER_ATOMS: &str = "_frontier_atoms";
+/// The temporary that kernel sums into (one u64, zeroed before the launch).
+const FRONTIER_ATOMS_TEMP: &str = "frontier_atoms";
+
+/// The plan of a group size picked on the device among `sizes` (`(n, min, max)`: `n` for a mean
+/// of `min..max` atoms per tile, `max == u64::MAX` unbounded), for a launch over a frontier,
+/// whose atoms the host does not know: [`group_plan`]'s, with a kernel before the group walk
+/// that sums the atoms of the frontier's tiles, from which the walk computes the frontier's mean
+/// and takes the size whose range holds it. The host's pick by `Plan::select` cannot do that:
+/// it sees the frontier's length but only the whole tile set's atoms.
+pub fn dynamic_plan(
+    body: &Body,
+    opts: &Options,
+    schedule: Schedule,
+    sizes: &[(u32, u64, u64)],
+    entry: String,
+) -> Result<Plan, GenError> {
+    let largest = sizes.iter().map(|&(n, _, _)| n).max().unwrap_or(2);
+    let mut plan = group_plan(body, opts, schedule, largest, entry.clone(), None)?;
+    let mut kernels = plan.kernels.to_vec();
+    let main = kernels
+        .iter()
+        .position(|k| k.entry == entry)
+        .ok_or_else(|| GenError::Unsupported("the group plan lacks its walk".into()))?;
+    kernels.insert(
+        main,
+        KernelPlan {
+            entry: Cow::Owned(format!("{entry}{FRONTIER_ATOMS}")),
+            block: opts.block,
+            grid: Grid::CoverItems { per_thread: 1 },
+            dynamic_shared: 0,
+            min_tile_atoms: None,
+        },
+    );
+    let mut temps = plan.temps.to_vec();
+    temps.push(Temp {
+        name: Cow::Borrowed(FRONTIER_ATOMS_TEMP),
+        elem_bytes: 8,
+        count: TempCount::Fixed(1),
+        zero: true,
+        role: TempRole::Scratch,
+    });
+    plan.kernels = Cow::Owned(kernels);
+    plan.temps = Cow::Owned(temps);
+    Ok(plan)
+}
+
+/// The kernels of a [`dynamic_plan`]: the huge-tile split's, the frontier's atom sum, and the
+/// walk that picks its group size among `sizes` on the device.
+pub fn build_dynamic(
+    body: &Body,
+    opts: &Options,
+    plan: &Plan,
+    sizes: &[(u32, u64, u64)],
+) -> Result<Vec<Kernel>, GenError> {
+    plan.kernels
+        .iter()
+        .map(|kp| {
+            huge::build(body, opts, plan, kp).unwrap_or_else(|| {
+                if twin_base(&kp.entry).ends_with(FRONTIER_ATOMS) {
+                    frontier_atoms_kernel(body, opts, plan, kp)
+                } else {
+                    dynamic_kernel(body, opts, plan, kp, sizes)
+                }
+            })
+        })
+        .collect()
+}
+
+/// Sums the atoms of the frontier's tiles into the zeroed `frontier_atoms`: every thread its
+/// grid-stride share of positions, a warp butterfly, one atomic add per warp (an integer sum, so
+/// the order does not matter).
+fn frontier_atoms_kernel(
+    body: &Body,
+    opts: &Options,
+    plan: &Plan,
+    kp: &KernelPlan,
+) -> Result<Kernel, GenError> {
+    let mut b = KernelBuilder::new(kp.entry.as_ref());
+    let params = KernelParams::declare(&mut b, body, plan)?;
+    let layout = Layout::new(&mut b, body, opts, &params)?;
+    let total = params.temps[work_oriented::temp_index(plan, FRONTIER_ATOMS_TEMP)?];
+    let sum = b.mov(Type::U64, Operand::Imm(0));
+    let gs = b.grid_stride_begin(layout.items);
+    let work = layout.work_item(&mut b, gs.item);
+    let tile = layout.tile(&mut b, &params, work.position, opts.checked, gs.next);
+    let (begin, end) = layout.atoms(&mut b, tile);
+    let size = b.bin(BinOp::Sub, Type::U64, end, begin);
+    b.bin_to(BinOp::Add, Type::U64, sum, sum, size);
+    b.grid_stride_end(gs);
+    warp_butterfly(&mut b, sum, (Ty::U64, Reduce::Sum))?;
+    let tid = b.special(Special::TidX);
+    let lane = b.bin(BinOp::And, Type::B32, tid, Operand::Imm(31));
+    let lead = b.setp(Cmp::Eq, Type::U32, lane, Operand::Imm(0));
+    let scope = b.if_begin(lead, false);
+    let old = b.reg_for(Type::U64);
+    b.emit(Op::Atom {
+        space: Space::Global,
+        op: AtomOp::Add,
+        ty: Type::U64,
+        dst: old,
+        addr: Address::Reg {
+            base: total,
+            offset: 0,
+        },
+        b: sum.into(),
+        c: None,
+    });
+    b.if_end(scope);
+    Ok(b.finish())
+}
+
+/// The walk of a [`dynamic_plan`]: the frontier's mean atoms per tile, `⌈frontier_atoms /
+/// items⌉` (0 without items), is the same for every thread, so the branch to the size whose
+/// range holds it is uniform over the grid and every size's walk is in the kernel.
+fn dynamic_kernel(
+    body: &Body,
+    opts: &Options,
+    plan: &Plan,
+    kp: &KernelPlan,
+    sizes: &[(u32, u64, u64)],
+) -> Result<Kernel, GenError> {
+    let mut b = KernelBuilder::new(kp.entry.as_ref());
+    let params = KernelParams::declare(&mut b, body, plan)?;
+    let layout = Layout::new(&mut b, body, opts, &params)?;
+    let total = params.temps[work_oriented::temp_index(plan, FRONTIER_ATOMS_TEMP)?];
+    let atoms = b.ld(Space::Global, Type::U64, total);
+    let items = b.bin(BinOp::Max, Type::U64, layout.items, Operand::Imm(1));
+    let up = b.bin(BinOp::Add, Type::U64, atoms, items);
+    let up = b.bin(BinOp::Sub, Type::U64, up, Operand::Imm(1));
+    let mean = b.bin(BinOp::Div, Type::U64, up, items);
+    for &(n, min, max) in sizes {
+        let above = b.setp(Cmp::Ge, Type::U64, mean, Operand::Imm(min as i64));
+        let pick = if max == u64::MAX {
+            above
+        } else {
+            let below = b.setp(Cmp::Lt, Type::U64, mean, Operand::Imm(max as i64));
+            b.bin(BinOp::And, Type::Pred, above, below)
+        };
+        let scope = b.if_begin(pick, false);
+        group_body(&mut b, body, opts, (&params, &layout), (n, kp.block))?;
+        b.if_end(scope);
+    }
+    Ok(b.finish())
 }

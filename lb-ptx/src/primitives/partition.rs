@@ -1,6 +1,7 @@
 //! What `two_phase` and `multi_phase` share: the searches of a prefix sum (lower-bound binary
 //! and interpolation), the partition kernel that finds each block's first tile, and the
-//! expansion's share search over the block's tile offsets staged in shared memory.
+//! expansion's share search over the block's tile offsets staged in shared memory (which
+//! `block_search` also uses, for a range its block found itself: `stage_range`).
 //!
 //! Busato & Bombieri `seeds/000_441aa2418e6e0d1e.txt` §2.4.4 (two-phase search, after Davidson
 //! et al., Green et al. and Baxter): "the whole prefix-sum array is partitioned into *balanced*
@@ -255,7 +256,7 @@ pub(crate) fn build(
 }
 
 /// `items_per_thread × block` (u64): the atoms of one block.
-fn chunk(b: &mut KernelBuilder, f: &Frame) -> Reg {
+pub(crate) fn chunk(b: &mut KernelBuilder, f: &Frame) -> Reg {
     match f.per_thread {
         Operand::Imm(n) => b.mov(Type::U64, Operand::Imm(n * f.block)),
         ref share => b.bin(BinOp::Mul, Type::U64, share.clone(), Operand::Imm(f.block)),
@@ -309,18 +310,24 @@ pub(crate) struct Staged {
 /// chunks into the shared memory"), coalesced: consecutive threads load consecutive offsets.
 /// Ends with a barrier.
 pub(crate) fn stage(b: &mut KernelBuilder, f: &Frame) -> Staged {
-    let w = f.w;
     let starts = *f
         .params
         .temps
         .last()
         .expect("a two-phase plan ends with `block_starts`");
-    let stage = f.capacity as u32;
-    b.shared(STAGED_ENDS, 8, stage * w.size());
     let addr = b.elem_addr(starts, f.cta, 8);
     let s0 = b.ld(Space::Global, Type::U64, addr);
     let next = b.bin(BinOp::Add, Type::U64, addr, Operand::Imm(8));
     let s1 = b.ld(Space::Global, Type::U64, next);
+    stage_range(b, f, (s0, s1))
+}
+
+/// [`stage`] for the block's tiles `s0 .. s1` (u64, block-uniform), however the block found
+/// them. Ends with a barrier.
+pub(crate) fn stage_range(b: &mut KernelBuilder, f: &Frame, (s0, s1): (Reg, Reg)) -> Staged {
+    let w = f.w;
+    let stage = f.capacity as u32;
+    b.shared(STAGED_ENDS, 8, stage * w.size());
     let count = b.bin(BinOp::Sub, Type::U64, s1, s0);
     let fits = b.setp(Cmp::Le, Type::U64, count, Operand::Imm(f.capacity));
 
@@ -357,12 +364,18 @@ pub(crate) fn tiles_before(
 /// The expansion phase's search (B&B §2.4.4, §3.2): the block stages its tiles' end offsets
 /// ([`stage`]), then each thread finds the tiles of its first and last atom there with `search`.
 pub(crate) fn share(b: &mut KernelBuilder, f: &Frame, search: Search) -> Share {
-    let w = f.w;
     let st = stage(b, f);
+    share_staged(b, f, &st, search)
+}
+
+/// The thread's share of [`share`], searched with `search` in the block's tiles `st`, however
+/// they were staged.
+pub(crate) fn share_staged(b: &mut KernelBuilder, f: &Frame, st: &Staged, search: Search) -> Share {
+    let w = f.w;
     let first = b.bin(BinOp::Mul, Type::U64, f.cta, Operand::Imm(f.block));
     let thread = b.bin(BinOp::Add, Type::U64, first, f.tid);
     let start = b.bin(BinOp::Mul, Type::U64, thread, f.per_thread.clone());
-    let s = range_share(b, f, &st, search, (start, f.per_thread.clone()), f.atoms);
+    let s = range_share(b, f, st, search, (start, f.per_thread.clone()), f.atoms);
     let front = b.setp(Cmp::Eq, Type::U64, thread, Operand::Imm(0));
     let zero = b.mov(w, Operand::Imm(0));
     let i0 = b.selp(w, zero, s.i0, front);

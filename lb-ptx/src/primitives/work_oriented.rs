@@ -1,4 +1,5 @@
-//! What `merge_path` and `nonzero_split` share: their plans (one per index width), the kernel
+//! What `merge_path`, `nonzero_split` and the searches (`direct_search`, `local_warp_search`,
+//! `block_search`) share: their plans (one per index width), the kernel
 //! frame, the per-thread walk over an even share of the work, the block-wide reduction of the
 //! threads' carry-outs and the deterministic fix-up kernel; with a frontier, the scan of its tile
 //! sizes ([`frontier_scan`]).
@@ -8,7 +9,7 @@
 //! and Algorithm 3 (complete tiles reduced in registers and stored, the partial tile at the end of
 //! a range carried out, then a fix-up step), after Merrill & Garland's merge-based SpMV, whose
 //! blocks reduce their threads' carries before anything leaves the block. The schedules differ
-//! only in how a thread finds the two ends of its range; both describe a range by merge-path
+//! only in how a thread finds the two ends of its range (its `share` function); both describe a range by merge-path
 //! coordinates `(i, j)`: `i` tiles finished before it, `j` atoms consumed before it.
 //!
 //! The walk from `(i0, j0)` to `(i1, j1)` consumes atom `j` while `j < end(i)`, otherwise finishes

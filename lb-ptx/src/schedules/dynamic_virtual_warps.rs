@@ -13,12 +13,18 @@
 //! Every candidate N is generated as its own kernel and plan; the plans share the schedule name
 //! and carry [`Select::AvgAtomsPerTile`] ranges that cover `0..` exactly once, so the runtime
 //! picks the one whose range holds [`Select::avg_atoms_per_tile`] of the launch.
+//!
+//! With a frontier (`tiles`) the host knows the frontier's length but not its atoms (they are on
+//! the device), so the size cannot be picked there: the frontier's plan is one
+//! ([`group::dynamic_plan`]), whose first kernel of its own sums the atoms of the frontier's tiles
+//! and whose walk computes the frontier's mean and branches, uniformly over the grid, to the size
+//! the same rule picks. The rule thus always sees the tiles actually launched.
 
 use super::{with_offsets32_twins, Schedule, ScheduleTemplate};
 use crate::body::Body;
 use crate::ir::Kernel;
 use crate::plan::{Plan, Select};
-use crate::primitives::group::{build_group, group_plan};
+use crate::primitives::group::{self, build_group, group_plan};
 use crate::{GenError, Options};
 
 /// The `dynamic_virtual_warps` template.
@@ -49,13 +55,20 @@ impl DynamicVirtualWarps {
 }
 
 impl ScheduleTemplate for DynamicVirtualWarps {
-    /// The first variant (N = 2); [`ScheduleTemplate::plans`] lists them all.
+    /// The first variant (N = 2, or with a frontier the one plan that picks on the device);
+    /// [`ScheduleTemplate::plans`] lists them all.
     fn plan(&self, body: &Body, opts: &Options) -> Result<Plan, GenError> {
         let mut plans = self.plans(body, opts)?;
         Ok(plans.remove(0))
     }
 
     fn plans(&self, body: &Body, opts: &Options) -> Result<Vec<Plan>, GenError> {
+        if opts.tiles.is_some() {
+            let entry = format!("{}_dynamic_virtual_warps", body.name);
+            let schedule = Schedule::DynamicVirtualWarps;
+            let plan = group::dynamic_plan(body, opts, schedule, &VARIANTS, entry)?;
+            return Ok(with_offsets32_twins(vec![plan]));
+        }
         let plans = VARIANTS
             .iter()
             .map(|&(n, min, max)| {
@@ -68,6 +81,9 @@ impl ScheduleTemplate for DynamicVirtualWarps {
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
+        if opts.tiles.is_some() {
+            return group::build_dynamic(body, opts, plan, &VARIANTS);
+        }
         let n = VARIANTS
             .iter()
             .find(|&&(_, min, max)| plan.select == Some(Self::select(min, max)))

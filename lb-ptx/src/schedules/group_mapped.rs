@@ -1,5 +1,6 @@
 //! `group_mapped(N)`, `warp_mapped` (N = 32) and `block_mapped` (N = block size): a group of N
-//! threads shares N tiles. The kernel is the cooperative group walk of
+//! threads shares N tiles; for N < 32 a virtual warp of N threads takes one tile at a time
+//! (Busato & Bombieri §2.2.2). The kernel is the cooperative group walk of
 //! [`crate::primitives::group`] (thesis `seeds/001_ea7a499d193f2b3c.txt` §3.3.2, §4.4.2.2,
 //! §4.4.2.3); this file names the sizes.
 

@@ -1,15 +1,22 @@
 //! The schedule templates, one file each, and the `Schedule` names the attribute accepts.
 //!
-//! A new schedule is one more file: a type implementing [`ScheduleTemplate`], one variant in
-//! [`Schedule`], and one arm in [`Schedule::template`]. Templates reach the tile set only through
-//! [`crate::primitives::Layout`] (how many work items, which tile an item is, where a tile's atoms begin and end,
-//! where its output goes), so every schedule agrees on those rules by construction, and share the rest of their
+//! A new built-in schedule is its own file (a type implementing [`ScheduleTemplate`]), its
+//! `mod` line, and one row of the `builtin_schedules!` table below: the row declares the
+//! [`Schedule`] variant with its doc, its attribute name, its template and the list it joins
+//! ([`Listed`]); [`Schedule::name`], [`Schedule::from_name`], [`Schedule::template`],
+//! [`Schedule::ALL`] and [`Schedule::EXTRA`] all read that table, and no `match` elsewhere names
+//! every schedule. Templates reach the tile set only through [`crate::primitives::Layout`] (how
+//! many work items, which tile an item is, where a tile's atoms begin and end, where its output
+//! goes), so every schedule agrees on those rules by construction, and share the rest of their
 //! machinery through [`crate::primitives`]; a schedule file never imports another.
 
 mod binning;
+mod block_search;
 pub mod consolidate;
+mod direct_search;
 mod dynamic_virtual_warps;
 mod group_mapped;
+mod local_warp_search;
 mod lrb;
 mod merge_path;
 pub mod multi_phase;
@@ -25,9 +32,12 @@ use crate::plan::{Plan, Temp, TempCount, TempRole};
 use crate::{GenError, Options};
 
 pub use binning::Binning;
+pub use block_search::BlockSearch;
 pub use consolidate::{Consolidate, Level as ConsolidateLevel};
+pub use direct_search::DirectSearch;
 pub use dynamic_virtual_warps::DynamicVirtualWarps;
 pub use group_mapped::GroupMapped;
+pub use local_warp_search::LocalWarpSearch;
 pub use lrb::Lrb;
 pub use merge_path::MergePath;
 pub use multi_phase::MultiPhase;
@@ -35,49 +45,125 @@ pub use nonzero_split::NonzeroSplit;
 pub use thread_mapped::ThreadMapped;
 pub use two_phase::TwoPhase;
 
-/// A built-in schedule.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Schedule {
+/// Which list a registered schedule joins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listed {
+    /// [`Schedule::ALL`]: generated for `"auto"` (and when no schedule is named), and tried by
+    /// every test that loops over schedules.
+    Auto,
+    /// [`Schedule::EXTRA`]: accepted by name and tried by every test that loops over schedules
+    /// ([`Schedule::every`]), but left out of `"auto"`, where every schedule costs compile time
+    /// for every kernel.
+    Extra,
+    /// Accepted by name only (a variant of a listed schedule, tested by its own tests).
+    ByName,
+}
+
+/// One row of the registry: a schedule, its attribute name, its template and its list.
+#[derive(Clone, Copy)]
+pub struct Registered {
+    pub schedule: Schedule,
+    pub name: &'static str,
+    pub template: fn() -> &'static dyn ScheduleTemplate,
+    pub listed: Listed,
+}
+
+/// Declares [`Schedule`] and [`REGISTRY`] from one table. A row `Variant => "name", template,
+/// List;` (with its doc comment) declares a unit variant; a row `Variant(n) => ...` registers an
+/// instance of the one parameterised family, `GroupMapped(u32)`, whose other sizes are
+/// [`GROUP_SIZES`].
+macro_rules! builtin_schedules {
+    (@rows [$($variants:tt)*] [$($rows:tt)*]) => {
+        /// A built-in schedule.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Schedule {
+            /// A group of N threads works together (thesis §3.3.2, §4.4.2.3); N is a power of
+            /// two from 2 to the block size, listed in [`GROUP_SIZES`]. N < 32 are the virtual
+            /// warps of Busato & Bombieri §2.2.2: N threads take one tile at a time, striding
+            /// over its atoms.
+            GroupMapped(u32),
+            $($variants)*
+        }
+
+        /// Every registered schedule, in the order of the table: `"auto"`'s order is this order
+        /// restricted to [`Listed::Auto`].
+        pub const REGISTRY: &[Registered] = &[$($rows)*];
+    };
+    (@rows [$($v:tt)*] [$($r:tt)*]
+        $variant:ident($n:literal) => $name:literal, $template:expr, $listed:ident;
+        $($rest:tt)*
+    ) => {
+        builtin_schedules!(@rows [$($v)*] [$($r)* Registered {
+            schedule: Schedule::$variant($n),
+            name: $name,
+            template: || $template,
+            listed: Listed::$listed,
+        },] $($rest)*);
+    };
+    (@rows [$($v:tt)*] [$($r:tt)*]
+        $(#[$doc:meta])* $variant:ident => $name:literal, $template:expr, $listed:ident;
+        $($rest:tt)*
+    ) => {
+        builtin_schedules!(@rows [$($v)* $(#[$doc])* $variant,] [$($r)* Registered {
+            schedule: Schedule::$variant,
+            name: $name,
+            template: || $template,
+            listed: Listed::$listed,
+        },] $($rest)*);
+    };
+    ($($table:tt)*) => {
+        builtin_schedules!(@rows [] [] $($table)*);
+    };
+}
+
+builtin_schedules! {
     /// One tile per thread, grid-stride (thesis §3.3.1).
-    ThreadMapped,
-    /// A group of N threads shares a batch of N tiles (thesis §3.3.2, §4.4.2.3); N is a power of
-    /// two from 2 to the block size, listed in [`GROUP_SIZES`]. N < 32 are the virtual warps
-    /// (Busato & Bombieri §2.2.2).
-    GroupMapped(u32),
+    ThreadMapped => "thread_mapped", &ThreadMapped, Auto;
     /// `group_mapped` with N = 32 (thesis §4.4.2.2).
-    WarpMapped,
+    WarpMapped => "warp_mapped", &GroupMapped::WARP, Auto;
     /// `group_mapped` with N = the block size (thesis §4.4.2.2).
-    BlockMapped,
+    BlockMapped => "block_mapped", &GroupMapped::BLOCK, Auto;
+    GroupMapped(4) => "group_mapped(4)", GroupMapped::fixed(4), Auto;
+    GroupMapped(8) => "group_mapped(8)", GroupMapped::fixed(8), Auto;
     /// Virtual warps whose size is picked per launch from the average atoms per tile (Busato &
     /// Bombieri §2.3.1): one plan per size, told apart by `Plan::select`.
-    DynamicVirtualWarps,
+    DynamicVirtualWarps => "dynamic_virtual_warps", &DynamicVirtualWarps, Auto;
     /// An even share of `tiles + atoms` per thread by a diagonal search of the merge path, partial
     /// tiles carried out and fixed up deterministically (thesis §3.3.3, §4.4.2.1).
-    MergePath,
+    MergePath => "merge_path", &MergePath, Auto;
     /// An even share of atoms per thread by a binary search of the tile offsets, with the same
     /// carry-out and fix-up (thesis §3.3.3).
-    NonzeroSplit,
+    NonzeroSplit => "nonzero_split", &NonzeroSplit, Auto;
     /// Small tiles thread-mapped in place, large ones gathered per grid into a consolidation
     /// buffer for one child kernel (Li, Wu & Becchi, Fig. 1(d) and §2): launched from the device
     /// where the device runtime links, by the host after the parent otherwise.
-    Consolidate,
-    /// `consolidate` with one buffer range and child launch per block.
-    ConsolidateBlock,
-    /// `consolidate` with one buffer range and child launch per warp.
-    ConsolidateWarp,
+    Consolidate => "consolidate", consolidate::template(ConsolidateLevel::Grid), Auto;
     /// An even share of atoms per thread by a two-phase search: one search per block in global
     /// memory for the block's first tile, then each thread's in the block's offsets staged in
     /// shared memory (Busato & Bombieri §2.4.4), with the work-oriented carry-out and fix-up.
-    TwoPhase,
+    TwoPhase => "two_phase", &TwoPhase, Auto;
     /// `two_phase` with Busato & Bombieri's hybrid partitioning (§3.1): interpolation or
     /// lower-bound binary search, one plan each, picked at launch by `Plan::select`.
-    MultiPhase,
+    MultiPhase => "multi_phase", &MultiPhase, Auto;
     /// CTA+Warp+Scan: tiles binned by size inside each block batch and gathered by the block, a
     /// warp, or a block-wide scan (Busato & Bombieri §2.3.2; thesis §3.3.4, Algorithm 4).
-    Binning,
+    Binning => "binning", &Binning::DEFAULT, Auto;
     /// Logarithmic radix binning: tiles counted and reordered by ⌊log2 atoms⌋, then processed
     /// by a thread, a warp or a block per tile by bin (thesis §3.3.4).
-    Lrb,
+    Lrb => "lrb", &Lrb, Auto;
+    /// `consolidate` with one buffer range and child launch per block.
+    ConsolidateBlock => "consolidate(block)", consolidate::template(ConsolidateLevel::Block), ByName;
+    /// `consolidate` with one buffer range and child launch per warp.
+    ConsolidateWarp => "consolidate(warp)", consolidate::template(ConsolidateLevel::Warp), ByName;
+    /// An even share of atoms per thread; every thread finds both ends of its share by its own
+    /// binary search of the tile offsets in global memory (Busato & Bombieri §2.4.1).
+    DirectSearch => "direct_search", &DirectSearch, Extra;
+    /// An even share of atoms per thread; each warp holds a window of 32 tile offsets in
+    /// registers and its threads search it with shuffles (Busato & Bombieri §2.4.2).
+    LocalWarpSearch => "local_warp_search", &LocalWarpSearch, Extra;
+    /// An even share of atoms per thread; each block stages its range of tile offsets in shared
+    /// memory and every thread searches there (Busato & Bombieri §2.4.3).
+    BlockSearch => "block_search", &BlockSearch, Extra;
 }
 
 /// The group sizes `group_mapped(N)` accepts, with their attribute names (a table, because
@@ -95,52 +181,73 @@ pub const GROUP_SIZES: [(u32, &str); 10] = [
     (1024, "group_mapped(1024)"),
 ];
 
+/// How many rows of [`REGISTRY`] are listed as `listed`.
+const fn count(listed: Listed) -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i < REGISTRY.len() {
+        if REGISTRY[i].listed as u8 == listed as u8 {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
+/// The schedules of [`REGISTRY`] listed as `listed`, in table order (`N` is their count).
+const fn listed<const N: usize>(listed: Listed) -> [Schedule; N] {
+    let mut out = [Schedule::ThreadMapped; N];
+    let mut n = 0;
+    let mut i = 0;
+    while i < REGISTRY.len() {
+        if REGISTRY[i].listed as u8 == listed as u8 {
+            out[n] = REGISTRY[i].schedule;
+            n += 1;
+        }
+        i += 1;
+    }
+    out
+}
+
+const AUTO: [Schedule; count(Listed::Auto)] = listed(Listed::Auto);
+const EXTRA: [Schedule; count(Listed::Extra)] = listed(Listed::Extra);
+
 impl Schedule {
-    /// Every built-in schedule, in the order `"auto"` expands to.
-    pub const ALL: &'static [Schedule] = &[
-        Schedule::ThreadMapped,
-        Schedule::WarpMapped,
-        Schedule::BlockMapped,
-        Schedule::GroupMapped(4),
-        Schedule::GroupMapped(8),
-        Schedule::DynamicVirtualWarps,
-        Schedule::MergePath,
-        Schedule::NonzeroSplit,
-        Schedule::Consolidate,
-        Schedule::TwoPhase,
-        Schedule::MultiPhase,
-        Schedule::Binning,
-        Schedule::Lrb,
-    ];
+    /// Every schedule `"auto"` generates, in the order it expands to.
+    pub const ALL: &'static [Schedule] = &AUTO;
+
+    /// The schedules accepted by name and covered by every test that loops over schedules, but
+    /// left out of `"auto"` ([`Listed::Extra`]).
+    pub const EXTRA: &'static [Schedule] = &EXTRA;
+
+    /// [`Schedule::ALL`] then [`Schedule::EXTRA`]: what a test that loops over schedules tries.
+    pub fn every() -> impl Iterator<Item = Schedule> {
+        Self::ALL.iter().chain(Self::EXTRA).copied()
+    }
+
+    fn registered(self) -> Option<&'static Registered> {
+        REGISTRY.iter().find(|r| r.schedule == self)
+    }
 
     /// The name written in the attribute and in plans.
     pub fn name(self) -> &'static str {
+        if let Some(r) = self.registered() {
+            return r.name;
+        }
         match self {
-            Schedule::ThreadMapped => "thread_mapped",
             Schedule::GroupMapped(n) => GROUP_SIZES
                 .iter()
                 .find(|&&(size, _)| size == n)
                 .map_or("group_mapped(?)", |&(_, name)| name),
-            Schedule::WarpMapped => "warp_mapped",
-            Schedule::BlockMapped => "block_mapped",
-            Schedule::DynamicVirtualWarps => "dynamic_virtual_warps",
-            Schedule::MergePath => "merge_path",
-            Schedule::NonzeroSplit => "nonzero_split",
-            Schedule::Consolidate => "consolidate",
-            Schedule::ConsolidateBlock => "consolidate(block)",
-            Schedule::ConsolidateWarp => "consolidate(warp)",
-            Schedule::TwoPhase => "two_phase",
-            Schedule::MultiPhase => "multi_phase",
-            Schedule::Binning => "binning",
-            Schedule::Lrb => "lrb",
+            other => unreachable!("{other:?} is declared by the registry, so it has a row"),
         }
     }
 
     pub fn from_name(name: &str) -> Option<Schedule> {
-        Self::ALL
+        REGISTRY
             .iter()
-            .copied()
-            .find(|s| s.name() == name)
+            .find(|r| r.name == name)
+            .map(|r| r.schedule)
             .or_else(|| {
                 GROUP_SIZES
                     .iter()
@@ -152,21 +259,10 @@ impl Schedule {
 
     /// The template that plans and builds this schedule.
     pub fn template(self) -> &'static dyn ScheduleTemplate {
-        match self {
-            Schedule::ThreadMapped => &ThreadMapped,
-            Schedule::GroupMapped(n) => GroupMapped::fixed(n),
-            Schedule::WarpMapped => &GroupMapped::WARP,
-            Schedule::BlockMapped => &GroupMapped::BLOCK,
-            Schedule::DynamicVirtualWarps => &DynamicVirtualWarps,
-            Schedule::MergePath => &MergePath,
-            Schedule::NonzeroSplit => &NonzeroSplit,
-            Schedule::Consolidate => consolidate::template(ConsolidateLevel::Grid),
-            Schedule::ConsolidateBlock => consolidate::template(ConsolidateLevel::Block),
-            Schedule::ConsolidateWarp => consolidate::template(ConsolidateLevel::Warp),
-            Schedule::TwoPhase => &TwoPhase,
-            Schedule::MultiPhase => &MultiPhase,
-            Schedule::Binning => &Binning::DEFAULT,
-            Schedule::Lrb => &Lrb,
+        match (self.registered(), self) {
+            (Some(r), _) => (r.template)(),
+            (None, Schedule::GroupMapped(n)) => GroupMapped::fixed(n),
+            (None, other) => unreachable!("{other:?} is declared by the registry, so it has a row"),
         }
     }
 }
@@ -240,4 +336,65 @@ pub fn common_temps(opts: &Options) -> Vec<Temp> {
         zero: true,
         role: TempRole::ErrorFlag,
     }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_derives_names_lists_and_templates() {
+        for r in REGISTRY {
+            assert_eq!(r.schedule.name(), r.name);
+            assert_eq!(Schedule::from_name(r.name), Some(r.schedule), "{}", r.name);
+        }
+        let mut names: Vec<&str> = REGISTRY.iter().map(|r| r.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), REGISTRY.len(), "names are unique");
+        for (n, name) in GROUP_SIZES {
+            assert_eq!(Schedule::GroupMapped(n).name(), name);
+            assert_eq!(Schedule::from_name(name), Some(Schedule::GroupMapped(n)));
+        }
+        // `"auto"`'s contents and order are public behaviour: generated modules, the heuristic's
+        // fallback (`ALL[0]`) and tuning files depend on them.
+        let auto: Vec<&str> = Schedule::ALL.iter().map(|s| s.name()).collect();
+        assert_eq!(
+            auto,
+            [
+                "thread_mapped",
+                "warp_mapped",
+                "block_mapped",
+                "group_mapped(4)",
+                "group_mapped(8)",
+                "dynamic_virtual_warps",
+                "merge_path",
+                "nonzero_split",
+                "consolidate",
+                "two_phase",
+                "multi_phase",
+                "binning",
+                "lrb",
+            ]
+        );
+        assert_eq!(
+            Schedule::EXTRA,
+            [
+                Schedule::DirectSearch,
+                Schedule::LocalWarpSearch,
+                Schedule::BlockSearch
+            ]
+        );
+        assert_eq!(
+            Schedule::every().count(),
+            Schedule::ALL.len() + Schedule::EXTRA.len()
+        );
+        for name in [
+            "consolidate(grid)",
+            "consolidate(block)",
+            "consolidate(warp)",
+        ] {
+            assert!(Schedule::from_name(name).is_some(), "{name}");
+        }
+    }
 }
