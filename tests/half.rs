@@ -7,7 +7,9 @@
 //! (`thread_mapped`), the kernels and the CPU reference agree bit for bit (`fma = false`: every
 //! operation rounds as the reference's do). The conversions
 //! themselves are checked exhaustively (every f16 and bf16 widened) and on the hard cases of
-//! rounding (ties, subnormals, overflow, NaN), against the `half` crate.
+//! rounding (ties, subnormals, overflow, NaN) and random bit patterns, against the `half` crate;
+//! so are stores beside a reduction, an epilogue reading a half output, bounds tests of an
+//! unproven 16-bit load, and ptxas for sm_75, sm_80 and sm_90 on every module here.
 
 mod common;
 
@@ -421,4 +423,62 @@ fn read_modify_writes_and_epilogues_round_once_where_stored() {
     rmw::cpu(&a, &mut cpu_tripled, &mut cpu_y);
     assert_eq!(cpu_tripled, want_tripled);
     assert_eq!(cpu_y, want_y);
+}
+
+/// An index the launcher cannot prove in bounds: the safe kernels test it on the 16-bit array
+/// too, and report the first one out of range.
+#[load_balanced(schedule = "thread_mapped, merge_path", reduce = "sum", output = "y")]
+fn shifted(a: &Csr<f16>, x: &[f16], #[atom] nz: usize) -> f32 {
+    a.values[nz] * x[a.col_indices[nz] as usize + 1]
+}
+
+#[test]
+fn unproven_half_precision_loads_are_tested() {
+    let dev = Device::default();
+    let base = random_csr(common::Shape::Random, 60, 40, seed());
+    let a = base.map_values(f16::from_f32);
+    let da = DeviceCsr::upload(&dev, &a).unwrap();
+    let x: Vec<f16> = lb::narrowed(&random_vec(a.num_cols + 1, 4));
+    let mut want = vec![0f32; a.num_rows];
+    shifted::cpu(&a, &x, &mut want);
+    let last = (0..a.nnz()).any(|nz| a.col_indices[nz] as usize == a.num_cols - 1);
+    for &s in shifted::SCHEDULES {
+        let mut y = dev.zeros::<f32>(a.num_rows).unwrap();
+        shifted::launch_with(&dev, s, &da, &dev.upload(&x).unwrap(), &mut y).unwrap();
+        let got = y.download().unwrap();
+        for (r, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                "{s} row {r}: {g} vs {w}"
+            );
+        }
+        let short = dev.upload(&x[..a.num_cols]).unwrap();
+        let result = shifted::launch_with(&dev, s, &da, &short, &mut y);
+        match result {
+            Err(lb::Error::OutOfBounds { param, index }) => {
+                assert!(
+                    last,
+                    "{s}: reported an access out of bounds that no column makes"
+                );
+                assert_eq!((param.as_str(), index), ("x", a.num_cols as u64), "{s}");
+            }
+            other => assert!(!last, "{s}: {other:?}"),
+        }
+    }
+}
+
+/// The half-precision kernels assemble for sm_75, sm_80 and sm_90 without spills: every load,
+/// store and output conversion on every schedule, bounds tests included.
+#[test]
+fn half_precision_modules_assemble() {
+    for (name, ptx) in [
+        ("hspmm_f16", hspmm::f16::PTX),
+        ("hspmm_bf16", hspmm::bf16::PTX),
+        ("rmw", rmw::PTX),
+        ("shifted", shifted::PTX),
+        ("narrow_all", narrow_all::PTX),
+        ("widen_all", widen_all::PTX),
+    ] {
+        lb_ptx::ptxas::assert_assembles(name, ptx);
+    }
 }

@@ -110,4 +110,13 @@ mod tests {
         narrow_into(&[1.0 + 2f32.powi(-8)], &mut b);
         assert_eq!(b[0], bf16::ONE);
     }
+
+    #[test]
+    fn matrix_market_values_round_once_from_their_decimal() {
+        let text = "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 0.1\n2 2 1e6\n";
+        let a = crate::mtx::parse_mtx::<f16>(text).unwrap();
+        assert_eq!(a.values, [f16::from_f64(0.1), f16::INFINITY]);
+        let b = crate::mtx::parse_mtx::<bf16>(text).unwrap();
+        assert_eq!(b.values, [bf16::from_f64(0.1), bf16::from_f64(1e6)]);
+    }
 }
