@@ -66,7 +66,8 @@ fn max_relative_error(a: &Csr<f32>, b: &[f32], k: usize, got: &[f32]) -> f64 {
     worst
 }
 
-/// The median time in ms of `reps` launches (NaN on the simulator, which has no clock).
+/// The median time in ms of `reps` launches (NaN on the simulator, which has no clock, and
+/// printed as such).
 fn median_ms(reps: usize, mut launch: impl FnMut() -> lb::Result<Launch>) -> lb::Result<f64> {
     let mut times = Vec::with_capacity(reps);
     for _ in 0..reps {
