@@ -425,6 +425,51 @@ fn read_modify_writes_and_epilogues_round_once_where_stored() {
     assert_eq!(cpu_y, want_y);
 }
 
+/// SpMV over the other tile-set formats with half-precision values: a COO's rows and a CSC's
+/// columns (Aᵀ·x), each row or column summed in order by `thread_mapped`.
+#[load_balanced(schedule = "thread_mapped", reduce = "sum", output = "y", fma = false)]
+fn coo_h(a: &Coo<f16>, x: &[bf16], #[atom] nz: usize) -> f16 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
+
+#[load_balanced(schedule = "thread_mapped", reduce = "sum", output = "y", fma = false)]
+fn csc_h(a: &Csc<bf16>, x: &[f16], #[atom] nz: usize) -> bf16 {
+    a.values[nz] * x[a.row_indices[nz] as usize]
+}
+
+#[test]
+fn coo_and_csc_tile_sets_hold_half_values_too() {
+    let dev = Device::default();
+    let base = random_csr(common::Shape::Random, 80, 70, seed());
+    let coo = base.map_values(f16::from_f32).to_coo().unwrap();
+    let csc = base.map_values(bf16::from_f32).to_csc().unwrap();
+    let x_cols: Vec<bf16> = lb::narrowed(&random_vec(base.num_cols, 1));
+    let x_rows: Vec<f16> = lb::narrowed(&random_vec(base.num_rows, 2));
+    let mut want = vec![f16::ZERO; base.num_rows];
+    coo_h::cpu(&coo, &x_cols, &mut want);
+    let mut y = dev.zeros::<f16>(base.num_rows).unwrap();
+    let (da, dx) = (
+        DeviceCoo::upload(&dev, &coo).unwrap(),
+        dev.upload(&x_cols).unwrap(),
+    );
+    coo_h::launch(&dev, &da, &dx, &mut y).unwrap();
+    assert_eq!(y.download().unwrap(), want);
+    let mut want = vec![bf16::ZERO; base.num_cols];
+    csc_h::cpu(&csc, &x_rows, &mut want);
+    let mut y = dev.zeros::<bf16>(base.num_cols).unwrap();
+    let (da, dx) = (
+        DeviceCsc::upload(&dev, &csc).unwrap(),
+        dev.upload(&x_rows).unwrap(),
+    );
+    csc_h::launch(&dev, &da, &dx, &mut y).unwrap();
+    assert_eq!(y.download().unwrap(), want);
+    // And the references sum what the kernels sum: in f32, rounded once.
+    let w0: f32 = (0..csc.col_offsets[1])
+        .map(|nz| csc.values[nz].to_f32() * x_rows[csc.row_indices[nz] as usize].to_f32())
+        .fold(0.0, |s, t| s + t);
+    assert_eq!(want[0], bf16::from_f32(w0));
+}
+
 /// An index the launcher cannot prove in bounds: the safe kernels test it on the 16-bit array
 /// too, and report the first one out of range.
 #[load_balanced(schedule = "thread_mapped, merge_path", reduce = "sum", output = "y")]

@@ -48,7 +48,11 @@ pub fn narrowed<H: HalfElement>(values: &[f32]) -> Vec<H> {
 /// the CPU reference's write-back).
 pub fn narrow_into<H: HalfElement>(wide: &[f32], out: &mut [H]) {
     for (o, &w) in out.iter_mut().zip(wide) {
-        *o = H::from_f32(w);
+        // An element whose widened value is unchanged keeps its bits, as an element a kernel
+        // never stores to does (a signaling NaN would come back quiet from a round trip).
+        if w.to_bits() != o.to_f32().to_bits() {
+            *o = H::from_f32(w);
+        }
     }
 }
 
@@ -106,6 +110,10 @@ mod tests {
         // 1 + 2^-11 is halfway between 1 and the next f16: ties go to the even 1.
         narrow_into(&[1.0 + 2f32.powi(-11), 1e6, -0.0], &mut back);
         assert_eq!(back, [f16::ONE, f16::INFINITY, f16::NEG_ZERO]);
+        // What the reference did not change keeps its bits: a signaling NaN stays signaling.
+        let mut nan = [f16::from_bits(0x7c01)];
+        narrow_into(&widen(&nan), &mut nan);
+        assert_eq!(nan[0].to_bits(), 0x7c01);
         let mut b = [bf16::ZERO; 1];
         narrow_into(&[1.0 + 2f32.powi(-8)], &mut b);
         assert_eq!(b[0], bf16::ONE);
