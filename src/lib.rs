@@ -70,8 +70,8 @@ pub mod prelude {
     pub use lb_ptx::Schedule;
     pub use lb_runtime::intrinsics::{atomic_add, atomic_cas, atomic_exch, atomic_max, atomic_min};
     pub use lb_runtime::{
-        Coo, Csc, Csr, Device, DeviceBuffer, DeviceCoo, DeviceCsc, DeviceCsr, DeviceQueue, Launch,
-        Pending, Queue, Stream,
+        bf16, f16, Coo, Csc, Csr, Device, DeviceBuffer, DeviceCoo, DeviceCsc, DeviceCsr,
+        DeviceQueue, Launch, Pending, Queue, Stream,
     };
 }
 

@@ -533,3 +533,60 @@ fn bfs_and_sssp_on_every_gpu_match_one_gpu() {
     let g = lb::generate::power_law(200_000, 200_000, 8.0, 5);
     graph_apps_agree(0, &g, 1);
 }
+
+/// y = A·x in half storage: loads widen to f32, each part's result rounds to f16.
+#[load_balanced(schedule = "merge_path", reduce = "sum", output = "y")]
+fn hspmv(a: &Csr<lb::f16>, x: &[lb::f16], #[atom] nz: usize) -> lb::f16 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
+
+#[test]
+fn half_outputs_combine_cut_rows_in_f32_and_round_once_more() {
+    let a32 = giant_row(40, 600, seed());
+    let a: Csr<lb::f16> = Csr::new(
+        a32.num_rows,
+        a32.num_cols,
+        a32.row_offsets.clone(),
+        a32.col_indices.clone(),
+        a32.values.iter().map(|&v| lb::f16::from_f32(v)).collect(),
+    )
+    .expect("valid");
+    let x: Vec<lb::f16> = random_vec(a.num_cols, 4)
+        .into_iter()
+        .map(lb::f16::from_f32)
+        .collect();
+    let devices = Devices::simulators(3).expect("simulators");
+    let split = MultiCsr::upload(&devices, &a).expect("upload");
+    assert!(split.parts().iter().any(|p| p.carries_to().is_some()));
+    let xs = devices.replicate(&x).expect("replicate");
+    let mut y = split.outputs::<lb::f16>(1).expect("outputs");
+    split
+        .launch(hspmv::REDUCTION.expect("sum"), &mut y, |part, stream, y| {
+            hspmv::launch_with_async(
+                stream,
+                Schedule::MergePath,
+                part.tiles(),
+                xs.on(part.index()),
+                y,
+            )
+        })
+        .expect("launch");
+    let got = split.download(&y).expect("download");
+    for row in 0..a.num_rows {
+        let (mut exact, mut magnitude) = (0.0f64, 0.0f64);
+        for nz in a.row(row) {
+            let t = f64::from(a.values[nz].to_f32())
+                * f64::from(x[a.col_indices[nz] as usize].to_f32());
+            exact += t;
+            magnitude += t.abs();
+        }
+        // Up to four roundings to f16 (three pieces of the cut row and their combination),
+        // each at most 2^-11 of a value bounded by the magnitude.
+        let tol = 4.0 / 2048.0 * magnitude + 1e-7;
+        let value = f64::from(got[row].to_f32());
+        assert!(
+            (value - exact).abs() <= tol,
+            "row {row}: {value} vs {exact}"
+        );
+    }
+}

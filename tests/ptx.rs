@@ -1,4 +1,4 @@
-//! The PTX the macro generates: insta snapshots of three bodies, and every module of the test
+//! The PTX the macro generates: insta snapshots of four bodies, and every module of the test
 //! kernels assembled by ptxas for sm_75, sm_80 and sm_90 with no spills.
 //!
 //! The snapshots hold the module header and the thread_mapped kernel, where the body's lowering is
@@ -7,6 +7,21 @@
 mod common;
 
 use common::*;
+use lb::prelude::*;
+
+/// Half-precision storage: f16 values and a bf16 input widen to f32 where loaded, the sum is
+/// f32 and the f16 output rounds once.
+#[load_balanced(schedule = "thread_mapped", reduce = "sum", output = "y")]
+fn hspmv(a: &Csr<f16>, x: &[bf16], #[atom] nz: usize) -> f16 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
+
+/// Stores that round an f32 to each half type (bf16 by integer arithmetic on every target).
+#[load_balanced(schedule = "auto")]
+fn hstore(a: &Csr<f32>, h: &mut [f16], b: &mut [bf16], #[atom] nz: usize) {
+    h[nz] = a.values[nz];
+    b[nz] = a.values[nz] * 2.0;
+}
 
 /// The module header (everything before the first kernel) and the kernel named `entry`.
 fn header_and_entry(ptx: &str, entry: &str) -> String {
@@ -41,6 +56,11 @@ fn branches_casts_and_f64_ptx_snapshot() {
 }
 
 #[test]
+fn half_precision_ptx_snapshot() {
+    insta::assert_snapshot!("hspmv", header_and_entry(hspmv::PTX, "hspmv_thread_mapped"));
+}
+
+#[test]
 fn every_module_assembles_without_spills() {
     let modules = [
         ("spmv", spmv::PTX),
@@ -66,6 +86,8 @@ fn every_module_assembles_without_spills() {
         ("dobfs_pull", lb::algorithms::dobfs_pull::PTX),
         ("cc_hook", lb::algorithms::cc_hook::PTX),
         ("pagerank_pull", lb::algorithms::pagerank_pull::PTX),
+        ("hspmv", hspmv::PTX),
+        ("hstore", hstore::PTX),
     ];
     for (name, ptx) in modules {
         lb_ptx::ptxas::assert_assembles(name, ptx);

@@ -12,7 +12,21 @@ use std::sync::Arc;
 use cudarc::cusparse::sys as cs;
 use cudarc::driver::sys as cu;
 use cudarc::driver::{CudaContext, CudaStream};
-use lb::{Csr, Device, DeviceBuffer};
+use lb::{Csr, Device, DeviceBuffer, Element};
+
+/// A value type cuSPARSE's generic API takes for the matrix and the dense operands: `f32`, and
+/// `f16` (with `f32` compute, as lb's half-precision kernels do).
+pub trait CuValue: Element {
+    const DATA_TYPE: cs::cudaDataType;
+}
+
+impl CuValue for f32 {
+    const DATA_TYPE: cs::cudaDataType = cs::cudaDataType::CUDA_R_32F;
+}
+
+impl CuValue for lb::f16 {
+    const DATA_TYPE: cs::cudaDataType = cs::cudaDataType::CUDA_R_16F;
+}
 
 /// cuSPARSE's algorithms tried for one operation; the report keeps the faster.
 pub const SPMV_ALGS: [(cs::cusparseSpMVAlg_t, &str); 2] = [
@@ -117,7 +131,7 @@ impl Cusparse {
     /// y = A·x with `alg`: the median time in ms. `y` holds the result afterwards.
     pub fn spmv(
         &self,
-        a: &CuCsr,
+        a: &CuCsr<f32>,
         x: &DeviceBuffer<f32>,
         y: &mut DeviceBuffer<f32>,
         alg: cs::cusparseSpMVAlg_t,
@@ -130,7 +144,7 @@ impl Cusparse {
     /// one untimed call): the host time in ms to enqueue the calls, and of the whole loop.
     pub fn spmv_loop(
         &self,
-        a: &CuCsr,
+        a: &CuCsr<f32>,
         x: &DeviceBuffer<f32>,
         y: &mut DeviceBuffer<f32>,
         alg: cs::cusparseSpMVAlg_t,
@@ -157,7 +171,7 @@ impl Cusparse {
     /// make it any number of times (each reads `x` and overwrites `y` as they are then).
     pub fn spmv_with<R>(
         &self,
-        a: &CuCsr,
+        a: &CuCsr<f32>,
         x: &DeviceBuffer<f32>,
         y: &mut DeviceBuffer<f32>,
         alg: cs::cusparseSpMVAlg_t,
@@ -173,7 +187,7 @@ impl Cusparse {
     /// with [`spmv_lengths`]): the buffer is sized and made, and `user` gets the call.
     fn spmv_on<R>(
         &self,
-        a: &CuCsr,
+        a: &CuCsr<f32>,
         vx: &DnVec,
         vy: &DnVec,
         alg: cs::cusparseSpMVAlg_t,
@@ -234,7 +248,7 @@ impl Cusparse {
     /// points them at the vectors it is given, which must have those lengths.
     pub fn spmv_rebound<R>(
         &self,
-        a: &CuCsr,
+        a: &CuCsr<f32>,
         x: &DeviceBuffer<f32>,
         y: &mut DeviceBuffer<f32>,
         alg: cs::cusparseSpMVAlg_t,
@@ -271,13 +285,14 @@ impl Cusparse {
     }
 
     /// C = A·B with B (`cols × k`) and C (`rows × k`) dense and row-major, as lb's SpMM reads
-    /// them: the median time in ms. `c` holds the result afterwards.
-    pub fn spmm(
+    /// them, computed in `f32` whatever `T` stores: the median time in ms. `c` holds the result
+    /// afterwards.
+    pub fn spmm<T: CuValue>(
         &self,
-        a: &CuCsr,
-        b: &DeviceBuffer<f32>,
+        a: &CuCsr<T>,
+        b: &DeviceBuffer<T>,
         k: usize,
-        c: &mut DeviceBuffer<f32>,
+        c: &mut DeviceBuffer<T>,
         alg: cs::cusparseSpMMAlg_t,
         reps: usize,
     ) -> Result<f64, String> {
@@ -346,11 +361,11 @@ fn ptr(v: &f32) -> *const c_void {
 }
 
 /// A CSR matrix in cuSPARSE's favourable format.
-pub struct CuCsr {
+pub struct CuCsr<T: CuValue> {
     dev: Device,
     offsets: Index,
     cols_idx: Index,
-    values: DeviceBuffer<f32>,
+    values: DeviceBuffer<T>,
     rows: usize,
     cols: usize,
     nnz: usize,
@@ -370,8 +385,8 @@ impl Index {
     }
 }
 
-impl CuCsr {
-    pub fn upload(dev: &Device, a: &Csr<f32>) -> Result<CuCsr, String> {
+impl<T: CuValue> CuCsr<T> {
+    pub fn upload(dev: &Device, a: &Csr<T>) -> Result<CuCsr<T>, String> {
         let small = a.nnz() < (1 << 31) && a.num_cols < (1 << 31);
         let e = |e: lb::Error| e.to_string();
         let (offsets, cols_idx) = if small {
@@ -430,7 +445,7 @@ impl CuCsr {
                 it,
                 it,
                 cs::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
-                cs::cudaDataType::CUDA_R_32F,
+                T::DATA_TYPE,
             )
         })?;
         Ok(SpMat(d))
@@ -460,7 +475,7 @@ impl DnVec {
 }
 
 impl DnMat {
-    fn new(m: &DeviceBuffer<f32>, rows: usize, k: usize) -> Result<DnMat, String> {
+    fn new<T: CuValue>(m: &DeviceBuffer<T>, rows: usize, k: usize) -> Result<DnMat, String> {
         if m.len() < rows * k {
             return Err(format!(
                 "dense matrix of {} elements is smaller than {rows} × {k}",
@@ -468,9 +483,9 @@ impl DnMat {
             ));
         }
         let mut d: cs::cusparseDnMatDescr_t = std::ptr::null_mut();
-        // SAFETY: `d` is a writable local; `m` holds at least `rows × k` f32 values (checked
-        // above), row-major with leading dimension `k`; the descriptor is used only while the
-        // caller still borrows `m`.
+        // SAFETY: `d` is a writable local; `m` holds at least `rows × k` values of `T`, the
+        // type the descriptor is given (checked above), row-major with leading dimension `k`;
+        // the descriptor is used only while the caller still borrows `m`.
         check("cusparseCreateDnMat", unsafe {
             cs::cusparseCreateDnMat(
                 &mut d,
@@ -478,7 +493,7 @@ impl DnMat {
                 k as i64,
                 k as i64,
                 m.device_addr() as *mut c_void,
-                cs::cudaDataType::CUDA_R_32F,
+                T::DATA_TYPE,
                 cs::cusparseOrder_t::CUSPARSE_ORDER_ROW,
             )
         })?;

@@ -37,6 +37,9 @@ pub enum Op {
     Spmm32,
     /// C = A·B with 128 columns.
     Spmm128,
+    /// C = A·B with 32 columns, A's values, B and C in `f16` (computed in f32); cuSPARSE runs
+    /// the same: CUDA_R_16F operands, CUDA_R_32F compute.
+    Spmm32h,
     /// Single-source shortest paths from `--sources` seeded random sources, weights |A|, in
     /// traversed edges per second.
     Sssp,
@@ -60,6 +63,7 @@ impl Op {
             Op::Spmm8 => "spmm8",
             Op::Spmm32 => "spmm32",
             Op::Spmm128 => "spmm128",
+            Op::Spmm32h => "spmm32h",
             Op::Sssp => "sssp",
             Op::Bfs => "bfs",
             Op::Dobfs => "dobfs",
@@ -73,9 +77,14 @@ impl Op {
         match self {
             Op::Spmv | Op::Sssp | Op::Bfs | Op::Dobfs | Op::Cc | Op::Pagerank => None,
             Op::Spmm8 => Some(8),
-            Op::Spmm32 => Some(32),
+            Op::Spmm32 | Op::Spmm32h => Some(32),
             Op::Spmm128 => Some(128),
         }
+    }
+
+    /// The ops whose values are stored in `f16`.
+    pub fn is_half(self) -> bool {
+        self == Op::Spmm32h
     }
 
     /// The graph ops: run by `graph::run_graph`, not as a `run::Problem`.

@@ -66,6 +66,18 @@ fn run_devices(
     Ok(Summary { failed })
 }
 
+/// C = A·B with A's values, B and C stored in `f16`: loads widen to f32, the sum is f32 and
+/// each output rounds once.
+#[load_balanced(schedule = "auto", reduce = "sum", output = "c", lanes = "k")]
+fn hspmm(a: &Csr<f16>, b: &[f16], k: usize, #[atom] nz: usize, #[lane] j: usize) -> f16 {
+    a.values[nz] * b[a.col_indices[nz] as usize * k + j]
+}
+
+/// The smallest tolerance of a half-precision op: the output's own rounding (2^-11 of its
+/// value) may land on the other side of a tie for a different summation order, one f16 ulp
+/// (2^-10), plus the f32 accumulation; relative to the magnitudes, which bound the value.
+const HALF_TOLERANCE: f64 = 1.0 / 512.0;
+
 /// What the caller needs for the exit code.
 pub struct Summary {
     pub failed: usize,
@@ -83,6 +95,22 @@ struct Problem {
     magnitude: Vec<f32>,
     /// Bytes that must move: offsets, indices, values, the dense input, the output.
     bytes: u64,
+    /// The `f16` operands of a half-precision op, which its launches use instead of `da`, `dx`
+    /// and `dy` (`da` still describes the tile set).
+    half: Option<Half>,
+}
+
+/// A half-precision op's device operands.
+struct Half {
+    da: DeviceCsr<f16>,
+    dx: DeviceBuffer<f16>,
+    dy: DeviceBuffer<f16>,
+}
+
+/// A fresh upload of the matrix for `tuned`, in the op's value type.
+enum Fresh {
+    F32(DeviceCsr<f32>),
+    F16(DeviceCsr<f16>),
 }
 
 impl Problem {
@@ -92,6 +120,17 @@ impl Problem {
         let out_len = a.num_rows * k;
         let mut want = vec![0.0f32; out_len];
         let mut magnitude = vec![0.0f32; out_len];
+        // A half-precision op computes on the f16 values of the same inputs, exactly widened.
+        let inputs16 = op
+            .is_half()
+            .then(|| (a.map_values(f16::from_f32), lb::narrowed::<f16>(&x)));
+        let wide = inputs16
+            .as_ref()
+            .map(|(a16, x16)| (a16.map_values(f16::to_f32), lb::widen(x16)));
+        let (a, x) = match wide {
+            Some((ref wa, wx)) => (wa, wx),
+            None => (a, x),
+        };
         let mut abs_a = a.clone();
         abs_a.values.iter_mut().for_each(|v| *v = v.abs());
         let abs_x: Vec<f32> = x.iter().map(|v| v.abs()).collect();
@@ -100,6 +139,13 @@ impl Problem {
                 spmv::cpu(a, &x, &mut want);
                 spmv::cpu(&abs_a, &abs_x, &mut magnitude);
             }
+            Some(k) if op.is_half() => {
+                let (a16, x16) = inputs16.as_ref().expect("an f16 op has f16 inputs");
+                let mut want16 = vec![f16::ZERO; out_len];
+                hspmm::cpu(a16, x16, k, &mut want16);
+                want = lb::widen(&want16);
+                spmm::cpu(&abs_a, &abs_x, k, &mut magnitude);
+            }
             Some(k) => {
                 spmm::cpu(a, &x, k, &mut want);
                 spmm::cpu(&abs_a, &abs_x, k, &mut magnitude);
@@ -107,11 +153,20 @@ impl Problem {
         }
         let da = DeviceCsr::upload(dev, a)?;
         // The offsets at the width the device tile set stores them (4 bytes below 2^32 rows +
-        // nonzeros, 8 above), which is what lb's kernels read.
+        // nonzeros, 8 above), which is what lb's kernels read; values 2 bytes for f16.
         let offset_bytes = u64::from(da.offset_width().bytes());
+        let value_bytes: u64 = if op.is_half() { 2 } else { 4 };
         let bytes = (a.num_rows as u64 + 1) * offset_bytes
-            + a.nnz() as u64 * 8
-            + (x.len() + out_len) as u64 * 4;
+            + a.nnz() as u64 * (4 + value_bytes)
+            + (x.len() + out_len) as u64 * value_bytes;
+        let half = match &inputs16 {
+            Some((a16, x16)) => Some(Half {
+                da: DeviceCsr::upload(dev, a16)?,
+                dx: dev.upload(x16)?,
+                dy: dev.zeros::<f16>(out_len)?,
+            }),
+            None => None,
+        };
         Ok(Problem {
             op,
             dev: dev.clone(),
@@ -121,25 +176,64 @@ impl Problem {
             want,
             magnitude,
             bytes,
+            half,
+        })
+    }
+
+    /// The largest error that passes: `--tolerance`, at least one f16 rounding for `f16` ops.
+    fn tolerance(&self, cli: &Cli) -> f64 {
+        if self.op.is_half() {
+            cli.tolerance.max(HALF_TOLERANCE)
+        } else {
+            cli.tolerance
+        }
+    }
+
+    /// The matrix uploaded again, in the op's value type.
+    fn fresh(&self, a: &Csr<f32>) -> lb::Result<Fresh> {
+        Ok(match self.half {
+            Some(_) => Fresh::F16(DeviceCsr::upload(&self.dev, &a.map_values(f16::from_f32))?),
+            None => Fresh::F32(DeviceCsr::upload(&self.dev, a)?),
         })
     }
 
     fn schedules(&self) -> &'static [Schedule] {
         match self.op.k() {
             None => spmv::SCHEDULES,
+            Some(_) if self.op.is_half() => hspmm::SCHEDULES,
             Some(_) => spmm::SCHEDULES,
         }
     }
 
     /// The generated `launch` (the device's tuning picks the schedule) over the tile set `da`.
-    fn launch_auto(&mut self, da: &DeviceCsr<f32>) -> lb::Result<Launch> {
-        match self.op.k() {
-            None => spmv::launch(&self.dev, da, &self.dx, &mut self.dy),
-            Some(k) => spmm::launch(&self.dev, da, &self.dx, k, &mut self.dy),
+    fn launch_auto(&mut self, da: &Fresh) -> lb::Result<Launch> {
+        let k = self.op.k();
+        match (da, &mut self.half, k) {
+            (Fresh::F16(da), Some(h), Some(k)) => hspmm::launch(&self.dev, da, &h.dx, k, &mut h.dy),
+            (Fresh::F32(da), _, None) => spmv::launch(&self.dev, da, &self.dx, &mut self.dy),
+            (Fresh::F32(da), _, Some(k)) => spmm::launch(&self.dev, da, &self.dx, k, &mut self.dy),
+            _ => Err(lb::Error::Shape(
+                "a fresh upload of another value type".into(),
+            )),
         }
     }
 
     fn launch(&mut self, what: Subject) -> lb::Result<Launch> {
+        if let (Some(h), Some(k)) = (&mut self.half, self.op.k()) {
+            return match what {
+                Subject::Schedule(s) => {
+                    hspmm::launch_with(&self.dev, s, &h.da, &h.dx, k, &mut h.dy)
+                }
+                // SAFETY: as for `spmm` below: every access is proven by the host checks.
+                Subject::Unchecked(s) => unsafe {
+                    hspmm::launch_with_unchecked(&self.dev, s, &h.da, &h.dx, k, &mut h.dy)
+                },
+                Subject::Variant(v) => Err(lb::Error::Shape(format!(
+                    "the variant `{}` is SpMV only",
+                    v.name
+                ))),
+            };
+        }
         match (what, self.op.k()) {
             (Subject::Schedule(s), None) => {
                 spmv::launch_with(&self.dev, s, &self.da, &self.dx, &mut self.dy)
@@ -163,13 +257,19 @@ impl Problem {
 
     /// Zeroes the output (so a schedule cannot pass on its predecessor's result).
     fn clear(&mut self) -> lb::Result<()> {
-        self.dy = self.dev.zeros::<f32>(self.want.len())?;
+        match &mut self.half {
+            Some(h) => h.dy = self.dev.zeros::<f16>(self.want.len())?,
+            None => self.dy = self.dev.zeros::<f32>(self.want.len())?,
+        }
         Ok(())
     }
 
     /// The largest relative error of the output against the CPU reference.
     fn error(&self) -> lb::Result<f64> {
-        let got = self.dev.download(&self.dy)?;
+        let got = match &self.half {
+            Some(h) => lb::widen(&self.dev.download(&h.dy)?),
+            None => self.dev.download(&self.dy)?,
+        };
         Ok(got
             .iter()
             .zip(&self.want)
@@ -486,7 +586,7 @@ fn tuned_run(
         r.schedule = "tuned".into();
         r.failed(e)
     };
-    let fresh = match DeviceCsr::upload(&p.dev, a) {
+    let fresh = match p.fresh(a) {
         Ok(d) => d,
         Err(e) => return failed(e.to_string()),
     };
@@ -500,7 +600,7 @@ fn tuned_run(
     };
     let first_ms = start.elapsed().as_secs_f64() * 1e3;
     match p.error() {
-        Ok(err) if err <= cli.tolerance => {}
+        Ok(err) if err <= p.tolerance(cli) => {}
         Ok(err) => return failed(format!("wrong result: max relative error {err:.2e}")),
         Err(e) => return failed(e.to_string()),
     }
@@ -547,10 +647,10 @@ fn measure(cli: &Cli, p: &mut Problem, s: Subject, base: &Record, gpu: Option<&G
     match p.error() {
         Ok(err) => {
             r.max_rel_err = Some(err);
-            if err > cli.tolerance {
+            if err > p.tolerance(cli) {
                 return r.failed(format!(
                     "wrong result: max relative error {err:.2e} > {:.0e}",
-                    cli.tolerance
+                    p.tolerance(cli)
                 ));
             }
         }
@@ -647,9 +747,22 @@ fn cusparse_run(
         Ok(ca) => ca,
         Err(e) => return r.failed(e),
     };
+    // A half-precision op's matrix in f16, as lb's kernels read it.
+    let ca16 = match p.half.is_some() {
+        true => match CuCsr::upload(&p.dev, &a.map_values(f16::from_f32)) {
+            Ok(ca) => Some(ca),
+            Err(e) => return r.failed(e),
+        },
+        false => None,
+    };
     r.kernels = vec![format!(
-        "cuSPARSE CSR, {} offsets and columns",
-        ca.index_type()
+        "cuSPARSE CSR, {} offsets and columns{}",
+        ca.index_type(),
+        if ca16.is_some() {
+            ", f16 values, f32 compute"
+        } else {
+            ""
+        }
     )];
     let mut best: Option<(f64, &str)> = None;
     let mut errors = Vec::new();
@@ -663,12 +776,16 @@ fn cusparse_run(
             continue;
         }
         let reps = cli.reps.max(3);
-        let timed = match p.op.k() {
-            None => cs.spmv(&ca, &p.dx, &mut p.dy, SPMV_ALGS[i].0, reps),
-            Some(k) => cs.spmm(&ca, &p.dx, k, &mut p.dy, SPMM_ALGS[i].0, reps),
+        let timed = match (p.op.k(), &mut p.half, &ca16) {
+            (Some(k), Some(h), Some(ca16)) => {
+                cs.spmm(ca16, &h.dx, k, &mut h.dy, SPMM_ALGS[i].0, reps)
+            }
+            (None, _, _) => cs.spmv(&ca, &p.dx, &mut p.dy, SPMV_ALGS[i].0, reps),
+            (Some(k), _, _) => cs.spmm(&ca, &p.dx, k, &mut p.dy, SPMM_ALGS[i].0, reps),
         };
+        let tolerance = p.tolerance(cli);
         let checked = timed.and_then(|ms| match p.error() {
-            Ok(err) if err <= cli.tolerance => Ok(ms),
+            Ok(err) if err <= tolerance => Ok(ms),
             Ok(err) => Err(format!("wrong result: max relative error {err:.2e}")),
             Err(e) => Err(e.to_string()),
         });

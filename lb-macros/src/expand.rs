@@ -3,7 +3,7 @@
 //! (docs/runtime-contract.md). On error, [`fallback`] emits stand-ins with the same names so one
 //! mistake shows one error instead of a cascade at every use.
 
-use lb_ptx::body::{Body, Gather, GatherBound, Guards, IndexRole, Reduce};
+use lb_ptx::body::{Body, Gather, GatherBound, Guards, IndexRole, Reduce, Ty};
 use lb_ptx::plan::{Grid, OffsetWidth, Plan, Select, TempCount, TempRole};
 use lb_ptx::{GenError, Options, SafeGenerated, Schedule};
 use proc_macro2::{Span, TokenStream};
@@ -14,6 +14,7 @@ use crate::attr::{self, Args};
 use crate::depth;
 use crate::epilogue::Checked;
 use crate::front;
+use crate::half;
 use crate::lower;
 use crate::parse::{self, is_role_attr, Role, Sig};
 use crate::types::STy;
@@ -41,13 +42,15 @@ pub fn expansion(attr: TokenStream, item: TokenStream) -> syn::Result<Expansion>
     // The attribute holds an expression too: the `epilogue` closure.
     depth::check(attr.clone())?;
     let func: ItemFn = syn::parse2(item)?;
+    let (func, halves) = half::narrow(&func)?;
     let front::Front {
         args,
-        sig,
+        mut sig,
         typed,
         name,
         epilogue,
     } = front::front(attr, &func)?;
+    sig.halves = halves;
     let mut body = lower::lower(&name, &sig, &typed)?;
     body.epilogue = epilogue.as_ref().map(|e| e.ir.clone());
     let options = Options {
@@ -122,13 +125,18 @@ pub fn fallback(attr: TokenStream, item: TokenStream, error: syn::Error) -> Toke
 /// The items [`fallback`] stands in with, without its errors: for the other instantiations of a
 /// generic kernel whose first one failed (the same mistake, reported once).
 pub fn stand_in(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let Ok(mut func) = syn::parse2::<ItemFn>(item) else {
+    let Ok(func) = syn::parse2::<ItemFn>(item) else {
         // Not a function: there is nothing to stand in for.
         return TokenStream::new();
     };
-    let known = attr::parse(attr)
-        .ok()
-        .and_then(|args| parse::parse(&func, &args).ok().map(|sig| (args, sig)));
+    // The stand-ins take what the user passes, half-precision types included.
+    let (mut func, halves) = half::narrow(&func).unwrap_or((func, half::Halves::default()));
+    let known = attr::parse(attr).ok().and_then(|args| {
+        parse::parse(&func, &args).ok().map(|mut sig| {
+            sig.halves = halves;
+            (args, sig)
+        })
+    });
     let module = match &known {
         Some((args, sig)) => module(&func, args, sig, None, None).unwrap_or_default(),
         None => placeholder_consts(&func),
@@ -424,11 +432,15 @@ fn plan_tokens(p: &Plan) -> TokenStream {
     }
 }
 
-/// The output parameter's type for `cpu` / `launch`.
+/// The output parameter's type for `cpu` / `launch` (its storage type: `f16` for a
+/// half-precision output of an `f32` reduction).
 fn output_param(sig: &Sig, device: bool) -> Option<TokenStream> {
     let (t, _) = sig.reduce?;
     let out = sig.output.as_ref()?;
-    let t = prim(t);
+    let t = match sig.halves.output {
+        Some(h) => half_path(h),
+        None => prim(t),
+    };
     Some(if device {
         quote!(#out: &mut ::lb::__private::DeviceBuffer<#t>)
     } else {
@@ -436,40 +448,52 @@ fn output_param(sig: &Sig, device: bool) -> Option<TokenStream> {
     })
 }
 
-/// The non-role parameters with their host (`cpu`) or device (`launch`) types.
+/// The non-role parameters with their host (`cpu`) or device (`launch`) types, as callers pass
+/// them (half-precision arrays with their 16-bit element types).
 fn params(sig: &Sig, device: bool) -> Vec<TokenStream> {
     sig.body_params()
         .map(|p| {
             let id = &p.ident;
-            let ty = param_type(&p.role, device);
+            let ty = param_type(&p.role, device, sig.halves.of(id));
             quote!(#id: #ty)
         })
         .chain(output_param(sig, device))
         .collect()
 }
 
+/// The path of a half-precision element type.
+fn half_path(t: Ty) -> TokenStream {
+    if t == Ty::Bf16 {
+        quote!(::lb::__private::half::bf16)
+    } else {
+        quote!(::lb::__private::half::f16)
+    }
+}
+
 /// A parameter's host (`cpu`, the function itself) or device (`launch`) type, spelled from
-/// `::lb` so that it means the same wherever the kernel is declared.
-fn param_type(role: &Role, device: bool) -> TokenStream {
+/// `::lb` so that it means the same wherever the kernel is declared; `half` is the storage
+/// type of a half-precision slice or tile set, whose role says `f32`.
+fn param_type(role: &Role, device: bool, half: Option<Ty>) -> TokenStream {
+    let elem = |t: STy| half.map_or_else(|| prim(t), half_path);
     match (role, device) {
         (Role::TileSet { kind, value }, device) => {
-            let t = prim(*value);
+            let t = elem(*value);
             let prefix = if device { "Device" } else { "" };
             let ty = format_ident!("{prefix}{}", kind.name());
             quote!(&::lb::__private::#ty<#t>)
         }
         (Role::Queue, false) => quote!(&mut ::lb::__private::Queue),
         (Role::Queue, true) => quote!(&mut ::lb::__private::DeviceQueue),
-        (Role::Slice { elem, mutable }, false) => {
-            let t = prim(*elem);
+        (Role::Slice { elem: e, mutable }, false) => {
+            let t = elem(*e);
             if *mutable {
                 quote!(&mut [#t])
             } else {
                 quote!(&[#t])
             }
         }
-        (Role::Slice { elem, mutable }, true) => {
-            let t = prim(*elem);
+        (Role::Slice { elem: e, mutable }, true) => {
+            let t = elem(*e);
             if *mutable {
                 quote!(&mut ::lb::__private::DeviceBuffer<#t>)
             } else {
@@ -489,7 +513,7 @@ fn param_type(role: &Role, device: bool) -> TokenStream {
 fn atom_fn(func: &ItemFn, sig: &Sig) -> TokenStream {
     let inputs = sig.params.iter().map(|p| {
         let id = &p.ident;
-        let ty = param_type(&p.role, false);
+        let ty = param_type(&p.role, false, None);
         quote!(#id: #ty)
     });
     let output = sig.reduce.map(|(t, _)| {
@@ -515,6 +539,9 @@ fn cpu_fn(func: &ItemFn, sig: &Sig, real: bool, epilogue: Option<&Checked>) -> T
     let params = params(sig, false);
     if !real {
         return quote!(pub fn cpu(#(#params),*) { ::core::unreachable!() });
+    }
+    if !sig.halves.is_empty() {
+        return half_cpu_fn(func, sig, epilogue, &params);
     }
     let name = &func.sig.ident;
     let atom = atom_fn(func, sig);
@@ -551,7 +578,7 @@ fn cpu_fn(func: &ItemFn, sig: &Sig, real: bool, epilogue: Option<&Checked>) -> T
         }
         None => (quote!(__lb_tiles), quote!(__lb_position)),
     };
-    let epilogue_fn = epilogue.map(|e| e.cpu_fn(sig, |role| param_type(role, false)));
+    let epilogue_fn = epilogue.map(|e| e.cpu_fn(sig, |role| param_type(role, false, None)));
     let per_lane = match (sig.reduce, &sig.output) {
         (Some((t, op)), Some(out)) => {
             let at = quote!(#out[__lb_tile * __lb_lanes + __lb_lane]);
@@ -622,6 +649,63 @@ fn cpu_fn(func: &ItemFn, sig: &Sig, real: bool, epilogue: Option<&Checked>) -> T
                     #per_lane
                 }
             }
+        }
+    }
+}
+
+/// The reference of a kernel with half-precision arrays: the `f32` reference (the body computes
+/// in `f32`) on widened copies of them, then what it wrote rounded back to nearest even, as the
+/// kernels load exactly and round each store (the output once, after the epilogue).
+fn half_cpu_fn(
+    func: &ItemFn,
+    sig: &Sig,
+    epilogue: Option<&Checked>,
+    params: &[TokenStream],
+) -> TokenStream {
+    let mut wide = sig.clone();
+    wide.halves = half::Halves::default();
+    let inner = cpu_fn(func, &wide, true, epilogue);
+    let (mut widen, mut args, mut narrow) = (Vec::new(), Vec::new(), Vec::new());
+    let outputs = sig.output.iter().map(|o| (o, sig.halves.output, true));
+    let slices = sig.body_params().map(|p| {
+        let mutable = matches!(p.role, Role::Slice { mutable: true, .. } | Role::Queue);
+        (&p.ident, sig.halves.of(&p.ident), mutable)
+    });
+    for (id, half, mutable) in slices.chain(outputs) {
+        let tile_set = sig
+            .body_params()
+            .any(|p| p.ident == *id && matches!(p.role, Role::TileSet { .. }));
+        let w = format_ident!("__lb_wide_{}", syn::ext::IdentExt::unraw(id));
+        match (half, mutable) {
+            (None, false) => args.push(quote!(#id)),
+            (None, true) => args.push(quote!(&mut *#id)),
+            (Some(_), _) if tile_set => {
+                widen.push(quote!(let #w = #id.map_values(::lb::__private::HalfElement::to_f32);));
+                args.push(quote!(&#w));
+            }
+            (Some(_), false) => {
+                widen.push(quote!(let #w = ::lb::__private::widen(#id);));
+                args.push(quote!(&#w));
+            }
+            (Some(_), true) => {
+                widen.push(quote!(let mut #w = ::lb::__private::widen(&*#id);));
+                args.push(quote!(&mut #w));
+                narrow.push(quote!(::lb::__private::narrow_into(&#w, #id);));
+            }
+        }
+    }
+    quote! {
+        /// The sequential CPU reference: the user's function for every atom of every tile, in
+        /// order, reduced as the attribute says. It computes in `f32`: half-precision arguments
+        /// are widened exactly first, and what it writes to them is rounded to nearest even.
+        pub fn cpu(#(#params),*) {
+            #[allow(clippy::too_many_arguments)]
+            mod __lb_wide {
+                #inner
+            }
+            #(#widen)*
+            __lb_wide::cpu(#(#args),*);
+            #(#narrow)*
         }
     }
 }

@@ -3,6 +3,11 @@
 //! body, casts, `T::MAX`), as its own kernel family `f_<type>` (module, reference function and
 //! PTX entry names), and a module `f` that names them `f::f32`, `f::f64`, …
 //!
+//! For `f16` and `bf16`, `T` is the storage type where an array or the output holds it (`&[T]`,
+//! `&Csr<T>`, the return type) and `f32` everywhere else (scalars, casts, `T::MAX`, locals,
+//! the epilogue): the body computes in `f32` and `half` takes it from there. One generic body
+//! then means the same arithmetic for `f16` as for `f32`, with 16-bit storage.
+//!
 //! This phase runs before the others and hands each instantiation to them unchanged, so every
 //! rule of the language applies to each element type as if it had been written out by hand. Only
 //! the first instantiation's mistakes are reported when it has any: a mistake in the body is the
@@ -16,8 +21,8 @@ use syn::visit_mut::VisitMut;
 use syn::{GenericParam, Ident, ItemFn, Lit, Meta, Token};
 
 /// The element types `types` may list: the body language's value types that a tile set and the
-/// dense inputs hold.
-const ELEMENT_TYPES: [&str; 6] = ["f32", "f64", "i32", "u32", "i64", "u64"];
+/// dense inputs hold, and the half-precision storage types.
+const ELEMENT_TYPES: [&str; 8] = ["f32", "f64", "i32", "u32", "i64", "u64", "f16", "bf16"];
 
 /// One instantiation: the attribute without `types`, and the function for one element type.
 pub struct Instance {
@@ -70,9 +75,29 @@ pub fn instances(
     let instances = list
         .iter()
         .map(|ty| {
-            let mut sub = Substitute { param: &param, ty };
+            // `T` of a half type is its storage where an array holds it and `f32` everywhere
+            // else: the body computes in `f32` (see `half`).
+            let arith = if ty == "f16" || ty == "bf16" {
+                Ident::new("f32", ty.span())
+            } else {
+                ty.clone()
+            };
+            let mut sub = Substitute {
+                param: &param,
+                ty: &arith,
+            };
             let mut f = func.clone();
             f.sig.generics = syn::Generics::default();
+            let mut stored = Substitute { param: &param, ty };
+            for input in &mut f.sig.inputs {
+                match input {
+                    syn::FnArg::Typed(pt) if matches!(*pt.ty, syn::Type::Reference(_)) => {
+                        stored.visit_type_mut(&mut pt.ty);
+                    }
+                    _ => {}
+                }
+            }
+            stored.visit_return_type_mut(&mut f.sig.output);
             sub.visit_item_fn_mut(&mut f);
             f.sig.ident = format_ident!("{}_{}", func.sig.ident, ty);
             // What is general code for `T` may be a no-op for one type (`0 as T` for `i64`,
@@ -238,6 +263,30 @@ mod tests {
             assert!(text.contains(want), "{vis}: {text}");
             assert!(text.contains("super :: k_f32 as f32"), "{text}");
         }
+    }
+
+    #[test]
+    fn a_half_type_is_storage_in_arrays_and_f32_elsewhere() {
+        let attr = quote!(
+            reduce = "sum",
+            output = "y",
+            types = "f16",
+            epilogue = |_r, v| v * (1 as T)
+        );
+        let item = quote!(
+            fn k<T>(a: &Csr<T>, x: &[T], s: T, #[atom] nz: usize) -> T {
+                a.values[nz] * x[nz] * s + T::MAX
+            }
+        );
+        let (instances, _) = instances(&attr, &item).unwrap().unwrap();
+        let f: ItemFn = syn::parse2(instances[0].item.clone()).unwrap();
+        let sig = &f.sig;
+        assert_eq!(
+            quote!(#sig).to_string(),
+            quote!(fn k_f16(a: &Csr<f16>, x: &[f16], s: f32, #[atom] nz: usize) -> f16).to_string()
+        );
+        assert!(quote!(#f).to_string().contains("f32 :: MAX"));
+        assert!(instances[0].attr.to_string().contains("as f32"));
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! same `check` and `lower`). `front` runs `attr`, `parse`, `check` and `epilogue` as one error
 //! context: independent mistakes are reported together, one mistake once; nothing panics.
 //! `generic` comes first: a kernel generic over its element type is expanded once per type
-//! listed in `types`.
+//! listed in `types`. Then `half` writes the half-precision element types (`f16`, `bf16`) of
+//! the signature as the `f32` the body computes in, and remembers which arrays store 16 bits.
 
 mod attr;
 mod check;
@@ -18,6 +19,7 @@ mod epilogue;
 mod expand;
 mod front;
 mod generic;
+mod half;
 mod lower;
 mod parse;
 mod typed;
@@ -72,7 +74,9 @@ use proc_macro2::TokenStream as TokenStream2;
 ///
 /// Parameters: exactly one `&Csr<T>` tile set; `#[atom]` (required), `#[tile]`, `#[lane]` and
 /// `#[rank]` indices of type `usize`; `&[T]` inputs, `&mut [T]` read-write slices, scalars by
-/// value (`T` one of `bool i32 u32 i64 u64 f32 f64`, scalars also `usize`). With `reduce` the
+/// value (`T` one of `bool i32 u32 i64 u64 f32 f64`, scalars also `usize`; arrays and the output
+/// also `f16` and `bf16`, stored in 16 bits and read as `f32`: the body computes in `f32`, a store
+/// rounds to nearest even, see docs/kernel-language.md). With `reduce` the
 /// function returns the atom's contribution; without it, it returns nothing.
 ///
 /// The body: `let` (with or without a type), assignment and compound assignment to locals and

@@ -26,13 +26,14 @@ pub fn lower(name: &str, sig: &Sig, typed: &Typed) -> syn::Result<Body> {
             // A raw identifier (`r#type`) names the same thing without its prefix.
             name: syn::ext::IdentExt::unraw(&p.ident).to_string(),
             kind: match p.role {
+                // A half-precision array holds 16 bits per element; the body sees `f32`.
                 Role::TileSet { kind, value } => ParamKind::TileSet {
                     kind,
-                    value: value.lower(),
+                    value: sig.halves.of(&p.ident).unwrap_or(value.lower()),
                 },
                 Role::Queue => ParamKind::Queue,
                 Role::Slice { elem, mutable } => ParamKind::Slice {
-                    elem: elem.lower(),
+                    elem: sig.halves.of(&p.ident).unwrap_or(elem.lower()),
                     mutable,
                 },
                 Role::Scalar(t) => ParamKind::Scalar(t.lower()),
@@ -48,6 +49,7 @@ pub fn lower(name: &str, sig: &Sig, typed: &Typed) -> syn::Result<Body> {
         locals: l.locals,
         block: Block { stmts, value: None },
         reduce: sig.reduce.map(|(t, r)| (t.lower(), r)),
+        out_storage: sig.halves.output,
         // `lb_ptx::generate_safe` decides which accesses its kernels test.
         guards: Guards::Every,
         epilogue: None,

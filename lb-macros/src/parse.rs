@@ -6,6 +6,7 @@ use syn::spanned::Spanned;
 use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Type};
 
 use crate::attr::Args;
+use crate::half::Halves;
 use crate::types::{did_you_mean, Errors, STy};
 
 /// What a parameter of the user's function is.
@@ -48,6 +49,9 @@ pub struct Sig {
     /// Parameters whose declaration was reported ([`for_body`]; empty otherwise): the body's
     /// uses of them are not mistakes of their own.
     pub rejected: Vec<String>,
+    /// The parameters (and the output) stored in 16 bits, which the signature now writes as
+    /// `f32` (`half::narrow`).
+    pub halves: Halves,
 }
 
 impl Sig {
@@ -92,6 +96,7 @@ impl Sig {
             tiles: moved(self.tiles),
             tile_set,
             rejected: Vec::new(),
+            halves: self.halves.clone(),
         }
     }
 
@@ -134,7 +139,7 @@ const RESERVED: [&str; 8] = [
 ];
 
 const SCALARS: &str = "bool, i32, u32, i64, u64, usize, f32, f64";
-const ELEMENTS: &str = "bool, i32, u32, i64, u64, f32, f64";
+const ELEMENTS: &str = "bool, i32, u32, i64, u64, f32, f64, f16, bf16";
 
 /// The signature, checked against the attribute.
 pub fn parse(func: &ItemFn, args: &Args) -> syn::Result<Sig> {
@@ -204,6 +209,7 @@ fn signature(func: &ItemFn, args: Option<&Args>) -> syn::Result<Sig> {
         lanes,
         tiles,
         rejected: Vec::new(),
+        halves: Halves::default(),
     })
 }
 
@@ -231,6 +237,7 @@ pub fn for_body(func: &ItemFn) -> Option<Sig> {
         tiles: None,
         tile_set: tile_set.unwrap_or_default(),
         rejected,
+        halves: Halves::default(),
     })
 }
 

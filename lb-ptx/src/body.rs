@@ -7,6 +7,11 @@
 //! contribution when the body reduces.
 
 /// Scalar types of the body subset. `usize` is 64-bit on the GPU and lowers to `U64`.
+///
+/// `F16` and `Bf16` are storage types only: the element type of a slice, of a tile set's values
+/// or of the output, never the type of an expression or a local. A load of one yields an `F32`
+/// (exactly), a store or the output rounds an `F32` to nearest even: the arithmetic between
+/// them is single precision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Ty {
     Bool,
@@ -16,6 +21,10 @@ pub enum Ty {
     U64,
     F32,
     F64,
+    /// IEEE binary16 in memory (`half::f16`).
+    F16,
+    /// bfloat16 in memory (`half::bf16`): the upper half of an f32.
+    Bf16,
 }
 
 impl Ty {
@@ -31,10 +40,25 @@ impl Ty {
         matches!(self, Ty::I32 | Ty::I64 | Ty::F32 | Ty::F64)
     }
 
+    /// A 16-bit float storage type, whose values are `F32` once loaded.
+    pub fn is_half(self) -> bool {
+        matches!(self, Ty::F16 | Ty::Bf16)
+    }
+
+    /// The type of a value once loaded: `F32` for the half types, itself otherwise.
+    pub fn arith(self) -> Ty {
+        if self.is_half() {
+            Ty::F32
+        } else {
+            self
+        }
+    }
+
     /// Size in bytes in device memory (`bool` is stored as one byte, like Rust's).
     pub fn size(self) -> u32 {
         match self {
             Ty::Bool => 1,
+            Ty::F16 | Ty::Bf16 => 2,
             Ty::I32 | Ty::U32 | Ty::F32 => 4,
             Ty::I64 | Ty::U64 | Ty::F64 => 8,
         }
@@ -50,6 +74,8 @@ impl Ty {
             Ty::U64 => "u64",
             Ty::F32 => "f32",
             Ty::F64 => "f64",
+            Ty::F16 => "f16",
+            Ty::Bf16 => "bf16",
         }
     }
 }
@@ -406,6 +432,9 @@ pub struct Body {
     pub block: Block,
     /// With `reduce`: the contribution's type and the reduction. Without: `None`.
     pub reduce: Option<(Ty, Reduce)>,
+    /// With `reduce`: the output's element type in memory when it differs from the reduced
+    /// type (`F16` or `Bf16` for an `F32` reduction, rounded once, after the epilogue).
+    pub out_storage: Option<Ty>,
     /// Which accesses a kernel built with [`crate::Options::checked`] tests.
     pub guards: Guards,
     /// With `reduce`: what turns a tile's reduced value into the value stored (the attribute's
@@ -480,6 +509,7 @@ impl Body {
             locals: e.locals.clone(),
             block: e.block.clone(),
             reduce: self.reduce,
+            out_storage: self.out_storage,
             guards: self.guards,
             epilogue: None,
         })

@@ -33,10 +33,11 @@ use crate::plan::{OffsetWidth, Plan, TempRole};
 use crate::primitives::load;
 use crate::GenError;
 
-/// The PTX type that holds a body value in a register.
+/// The PTX type that holds a body value in a register (a half type's value is its `f32`).
 pub fn ptx_type(ty: Ty) -> Type {
     match ty {
         Ty::Bool => Type::Pred,
+        Ty::F16 | Ty::Bf16 => Type::F32,
         Ty::I32 => Type::S32,
         Ty::U32 => Type::U32,
         Ty::I64 => Type::S64,
@@ -55,13 +56,45 @@ fn bits_type(ty: Ty) -> Type {
     }
 }
 
-/// The type of a body value in device memory: `bool` is one byte.
-fn mem_type(ty: Ty) -> Type {
-    if ty == Ty::Bool {
-        Type::U8
-    } else {
-        ptx_type(ty)
+/// The type of a body value in device memory: `bool` is one byte, a half type two.
+pub fn mem_type(ty: Ty) -> Type {
+    match ty {
+        Ty::Bool => Type::U8,
+        Ty::F16 | Ty::Bf16 => Type::U16,
+        _ => ptx_type(ty),
     }
+}
+
+/// The `f32` of the 16 bits `raw` (a `U16` load) of `storage`: exact either way. An f16 is
+/// converted by `cvt.f32.f16`; a bf16 is the upper half of its f32, so a shift makes it (every
+/// target has that, while `cvt.f32.bf16` needs sm_90 and a 16-bit register).
+pub fn widen_half(b: &mut KernelBuilder, storage: Ty, raw: Reg) -> Reg {
+    if storage == Ty::F16 {
+        b.cvt(Rounding::None, Type::F32, Type::F16, raw)
+    } else {
+        let high = b.bin(BinOp::Shl, Type::B32, raw, Operand::Imm(16));
+        b.mov(Type::F32, high)
+    }
+}
+
+/// The 16 bits of `storage` that the `f32` `value` rounds to, nearest even, in a `B32` register
+/// for a `U16` store. An f16 by `cvt.rn.f16.f32`. A bf16 by integer arithmetic, which every
+/// target runs (`cvt.rn.bf16.f32` needs sm_80 and a 16-bit register): add `0x7fff` plus the
+/// lowest kept bit and truncate, which rounds ties to even and overflows to infinity exactly
+/// as IEEE does; a NaN keeps its upper bits and is made quiet, as `half::bf16::from_f32` does.
+pub fn narrow_half(b: &mut KernelBuilder, storage: Ty, value: Reg) -> Reg {
+    if storage == Ty::F16 {
+        return b.cvt(Rounding::Rn, Type::F16, Type::F32, value);
+    }
+    let bits = b.mov(Type::B32, value);
+    let upper = b.bin(BinOp::Shr, Type::U32, bits, Operand::Imm(16));
+    let odd = b.bin(BinOp::And, Type::B32, upper, Operand::Imm(1));
+    let bias = b.bin(BinOp::Add, Type::U32, odd, Operand::Imm(0x7fff));
+    let sum = b.bin(BinOp::Add, Type::U32, bits, bias);
+    let rounded = b.bin(BinOp::Shr, Type::U32, sum, Operand::Imm(16));
+    let quiet = b.bin(BinOp::Or, Type::B32, upper, Operand::Imm(0x40));
+    let nan = b.setp(Cmp::Neu, Type::F32, value, value);
+    b.selp(Type::U32, quiet, rounded, nan)
 }
 
 /// The registers of a tile-set parameter, named as for a CSR (see [`TileSetKind`] for the ABI).
@@ -405,9 +438,9 @@ pub fn check_index(
 /// A fresh register holding the identity of `reduce` over `ty` (0, +inf / MAX, -inf / MIN).
 pub fn reduce_identity(b: &mut KernelBuilder, ty: Ty, reduce: Reduce) -> Result<Reg, GenError> {
     let imm = match (ty, reduce) {
-        (Ty::F32, Reduce::Sum) => Operand::F32(0f32.to_bits()),
-        (Ty::F32, Reduce::Min) => Operand::F32(f32::INFINITY.to_bits()),
-        (Ty::F32, Reduce::Max) => Operand::F32(f32::NEG_INFINITY.to_bits()),
+        (Ty::F32 | Ty::F16 | Ty::Bf16, Reduce::Sum) => Operand::F32(0f32.to_bits()),
+        (Ty::F32 | Ty::F16 | Ty::Bf16, Reduce::Min) => Operand::F32(f32::INFINITY.to_bits()),
+        (Ty::F32 | Ty::F16 | Ty::Bf16, Reduce::Max) => Operand::F32(f32::NEG_INFINITY.to_bits()),
         (Ty::F64, Reduce::Sum) => Operand::F64(0f64.to_bits()),
         (Ty::F64, Reduce::Min) => Operand::F64(f64::INFINITY.to_bits()),
         (Ty::F64, Reduce::Max) => Operand::F64(f64::NEG_INFINITY.to_bits()),
@@ -642,6 +675,8 @@ impl Lower<'_> {
                 let addr = self.b.elem_addr(info.base, i, info.elem.size());
                 let src = if info.elem == Ty::Bool {
                     self.b.selp(Type::U32, Operand::Imm(1), Operand::Imm(0), v)
+                } else if info.elem.is_half() {
+                    narrow_half(self.b, info.elem, v)
                 } else {
                     v
                 };
@@ -987,7 +1022,11 @@ impl Lower<'_> {
                     } else {
                         Operand::Imm(0)
                     };
-                    let zt = if mt == Type::U8 { Type::U32 } else { mt };
+                    let zt = if matches!(mt, Type::U8 | Type::U16) {
+                        Type::U32
+                    } else {
+                        mt
+                    };
                     self.b.mov_to(zt, dst, zero);
                 }
                 let i = self.index(guarded, index)?;
@@ -1007,6 +1046,9 @@ impl Lower<'_> {
         }
         if info.elem == Ty::Bool {
             return Ok(self.b.setp(Cmp::Ne, Type::U32, dst, Operand::Imm(0)));
+        }
+        if info.elem.is_half() {
+            return Ok(widen_half(self.b, info.elem, dst));
         }
         Ok(dst)
     }
@@ -1413,6 +1455,13 @@ impl Lower<'_> {
             return unsupported("a tile set's offsets are read-only");
         }
         let ty = info.elem;
+        if ty.is_half() {
+            return unsupported(format!(
+                "atomics on `{}` elements: the hardware has no 16-bit float atomics on every \
+                 target; keep the array in `f32`",
+                ty.rust_name()
+            ));
+        }
         let want = if op == AtomicOp::Cas { 2 } else { 1 };
         if a.len() != want {
             return unsupported(format!("atomic `{op:?}` takes {want} value operands"));

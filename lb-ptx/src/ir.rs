@@ -75,12 +75,16 @@ pub enum Type {
     B32,
     B64,
     U8,
+    /// A 16-bit element in memory (`ld`/`st` of f16 and bf16), widened into a `B32` register.
+    U16,
     U32,
     S32,
     U64,
     S64,
     F32,
     F64,
+    /// IEEE binary16, only as a `cvt` operand type, held in the low half of a `B32` register.
+    F16,
 }
 
 impl Type {
@@ -90,12 +94,14 @@ impl Type {
             Type::B32 => ".b32",
             Type::B64 => ".b64",
             Type::U8 => ".u8",
+            Type::U16 => ".u16",
             Type::U32 => ".u32",
             Type::S32 => ".s32",
             Type::U64 => ".u64",
             Type::S64 => ".s64",
             Type::F32 => ".f32",
             Type::F64 => ".f64",
+            Type::F16 => ".f16",
         }
     }
 
@@ -105,6 +111,8 @@ impl Type {
             "b32" => Type::B32,
             "b64" => Type::B64,
             "u8" => Type::U8,
+            "u16" => Type::U16,
+            "f16" => Type::F16,
             "u32" => Type::U32,
             "s32" => Type::S32,
             "u64" => Type::U64,
@@ -119,16 +127,18 @@ impl Type {
     pub fn size(self) -> u32 {
         match self {
             Type::Pred | Type::U8 => 1,
+            Type::U16 | Type::F16 => 2,
             Type::B32 | Type::U32 | Type::S32 | Type::F32 => 4,
             Type::B64 | Type::U64 | Type::S64 | Type::F64 => 8,
         }
     }
 
-    /// The register class that holds a value of this type (`U8` is widened into a `B32`).
+    /// The register class that holds a value of this type (`U8`, `U16` and `F16` are widened
+    /// into a `B32`).
     pub fn reg_class(self) -> RegClass {
         match self {
             Type::Pred => RegClass::Pred,
-            Type::B32 | Type::U8 | Type::U32 | Type::S32 => RegClass::B32,
+            Type::B32 | Type::U8 | Type::U16 | Type::F16 | Type::U32 | Type::S32 => RegClass::B32,
             Type::B64 | Type::U64 | Type::S64 => RegClass::B64,
             Type::F32 => RegClass::F32,
             Type::F64 => RegClass::F64,

@@ -17,7 +17,8 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// A value type that device buffers hold: f32 f64 i32 u32 i64 u64 u8 bool.
+/// A value type that device buffers hold: f32 f64 i32 u32 i64 u64 u8 bool, and the 16-bit
+/// floats `half::f16` and `half::bf16` (storage only: kernels compute with them in f32).
 pub trait Element: Copy + Send + Sync + 'static + sealed::Sealed {
     /// The body IR type of this element (`u8` has none: bodies never name it).
     const TY: Option<Ty>;
@@ -55,6 +56,8 @@ numeric_element! {
     i64 => Some(Ty::I64),
     u64 => Some(Ty::U64),
     u8 => None,
+    half::f16 => Some(Ty::F16),
+    half::bf16 => Some(Ty::Bf16),
 }
 
 impl sealed::Sealed for bool {}
@@ -81,8 +84,9 @@ pub(crate) fn to_bytes<T: Element>(values: &[T]) -> Vec<u8> {
 /// memory, without a copy.
 pub(crate) fn le_bytes<T: Element>(values: &[T]) -> std::borrow::Cow<'_, [u8]> {
     if cfg!(target_endian = "little") {
-        // SAFETY: the sealed element types are primitive numbers (no padding, no invalid bit
-        // patterns as bytes) of exactly `T::SIZE` bytes, so the slice's memory is
+        // SAFETY: the sealed element types are primitive numbers or `half`'s 16-bit floats
+        // (`repr(transparent)` over a `u16`): no padding, no invalid bit patterns as bytes, of
+        // exactly `T::SIZE` bytes, so the slice's memory is
         // `values.len() * T::SIZE` initialized bytes, borrowed for as long as `values`; on a
         // little-endian host they are the little-endian bytes `write_le` would append.
         let bytes = unsafe {

@@ -23,6 +23,7 @@ pub mod intrinsics;
 mod launch;
 pub mod mtx;
 pub mod multi;
+mod precision;
 mod queue;
 mod stats;
 mod stream;
@@ -38,6 +39,10 @@ pub use cudarc;
 pub use device::{Device, Transferred};
 pub use error::{Error, Result};
 pub use formats::{Csr, DeviceCsr, DeviceOffsets, DeviceTileSet, TileSet};
+/// The 16-bit float types of the `half` crate, which device buffers and kernels take as
+/// storage for f32 arithmetic ([`HalfElement`]).
+pub use half;
+pub use half::{bf16, f16};
 pub use heuristic::choose_schedule;
 pub use launch::{
     execute, execute_cached, submit, ArgValue, Job, KernelArg, KernelLaunch, Launch, Submit,
@@ -51,6 +56,7 @@ pub use mtx::{
 /// The nalgebra-sparse the conversions are built against (feature `nalgebra-sparse`).
 #[cfg(feature = "nalgebra-sparse")]
 pub use nalgebra_sparse;
+pub use precision::{narrow_into, narrowed, widen, HalfElement};
 pub use queue::{DeviceQueue, Queue};
 /// The sprs the conversions are built against (feature `sprs`).
 #[cfg(feature = "sprs")]

@@ -5,8 +5,8 @@
 use crate::body::{Body, ParamKind, Ty};
 use crate::builder::{KernelBuilder, LoopScope};
 use crate::codegen::{
-    check_index, emit_body, load_offset, offset_addr, ptx_type, AtomContext, CsrRegs, KernelParams,
-    ParamRegs,
+    check_index, emit_body, load_offset, mem_type, narrow_half, offset_addr, widen_half,
+    AtomContext, CsrRegs, KernelParams, ParamRegs,
 };
 use crate::ir::{BinOp, Cmp, Label, Operand, Reg, Rounding, Space, Type};
 use crate::plan::OffsetWidth;
@@ -188,18 +188,30 @@ impl Layout {
         if let Some(flag) = params.error_flag.filter(|_| checked) {
             check_index(b, flag, index, out_len, body.params.len(), done);
         }
-        let addr = b.elem_addr(out, index, value.1.size());
+        // A half-precision output holds the reduced f32 rounded once, after the epilogue.
+        let storage = body.out_storage.unwrap_or(value.1);
+        let addr = b.elem_addr(out, index, storage.size());
         let stored = match body.epilogue_body() {
             Some(epilogue) => {
                 let old = epilogue_reads_old(body).then(|| {
                     // The output is written in the kernel: not the read-only path.
-                    b.ld(Space::Global, ptx_type(value.1), addr)
+                    let old = b.ld(Space::Global, mem_type(storage), addr);
+                    if storage.is_half() {
+                        widen_half(b, storage, old)
+                    } else {
+                        old
+                    }
                 });
                 apply_epilogue(b, &epilogue, params, (tile, lane), (value.0, old), checked)?
             }
             None => value.0,
         };
-        b.st(Space::Global, ptx_type(value.1), addr, stored);
+        let stored = if storage.is_half() {
+            narrow_half(b, storage, stored)
+        } else {
+            stored
+        };
+        b.st(Space::Global, mem_type(storage), addr, stored);
         b.place(done);
         Ok(())
     }

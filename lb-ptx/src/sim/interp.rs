@@ -174,6 +174,7 @@ fn width_mask(ty: Type) -> u64 {
     match ty {
         Type::Pred => 1,
         Type::U8 => 0xFF,
+        Type::U16 | Type::F16 => 0xFFFF,
         Type::B32 | Type::U32 | Type::S32 | Type::F32 => 0xFFFF_FFFF,
         Type::B64 | Type::U64 | Type::S64 | Type::F64 => u64::MAX,
     }
@@ -415,7 +416,7 @@ impl Resolver<'_> {
                         )
                     }
                     Type::Pred => matches!(op, BinOp::And | BinOp::Or | BinOp::Xor),
-                    Type::U8 => false,
+                    Type::U8 | Type::U16 | Type::F16 => false,
                     _ => *op != BinOp::MulWide || !is_64(*ty),
                 };
                 if !ok {
@@ -439,7 +440,7 @@ impl Resolver<'_> {
                     Type::F32 => matches!(op, UnOp::Neg | UnOp::Abs | UnOp::Sqrt) || op.is_approx(),
                     Type::F64 => matches!(op, UnOp::Neg | UnOp::Abs | UnOp::Sqrt),
                     Type::Pred => *op == UnOp::Not,
-                    Type::U8 => false,
+                    Type::U8 | Type::U16 | Type::F16 => false,
                     _ => *op != UnOp::Sqrt && !op.is_approx(),
                 };
                 if !ok {
@@ -613,7 +614,7 @@ impl Resolver<'_> {
                 let ok = *space != Space::Param
                     && match ty {
                         Type::F32 | Type::F64 => *op == AtomOp::Add,
-                        Type::Pred | Type::U8 => false,
+                        Type::Pred | Type::U8 | Type::U16 | Type::F16 => false,
                         _ => true,
                     }
                     && (*op == AtomOp::Cas) == c.is_some();
@@ -965,6 +966,15 @@ fn setp(cmp: Cmp, ty: Type, a: u64, b: u64) -> bool {
 }
 
 fn cvt(rounding: Rounding, dst_ty: Type, src_ty: Type, v: u64) -> u64 {
+    // The only conversions of f16 lb emits: exact to f32, and from f32 to nearest even. The
+    // `half` crate does both as IEEE 754 says, subnormals, infinities and NaN included.
+    match (dst_ty, src_ty) {
+        (Type::F32, Type::F16) => {
+            return u64::from(half::f16::from_bits(v as u16).to_f32().to_bits());
+        }
+        (Type::F16, Type::F32) => return u64::from(half::f16::from_f32(f32_of(v)).to_bits()),
+        _ => {}
+    }
     if src_ty.is_float() {
         let x = if src_ty == Type::F32 {
             f64::from(f32_of(v))

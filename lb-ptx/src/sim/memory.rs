@@ -158,6 +158,7 @@ impl Memory {
 pub(crate) fn load_le(buf: &[u8], size: u32) -> u64 {
     match size {
         1 => u64::from(buf[0]),
+        2 => u64::from(u16::from_le_bytes([buf[0], buf[1]])),
         4 => u64::from(u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]])),
         _ => u64::from_le_bytes([
             buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7],

@@ -121,6 +121,7 @@ pub fn spmv() -> Body {
         },
         reduce: Some((Ty::F32, Reduce::Sum)),
         guards: Guards::Every,
+        out_storage: None,
         epilogue: None,
     }
 }
@@ -167,6 +168,7 @@ pub fn spmm() -> Body {
         },
         reduce: Some((Ty::F32, Reduce::Sum)),
         guards: Guards::Every,
+        out_storage: None,
         epilogue: None,
     }
 }
@@ -221,6 +223,7 @@ pub fn scatter() -> Body {
         },
         reduce: None,
         guards: Guards::Every,
+        out_storage: None,
         epilogue: None,
     }
 }
@@ -293,6 +296,7 @@ pub fn relax() -> Body {
         },
         reduce: None,
         guards: Guards::Every,
+        out_storage: None,
         epilogue: None,
     }
 }
@@ -468,6 +472,7 @@ pub fn mix() -> Body {
         },
         reduce: Some((Ty::F64, Reduce::Sum)),
         guards: Guards::Every,
+        out_storage: None,
         epilogue: None,
     }
 }
@@ -579,6 +584,7 @@ pub fn bits() -> Body {
         },
         reduce: None,
         guards: Guards::Every,
+        out_storage: None,
         epilogue: None,
     }
 }
@@ -647,6 +653,7 @@ pub fn fatom() -> Body {
         },
         reduce: None,
         guards: Guards::Every,
+        out_storage: None,
         epilogue: None,
     }
 }

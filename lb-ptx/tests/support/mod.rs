@@ -272,6 +272,7 @@ pub fn visit_seen() -> Body {
         },
         reduce: None,
         guards: Guards::Every,
+        out_storage: None,
         epilogue: None,
     }
 }
@@ -662,6 +663,7 @@ pub fn values_body(name: &str, reduce: Reduce) -> Body {
         },
         reduce: Some((Ty::F32, reduce)),
         guards: Guards::Every,
+        out_storage: None,
         epilogue: None,
     }
 }
@@ -690,6 +692,7 @@ pub fn isum() -> Body {
         },
         reduce: Some((Ty::I64, Reduce::Sum)),
         guards: Guards::Every,
+        out_storage: None,
         epilogue: None,
     }
 }
@@ -737,6 +740,7 @@ pub fn visit(frontier: bool) -> Body {
         },
         reduce: None,
         guards: Guards::Every,
+        out_storage: None,
         epilogue: None,
     }
 }

@@ -53,6 +53,24 @@ impl MtxValue for f64 {
     }
 }
 
+/// Read as `f64` and rounded once to nearest even; duplicate entries are summed in `f16`.
+impl MtxValue for half::f16 {
+    const ONE: half::f16 = half::f16::ONE;
+
+    fn parse_token(token: &[u8]) -> Option<half::f16> {
+        f64::parse_token(token).map(half::f16::from_f64)
+    }
+}
+
+/// Read as `f64` and rounded once to nearest even; duplicate entries are summed in `bf16`.
+impl MtxValue for half::bf16 {
+    const ONE: half::bf16 = half::bf16::ONE;
+
+    fn parse_token(token: &[u8]) -> Option<half::bf16> {
+        f64::parse_token(token).map(half::bf16::from_f64)
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Format {
     Coordinate,

@@ -95,6 +95,8 @@ fn nccl_type<T: Element>(reduce: bool) -> Result<nccl_sys::ncclDataType_t> {
         Some(Ty::U32) => D::ncclUint32,
         Some(Ty::I64) => D::ncclInt64,
         Some(Ty::U64) => D::ncclUint64,
+        Some(Ty::F16) => D::ncclFloat16,
+        Some(Ty::Bf16) => D::ncclBfloat16,
         _ if !reduce => D::ncclUint8,
         _ => {
             return Err(Error::Shape(format!(
@@ -146,8 +148,37 @@ fn combine<T: Element>(op: Reduce, a: &[u8], b: &[u8]) -> Vec<u8> {
         Some(Ty::U32) => apply!(u32, Ord::min, Ord::max),
         Some(Ty::I64) => apply!(i64, Ord::min, Ord::max),
         Some(Ty::U64) => apply!(u64, Ord::min, Ord::max),
+        // Half storage: combined in f32 and rounded once, as NCCL does.
+        Some(Ty::F16) => half_combine(
+            op,
+            (a, b),
+            |x| half::f16::from_le_bytes(x).to_f32(),
+            |v| half::f16::from_f32(v).to_le_bytes(),
+        ),
+        Some(Ty::Bf16) => half_combine(
+            op,
+            (a, b),
+            |x| half::bf16::from_le_bytes(x).to_f32(),
+            |v| half::bf16::from_f32(v).to_le_bytes(),
+        ),
         _ => unreachable!("checked by nccl_type"),
     }
+}
+
+/// `a op b` for a 16-bit float format, through f32.
+fn half_combine(
+    op: Reduce,
+    (a, b): (&[u8], &[u8]),
+    widen: fn([u8; 2]) -> f32,
+    narrow: fn(f32) -> [u8; 2],
+) -> Vec<u8> {
+    let (x, y) = (widen([a[0], a[1]]), widen([b[0], b[1]]));
+    let r = match op {
+        Reduce::Sum => x + y,
+        Reduce::Min => x.min(y),
+        Reduce::Max => x.max(y),
+    };
+    narrow(r).to_vec()
 }
 
 fn sim_read(dev: &Device, addr: u64, len: usize) -> Result<Vec<u8>> {
@@ -359,6 +390,10 @@ fn identity<T: Element>(dev: &Device, op: Reduce, count: usize) -> Result<Device
         (Some(Ty::I64), Reduce::Max) => i64::MIN.to_le_bytes().to_vec(),
         (Some(Ty::U64), Reduce::Min) => u64::MAX.to_le_bytes().to_vec(),
         (Some(Ty::U64), Reduce::Max) => 0u64.to_le_bytes().to_vec(),
+        (Some(Ty::F16), Reduce::Min) => half::f16::INFINITY.to_le_bytes().to_vec(),
+        (Some(Ty::F16), Reduce::Max) => half::f16::NEG_INFINITY.to_le_bytes().to_vec(),
+        (Some(Ty::Bf16), Reduce::Min) => half::bf16::INFINITY.to_le_bytes().to_vec(),
+        (Some(Ty::Bf16), Reduce::Max) => half::bf16::NEG_INFINITY.to_le_bytes().to_vec(),
         _ => unreachable!("checked by nccl_type"),
     };
     dev.filled(count, T::read_le(&bytes))
