@@ -572,7 +572,7 @@ fn half_outputs_combine_cut_rows_in_f32_and_round_once_more() {
         })
         .expect("launch");
     let got = split.download(&y).expect("download");
-    for row in 0..a.num_rows {
+    for (row, value) in got.iter().enumerate() {
         let (mut exact, mut magnitude) = (0.0f64, 0.0f64);
         for nz in a.row(row) {
             let t = f64::from(a.values[nz].to_f32())
@@ -583,7 +583,7 @@ fn half_outputs_combine_cut_rows_in_f32_and_round_once_more() {
         // Up to four roundings to f16 (three pieces of the cut row and their combination),
         // each at most 2^-11 of a value bounded by the magnitude.
         let tol = 4.0 / 2048.0 * magnitude + 1e-7;
-        let value = f64::from(got[row].to_f32());
+        let value = f64::from(value.to_f32());
         assert!(
             (value - exact).abs() <= tol,
             "row {row}: {value} vs {exact}"
