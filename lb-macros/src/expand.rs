@@ -205,6 +205,7 @@ fn placeholder_consts(func: &ItemFn) -> TokenStream {
             pub const PLANS: &[::lb::__private::Plan] = &[];
             pub const UNCHECKED_PLANS: &[::lb::__private::Plan] = &[];
             pub const DEFAULT: ::lb::__private::Schedule = ::lb::__private::Schedule::ALL[0];
+            pub const REDUCTION: ::core::option::Option<::lb::__private::multi::Reduction> = ::core::option::Option::None;
         }
     }
 }
@@ -272,9 +273,6 @@ fn module(
                 None => quote!(::core::option::Option::None),
             };
             quote! {
-                /// How the output's partial results combine, for a launch across devices
-                /// (`lb::multi::MultiCsr::launch`); `None` without `reduce`.
-                pub const REDUCTION: ::core::option::Option<::lb::__private::multi::Reduction> = #reduction;
                 /// One PTX module with the kernels of every generated schedule.
                 pub const PTX: &::core::primitive::str = #ptx;
                 /// The generated schedules, in the order of `PLANS`.
@@ -289,6 +287,9 @@ fn module(
                 pub const UNCHECKED_PLANS: &[::lb::__private::Plan] = #unchecked_plans;
                 /// The first generated schedule (`launch` asks the heuristic among all of them).
                 pub const DEFAULT: ::lb::__private::Schedule = #default;
+                /// How the output's partial results combine, for a launch across devices
+                /// (`lb::multi::MultiCsr::launch`); `None` without `reduce`.
+                pub const REDUCTION: ::core::option::Option<::lb::__private::multi::Reduction> = #reduction;
                 /// The kernel parameters' names, for error messages (index roles excluded).
                 const PARAM_NAMES: &[&::core::primitive::str] = &[#(#names),*];
             }
@@ -299,6 +300,7 @@ fn module(
             pub const PLANS: &[::lb::__private::Plan] = &[];
             pub const UNCHECKED_PLANS: &[::lb::__private::Plan] = &[];
             pub const DEFAULT: ::lb::__private::Schedule = ::lb::__private::Schedule::ALL[0];
+            pub const REDUCTION: ::core::option::Option<::lb::__private::multi::Reduction> = ::core::option::Option::None;
         },
     };
 

@@ -806,6 +806,7 @@ fn expansion_has_the_contracts_items() {
             "PLANS",
             "UNCHECKED_PLANS",
             "DEFAULT",
+            "REDUCTION",
             "PARAM_NAMES",
             "cpu",
             "launch",
