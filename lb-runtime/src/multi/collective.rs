@@ -64,9 +64,9 @@ impl Comms {
 impl Drop for Comms {
     fn drop(&mut self) {
         for &c in &self.0 {
-            // SAFETY: each communicator was made by `comm_init_all` and is destroyed once; the
-            // devices' streams were synchronized by whoever used it last (every exchange of
-            // `Devices` ends in a synchronization of its streams).
+            // SAFETY: each communicator was made by `comm_init_all` and is destroyed once, after
+            // the group's devices were synchronized (`Drop for multi::Inner` runs before its
+            // fields drop), so no collective on it is still running.
             let _ = unsafe { nccl::comm_destroy(c) };
         }
     }

@@ -164,6 +164,16 @@ impl Devices {
     }
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Exchanges are enqueued without a wait (`all_gather`): let them finish before the
+        // communicators they run on are destroyed with `exchange`.
+        for d in &self.devices {
+            let _ = d.synchronize();
+        }
+    }
+}
+
 impl std::fmt::Debug for Devices {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(self.devices()).finish()
