@@ -218,10 +218,10 @@ impl<T: Element> MultiCsr<T> {
     /// the part that owns each row; then every part is waited for and its report returned.
     ///
     /// Each part's kernel sees the part's local numbering: `#[tile]` is the local row and
-    /// `#[atom]` the local atom, so arrays they index are passed per part ([`split_rows`]
-    /// (Self::split_rows)); column indices keep the tile set's numbering. A kernel whose result
-    /// for a row must come from one device, an epilogue or an atom's `#[rank]`
-    /// ([`Reduction::whole_rows`]), needs a tile set uploaded with
+    /// `#[atom]` the local atom, so arrays they index are passed per part
+    /// ([`split_rows`](Self::split_rows)); column indices keep the tile set's numbering. A
+    /// kernel whose result for a row must come from one device, an epilogue or an atom's
+    /// `#[rank]` ([`Reduction::whole_rows`]), needs a tile set uploaded with
     /// [`upload_whole_rows`](Self::upload_whole_rows): otherwise the error says so, before
     /// anything is launched.
     pub fn launch<U: Element>(
