@@ -1,4 +1,5 @@
-//! SpMV with more than 2^32 nonzeros: the 64-bit index path of every schedule.
+//! SpMV with more than 2^32 nonzeros: the 64-bit index path of every schedule, the searches
+//! outside `auto` included.
 //!
 //! `cargo run --release --example spmv_huge -- [--rows R] [--per-row K] [--reps N]` builds a
 //! structured matrix (R rows of K nonzeros, scattered columns, small integer values) whose product
@@ -11,7 +12,7 @@ use common::{number, MAX_ROWS};
 use lb::prelude::*;
 use std::process::ExitCode;
 
-#[load_balanced(schedule = "auto", reduce = "sum", output = "y")]
+#[load_balanced(schedule = "every", reduce = "sum", output = "y")]
 fn spmv(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
     a.values[nz] * x[a.col_indices[nz] as usize]
 }

@@ -37,6 +37,9 @@ for line in sys.stdin:
         continue
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in wanted and "test" in m["target"]["kind"]:
         print(m["target"]["name"], m["executable"])
+    # The macro crate'"'"'s unit tests: the long fuzz run (scripts/fuzz-long.sh) uses the cores there.
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "lb_macros" and m["profile"]["test"]:
+        print("lb_macros", m["executable"])
 ' "${gpu_tests[@]}" | while read -r name exe; do
   cp "$exe" "$out/bin/test-$name"
 done

@@ -20,24 +20,13 @@
 
 use std::fmt::Write as _;
 
+use lb_ptx::Schedule;
+
 pub mod rng;
 pub use rng::Rng;
 
-/// Schedules a kernel takes: the 13 of `"auto"` and the variants `"auto"` leaves out.
-pub const SCHEDULES: &[&str] = &[
-    "thread_mapped",
-    "warp_mapped",
-    "block_mapped",
-    "group_mapped(4)",
-    "group_mapped(8)",
-    "dynamic_virtual_warps",
-    "merge_path",
-    "nonzero_split",
-    "consolidate",
-    "two_phase",
-    "multi_phase",
-    "binning",
-    "lrb",
+/// Variants a kernel may name that [`Schedule::every`] leaves out.
+const VARIANTS: &[&str] = &[
     "group_mapped(2)",
     "group_mapped(16)",
     "group_mapped(64)",
@@ -45,13 +34,23 @@ pub const SCHEDULES: &[&str] = &[
     "consolidate(warp)",
 ];
 
-/// Deals `per_kernel` schedules to each of `kernels` kernels from `SCHEDULES`, shuffled per round,
+/// Schedules a kernel takes: every built-in schedule (from lb-ptx's registry, so a new schedule
+/// is fuzzed as soon as it is registered) and the variants.
+pub fn schedules() -> Vec<&'static str> {
+    Schedule::every()
+        .map(Schedule::name)
+        .chain(VARIANTS.iter().copied())
+        .collect()
+}
+
+/// Deals `per_kernel` schedules to each of `kernels` kernels from [`schedules`], shuffled per round,
 /// so every schedule gets several bodies; a schedule dealt twice to one kernel is kept once (an
 /// attribute may not list it twice).
 pub fn deal(rng: &mut Rng, kernels: usize, per_kernel: usize) -> Vec<Vec<&'static str>> {
+    let all = schedules();
     let mut deck: Vec<&str> = Vec::new();
     while deck.len() < kernels * per_kernel {
-        let mut round = SCHEDULES.to_vec();
+        let mut round = all.clone();
         for i in (1..round.len()).rev() {
             round.swap(i, rng.below(i + 1));
         }

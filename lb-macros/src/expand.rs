@@ -382,6 +382,7 @@ fn plan_tokens(p: &Plan) -> TokenStream {
         let role = match t.role {
             TempRole::Scratch => quote!(::lb::__private::TempRole::Scratch),
             TempRole::ErrorFlag => quote!(::lb::__private::TempRole::ErrorFlag),
+            TempRole::Counters => quote!(::lb::__private::TempRole::Counters),
             TempRole::Cached { producers } => {
                 quote!(::lb::__private::TempRole::Cached { producers: #producers })
             }

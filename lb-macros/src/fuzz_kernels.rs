@@ -11,12 +11,15 @@
 //! panic: every case runs under `catch_unwind`, and a panic fails the test.
 //!
 //! `LB_FUZZ_SEED` picks the seed (else the clock's; the test prints it), `LB_FUZZ_EXPANSIONS` the
-//! number of cases ([`CASES`] by default). docs/fuzzing.md records the long runs.
+//! number of cases ([`CASES`] by default), and `LB_FUZZ_SHARD=i/n` runs only the cases whose
+//! index is `i` modulo `n`, so a long run spreads over `n` processes: each case draws from its
+//! own seed, the `index`-th of the run's seed sequence, so the shards together run exactly the
+//! cases of the unsharded run. docs/fuzzing.md records the long runs.
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use lb_fuzz_gen::{kernel, Kernel, Rng, SCHEDULES};
+use lb_fuzz_gen::{kernel, schedules, Kernel, Rng};
 use proc_macro2::{Group, Ident, Literal, Span, TokenStream, TokenTree};
 
 use crate::expand::{self, Expansion};
@@ -127,11 +130,16 @@ fn generated_kernels_expand_and_each_mistake_is_one_error() {
             .map_or(0, |d| d.as_nanos() as u64)
     });
     let cases = setting("LB_FUZZ_EXPANSIONS").unwrap_or(CASES);
+    let (shard, shards) = shard();
     let mut seeds = Rng(seed);
     let mut tally: BTreeMap<Option<Mistake>, Tally> = BTreeMap::new();
     let mut failures = Vec::new();
     for index in 0..cases {
-        let case = draw(&mut Rng(seeds.next_u64()));
+        let case_seed = seeds.next_u64();
+        if index % shards != shard {
+            continue;
+        }
+        let case = draw(&mut Rng(case_seed));
         let t = tally.entry(case.mistake).or_default();
         t.cases += 1;
         if let Err(why) = run(&case, t) {
@@ -148,7 +156,7 @@ fn generated_kernels_expand_and_each_mistake_is_one_error() {
             );
         }
     }
-    report(seed, cases, &tally);
+    report(seed, cases, (shard, shards), &tally);
     assert!(
         failures.is_empty(),
         "{} of {cases} cases failed (seed {seed}); the first:\n{}",
@@ -157,9 +165,31 @@ fn generated_kernels_expand_and_each_mistake_is_one_error() {
     );
 }
 
+/// `LB_FUZZ_SHARD=i/n` as `(i, n)`; `(0, 1)` without it.
+fn shard() -> (u64, u64) {
+    let Ok(v) = std::env::var("LB_FUZZ_SHARD") else {
+        return (0, 1);
+    };
+    let parsed = v
+        .split_once('/')
+        .and_then(|(i, n)| Some((i.trim().parse().ok()?, n.trim().parse().ok()?)));
+    match parsed {
+        Some((i, n)) if i < n => (i, n),
+        _ => panic!("LB_FUZZ_SHARD={v:?} is not `i/n` with i < n"),
+    }
+}
+
 /// What each class of case gave, for the record of long runs.
-fn report(seed: u64, cases: u64, tally: &BTreeMap<Option<Mistake>, Tally>) {
-    eprintln!("seed {seed}: {cases} kernels expanded in-process");
+fn report(
+    seed: u64,
+    cases: u64,
+    (shard, shards): (u64, u64),
+    tally: &BTreeMap<Option<Mistake>, Tally>,
+) {
+    let ran: u64 = tally.values().map(|t| t.cases).sum();
+    eprintln!(
+        "seed {seed}: {ran} kernels expanded in-process (shard {shard}/{shards} of {cases} cases)"
+    );
     for (class, t) in tally {
         eprintln!(
             "  {:<24} {:>7} cases {:>7} accepted {:>7} refused {:>8} errors {:>6} with several",
@@ -260,12 +290,13 @@ fn generated_every_schedule(e: &Expansion) -> Result<(), String> {
 /// One case: a kernel with 1 to 4 schedules (now and then `auto`), and in half the cases one
 /// mistake.
 fn draw(rng: &mut Rng) -> Case {
-    let schedules: Vec<&str> = if rng.chance(5) {
+    let all = schedules();
+    let picked: Vec<&str> = if rng.chance(5) {
         vec!["auto"]
     } else {
         let mut picked: Vec<&str> = Vec::new();
         for _ in 0..1 + rng.below(4) {
-            let s = SCHEDULES[rng.below(SCHEDULES.len())];
+            let s = all[rng.below(all.len())];
             if !picked.contains(&s) {
                 picked.push(s);
             }
@@ -273,7 +304,7 @@ fn draw(rng: &mut Rng) -> Case {
         picked
     };
     let index = rng.below(1000);
-    let mut k = kernel(rng, index, &schedules);
+    let mut k = kernel(rng, index, &picked);
     let mut mistake = None;
     if rng.chance(50) {
         let m = MISTAKES[rng.below(MISTAKES.len())];

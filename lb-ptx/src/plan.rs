@@ -182,6 +182,12 @@ pub enum TempRole {
     /// body was indexed out of range under `checked`, word 1 the offending index. The runtime
     /// turns a nonzero word 0 into an error.
     ErrorFlag,
+    /// Counters that the plan's kernels leave zero when they finish (the last block to finish
+    /// resets them), so they need no zeroing per launch: at most [`Temp::COUNTERS_BYTES`],
+    /// kept in the workspace's flag region, which no scratch temporary shares, zeroed when the
+    /// workspace is made. A memset per launch is a driver call, as dear on the host as a
+    /// kernel launch; a launch with nothing else to zero then costs one call.
+    Counters,
     /// Depends only on the tile set (a reorder of its tiles, say) and is written only by the
     /// plan's first `producers` kernels. The runtime keeps it with the device tile set after the
     /// first launch and skips those kernels on later launches over the same tile set; never used
@@ -212,6 +218,14 @@ pub struct Temp {
     /// Zero it before the first kernel.
     pub zero: bool,
     pub role: TempRole,
+}
+
+impl Temp {
+    /// The most bytes of [`TempRole::Counters`] a plan may have: they share the workspace's flag
+    /// region (256 bytes) with the error flag, from byte [`Temp::COUNTERS_OFFSET`].
+    pub const COUNTERS_BYTES: u64 = 128;
+    /// Where the counters start in the flag region.
+    pub const COUNTERS_OFFSET: u64 = 128;
 }
 
 /// Everything one schedule needs at run time.

@@ -65,7 +65,8 @@ fn generated(body: &Body, o: &Options) -> (Module, Plan) {
 }
 
 /// Runs the host-fallback plan (every kernel in order) with its temporaries, the grids from the
-/// plan's rule under `limits`. Returns the buffered tile count the parent left.
+/// plan's rule under `limits`. Returns the buffered tile count the parent left, read before the
+/// child runs (the child's last block resets the counters, checked here too).
 fn run(
     module: &Module,
     plan: &Plan,
@@ -80,15 +81,24 @@ fn run(
         limits,
         garbage: 0xEE,
         zero_error_flags: true,
-        upto: usize::MAX,
+        upto: 1,
     };
-    let (temps, _) = runner.run(module, plan, args, size, mem);
+    let (temps, _) = runner.run(module, plan, args.clone(), size, mem);
     let count = plan
         .temps
         .iter()
         .position(|t| t.name == COUNT_TEMP)
-        .map_or(0, |i| temps[i]);
-    u64::from_le_bytes(read_words::<8>(mem, count, 1)[0])
+        .map(|i| temps[i])
+        .expect("the plan has its counters");
+    let buffered = u64::from_le_bytes(read_words::<8>(mem, count, 1)[0]);
+    let args: Vec<u64> = args.into_iter().chain(temps).collect();
+    for k in &plan.kernels[1..] {
+        let grid = k.grid.blocks(&size, k.block, &limits);
+        launch_kernel(module, k, grid, &args, mem);
+    }
+    let left = read_words::<8>(mem, count, 2);
+    assert_eq!(left, [[0; 8]; 2], "the child leaves the counters zero");
+    buffered
 }
 
 /// Two grids per test: the rule's (up to 4 resident blocks) and a single block that strides.

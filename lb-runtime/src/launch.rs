@@ -409,8 +409,17 @@ pub unsafe fn submit(
     let ws = stream.workspace(ws_bytes)?;
     let temps = Temps::gather(stream, job, &ws, &offsets, first_grid)?;
     prepared.skip(temps.warm, plan.cache_producers());
+    let counters = plan.temps.iter().any(|t| t.role == TempRole::Counters);
+    // Counters are left zero by every launch that ran all its kernels; after one that did not,
+    // they are zeroed once here.
+    let zero_counters = counters && ws.take_counters_dirty();
     for (t, off) in plan.temps.iter().zip(&offsets) {
-        if let (true, Some(off), false) = (t.zero, off, t.role == TempRole::ErrorFlag) {
+        let zero = match t.role {
+            TempRole::ErrorFlag => false,
+            TempRole::Counters => zero_counters,
+            _ => t.zero,
+        };
+        if let (true, Some(off)) = (zero, off) {
             let bytes = temp_bytes(t, size, first_grid)?;
             ws.zero(stream, *off, bytes)?;
         }
@@ -420,7 +429,12 @@ pub unsafe fn submit(
     let timed = mode == Submit::Timed || stream.timing();
     // The kernels must see what the device's stream wrote (uploads, other streams' launches).
     stream.order_after_device()?;
-    let events = run_kernels(stream, job.ptx, &prepared, &mut params, timed, &mut launch)?;
+    let events = run_kernels(stream, job.ptx, &prepared, &mut params, timed, &mut launch)
+        .inspect_err(|_| {
+            if counters {
+                ws.mark_counters_dirty();
+            }
+        })?;
     stream.order_device_after()?;
     if plan.temps.iter().any(|t| t.role == TempRole::ErrorFlag) {
         stream.watch_flag(&ws, job.param_names);
@@ -579,6 +593,16 @@ fn layout(plan: &Plan, size: &ProblemSize, first_grid: u32) -> Result<(Vec<Optio
         let off = match t.role {
             TempRole::Cached { .. } => None,
             TempRole::ErrorFlag if bytes <= FLAG_REGION => Some(0),
+            TempRole::Counters => {
+                if bytes as u64 > Temp::COUNTERS_BYTES {
+                    return Err(Error::Shape(format!(
+                        "counters `{}` take {bytes} bytes, more than the {} of the flag region",
+                        t.name,
+                        Temp::COUNTERS_BYTES
+                    )));
+                }
+                Some(Temp::COUNTERS_OFFSET as usize)
+            }
             _ => {
                 let off = end;
                 end = bytes

@@ -23,8 +23,10 @@ use crate::launch::Launch;
 use crate::queue::DeviceQueue;
 use crate::tune::Picked;
 
-/// Bytes at the start of every workspace reserved for the error flag (two u64 words), so that
-/// no plan's scratch ever lands on the flag another plan left raised but unread.
+/// Bytes at the start of every workspace reserved for the error flag (two u64 words) and the
+/// plans' self-resetting counters (`TempRole::Counters`, from byte 128), so that no plan's
+/// scratch ever lands on the flag another plan left raised but unread, or on counters that a
+/// later launch expects to find zero.
 pub(crate) const FLAG_REGION: usize = 256;
 
 /// Offsets of temporaries inside a workspace are multiples of this (the allocator's alignment).
@@ -40,6 +42,9 @@ pub(crate) struct WsBuf {
     bytes: usize,
     addr: u64,
     mem: WsMem,
+    /// A launch with counters failed to enqueue all its kernels, so its counters may not have
+    /// been reset: the next launch with counters zeroes them first.
+    counters_dirty: AtomicBool,
 }
 
 enum WsMem {
@@ -60,6 +65,7 @@ impl WsBuf {
                     bytes: n,
                     addr,
                     mem: WsMem::Gpu(slice),
+                    counters_dirty: AtomicBool::new(false),
                 })
             }
             (Backend::Sim(sim), None) => {
@@ -68,6 +74,7 @@ impl WsBuf {
                     bytes: n,
                     addr,
                     mem: WsMem::Sim(Arc::downgrade(&sim.memory)),
+                    counters_dirty: AtomicBool::new(false),
                 })
             }
             _ => Err(Error::DeviceMismatch {
@@ -78,6 +85,17 @@ impl WsBuf {
 
     pub(crate) fn addr(&self) -> u64 {
         self.addr
+    }
+
+    /// Notes that a launch may have left its counters set.
+    pub(crate) fn mark_counters_dirty(&self) {
+        self.counters_dirty.store(true, Ordering::Release);
+    }
+
+    /// Whether the counters must be zeroed before the next launch that has some (and from
+    /// then on takes them as clean: the caller zeroes them).
+    pub(crate) fn take_counters_dirty(&self) -> bool {
+        self.counters_dirty.swap(false, Ordering::AcqRel)
     }
 
     /// Whether this memory belongs to `dev`.

@@ -185,8 +185,8 @@ impl ScheduleTemplate for Consolidate {
             name: Cow::Borrowed(COUNT_TEMP),
             elem_bytes: 8,
             count: TempCount::Fixed(2),
-            zero: true,
-            role: TempRole::Scratch,
+            zero: false,
+            role: TempRole::Counters,
         });
         temps.push(Temp {
             name: Cow::Borrowed(BUFFER_TEMP),
@@ -283,6 +283,53 @@ fn common(
         count_ptr,
         buffer,
     })
+}
+
+/// The counters' reset (`TempRole::Counters`): after a barrier, thread 0 of each block counts
+/// its block as finished in word 1; the last block to finish, when every append of the launch
+/// is in word 0 and every block has read it, takes word 0 (`on_last` gets it) and leaves both
+/// words zero for the next launch, which then needs no memset.
+fn last_block_resets(
+    b: &mut KernelBuilder,
+    c: &Common,
+    on_last: impl FnOnce(&mut KernelBuilder, Reg) -> Result<(), GenError>,
+) -> Result<(), GenError> {
+    let tid = b.special(Special::TidX);
+    let nctaid = b.special(Special::NctaidX);
+    let is_t0 = b.setp(Cmp::Eq, Type::U32, tid, Operand::Imm(0));
+    b.emit(Op::BarSync);
+    let t0 = b.if_begin(is_t0, false);
+    b.emit(Op::MemBar);
+    let one = b.mov(Type::U64, Operand::Imm(1));
+    let finished = atomic(b, AtomOp::Add, Type::U64, c.count_ptr, 8, one);
+    let blocks = b.cvt(Rounding::None, Type::U64, Type::U32, nctaid);
+    let last = b.bin(BinOp::Sub, Type::U64, blocks, Operand::Imm(1));
+    let is_last = b.setp(Cmp::Eq, Type::U64, finished, last);
+    let last_scope = b.if_begin(is_last, false);
+    b.emit(Op::MemBar);
+    // Atomics: the other blocks' appends are in L2, not in this SM's L1.
+    let zero = b.mov(Type::U64, Operand::Imm(0));
+    let total = atomic(b, AtomOp::Exch, Type::B64, c.count_ptr, 0, zero);
+    atomic(b, AtomOp::Exch, Type::B64, c.count_ptr, 8, zero);
+    on_last(b, total)?;
+    b.if_end(last_scope);
+    b.if_end(t0);
+    Ok(())
+}
+
+/// `atom.global.<op>.<ty> old, [base + offset], value`; returns `old`.
+fn atomic(b: &mut KernelBuilder, op: AtomOp, ty: Type, base: Reg, offset: i64, value: Reg) -> Reg {
+    let old = b.reg(RegClass::B64);
+    b.emit(Op::Atom {
+        space: Space::Global,
+        op,
+        ty,
+        dst: old,
+        addr: Address::Reg { base, offset },
+        b: value.into(),
+        c: None,
+    });
+    old
 }
 
 /// `lane` when the body or the layout has lanes (0 for a body that reads its lane without
@@ -453,6 +500,9 @@ impl Consolidate {
             per_lane_blocking(&mut b, lanes, |b, r| {
                 child_lanes(b, body, opts, &c, (first, count), r)
             })?;
+            if !device {
+                last_block_resets(&mut b, &c, |_, _| Ok(()))?;
+            }
             return Ok(b.finish());
         }
         let (warp, warps, laneid) = grid_warps(&mut b);
@@ -498,6 +548,9 @@ impl Consolidate {
         b.place(next);
         b.bin_to(BinOp::Add, Type::U64, i, i, warps);
         b.loop_end(tiles);
+        if !device {
+            last_block_resets(&mut b, &c, |_, _| Ok(()))?;
+        }
         Ok(b.finish())
     }
 
@@ -555,48 +608,16 @@ impl Consolidate {
             None => self.batches(&mut b, body, opts, &c, regs, (device_child, launch), None)?,
         }
 
-        if let (Level::Grid, Some(launch)) = (self.level, launch) {
+        match (self.level, launch) {
             // The last block to finish launches one child over the whole buffer.
-            b.emit(Op::BarSync);
-            let t0 = b.if_begin(is_t0, false);
-            b.emit(Op::MemBar);
-            let finished = b.reg(RegClass::B64);
-            let one = b.mov(Type::U64, Operand::Imm(1));
-            b.emit(Op::Atom {
-                space: Space::Global,
-                op: AtomOp::Add,
-                ty: Type::U64,
-                dst: finished,
-                addr: Address::Reg {
-                    base: c.count_ptr,
-                    offset: 8,
-                },
-                b: one.into(),
-                c: None,
-            });
-            let blocks = b.cvt(Rounding::None, Type::U64, Type::U32, nctaid);
-            let last = b.bin(BinOp::Sub, Type::U64, blocks, Operand::Imm(1));
-            let is_last = b.setp(Cmp::Eq, Type::U64, finished, last);
-            let last_scope = b.if_begin(is_last, false);
-            b.emit(Op::MemBar);
-            // An atomic read: the other blocks' appends are in L2, not in this SM's L1.
-            let total = b.reg(RegClass::B64);
-            let zero = b.mov(Type::U64, Operand::Imm(0));
-            b.emit(Op::Atom {
-                space: Space::Global,
-                op: AtomOp::Add,
-                ty: Type::U64,
-                dst: total,
-                addr: Address::Reg {
-                    base: c.count_ptr,
-                    offset: 0,
-                },
-                b: zero.into(),
-                c: None,
-            });
-            launch.emit(&mut b, body, opts, &c, zero, total)?;
-            b.if_end(last_scope);
-            b.if_end(t0);
+            (Level::Grid, Some(launch)) => last_block_resets(&mut b, &c, |b, total| {
+                let zero = b.mov(Type::U64, Operand::Imm(0));
+                launch.emit(b, body, opts, &c, zero, total)
+            })?,
+            // The warps or blocks launched their own children; the host-launched child resets
+            // the counters on the host path.
+            (_, Some(_)) => last_block_resets(&mut b, &c, |_, _| Ok(()))?,
+            (_, None) => {}
         }
         Ok(b.finish())
     }

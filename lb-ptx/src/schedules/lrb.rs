@@ -94,6 +94,9 @@ impl ScheduleTemplate for Lrb {
         let block_class =
             Lrb::block_bin(opts.block).max(WARP_BIN) < split_bin(opts.block, opts.lanes.is_some());
         let classes = KERNELS.iter().filter(|k| **k != "block" || block_class);
+        // A class whose bins start above the longest tile has no work: not launched, so a
+        // tile set of short rows pays one process kernel, not three.
+        let first_atoms = |bin: u32| Some(1u64 << (bin - 1));
         kernels.extend(classes.map(|k| KernelPlan {
             entry: Cow::Owned(format!("{base}_{k}")),
             block: if *k == "scan" { 32 } else { opts.block },
@@ -103,7 +106,11 @@ impl ScheduleTemplate for Lrb {
                 Grid::CoverItems { per_thread: 1 }
             },
             dynamic_shared: 0,
-            min_tile_atoms: None,
+            min_tile_atoms: match *k {
+                "warp" => first_atoms(WARP_BIN),
+                "block" => first_atoms(Lrb::block_bin(opts.block).max(WARP_BIN)),
+                _ => None,
+            },
         }));
         kernels.extend(huge::back_kernels(&base, body, opts));
         // Without a frontier the bins and the huge-tile list depend only on the tile set: the

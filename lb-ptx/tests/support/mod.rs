@@ -9,7 +9,9 @@
 use crate::codegen_common::*;
 use lb_ptx::body::*;
 use lb_ptx::ir::Module;
-use lb_ptx::plan::{DeviceLimits, KernelPlan, OffsetWidth, Plan, ProblemSize, TempCount, TempRole};
+use lb_ptx::plan::{
+    DeviceLimits, KernelPlan, OffsetWidth, Plan, ProblemSize, Temp, TempCount, TempRole,
+};
 use lb_ptx::sim::{self, LaunchConfig, Memory};
 use lb_ptx::{generate, IndexWidth, Options, Schedule};
 
@@ -163,7 +165,12 @@ impl Runner {
                 TempCount::Fixed(n) => n,
                 TempCount::PerTile { per_tile, extra } => size.tiles * per_tile + extra,
             };
-            let fill = if t.zero || (self.zero_error_flags && t.role == TempRole::ErrorFlag) {
+            // Counters start zero by contract: the workspace is made zeroed and every launch
+            // leaves them zero.
+            let fill = if t.zero
+                || t.role == TempRole::Counters
+                || (self.zero_error_flags && t.role == TempRole::ErrorFlag)
+            {
                 0
             } else {
                 self.garbage
@@ -178,7 +185,28 @@ impl Runner {
             let grid = k.grid.blocks(&size, k.block, &self.limits);
             launch_kernel(module, k, grid, &args, mem);
         }
+        if self.upto >= plan.kernels.len() {
+            for (t, &addr) in plan.temps.iter().zip(&temps) {
+                if t.role == TempRole::Counters {
+                    let words = read_u64(mem, addr, t.elem_bytes as usize / 8 * count_of(t));
+                    assert!(
+                        words.iter().all(|&w| w == 0),
+                        "`{}` left its counters `{}` at {words:?}, not zero",
+                        plan.schedule,
+                        t.name
+                    );
+                }
+            }
+        }
         (temps, first)
+    }
+}
+
+/// Elements of a [`TempRole::Counters`] temporary (always a fixed count).
+fn count_of(t: &Temp) -> usize {
+    match t.count {
+        TempCount::Fixed(n) => n as usize,
+        _ => panic!("counters `{}` have no fixed size", t.name),
     }
 }
 
