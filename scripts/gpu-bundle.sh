@@ -43,6 +43,11 @@ for line in sys.stdin:
 ' "${gpu_tests[@]}" | while read -r name exe; do
   cp "$exe" "$out/bin/test-$name"
 done
+# The proc-macro crate's test binary links the toolchain's libstd dynamically: it travels beside
+# it (scripts/fuzz-long.sh puts the binary's own folder on the library path).
+if [ -x "$out/bin/test-lb_macros" ]; then
+  cp "$(rustc --print target-libdir)"/libstd-*.so "$out/bin/"
+fi
 for ex in target/release/examples/*; do
   case "$ex" in *.d | *-*) continue ;; esac
   [ -x "$ex" ] && cp "$ex" "$out/bin/example-$(basename "$ex")"

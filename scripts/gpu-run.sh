@@ -5,7 +5,9 @@
 # power-law and regular matrices), sanitize (compute-sanitizer memcheck, racecheck and synccheck
 # on the examples), sanitize-tests (memcheck on every device test binary: every schedule on every
 # test body; not in the default set), apps (SpMM k = 8/32/128, SSSP, BFS and PageRank on a >50M-edge power-law graph, CG on a 100³ Poisson grid), huge
-# (SpMV with more than 2^32 nonzeros, about 37 GB of device memory). The logs are packed into
+# (SpMV with more than 2^32 nonzeros, about 37 GB of device memory), loop (host cost per call,
+# `lb-bench --loop`, and the sanitizers on it; not in the default set), fuzz (the macro's long
+# fuzz run on every core; not in the default set). The logs are packed into
 # $OUT/logs.tgz (or .gpu/out/logs.tgz) and a summary goes to stdout.
 set -uo pipefail
 bash "$(dirname "$0")/gpu-unpack.sh"
@@ -112,8 +114,25 @@ for group in "${groups[@]}"; do
     huge)
       step example-spmv-huge "$bin/example-spmv_huge"
       ;;
+    loop)
+      # Host cost per call: 1000 back-to-back SpMV launches per schedule and cuSPARSE's, and
+      # the same replayed from CUDA graphs (docs/streams.md); then memcheck and racecheck on a
+      # short loop and on CG.
+      step loop-small "$bin/lb-bench" --loop 1000 --scale small --json "$out/loop-small.jsonl"
+      for tool in memcheck racecheck; do
+        sanitize "$tool" loop "$bin/lb-bench" --loop 20 --scale small --families tiny,regular,power-law \
+          --no-cusparse --quiet
+        sanitize "$tool" cg "$bin/example-cg" --n 16
+      done
+      ;;
+    fuzz)
+      # The macro's long fuzz run, one shard per core at a time (docs/fuzzing.md); FUZZ_FIRST,
+      # FUZZ_LAST and FUZZ_DEADLINE split it over calls.
+      step fuzz-long bash scripts/fuzz-long.sh "$bin/test-lb_macros" "${LB_FUZZ_SEED:-20261126}" \
+        "${LB_FUZZ_EXPANSIONS:-100000}" "${LB_FUZZ_SHARDS:-320}" "$logs/fuzz"
+      ;;
     *)
-      echo "unknown group $group (tests spmv sanitize apps huge)"
+      echo "unknown group $group (tests spmv sanitize sanitize-tests apps huge loop fuzz)"
       status=2
       ;;
   esac

@@ -32,6 +32,10 @@
 //!   against libcudadevrt (see `lb-runtime`); `tests/consolidate.rs` links it with nvlink for
 //!   sm_75/80/90 when `LB_CUDADEVRT` names the library.
 //!
+//! The counters (buffer length, finished blocks) are `TempRole::Counters`: the last block to
+//! finish the kernel that last reads them (the device-launch parent, or the host-launched child)
+//! leaves both zero, so a launch needs no memset before it.
+//!
 //! The buffer holds tile *positions* (one per tile, whatever the lane count): a large tile is
 //! appended by its lane-0 item, and the child walks all its lanes.
 //!

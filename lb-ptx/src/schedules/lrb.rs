@@ -22,6 +22,9 @@
 //!    With lanes, a plan whose blocks have 256 threads or more has no `_lrb_block`: every tile of
 //!    its bins is the huge-tile split's (below).
 //!
+//! The warp and block classes are launched only when the tile set's longest tile reaches their
+//! first bin (`KernelPlan::min_tile_atoms`), so short rows cost one process kernel, not three.
+//!
 //! Without a frontier the reorder is cached per tile set (`TempRole::Cached`): the producers run
 //! only on the first launch over a tile set.
 //!
