@@ -4,7 +4,8 @@
 //! `cargo run --release --example sssp` builds the embedded default (a seeded power-law graph,
 //! weights |w| of the generator's values); `cargo run --release --example sssp -- graph.mtx`
 //! reads a square Matrix Market file (weights are the absolute values). `--vertices N` scales the
-//! default graph, `--source S` picks the source (default 0).
+//! default graph, `--source S` picks the source (default 0), and `--near-far` adds a row of
+//! `lb::algorithms::sssp_near_far` (Near-Far buckets, Δ from the weights) under each schedule.
 //! The table shows iterations, traversed edges, kernel time (GPU) and wall-clock time of the whole
 //! driver, traversed edges per second (on kernel time on a GPU, on wall time on the simulator),
 //! and the host↔device bytes per iteration.
@@ -12,7 +13,7 @@
 mod common;
 #[path = "common/traversal.rs"]
 mod traversal;
-use lb::algorithms::{dijkstra, schedules, sssp};
+use lb::algorithms::{dijkstra, schedules, sssp, sssp_near_far, Delta};
 use lb::prelude::*;
 use std::process::ExitCode;
 
@@ -31,17 +32,26 @@ fn run(args: &traversal::Args) -> lb::Result<bool> {
     let dg = DeviceCsr::upload(&dev, &g)?;
     traversal::print_header();
     let mut all_ok = true;
-    for &schedule in schedules() {
-        let r = sssp(&dev, &dg, args.source, schedule)?;
-        // f32 sums along different paths of equal length may round differently: compare with a
-        // relative tolerance.
-        let ok = r.dist.len() == want.len()
-            && r.dist
+    // f32 sums along different paths of equal length may round differently: compare with a
+    // relative tolerance.
+    let matches = |dist: &[f32]| {
+        dist.len() == want.len()
+            && dist
                 .iter()
                 .zip(&want)
-                .all(|(&got, &w)| got == w || (got - w).abs() <= 1e-5 * w.abs());
+                .all(|(&got, &w)| got == w || (got - w).abs() <= 1e-5 * w.abs())
+    };
+    for &schedule in schedules() {
+        let r = sssp(&dev, &dg, args.source, schedule)?;
+        let ok = matches(&r.dist);
         all_ok &= ok;
         traversal::print_row(schedule.name(), &r.run, ok);
+        if args.near_far {
+            let nf = sssp_near_far(&dev, &dg, args.source, schedule, Delta::default())?;
+            let ok = matches(&nf.dist);
+            all_ok &= ok;
+            traversal::print_row(&format!("  near-far ({} div)", nf.divisions), &nf.run, ok);
+        }
     }
     Ok(all_ok)
 }

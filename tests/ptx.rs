@@ -86,6 +86,9 @@ fn every_module_assembles_without_spills() {
         ("dobfs_pull", lb::algorithms::dobfs_pull::PTX),
         ("cc_hook", lb::algorithms::cc_hook::PTX),
         ("pagerank_pull", lb::algorithms::pagerank_pull::PTX),
+        ("near_far_relax", lb::algorithms::near_far_relax::PTX),
+        ("near_far_divide", lb::algorithms::near_far_divide::PTX),
+        ("weight_sum", lb::algorithms::weight_sum::PTX),
         ("hspmv", hspmv::PTX),
         ("hstore", hstore::PTX),
     ];

@@ -14,10 +14,12 @@ pub struct Args {
     pub undirected: bool,
     /// BFS only: `lb::algorithms::bfs_direction_optimizing` next to each push row.
     pub direction_optimizing: bool,
+    /// SSSP only: `lb::algorithms::sssp_near_far` next to each row of plain relaxation.
+    pub near_far: bool,
 }
 
 /// The arguments of the example `name`: `[graph.mtx] [--vertices N] [--source S]
-/// [--undirected]`, and for `bfs` `[--direction-optimizing]`.
+/// [--undirected]`, for `bfs` `[--direction-optimizing]` and for `sssp` `[--near-far]`.
 pub fn parse_args(name: &str) -> Result<Args, String> {
     let mut args = Args {
         path: None,
@@ -25,11 +27,12 @@ pub fn parse_args(name: &str) -> Result<Args, String> {
         source: 0,
         undirected: false,
         direction_optimizing: false,
+        near_far: false,
     };
-    let extra = if name == "bfs" {
-        " [--direction-optimizing]"
-    } else {
-        ""
+    let extra = match name {
+        "bfs" => " [--direction-optimizing]",
+        "sssp" => " [--near-far]",
+        _ => "",
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -38,6 +41,7 @@ pub fn parse_args(name: &str) -> Result<Args, String> {
             "--source" => args.source = number(&mut it, "--source", 0..=MAX_ROWS - 1)?,
             "--undirected" => args.undirected = true,
             "--direction-optimizing" if name == "bfs" => args.direction_optimizing = true,
+            "--near-far" if name == "sssp" => args.near_far = true,
             "-h" | "--help" => {
                 return Err(format!(
                     "usage: {name} [graph.mtx] [--vertices N] [--source S] [--undirected]{extra}"

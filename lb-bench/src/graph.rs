@@ -1,4 +1,4 @@
-//! The graph ops from `lb::algorithms` (SSSP, BFS, direction-optimizing BFS, connected
+//! The graph ops from `lb::algorithms` (SSSP, Near-Far SSSP, BFS, direction-optimizing BFS, connected
 //! components, PageRank): each is a host-driven loop of launches, not one launch over a
 //! `Problem`, so they get their own small path: verify against the sequential reference, then
 //! time the driver from start to finish (wall clock, host work included) next to its kernel
@@ -7,8 +7,8 @@
 
 use lb::algorithms::{
     bfs, bfs_direction_optimizing, bfs_levels, bfs_unchecked, components_union_find,
-    connected_components, dijkstra, pagerank, pagerank_reference, schedules, sssp, sssp_unchecked,
-    Direction, PageRankGraph, PageRankOptions, Traversal,
+    connected_components, dijkstra, pagerank, pagerank_reference, schedules, sssp, sssp_near_far,
+    sssp_unchecked, Delta, Direction, PageRankGraph, PageRankOptions, Traversal,
 };
 use lb::prelude::*;
 use rand::seq::IndexedRandom;
@@ -109,6 +109,8 @@ impl Driver {
 /// The reference result of one op from one source (or of the whole graph).
 enum Reference {
     Dist(Vec<f32>),
+    /// Dijkstra's distances, for the Near-Far driver.
+    NearFarDist(Vec<f32>),
     Depth(Vec<u32>),
     /// BFS depths, for the direction-optimizing driver.
     DirectionDepth(Vec<u32>),
@@ -125,6 +127,8 @@ struct DeviceGraph {
     transpose: Option<DeviceCsc<f32>>,
     /// `pagerank`: its own upload (CSC, inverse degrees).
     ranked: Option<PageRankGraph>,
+    /// `nearfar`: the factor of Δ (`--delta-factor`).
+    delta_factor: f32,
 }
 
 /// What one run gave: the driver's record, its error against the reference, and (`dobfs`) its
@@ -162,6 +166,11 @@ impl Reference {
                     Driver::HostLoop => host_loop::sssp,
                 };
                 let r = run(dev, g, source, s)?;
+                (r.run, dist_error(&r.dist, want))
+            }
+            Reference::NearFarDist(want) => {
+                let delta = Delta::Scaled(dg.delta_factor);
+                let r = sssp_near_far(dev, g, source, s, delta)?;
                 (r.run, dist_error(&r.dist, want))
             }
             Reference::Depth(want) => {
@@ -277,6 +286,7 @@ pub fn run_graph(
                 .map(|&s| {
                     let r = match op {
                         Op::Sssp => Reference::Dist(dijkstra(&g, s)),
+                        Op::Nearfar => Reference::NearFarDist(dijkstra(&g, s)),
                         Op::Dobfs => Reference::DirectionDepth(bfs_levels(&g, s)),
                         _ => Reference::Depth(bfs_levels(&g, s)),
                     };
@@ -285,7 +295,7 @@ pub fn run_graph(
                 .collect()
         }
     };
-    let dg = match upload(dev, &g, op) {
+    let dg = match upload(dev, &g, op, cli.delta_factor) {
         Ok(dg) => dg,
         Err(e) => return vec![base.failed(format!("setting up: {e}"))],
     };
@@ -333,7 +343,7 @@ pub fn run_graph(
 
 /// `g` on the device, with the transpose (`dobfs`) or PageRank's upload (`pagerank`) when `op`
 /// reads them.
-fn upload(dev: &Device, g: &Csr<f32>, op: Op) -> lb::Result<DeviceGraph> {
+fn upload(dev: &Device, g: &Csr<f32>, op: Op, delta_factor: f32) -> lb::Result<DeviceGraph> {
     Ok(DeviceGraph {
         g: DeviceCsr::upload(dev, g)?,
         transpose: match op {
@@ -344,6 +354,7 @@ fn upload(dev: &Device, g: &Csr<f32>, op: Op) -> lb::Result<DeviceGraph> {
             Op::Pagerank => Some(PageRankGraph::upload(dev, g)?),
             _ => None,
         },
+        delta_factor,
     })
 }
 
@@ -400,7 +411,7 @@ fn measure(
         if error > cli.tolerance {
             r.max_rel_err = Some(error);
             return r.failed(match reference {
-                Reference::Dist(_) => format!(
+                Reference::Dist(_) | Reference::NearFarDist(_) => format!(
                     "{from}: wrong distances: max relative error {:.2e} > {:.0e}",
                     error, cli.tolerance
                 ),

@@ -46,6 +46,9 @@ pub enum Op {
     /// Breadth-first search from `--sources` seeded random sources, in traversed edges per
     /// second.
     Bfs,
+    /// Near-Far bucketed SSSP (`lb::algorithms::sssp_near_far`, Δ = `--delta-factor` · mean
+    /// weight / mean degree) from the same sources and weights as `sssp`.
+    Nearfar,
     /// Direction-optimizing BFS (push/pull switch, α = 14, β = 24) from the same sources as
     /// `bfs`; edges are counted as `bfs` counts them, so the GTEPS compare.
     Dobfs,
@@ -66,6 +69,7 @@ impl Op {
             Op::Spmm32h => "spmm32h",
             Op::Sssp => "sssp",
             Op::Bfs => "bfs",
+            Op::Nearfar => "nearfar",
             Op::Dobfs => "dobfs",
             Op::Cc => "cc",
             Op::Pagerank => "pagerank",
@@ -75,7 +79,7 @@ impl Op {
     /// Dense columns: `None` for SpMV and the graph ops.
     pub fn k(self) -> Option<usize> {
         match self {
-            Op::Spmv | Op::Sssp | Op::Bfs | Op::Dobfs | Op::Cc | Op::Pagerank => None,
+            Op::Spmv | Op::Sssp | Op::Nearfar | Op::Bfs | Op::Dobfs | Op::Cc | Op::Pagerank => None,
             Op::Spmm8 => Some(8),
             Op::Spmm32 | Op::Spmm32h => Some(32),
             Op::Spmm128 => Some(128),
@@ -89,12 +93,15 @@ impl Op {
 
     /// The graph ops: run by `graph::run_graph`, not as a `run::Problem`.
     pub fn is_graph(self) -> bool {
-        matches!(self, Op::Sssp | Op::Bfs | Op::Dobfs | Op::Cc | Op::Pagerank)
+        matches!(
+            self,
+            Op::Sssp | Op::Nearfar | Op::Bfs | Op::Dobfs | Op::Cc | Op::Pagerank
+        )
     }
 
     /// The graph ops that start from `--sources` (connected components and PageRank do not).
     pub fn has_sources(self) -> bool {
-        matches!(self, Op::Sssp | Op::Bfs | Op::Dobfs)
+        matches!(self, Op::Sssp | Op::Nearfar | Op::Bfs | Op::Dobfs)
     }
 }
 
@@ -183,6 +190,9 @@ pub struct Cli {
     /// traversal there takes about as many iterations as there are vertices.
     #[arg(long)]
     pub undirected: bool,
+    /// `nearfar`: the factor c of Near-Far's Δ = c · mean weight / mean degree.
+    #[arg(long, default_value_t = 32.0, value_parser = positive_f32)]
+    pub delta_factor: f32,
     /// Instead of the per-call timings: N back-to-back SpMV calls of each schedule (and of
     /// cuSPARSE) on one stream, timed end to end on the host and replayed from CUDA graphs;
     /// reports wall µs per call next to the kernel time (docs/streams.md).
@@ -228,6 +238,15 @@ fn non_negative(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         Ok(v) => Err(format!("{v} is not a finite number of at least 0")),
+        Err(e) => Err(format!("`{text}` is not a number: {e}")),
+    }
+}
+
+/// A positive finite `f32` (`--delta-factor`).
+fn positive_f32(text: &str) -> Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(v) => Err(format!("{v} is not a positive finite number")),
         Err(e) => Err(format!("`{text}` is not a number: {e}")),
     }
 }

@@ -292,9 +292,16 @@ pub fn print_row(r: &Record) {
         (_, Some(e)) => format!("FAILED: {e}"),
         _ => "FAILED".to_string(),
     };
-    if [Op::Sssp, Op::Bfs, Op::Dobfs, Op::Cc, Op::Pagerank]
-        .iter()
-        .any(|o| o.name() == r.op)
+    if [
+        Op::Sssp,
+        Op::Nearfar,
+        Op::Bfs,
+        Op::Dobfs,
+        Op::Cc,
+        Op::Pagerank,
+    ]
+    .iter()
+    .any(|o| o.name() == r.op)
     {
         println!(
             "{:<8} {:<34} {:<28} {:>8} {:>10} {:>11} {:>11} {:>8} {:>7} {:>7}  {status}",

@@ -1,8 +1,9 @@
 //! Graph algorithms driven from the host around load-balanced kernels whose state stays on the
-//! device: single-source shortest paths (frontier relaxation, thesis §6.1.3), breadth-first
-//! search, direction-optimizing BFS ([`bfs_direction_optimizing`]), connected components
-//! ([`connected_components`]) and PageRank ([`pagerank`]), each with a sequential reference to
-//! check it against (Dijkstra with a binary heap, queue BFS, union-find, f64 power iteration).
+//! device: single-source shortest paths (frontier relaxation, thesis §6.1.3, and the bucketed
+//! Near-Far method, [`sssp_near_far`]), breadth-first search, direction-optimizing BFS
+//! ([`bfs_direction_optimizing`]), connected components ([`connected_components`]) and PageRank
+//! ([`pagerank`]), each with a sequential reference to check it against (Dijkstra with a binary
+//! heap, queue BFS, union-find, f64 power iteration).
 //! `docs/graph-apps.md` gives the overview; below is the frontier machinery SSSP and BFS share.
 //!
 //! # The frontier stays on the device
@@ -39,6 +40,7 @@ mod bfs;
 mod cc;
 mod dobfs;
 mod driver;
+mod nearfar;
 mod pagerank;
 mod sssp;
 
@@ -48,6 +50,10 @@ pub use dobfs::{
     bfs_direction_optimizing, dobfs_pull, dobfs_push, Direction, DoBfsResult, CLAIM_SLOTS,
 };
 pub use driver::{collect_marked, schedules, Traversal, EDGE_SLOTS};
+pub use nearfar::{
+    near_far_divide, near_far_relax, sssp_near_far, weight_sum, Delta, NearFarResult, WEIGHT_SLOTS,
+    WINDOW,
+};
 pub use pagerank::{
     pagerank, pagerank_pull, pagerank_reference, PageRankGraph, PageRankOptions, PageRankResult,
 };
