@@ -140,7 +140,7 @@ pub fn weight_sum(g: &Csr<f32>, sums: &mut [f64], #[atom] e: usize) {
     atomic_add(&mut sums[e % sums.len()], g.values[e] as f64);
 }
 
-/// Counters of [`weight_sum`].
+/// Counters of [`weight_sum`](fn@weight_sum).
 pub const WEIGHT_SLOTS: usize = 1024;
 
 /// How [`sssp_near_far`] picks the width of the near window.
@@ -348,10 +348,7 @@ impl Piles<'_> {
             )
         }?;
         self.near.swap(0, 1);
-        Ok((
-            (pushed_to(&launch, "near")?, pushed_to(&launch, "far")?),
-            launch.elapsed_ms,
-        ))
+        piles_after(&launch, "far")
     }
 
     /// Divides the far pile (`len` entries) for the phase after `phase`: the new near pile's and
@@ -394,10 +391,7 @@ impl Piles<'_> {
         }?;
         self.near.swap(0, 1);
         self.far.swap(0, 1);
-        Ok((
-            (pushed_to(&launch, "near")?, pushed_to(&launch, "next_far")?),
-            launch.elapsed_ms,
-        ))
+        piles_after(&launch, "next_far")
     }
 
     /// Makes the one-per-vertex tile set of the divisions, once.
@@ -407,6 +401,15 @@ impl Piles<'_> {
         }
         Ok(())
     }
+}
+
+/// The step's result: the near pile's length, the far pile's (the queue parameter `far`), and
+/// the kernel time.
+fn piles_after(launch: &Launch, far: &str) -> Result<Step> {
+    Ok((
+        (pushed_to(launch, "near")?, pushed_to(launch, far)?),
+        launch.elapsed_ms,
+    ))
 }
 
 /// The pushes the launch counted into its queue parameter `param`.
