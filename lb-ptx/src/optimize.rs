@@ -189,7 +189,7 @@ fn remove_dead(body: &mut Vec<Instr>) {
 fn def_counts(body: &[Instr]) -> BTreeMap<Reg, usize> {
     let mut defs = BTreeMap::new();
     for instr in body {
-        for d in written(instr) {
+        for d in writes(&instr.op) {
             *defs.entry(d).or_insert(0) += 1;
         }
     }
@@ -785,23 +785,11 @@ fn reader_in(
             Op::Bra { .. } | Op::Ret | Op::Call { .. } => true,
             _ => false,
         };
-        if flow || written(instr).iter().any(|w| factors.contains(w)) {
+        if flow || writes(&instr.op).iter().any(|w| factors.contains(w)) {
             return None;
         }
     }
     None
-}
-
-/// The registers `instr` writes.
-fn written(instr: &Instr) -> Vec<Reg> {
-    match &instr.op {
-        Op::Ld { dst, .. }
-        | Op::Atom { dst, .. }
-        | Op::Vote { dst, .. }
-        | Op::ActiveMask { dst } => vec![*dst],
-        Op::Shfl { dst, dst_pred, .. } => std::iter::once(*dst).chain(*dst_pred).collect(),
-        op => pure_def(op).into_iter().collect(),
-    }
 }
 
 #[cfg(test)]
