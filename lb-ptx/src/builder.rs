@@ -60,6 +60,15 @@ fn store(space: Space, ty: Type, addr: Reg, src: Operand) -> Op {
     }
 }
 
+/// Checks, in debug builds, that `n` elements of `ty` make a vector PTX has.
+fn debug_assert_vector(ty: Type, n: usize) {
+    debug_assert!(
+        ty.vector_fits(n),
+        "no vector access moves {n} elements of {}: 2 or 4 of 32 bits, or 2 of 64",
+        ty.suffix()
+    );
+}
+
 fn class_index(class: RegClass) -> usize {
     RegClass::ALL
         .iter()
@@ -303,6 +312,70 @@ impl KernelBuilder {
         let dst = self.reg_for(ty);
         self.ld_global_to(ty, dst, (addr, offset), cache);
         dst
+    }
+
+    /// `ld.global{cache}.vN.T {dsts}, [addr+offset]`: `dsts.len()` consecutive elements in one
+    /// load, `dsts[0]` from `addr+offset`. The address must be aligned to the whole vector
+    /// (`dsts.len()` × the element size), or the load faults.
+    pub fn ld_global_vec(
+        &mut self,
+        ty: Type,
+        dsts: &[Reg],
+        (addr, offset): (Reg, i64),
+        cache: LdCache,
+    ) {
+        self.ld_vec(Space::Global, ty, dsts, (addr, offset), cache);
+    }
+
+    /// [`KernelBuilder::ld_global_vec`] of `n` elements into fresh registers, returned in
+    /// address order.
+    pub fn ld_global_vec_new(
+        &mut self,
+        ty: Type,
+        n: usize,
+        (addr, offset): (Reg, i64),
+        cache: LdCache,
+    ) -> Vec<Reg> {
+        let dsts: Vec<Reg> = (0..n).map(|_| self.reg_for(ty)).collect();
+        self.ld_global_vec(ty, &dsts, (addr, offset), cache);
+        dsts
+    }
+
+    /// `ld.shared.vN.T {dsts}, [addr+offset]`, aligned as for [`KernelBuilder::ld_global_vec`].
+    pub fn ld_shared_vec(&mut self, ty: Type, dsts: &[Reg], (addr, offset): (Reg, i64)) {
+        self.ld_vec(Space::Shared, ty, dsts, (addr, offset), LdCache::Default);
+    }
+
+    /// `ld.SPACE{cache}.vN.T {dsts}, [addr+offset]`.
+    fn ld_vec(
+        &mut self,
+        space: Space,
+        ty: Type,
+        dsts: &[Reg],
+        (addr, offset): (Reg, i64),
+        cache: LdCache,
+    ) {
+        debug_assert_vector(ty, dsts.len());
+        self.emit(Op::LdVec {
+            space,
+            ty,
+            dsts: dsts.to_vec(),
+            addr: Address::Reg { base: addr, offset },
+            cache,
+        });
+    }
+
+    /// `st.SPACE.vN.T [addr+offset], {srcs}`: `srcs.len()` consecutive elements in one store,
+    /// `srcs[0]` to `addr+offset`, aligned as for [`KernelBuilder::ld_global_vec`].
+    pub fn st_vec(&mut self, space: Space, ty: Type, (addr, offset): (Reg, i64), srcs: &[Operand]) {
+        debug_assert_vector(ty, srcs.len());
+        debug_assert!(space != Space::Param, "kernel parameters are read-only");
+        self.emit(Op::StVec {
+            space,
+            ty,
+            addr: Address::Reg { base: addr, offset },
+            srcs: srcs.to_vec(),
+        });
     }
 
     pub fn ld(&mut self, space: Space, ty: Type, addr: Reg) -> Reg {

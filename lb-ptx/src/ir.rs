@@ -152,6 +152,24 @@ impl Type {
     pub fn is_signed(self) -> bool {
         matches!(self, Type::S32 | Type::S64)
     }
+
+    /// Whether `n` elements of this type make a vector that one `ld.vN`/`st.vN` moves
+    /// ([`Op::LdVec`], [`Op::StVec`]): 2 or 4 elements of 32 bits, or 2 of 64 bits (PTX ISA,
+    /// `ld`: `.v2` and `.v4`), so at most 16 bytes, the widest access every target has.
+    pub fn vector_fits(self, n: usize) -> bool {
+        let element = matches!(
+            self,
+            Type::B32
+                | Type::U32
+                | Type::S32
+                | Type::F32
+                | Type::B64
+                | Type::U64
+                | Type::S64
+                | Type::F64
+        );
+        element && matches!(n, 2 | 4) && n as u32 * self.size() <= 16
+    }
 }
 
 /// Special registers read with `mov`.
@@ -543,6 +561,8 @@ impl fmt::Display for Label {
 /// | `Cvt` | `cvt{.rn,.rzi,.rmi,.rpi,.rni}.DT.ST d, a;` |
 /// | `Ld` | `ld.SPACE{.nc,.cs.nc}.T d, [addr];` |
 /// | `St` | `st.SPACE.T [addr], a;` |
+/// | `LdVec` | `ld.SPACE{.nc,.cs.nc}.vN.T {d0, d1, d2, d3}, [addr];` |
+/// | `StVec` | `st.SPACE.vN.T [addr], {a0, a1};` |
 /// | `Atom` | `atom.SPACE.OP.T d, [addr], b;` and `atom.SPACE.cas.T d, [addr], b, c;` |
 /// | `Bra` | `bra L3;` (with a guard: `@%p1 bra L3;`) |
 /// | `Label` | `L3:` |
@@ -629,6 +649,25 @@ pub enum Op {
         ty: Type,
         addr: Address,
         src: Operand,
+    },
+    /// A load of `dsts.len()` consecutive elements in one access, `dsts[0]` from the lowest
+    /// address; [`Type::vector_fits`] says which counts and types exist. The address must be
+    /// aligned to the vector's whole size (16 bytes for four `f32`), or the access faults.
+    LdVec {
+        space: Space,
+        ty: Type,
+        dsts: Vec<Reg>,
+        addr: Address,
+        /// Cache policy, as for [`Op::Ld`].
+        cache: LdCache,
+    },
+    /// A store of `srcs.len()` consecutive elements in one access, aligned as for
+    /// [`Op::LdVec`].
+    StVec {
+        space: Space,
+        ty: Type,
+        addr: Address,
+        srcs: Vec<Operand>,
     },
     Atom {
         space: Space,
@@ -836,6 +875,22 @@ impl Kernel {
     }
 }
 
+/// The elements of a vector operand, braced: `{%f1, %f2, %f3, %f4}`.
+struct Braced<'a, T>(&'a [T]);
+
+impl<T: fmt::Display> fmt::Display for Braced<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("{")?;
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{e}")?;
+        }
+        f.write_str("}")
+    }
+}
+
 fn float_rn(op: BinOp, ty: Type) -> &'static str {
     if ty.is_float() && matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div) {
         ".rn"
@@ -921,6 +976,34 @@ impl fmt::Display for Op {
                 addr,
                 src,
             } => write!(f, "st{}{} {addr}, {src};", space.name(), ty.suffix()),
+            Op::LdVec {
+                space,
+                ty,
+                dsts,
+                addr,
+                cache,
+            } => write!(
+                f,
+                "ld{}{}.v{}{} {}, {addr};",
+                space.name(),
+                cache.name(),
+                dsts.len(),
+                ty.suffix(),
+                Braced(dsts)
+            ),
+            Op::StVec {
+                space,
+                ty,
+                addr,
+                srcs,
+            } => write!(
+                f,
+                "st{}.v{}{} {addr}, {};",
+                space.name(),
+                srcs.len(),
+                ty.suffix(),
+                Braced(srcs)
+            ),
             Op::Atom {
                 space,
                 op,

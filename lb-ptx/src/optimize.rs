@@ -75,10 +75,16 @@ fn visit_uses(instr: &mut Instr, f: &mut dyn FnMut(&mut Reg)) {
             operand(b, f);
             f(pred);
         }
-        Op::Ld { addr, .. } => address(addr, f),
+        Op::Ld { addr, .. } | Op::LdVec { addr, .. } => address(addr, f),
         Op::St { addr, src, .. } => {
             address(addr, f);
             operand(src, f);
+        }
+        Op::StVec { addr, srcs, .. } => {
+            address(addr, f);
+            for src in srcs {
+                operand(src, f);
+            }
         }
         Op::Atom { addr, b, c, .. } => {
             address(addr, f);
@@ -111,8 +117,8 @@ fn visit_uses(instr: &mut Instr, f: &mut dyn FnMut(&mut Reg)) {
 }
 
 /// The register `op` writes when writing it is all it does: `None` for stores, atomics,
-/// collectives, control flow and global or shared loads (a load may fault, and a shared load
-/// may be what orders a warp's exchange).
+/// collectives, control flow and global or shared loads, vector ones included (a load may
+/// fault, and a shared load may be what orders a warp's exchange).
 fn pure_def(op: &Op) -> Option<Reg> {
     pure_def_mut(&mut op.clone()).copied()
 }
@@ -149,7 +155,8 @@ fn pure_def_mut(op: &mut Op) -> Option<&mut Reg> {
 /// The destination of an instruction whose value [`reuse_common_values`] may reuse: a pure one,
 /// or a read-only global load (`.nc`: no thread writes that memory while the kernel runs, so a
 /// second load of an address gives what the first gave, and the first did not fault). A body
-/// evaluated for several lanes of one atom loads the atom's arrays once this way.
+/// evaluated for several lanes of one atom loads the atom's arrays once this way. A vector load
+/// is not reused: it has several destinations, and a value here is one register.
 fn reusable_def_mut(op: &mut Op) -> Option<&mut Reg> {
     match op {
         Op::Ld {
@@ -317,6 +324,7 @@ fn writes(op: &Op) -> Vec<Reg> {
         | Op::Atom { dst, .. }
         | Op::Vote { dst, .. }
         | Op::ActiveMask { dst } => vec![*dst],
+        Op::LdVec { dsts, .. } => dsts.clone(),
         Op::Shfl { dst, dst_pred, .. } => std::iter::once(*dst).chain(*dst_pred).collect(),
         op => pure_def(op).into_iter().collect(),
     }
@@ -345,19 +353,17 @@ fn fold_address_offsets(body: &mut [Instr]) {
         let Some(at) = positions.straight_uses(t, i).map(<[usize]>::to_vec) else {
             continue;
         };
-        let only_addresses = at.iter().all(|&j| {
-            matches!(&body[j].op,
-                Op::Ld { addr: Address::Reg { base: b, .. }, .. }
-                | Op::St { addr: Address::Reg { base: b, .. }, src: Operand::Imm(_) | Operand::F32(_) | Operand::F64(_), .. }
-                if *b == t)
-                || matches!(&body[j].op, Op::St { addr: Address::Reg { base: b, .. }, src: Operand::Reg(r), .. } if *b == t && *r != t)
-        });
+        let only_addresses = at.iter().all(|&j| reads_only_as_address(&body[j].op, t));
         let last = *at.last().expect("straight_uses returns at least one use");
         if !only_addresses || !positions.unchanged_between(base, i, last) {
             continue;
         }
         for &j in &at {
-            if let Op::Ld { addr, .. } | Op::St { addr, .. } = &mut body[j].op {
+            if let Op::Ld { addr, .. }
+            | Op::St { addr, .. }
+            | Op::LdVec { addr, .. }
+            | Op::StVec { addr, .. } = &mut body[j].op
+            {
                 if let Address::Reg { base: b, offset } = addr {
                     *b = base;
                     *offset += k;
@@ -365,6 +371,22 @@ fn fold_address_offsets(body: &mut [Instr]) {
                 }
             }
         }
+    }
+}
+
+/// Whether `op` is a load or store that reads `t` only as its address base (a store of `t`
+/// itself needs `t`'s value, which the fold does not keep).
+fn reads_only_as_address(op: &Op, t: Reg) -> bool {
+    let based_on_t = |a: &Address| matches!(a, Address::Reg { base, .. } if *base == t);
+    let stores_other = |o: &Operand| {
+        matches!(o, Operand::Imm(_) | Operand::F32(_) | Operand::F64(_))
+            || matches!(o, Operand::Reg(r) if *r != t)
+    };
+    match op {
+        Op::Ld { addr, .. } | Op::LdVec { addr, .. } => based_on_t(addr),
+        Op::St { addr, src, .. } => based_on_t(addr) && stores_other(src),
+        Op::StVec { addr, srcs, .. } => based_on_t(addr) && srcs.iter().all(stores_other),
+        _ => false,
     }
 }
 
@@ -925,5 +947,120 @@ mod tests {
         let again = k.setp(Cmp::Ne, Type::U64, addr, p);
         k.bra_if(again, false, top);
         assert!(!optimized(k).contains("mad"));
+    }
+
+    #[test]
+    fn an_unread_vector_load_stays_like_a_scalar_one() {
+        let mut k = KernelBuilder::new("k");
+        let p = k.load_param("p", Type::U64);
+        let _unread = k.ld_global_vec_new(Type::F32, 4, (p, 16), LdCache::ReadOnly);
+        let _unread = k.ld_global(Type::F32, (p, 32), LdCache::ReadOnly);
+        let pair = k.ld_global_vec_new(Type::U32, 2, (p, 8), LdCache::Default);
+        k.st(Space::Global, Type::U32, p, pair[1]);
+        let text = optimized(k);
+        // A load may fault, so it runs whether or not its value is read, vector or not.
+        assert!(
+            text.contains("ld.global.nc.v4.f32 {%f0, %f1, %f2, %f3}, [%rd0+16];"),
+            "{text}"
+        );
+        assert!(text.contains("ld.global.nc.f32 %f4, [%rd0+32];"), "{text}");
+        assert!(
+            text.contains("ld.global.v2.u32 {%r0, %r1}, [%rd0+8];"),
+            "{text}"
+        );
+        assert!(text.contains("st.global.u32 [%rd0], %r1;"), "{text}");
+    }
+
+    #[test]
+    fn an_address_add_folds_into_vector_offsets() {
+        let mut k = KernelBuilder::new("k");
+        let p = k.load_param("p", Type::U64);
+        let row = k.bin(BinOp::Add, Type::U64, p, Operand::Imm(64));
+        let v = k.ld_global_vec_new(Type::F32, 4, (row, 16), LdCache::ReadOnly);
+        let srcs: Vec<Operand> = v.iter().rev().map(|&r| r.into()).collect();
+        k.st_vec(Space::Global, Type::F32, (row, 32), &srcs);
+        let text = optimized(k);
+        assert!(!text.contains("add.u64"), "{text}");
+        assert!(
+            text.contains("ld.global.nc.v4.f32 {%f0, %f1, %f2, %f3}, [%rd0+80];"),
+            "{text}"
+        );
+        assert!(
+            text.contains("st.global.v4.f32 [%rd0+96], {%f3, %f2, %f1, %f0};"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_address_stored_as_a_vector_element_is_not_folded() {
+        let mut k = KernelBuilder::new("k");
+        let p = k.load_param("p", Type::U64);
+        let t = k.bin(BinOp::Add, Type::U64, p, Operand::Imm(16));
+        k.st_vec(Space::Global, Type::U64, (t, 0), &[p.into(), t.into()]);
+        let text = optimized(k);
+        assert!(text.contains("add.u64 %rd1, %rd0, 16;"), "{text}");
+        assert!(
+            text.contains("st.global.v2.u64 [%rd1], {%rd0, %rd1};"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_reused_value_is_renamed_inside_vector_sources() {
+        let mut k = KernelBuilder::new("k");
+        let p = k.load_param("p", Type::U64);
+        let x = k.ld_global(Type::U32, (p, 0), LdCache::Default);
+        let a = k.bin(BinOp::Add, Type::U32, x, Operand::Imm(1));
+        let b = k.bin(BinOp::Add, Type::U32, x, Operand::Imm(1));
+        k.st_vec(Space::Global, Type::U32, (p, 8), &[a.into(), b.into()]);
+        let text = optimized(k);
+        assert_eq!(text.matches("add.u32").count(), 1, "{text}");
+        assert!(
+            text.contains("st.global.v2.u32 [%rd0+8], {%r1, %r1};"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_copy_read_by_a_vector_store_too_is_not_coalesced() {
+        let mut k = KernelBuilder::new("k");
+        let p = k.load_param("p", Type::U64);
+        let x = k.ld_global(Type::F32, (p, 0), LdCache::Default);
+        let s = k.bin(BinOp::Add, Type::F32, x, x);
+        let d = k.mov(Type::F32, s);
+        k.st_vec(Space::Global, Type::F32, (p, 8), &[s.into(), d.into()]);
+        let text = optimized(k);
+        assert!(text.contains("add.rn.f32 %f1, %f0, %f0;"), "{text}");
+        assert!(text.contains("mov.f32 %f2, %f1;"), "{text}");
+        assert!(
+            text.contains("st.global.v2.f32 [%rd0+8], {%f1, %f2};"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn every_register_a_vector_load_writes_counts_as_written() {
+        // A value whose operand a vector load overwrites in between is computed again.
+        let mut k = KernelBuilder::new("k");
+        let p = k.load_param("p", Type::U64);
+        let x = k.ld_global(Type::U32, (p, 0), LdCache::Default);
+        let y = k.reg_for(Type::U32);
+        let a = k.bin(BinOp::Add, Type::U32, x, Operand::Imm(1));
+        k.ld_global_vec(Type::U32, &[y, x], (p, 8), LdCache::Default);
+        let b = k.bin(BinOp::Add, Type::U32, x, Operand::Imm(1));
+        k.st_vec(Space::Global, Type::U32, (p, 16), &[a.into(), b.into()]);
+        let text = optimized(k);
+        assert_eq!(text.matches("add.u32").count(), 2, "{text}");
+        // A product whose factor a vector load overwrites is not fused into a later add.
+        let mut k = KernelBuilder::new("k");
+        let p = k.load_param("p", Type::U64);
+        let i = k.ld_global(Type::U32, (p, 0), LdCache::Default);
+        let scaled = k.bin(BinOp::MulWide, Type::U32, i, Operand::Imm(4));
+        let j = k.reg_for(Type::U32);
+        k.ld_global_vec(Type::U32, &[i, j], (p, 8), LdCache::Default);
+        let addr = k.bin(BinOp::Add, Type::U64, p, scaled);
+        k.st_vec(Space::Global, Type::U32, (addr, 0), &[i.into(), j.into()]);
+        let text = optimized(k);
+        assert!(!text.contains("mad"), "{text}");
     }
 }

@@ -41,6 +41,23 @@ enum Src {
     Imm(u64),
 }
 
+/// Where a vector load or store goes: `n` elements of `size` bytes from `base + offset` on.
+#[derive(Clone, Copy, Debug)]
+struct VecAccess {
+    shared: bool,
+    size: u32,
+    n: u32,
+    base: Src,
+    offset: u64,
+}
+
+impl VecAccess {
+    /// The size of the whole vector, which its address must be a multiple of.
+    fn bytes(self) -> u32 {
+        self.n * self.size
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 enum POp {
     Mov {
@@ -110,6 +127,16 @@ enum POp {
         base: Src,
         offset: u64,
         src: Src,
+    },
+    /// `ld.vN`: the elements, in address order, into `dsts[..n]`.
+    LdVec {
+        access: VecAccess,
+        dsts: [u32; 4],
+    },
+    /// `st.vN`: `srcs[..n]` to the elements, in address order.
+    StVec {
+        access: VecAccess,
+        srcs: [Src; 4],
     },
     Atom {
         shared: bool,
@@ -382,6 +409,28 @@ impl Resolver<'_> {
         }
     }
 
+    /// The access of a vector load or store of `n` elements of `ty` at `addr`: a vector PTX has
+    /// ([`Type::vector_fits`]), in global or shared memory.
+    fn vec_access(
+        &self,
+        space: Space,
+        ty: Type,
+        n: usize,
+        addr: &Address,
+    ) -> Result<VecAccess, SimError> {
+        if !ty.vector_fits(n) || space == Space::Param {
+            return Err(self.unsupported());
+        }
+        let (base, offset) = self.mem_addr(space, addr)?;
+        Ok(VecAccess {
+            shared: space == Space::Shared,
+            size: ty.size(),
+            n: n as u32,
+            base,
+            offset,
+        })
+    }
+
     fn unsupported(&self) -> SimError {
         SimError::Unsupported(format!(
             "kernel `{}`, instruction {} `{}`: this type/operation combination",
@@ -600,6 +649,39 @@ impl Resolver<'_> {
                     base,
                     offset,
                     src: self.src(src, *ty)?,
+                }
+            }
+            Op::LdVec {
+                space,
+                ty,
+                dsts,
+                addr,
+                ..
+            } => {
+                let access = self.vec_access(*space, *ty, dsts.len(), addr)?;
+                let mut slots = [0; 4];
+                for (slot, dst) in slots.iter_mut().zip(dsts) {
+                    *slot = self.reg(*dst)?;
+                }
+                POp::LdVec {
+                    access,
+                    dsts: slots,
+                }
+            }
+            Op::StVec {
+                space,
+                ty,
+                addr,
+                srcs,
+            } => {
+                let access = self.vec_access(*space, *ty, srcs.len(), addr)?;
+                let mut slots = [Src::Imm(0); 4];
+                for (slot, src) in slots.iter_mut().zip(srcs) {
+                    *slot = self.src(src, *ty)?;
+                }
+                POp::StVec {
+                    access,
+                    srcs: slots,
                 }
             }
             Op::Atom {
@@ -1107,6 +1189,49 @@ fn shared_locate(p: &Prepared, addr: u64, size: u32) -> Result<usize, Fault> {
     }
 }
 
+/// The elements a vector load reads at `addr`, in address order: one access, so the whole vector
+/// must lie in one allocation (or shared variable) and be aligned to its total size.
+fn read_vec(
+    p: &Prepared,
+    shared: &[u8],
+    mem: &Memory,
+    a: VecAccess,
+    addr: u64,
+) -> Result<[u64; 4], Fault> {
+    let mut values = [0; 4];
+    let elements = &mut values[..a.n as usize];
+    if a.shared {
+        let o = shared_locate(p, addr, a.bytes())?;
+        for (k, v) in elements.iter_mut().enumerate() {
+            *v = load_le(&shared[o + k * a.size as usize..], a.size);
+        }
+    } else {
+        mem.load_vec(addr, a.size, elements)?;
+    }
+    Ok(values)
+}
+
+/// Writes the elements of a vector store at `addr`, checked as in [`read_vec`] before anything
+/// is written.
+fn write_vec(
+    p: &Prepared,
+    shared: &mut [u8],
+    mem: &mut Memory,
+    a: VecAccess,
+    addr: u64,
+    values: &[u64],
+) -> Result<(), Fault> {
+    if a.shared {
+        let o = shared_locate(p, addr, a.bytes())?;
+        for (k, &v) in values.iter().enumerate() {
+            store_le(&mut shared[o + k * a.size as usize..], a.size, v);
+        }
+        Ok(())
+    } else {
+        mem.store_vec(addr, a.size, values)
+    }
+}
+
 impl Warp {
     fn new(p: &Prepared, cfg: LaunchConfig, block: u32, warp: u32) -> Warp {
         let first_tid = warp * 32;
@@ -1422,6 +1547,39 @@ impl Warp {
                             thread: self.first_tid + l as u32,
                         };
                         return Err(fault_error(f, addr, size, who, p.instr_text(pc)));
+                    }
+                }
+            }
+            POp::LdVec { access: a, dsts } => {
+                for l in lanes(exec) {
+                    let addr = rd(regs, a.base, l).wrapping_add(a.offset);
+                    match read_vec(p, &ctx.shared, mem, a, addr) {
+                        Ok(values) => {
+                            for (&d, v) in dsts[..a.n as usize].iter().zip(values) {
+                                regs[d as usize * 32 + l] = v;
+                            }
+                        }
+                        Err(f) => {
+                            let who = Who {
+                                block: ctx.id,
+                                thread: self.first_tid + l as u32,
+                            };
+                            return Err(fault_error(f, addr, a.bytes(), who, p.instr_text(pc)));
+                        }
+                    }
+                }
+            }
+            POp::StVec { access: a, srcs } => {
+                for l in lanes(exec) {
+                    let addr = rd(regs, a.base, l).wrapping_add(a.offset);
+                    let values = srcs.map(|s| rd(regs, s, l));
+                    let values = &values[..a.n as usize];
+                    if let Err(f) = write_vec(p, &mut ctx.shared, mem, a, addr, values) {
+                        let who = Who {
+                            block: ctx.id,
+                            thread: self.first_tid + l as u32,
+                        };
+                        return Err(fault_error(f, addr, a.bytes(), who, p.instr_text(pc)));
                     }
                 }
             }

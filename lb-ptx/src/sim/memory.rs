@@ -151,6 +151,37 @@ impl Memory {
         }
         Ok(())
     }
+
+    /// A device load of `out.len()` consecutive elements of `size` bytes each, zero-extended:
+    /// one access (`ld.vN`), so the whole vector must lie in one allocation and be aligned to
+    /// its total size.
+    pub(crate) fn load_vec(&self, addr: u64, size: u32, out: &mut [u64]) -> Result<(), Fault> {
+        let bytes = u64::from(size) * out.len() as u64;
+        if !addr.is_multiple_of(bytes) {
+            return Err(Fault::Misaligned);
+        }
+        let (buf, off) = self.locate(addr, bytes)?;
+        for (k, v) in out.iter_mut().enumerate() {
+            *v = load_le(&buf[off + k * size as usize..], size);
+        }
+        Ok(())
+    }
+
+    /// A device store of the low `size` bytes of each of `values` to consecutive elements: one
+    /// access (`st.vN`), checked as for [`Memory::load_vec`] before anything is written.
+    pub(crate) fn store_vec(&mut self, addr: u64, size: u32, values: &[u64]) -> Result<(), Fault> {
+        let bytes = u64::from(size) * values.len() as u64;
+        if !addr.is_multiple_of(bytes) {
+            return Err(Fault::Misaligned);
+        }
+        let (_, off) = self.locate(addr, bytes)?;
+        if let Some(Slot::Live(buf)) = self.slots.get_mut((addr >> OFFSET_BITS) as usize) {
+            for (k, &v) in values.iter().enumerate() {
+                store_le(&mut buf[off + k * size as usize..], size, v);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Little-endian load of `size` bytes from the start of `buf` (the caller checked the length).
@@ -202,6 +233,27 @@ mod tests {
         m.free(a);
         assert_eq!(m.load(a, 1), Err(Fault::UseAfterFree));
         assert!(m.read(a, 1).is_err());
+    }
+
+    #[test]
+    fn vector_accesses_are_checked_whole() {
+        let mut m = Memory::new();
+        let a = m.alloc(24).unwrap();
+        m.store_vec(a, 4, &[1, 2, 3, 0x1_0000_0004]).unwrap();
+        let mut out = [0; 4];
+        m.load_vec(a, 4, &mut out).unwrap();
+        assert_eq!(out, [1, 2, 3, 4]);
+        let mut pair = [0; 2];
+        m.load_vec(a + 8, 4, &mut pair).unwrap();
+        assert_eq!(pair, [3, 4]);
+        // Aligned to each element but not to the vector.
+        assert_eq!(m.load_vec(a + 4, 4, &mut pair), Err(Fault::Misaligned));
+        assert_eq!(m.store_vec(a + 8, 4, &[9; 4]), Err(Fault::Misaligned));
+        // Aligned, but the second half is past the end: nothing is written.
+        assert_eq!(m.store_vec(a + 16, 4, &[9; 4]), Err(Fault::OutOfBounds));
+        assert_eq!(m.read(a + 16, 8).unwrap(), vec![0; 8]);
+        m.free(a);
+        assert_eq!(m.load_vec(a, 8, &mut pair), Err(Fault::UseAfterFree));
     }
 
     #[test]

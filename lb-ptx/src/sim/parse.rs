@@ -496,6 +496,74 @@ impl Parser {
         }
     }
 
+    /// `ld.SPACE{.nc,.cs.nc}.vN.T {d, ..}, [addr]` or `st.SPACE.vN.T [addr], {a, ..}`, after the
+    /// opcode. The braced list must hold N elements, which is all the round trip needs; which
+    /// element types a vector may have is the interpreter's check, as for scalar loads.
+    fn vector(&mut self, parts: &[&str]) -> Result<Op, ParseError> {
+        let n = parts.len();
+        let space = self.space_of(parts, parts[1])?;
+        let count = match parts[n - 2] {
+            "v2" => 2,
+            "v4" => 4,
+            _ => return self.unknown(parts),
+        };
+        let ty = self.ty_of(parts, parts[n - 1])?;
+        let qualifiers = &parts[2..n - 2];
+        Ok(if parts[0] == "ld" {
+            let cache = match qualifiers {
+                [] => LdCache::Default,
+                ["nc"] if space == Space::Global => LdCache::ReadOnly,
+                ["cs", "nc"] if space == Space::Global => LdCache::Stream,
+                _ => return self.unknown(parts),
+            };
+            let dsts = self.braced(count, |p| p.reg())?;
+            self.comma()?;
+            let addr = self.address()?;
+            Op::LdVec {
+                space,
+                ty,
+                dsts,
+                addr,
+                cache,
+            }
+        } else {
+            if !qualifiers.is_empty() {
+                return self.unknown(parts);
+            }
+            let addr = self.address()?;
+            self.comma()?;
+            let srcs = self.braced(count, |p| p.operand())?;
+            Op::StVec {
+                space,
+                ty,
+                addr,
+                srcs,
+            }
+        })
+    }
+
+    /// `{e, e, ..}`: the `count` elements of a vector operand.
+    fn braced<T>(
+        &mut self,
+        count: usize,
+        mut element: impl FnMut(&mut Parser) -> Result<T, ParseError>,
+    ) -> Result<Vec<T>, ParseError> {
+        self.punct('{')?;
+        let mut out = vec![element(self)?];
+        while self.peek_is(',') {
+            self.pos += 1;
+            out.push(element(self)?);
+        }
+        if out.len() != count {
+            return self.err(format!(
+                "`.v{count}` moves {count} elements, but {} are listed",
+                out.len()
+            ));
+        }
+        self.punct('}')?;
+        Ok(out)
+    }
+
     /// `d, a, b, c` of a fused multiply-add.
     fn three_sources(&mut self) -> Result<(Reg, Operand, Operand, Operand), ParseError> {
         let dst = self.reg()?;
@@ -822,6 +890,7 @@ impl Parser {
                     src,
                 })
             }
+            "ld" | "st" if n >= 4 && parts[n - 2].starts_with('v') => self.vector(parts),
             "ld" if (3..=5).contains(&n) => {
                 let space = self.space_of(parts, parts[1])?;
                 let cache = match &parts[2..n - 1] {
