@@ -227,6 +227,68 @@ fn every_op_module() -> Module {
             .into(),
         );
     }
+    // Vector accesses: four f32 read-only, two u32 streamed, a pair of f64 in shared memory.
+    let quad: Vec<Reg> = (0..4).map(|i| r(F32, i)).collect();
+    body.push(
+        Op::LdVec {
+            space: Space::Global,
+            ty: Type::F32,
+            dsts: quad.clone(),
+            addr: Address::Reg {
+                base: d,
+                offset: 16,
+            },
+            cache: LdCache::ReadOnly,
+        }
+        .into(),
+    );
+    body.push(Instr {
+        guard: Some(Guard {
+            pred: p,
+            negate: false,
+        }),
+        op: Op::StVec {
+            space: Space::Global,
+            ty: Type::F32,
+            addr: Address::Reg { base: d, offset: 0 },
+            srcs: quad.iter().rev().map(|&q| rg(q)).collect(),
+        },
+    });
+    body.push(
+        Op::LdVec {
+            space: Space::Global,
+            ty: Type::U32,
+            dsts: vec![b, r(B32, 0)],
+            addr: Address::Reg {
+                base: d,
+                offset: -8,
+            },
+            cache: LdCache::Stream,
+        }
+        .into(),
+    );
+    body.push(
+        Op::LdVec {
+            space: Space::Shared,
+            ty: Type::F64,
+            dsts: vec![fd, fd],
+            addr: Address::Symbol {
+                name: "smem".into(),
+                offset: 16,
+            },
+            cache: LdCache::Default,
+        }
+        .into(),
+    );
+    body.push(
+        Op::StVec {
+            space: Space::Shared,
+            ty: Type::B64,
+            addr: Address::Reg { base: d, offset: 8 },
+            srcs: vec![rg(d), Operand::Imm(-1)],
+        }
+        .into(),
+    );
     body.push(
         Op::Ld {
             space: Space::Param,
