@@ -20,6 +20,7 @@
 //! length first; out of range, it records the first offender in the plan's error flag and skips
 //! the access (a load or atomic yields 0).
 
+use std::cell::RefCell;
 use crate::body::{
     ArrayRef, AtomicOp, BinaryOp, Block, Body, CsrField, Expr, ExprKind, Guards, IndexRole, Lit,
     Method, ParamKind, Proofs, Reduce, Stmt, TileSetKind, Ty, UnaryOp,
@@ -492,6 +493,19 @@ pub fn emit_body(
     ctx: &AtomContext,
     checked: bool,
 ) -> Result<Option<Reg>, GenError> {
+    emit_body_lanes(b, body, params, ctx, checked, None)
+}
+
+/// [`emit_body`] for copy `r` of an atom's adjacent lanes ([`LaneVector`]): a lane load that
+/// copy 0 read with a vector load is the vector's element `r`.
+pub fn emit_body_lanes(
+    b: &mut KernelBuilder,
+    body: &Body,
+    params: &KernelParams,
+    ctx: &AtomContext,
+    checked: bool,
+    vector: Option<(&LaneVector, u32)>,
+) -> Result<Option<Reg>, GenError> {
     if checked && params.error_flag.is_none() {
         return Err(GenError::Unsupported(
             "`checked` needs the plan's error-flag temporary".into(),
@@ -524,6 +538,7 @@ pub fn emit_body(
         ret,
         end,
         loops: Vec::new(),
+        vector,
     };
     let tail = lower.block(&body.block)?;
     if let (Some(v), Some((r, t))) = (tail, ret) {
@@ -559,6 +574,134 @@ struct Lower<'a> {
     /// The loops around the statement being emitted, innermost last: where `continue` and
     /// `break` go.
     loops: Vec<(Label, Label)>,
+    /// With adjacent lanes: the atom's shared vector loads and this copy's lane in them.
+    vector: Option<(&'a LaneVector, u32)>,
+}
+
+/// The vector loads of one atom's adjacent lanes ([`crate::primitives::layout::Blocking`]): a
+/// walk emits the body once per lane, and the first copy reads each lane load `x[i * lanes +
+/// lane]` of a [`vector_lane_params`] array for all `width` lanes with one vector load, whose
+/// elements the other copies take instead of loading again. Only for bodies without control
+/// flow, so the first copy's loads run whenever the others' would.
+pub struct LaneVector {
+    /// Lanes per thread (2 or 4).
+    pub width: u32,
+    /// The lane count's scalar parameter (index into `Body::params`).
+    pub lanes_param: usize,
+    /// The loads of the first copy, by their index expression's address in the body.
+    loaded: RefCell<Vec<(*const Expr, Vec<Reg>)>>,
+}
+
+impl LaneVector {
+    pub fn new(width: u32, lanes_param: usize) -> LaneVector {
+        LaneVector {
+            width,
+            lanes_param,
+            loaded: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn get(&self, index: &Expr) -> Option<Vec<Reg>> {
+        let key: *const Expr = index;
+        self.loaded
+            .borrow()
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, regs)| regs.clone())
+    }
+}
+
+/// The slice parameters a walk over adjacent lanes reads with vector loads: those the body
+/// indexes as `x[i * lanes + lane]` (either order of the sum and of the product, `lanes` the
+/// scalar parameter `lanes_param`) with 4-byte elements, in a body without side effects or
+/// control flow (see [`LaneVector`]). `i * lanes` is a multiple of the lane count, so with a
+/// lane count that is a multiple of R and an R-element-aligned base such a load of R adjacent
+/// lanes is aligned to its width.
+pub fn vector_lane_params(body: &Body, lanes_param: usize) -> Vec<usize> {
+    if !body.is_pure() || has_control_flow(body) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    body.block.any(&mut |_| false, &mut |e| {
+        if let ExprKind::Load {
+            array: ArrayRef::Param(p),
+            index,
+        } = &e.kind
+        {
+            let four = matches!(slice_elem(body, *p), Some(Ty::F32 | Ty::I32 | Ty::U32));
+            if four && lane_row(index, lanes_param).is_some() && !out.contains(p) {
+                out.push(*p);
+            }
+        }
+        false
+    });
+    out
+}
+
+/// The element type of slice parameter `p`.
+fn slice_elem(body: &Body, p: usize) -> Option<Ty> {
+    match body.params.get(p).map(|p| &p.kind) {
+        Some(ParamKind::Slice { elem, .. }) => Some(*elem),
+        _ => None,
+    }
+}
+
+/// For an index `i * lanes + lane` (either order of the sum and of the product, `lanes` the
+/// scalar parameter `lanes_param`): `i * lanes`.
+fn lane_row(index: &Expr, lanes_param: usize) -> Option<&Expr> {
+    let ExprKind::Binary {
+        op: BinaryOp::Add,
+        lhs,
+        rhs,
+    } = &index.kind
+    else {
+        return None;
+    };
+    let is_lane = |e: &Expr| matches!(e.kind, ExprKind::Index(IndexRole::Lane));
+    let row = match (is_lane(lhs), is_lane(rhs)) {
+        (false, true) => lhs,
+        (true, false) => rhs,
+        _ => return None,
+    };
+    let ExprKind::Binary {
+        op: BinaryOp::Mul,
+        lhs,
+        rhs,
+    } = &row.kind
+    else {
+        return None;
+    };
+    let is_lanes = |e: &Expr| matches!(e.kind, ExprKind::Scalar(p) if p == lanes_param);
+    (is_lanes(lhs) || is_lanes(rhs)).then_some(row.as_ref())
+}
+
+/// Whether evaluating `body` may skip or repeat part of it: a branch, a loop, a short-circuit
+/// operator, or a `return` before the end.
+fn has_control_flow(body: &Body) -> bool {
+    let stmts = &body.block.stmts;
+    let early_return = stmts
+        .iter()
+        .take(stmts.len().saturating_sub(1))
+        .any(|s| matches!(s, Stmt::Return(_)));
+    early_return
+        || body.block.any(
+            &mut |s| {
+                matches!(
+                    s,
+                    Stmt::If { .. }
+                        | Stmt::For { .. }
+                        | Stmt::Loop { .. }
+                        | Stmt::Break(_)
+                        | Stmt::Continue(_)
+                )
+            },
+            &mut |e| match &e.kind {
+                ExprKind::If { .. } => true,
+                ExprKind::Binary { op, .. } => matches!(op, BinaryOp::And | BinaryOp::Or),
+                ExprKind::Block(block) => block.any(&mut |s| matches!(s, Stmt::Return(_)), &mut |_| false),
+                _ => false,
+            },
+        )
 }
 
 /// Whether evaluating `e` may assign a local (only a value-`if` or a block holds statements). When a later
@@ -998,6 +1141,9 @@ impl Lower<'_> {
     fn load(&mut self, array: ArrayRef, index: &Expr) -> Result<Reg, GenError> {
         let info = self.array(array)?;
         let guarded = self.guarded(array, index);
+        if let Some(r) = self.vector_load(array, &info, index, guarded)? {
+            return Ok(r);
+        }
         if info.offsets32 {
             let i = self.expr(index)?;
             return self.load_offset32(guarded, array, &info, i);
@@ -1051,6 +1197,45 @@ impl Lower<'_> {
             return Ok(widen_half(self.b, info.elem, dst));
         }
         Ok(dst)
+    }
+
+    /// With adjacent lanes ([`LaneVector`]): copy 0 reads a lane load of a vector-read array
+    /// (`x[i * lanes + lane]`, not tested) for every lane with one vector load at `&x[i * lanes]`
+    /// plus its lane's offset, and the other copies take their element. `None`: a plain load.
+    fn vector_load(
+        &mut self,
+        array: ArrayRef,
+        info: &ArrayInfo,
+        index: &Expr,
+        guarded: bool,
+    ) -> Result<Option<Reg>, GenError> {
+        let Some((v, r)) = self.vector else {
+            return Ok(None);
+        };
+        if let Some(regs) = v.get(index) {
+            return Ok(regs.get(r as usize).copied());
+        }
+        let ArrayRef::Param(p) = array else {
+            return Ok(None);
+        };
+        let row = lane_row(index, v.lanes_param);
+        let vectorized = vector_lane_params(self.body, v.lanes_param).contains(&p);
+        let (Some(row), true, 0, false) = (row, vectorized, r, guarded) else {
+            return Ok(None);
+        };
+        let Some(first_lane) = self.ctx.lane_scaled[2] else {
+            return Ok(None);
+        };
+        let i = self.index(false, row)?;
+        let row = load::elem_addr(self.b, info.base, i, 4);
+        let addr = self.b.bin(BinOp::Add, Type::U64, row, first_lane);
+        let cache = load::Data::of(self.body, array, false).cache();
+        let mt = mem_type(info.elem);
+        let regs: Vec<Reg> = (0..v.width).map(|_| self.b.reg_for(mt)).collect();
+        self.b.ld_global_vec(mt, &regs, (addr, 0), cache);
+        let key: *const Expr = index;
+        v.loaded.borrow_mut().push((key, regs.clone()));
+        Ok(Some(regs[0]))
     }
 
     /// For an index `rest + lane` (either order) and a walk that scaled its lane for `elem`'s

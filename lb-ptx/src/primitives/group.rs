@@ -73,7 +73,7 @@ use crate::ir::{
 };
 use crate::plan::{twin_base, Grid, KernelPlan, Plan, Select, Temp, TempCount, TempRole};
 use crate::primitives::huge;
-use crate::primitives::layout::{per_lane_blocking, Layout};
+use crate::primitives::layout::Layout;
 use crate::primitives::walker::{own_tiles, TileSource, Walker};
 use crate::primitives::warp::batch_slot;
 use crate::primitives::warp::{butterfly as warp_butterfly, butterfly_with};
@@ -305,29 +305,31 @@ fn group_kernel(
     let mut b = KernelBuilder::new(kp.entry.as_ref());
     let params = KernelParams::declare(&mut b, body, plan)?;
     let layout = Layout::new(&mut b, body, opts, &params)?;
-    group_body(&mut b, body, opts, (&params, &layout), (n, block))?;
+    let split = huge::split_from(opts, huge::plan_has_mid(plan));
+    group_body(&mut b, body, opts, (&params, &layout), (n, block, split))?;
     Ok(b.finish())
 }
 
 /// The walk of group size `n` in a kernel whose params and layout are declared: the lane walk
-/// with `lanes`, the virtual warps for `n < 32`, the cooperative group walk otherwise.
+/// with `lanes`, the virtual warps for `n < 32`, the cooperative group walk otherwise. Tiles of
+/// at least `split` atoms ([`huge::split_from`]) are left to the huge-tile split.
 fn group_body(
     b: &mut KernelBuilder,
     body: &Body,
     opts: &Options,
     (params, layout): (&KernelParams, &Layout),
-    (n, block): (u32, u32),
+    (n, block, split_from): (u32, u32, u64),
 ) -> Result<(), GenError> {
-    if let Some(lanes) = layout.lanes {
-        let huge = Some(huge::threshold(block, true));
-        per_lane_blocking(b, lanes, |b, r| {
+    if layout.lanes.is_some() {
+        let huge = Some(split_from);
+        layout.per_lane_blocking_vec(b, (body, params), |b, r| {
             let source = TileSource::Layout;
             own_tiles(b, body, opts, (params, layout), source, (r, Some(n)), huge)
         })?;
         return Ok(());
     }
     if n < 32 {
-        virtual_warps(b, body, opts, (params, layout), (n, block))?;
+        virtual_warps(b, body, opts, (params, layout), (n, split_from))?;
         return Ok(());
     }
 
@@ -353,7 +355,7 @@ fn group_body(
     let (batches, [tile, begin, size0, valid0]) =
         batch_slot(b, layout, params, opts.checked, (bb, tid64, block));
     // A tile of the huge-tile split is neither walked nor stored here: an empty, invalid slot.
-    let split = huge::is_huge(b, size0, block, false);
+    let split = huge::is_huge(b, size0, split_from);
     let size = b.selp(Type::U64, Operand::Imm(0), size0, split);
     let valid = b.selp(Type::U32, Operand::Imm(0), valid0, split);
 
@@ -417,7 +419,7 @@ fn virtual_warps(
     body: &Body,
     opts: &Options,
     (params, layout): (&KernelParams, &Layout),
-    (n, block): (u32, u32),
+    (n, split_from): (u32, u64),
 ) -> Result<(), GenError> {
     let tid = b.special(Special::TidX);
     let r = b.bin(BinOp::And, Type::B32, tid, Operand::Imm((n - 1).into()));
@@ -458,7 +460,7 @@ fn virtual_warps(
     let tile = layout.tile(b, params, vw, opts.checked, next);
     let (begin, end) = layout.atoms(b, tile);
     let size = b.bin(BinOp::Sub, Type::U64, end, begin);
-    let split = huge::is_huge(b, size, block, false);
+    let split = huge::is_huge(b, size, split_from);
     b.bra_if(split, false, next);
     let part = walk.stride(b, Some(tile), (begin, end), r64, n)?;
     if let (Some(part), Some((ty, red))) = (part, body.reduce) {
@@ -1118,7 +1120,8 @@ fn dynamic_kernel(
             b.bin(BinOp::And, Type::Pred, above, below)
         };
         let scope = b.if_begin(pick, false);
-        group_body(&mut b, body, opts, (&params, &layout), (n, kp.block))?;
+        let split = huge::split_from(opts, huge::plan_has_mid(plan));
+        group_body(&mut b, body, opts, (&params, &layout), (n, kp.block, split))?;
         b.if_end(scope);
     }
     Ok(b.finish())

@@ -50,6 +50,8 @@ pub struct Layout {
     pub items: Reg,
     /// The width of `csr.row_offsets` (the plan's, [`KernelParams::offsets`]).
     pub offsets: OffsetWidth,
+    /// The lane count's scalar parameter (index into `Body::params`), with `Options::lanes`.
+    pub lanes_param: Option<usize>,
 }
 
 impl Layout {
@@ -97,6 +99,7 @@ impl Layout {
             tiles,
             items,
             offsets: params.offsets,
+            lanes_param: opts.lanes,
         })
     }
 
@@ -217,6 +220,56 @@ impl Layout {
     }
 }
 
+/// Whether a thread stores its adjacent lanes' outputs with one vector store
+/// ([`Layout::store_lanes`]): a reduction into 4-byte elements stored as reduced, without an
+/// epilogue.
+fn vector_output(body: &Body) -> bool {
+    let four = matches!(body.reduce, Some((Ty::F32 | Ty::I32 | Ty::U32, _)));
+    four && body.out_storage.is_none() && body.epilogue.is_none()
+}
+
+impl Layout {
+    /// Stores the partials `accs` of the lanes of `set` for `tile`: one vector store with
+    /// adjacent lanes where [`vector_output`] holds and nothing is tested (the kernel's test of
+    /// [`Layout::adjacent_or_strided`] found the output aligned and the lane count a multiple of
+    /// the lanes per thread), else [`Layout::store_output`] per lane below the lane count.
+    pub fn store_lanes(
+        &self,
+        b: &mut KernelBuilder,
+        (body, params): (&Body, &KernelParams),
+        tile: Reg,
+        (set, accs): (&LaneSet, &[Reg]),
+        checked: bool,
+    ) -> Result<(), GenError> {
+        let Some((ty, _)) = body.reduce else {
+            return Ok(());
+        };
+        let tested = checked && params.error_flag.is_some();
+        if let (Some(_), Some((out, _)), Some(l), false, true) = (
+            set.vector,
+            params.output,
+            self.lanes,
+            tested,
+            vector_output(body),
+        ) {
+            let row = b.bin(BinOp::Mul, Type::U64, tile, l);
+            let index = b.bin(BinOp::Add, Type::U64, row, set.lanes[0]);
+            let addr = b.elem_addr(out, index, 4);
+            let srcs: Vec<Operand> = accs.iter().map(|&a| Operand::Reg(a)).collect();
+            b.st_vec(Space::Global, mem_type(ty), (addr, 0), &srcs);
+            return Ok(());
+        }
+        for ((&acc, &lane), valid) in accs.iter().zip(&set.lanes).zip(&set.valid) {
+            let masked = valid.map(|v| b.if_begin(v, false));
+            self.store_output(b, body, params, (tile, Some(lane)), (acc, ty), checked)?;
+            if let Some(scope) = masked {
+                b.if_end(scope);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Whether `body`'s epilogue reads the output's old value.
 fn epilogue_reads_old(body: &Body) -> bool {
     body.epilogue.as_ref().is_some_and(|e| e.reads_old)
@@ -295,6 +348,91 @@ pub fn per_lane_blocking(
     Ok(())
 }
 
+/// How a thread owns its lanes of a tile: `per_thread` (R) of them, either strided by the lane
+/// groups (`group + r × groups`: coalesced across threads for every lane count) or **adjacent**
+/// (`group × R + r`), which one vector access reads and writes at once: `ld.global.nc.v4.f32`
+/// for four lanes of a row of B where four scalar loads took four issue slots and four L1
+/// requests. Adjacent lanes are only used where the kernel has tested that the lane count is a
+/// multiple of R and that the arrays read with vector loads are aligned to their width
+/// ([`per_lane_blocking_vec`]); there no lane is masked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Blocking {
+    pub per_thread: u32,
+    pub adjacent: bool,
+}
+
+impl Blocking {
+    /// `r` strided lanes per thread.
+    pub fn strided(r: u32) -> Blocking {
+        Blocking {
+            per_thread: r,
+            adjacent: false,
+        }
+    }
+}
+
+impl Layout {
+    /// [`per_lane_blocking`] with adjacent lanes where they pay: for a body whose walk reads
+    /// lanes with vector loads ([`crate::codegen::vector_lane_params`]), each variant of two or
+    /// four lanes per thread is emitted twice behind a uniform test, adjacent when the lane
+    /// count is a multiple of R and every array read with vector loads (a parameter's base
+    /// address) is aligned to R elements, strided otherwise. Other bodies get
+    /// [`per_lane_blocking`]'s variants. Needs `lanes`.
+    pub fn per_lane_blocking_vec(
+        &self,
+        b: &mut KernelBuilder,
+        (body, params): (&Body, &KernelParams),
+        mut code: impl FnMut(&mut KernelBuilder, Blocking) -> Result<(), GenError>,
+    ) -> Result<(), GenError> {
+        let lanes = self.lanes.expect("lane blocking needs `lanes`");
+        per_lane_blocking(b, lanes, |b, r| {
+            self.adjacent_or_strided(b, (body, params), r, &mut code)
+        })
+    }
+
+    /// `code` for `r` lanes per thread, adjacent behind the kernel's test of
+    /// [`Layout::per_lane_blocking_vec`] where the body reads lanes with vector loads and
+    /// `r > 1`, else strided. Needs `lanes`.
+    pub fn adjacent_or_strided(
+        &self,
+        b: &mut KernelBuilder,
+        (body, params): (&Body, &KernelParams),
+        r: u32,
+        mut code: impl FnMut(&mut KernelBuilder, Blocking) -> Result<(), GenError>,
+    ) -> Result<(), GenError> {
+        let (Some(lanes), Some(lanes_param)) = (self.lanes, self.lanes_param) else {
+            return code(b, Blocking::strided(r));
+        };
+        let vector = crate::codegen::vector_lane_params(body, lanes_param);
+        if r < 2 || vector.is_empty() {
+            return code(b, Blocking::strided(r));
+        }
+        let whole = b.bin(BinOp::And, Type::B64, lanes, Operand::Imm(i64::from(r) - 1));
+        let ok = b.setp(Cmp::Eq, Type::U64, whole, Operand::Imm(0));
+        let mask = Operand::Imm(i64::from(4 * r) - 1);
+        let mut bases = vector
+            .into_iter()
+            .map(|p| params.slice(p).map(|s| s.0))
+            .collect::<Result<Vec<_>, _>>()?;
+        bases.extend(params.output.filter(|_| vector_output(body)).map(|o| o.0));
+        for base in bases {
+            let low = b.bin(BinOp::And, Type::B64, base, mask.clone());
+            let aligned = b.setp(Cmp::Eq, Type::U64, low, Operand::Imm(0));
+            b.bin_to(BinOp::And, Type::Pred, ok, ok, aligned);
+        }
+        let mut scope = b.if_begin(ok, false);
+        let adjacent = Blocking {
+            per_thread: r,
+            adjacent: true,
+        };
+        code(b, adjacent)?;
+        b.if_else(&mut scope);
+        code(b, Blocking::strided(r))?;
+        b.if_end(scope);
+        Ok(())
+    }
+}
+
 /// A grid-stride loop over (tile position, lane group) pairs: the lane mapping of a schedule that
 /// gives each tile to `W` threads side by side ([`Layout::lane_stride_begin`]), `W = groups`
 /// (every lane group of a tile at once) or at most a cap (a group of N threads per tile, each
@@ -322,7 +460,8 @@ pub struct LaneStride {
     groups_loop: Label,
 }
 
-/// The lanes a thread owns in one tile: `lanes[r] = group + r × groups`.
+/// The lanes a thread owns in one tile: `lanes[r] = group + r × groups`, or with adjacent lanes
+/// ([`Blocking`]) `group × R + r`.
 pub struct LaneSet {
     /// The lanes (u64), for the output.
     pub lanes: Vec<Reg>,
@@ -337,6 +476,16 @@ pub struct LaneSet {
     /// per tile, so that the walk's loads at `e + lane` add one offset per lane (those the body
     /// does not read are removed as dead code).
     pub scaled: Vec<[Option<Reg>; 4]>,
+    /// With adjacent lanes: the walk reads the lanes of a vector-read array with one vector
+    /// load ([`crate::codegen::LaneVector`]).
+    pub vector: Option<LaneVectorSpec>,
+}
+
+/// R adjacent lanes and the lane count's parameter, for [`crate::codegen::LaneVector`].
+#[derive(Clone, Copy, Debug)]
+pub struct LaneVectorSpec {
+    pub width: u32,
+    pub lanes_param: usize,
 }
 
 impl Layout {
@@ -418,15 +567,18 @@ impl Layout {
         b.place(ls.positions.exit);
     }
 
-    /// The `per_thread` lanes `group + r × groups` of lane group `group` (see [`LaneSet`]).
-    /// Needs `lanes`.
+    /// The lanes of lane group `group` for `blocking` (see [`LaneSet`]). Needs `lanes`.
     pub fn lane_set(
         &self,
         b: &mut KernelBuilder,
         body: &Body,
         (group, groups): (Reg, Reg),
-        per_thread: u32,
+        blocking: Blocking,
     ) -> LaneSet {
+        let per_thread = blocking.per_thread;
+        if let (true, Some(p)) = (blocking.adjacent, self.lanes_param) {
+            return adjacent_lanes(b, group, (per_thread, p));
+        }
         let count = self.lanes.expect("a lane set needs `lanes`");
         let last = (per_thread > 1 && body.is_pure())
             .then(|| b.bin(BinOp::Sub, Type::U64, count, Operand::Imm(1)));
@@ -435,6 +587,7 @@ impl Layout {
             body: vec![group],
             valid: vec![None],
             scaled: Vec::new(),
+            vector: None,
         };
         for _ in 1..per_thread {
             let prev = *set.lanes.last().expect("lane 0 is there");
@@ -447,18 +600,46 @@ impl Layout {
             });
             set.valid.push(Some(valid));
         }
-        set.scaled = set
-            .body
-            .iter()
-            .map(|&lane| {
-                let mut scaled = [None; 4];
-                for (shift, slot) in scaled.iter_mut().enumerate() {
-                    let by = Operand::Imm(shift as i64);
-                    *slot = Some(b.bin(BinOp::Shl, Type::B64, lane, by));
-                }
-                scaled
-            })
-            .collect();
+        set.scaled = scaled_lanes(b, &set.body);
         set
     }
+}
+
+/// Adjacent lanes `group × r + i` for `i < r` ([`Blocking`]): every one below the lane count
+/// (the kernel tested that the count is a multiple of `r`), so none is masked. `lanes_param`:
+/// the lane count's scalar parameter.
+fn adjacent_lanes(b: &mut KernelBuilder, group: Reg, (r, lanes_param): (u32, usize)) -> LaneSet {
+    let shift = Operand::Imm(r.trailing_zeros().into());
+    let first = b.bin(BinOp::Shl, Type::B64, group, shift);
+    let lanes: Vec<Reg> = (0..r)
+        .map(|i| match i {
+            0 => first,
+            i => b.bin(BinOp::Add, Type::U64, first, Operand::Imm(i.into())),
+        })
+        .collect();
+    LaneSet {
+        scaled: scaled_lanes(b, &lanes),
+        body: lanes.clone(),
+        valid: vec![None; lanes.len()],
+        lanes,
+        vector: Some(LaneVectorSpec {
+            width: r,
+            lanes_param,
+        }),
+    }
+}
+
+/// Each lane times 1, 2, 4 and 8 bytes ([`LaneSet::scaled`]).
+fn scaled_lanes(b: &mut KernelBuilder, lanes: &[Reg]) -> Vec<[Option<Reg>; 4]> {
+    lanes
+        .iter()
+        .map(|&lane| {
+            let mut scaled = [None; 4];
+            for (shift, slot) in scaled.iter_mut().enumerate() {
+                let by = Operand::Imm(shift as i64);
+                *slot = Some(b.bin(BinOp::Shl, Type::B64, lane, by));
+            }
+            scaled
+        })
+        .collect()
 }

@@ -10,11 +10,11 @@
 use crate::body::{ArrayRef, Body, ExprKind, Guards, IndexRole};
 use crate::builder::KernelBuilder;
 use crate::codegen::{
-    array_info, emit_body, reduce_combine, reduce_identity, AtomContext, KernelParams,
-    MAX_ATOM_ADDRS,
+    array_info, emit_body, emit_body_lanes, reduce_combine, reduce_identity, AtomContext,
+    KernelParams, LaneVector, MAX_ATOM_ADDRS,
 };
 use crate::ir::{BinOp, Cmp, Operand, Reg, Space, Type};
-use crate::primitives::layout::{LaneSet, Layout};
+use crate::primitives::layout::{Blocking, LaneSet, Layout};
 use crate::{GenError, Options};
 
 /// What an atom walk needs, per lane.
@@ -170,6 +170,9 @@ impl Walker<'_> {
             return each(b, 0, c);
         };
         let pure = self.body.is_pure();
+        let vector = set
+            .vector
+            .map(|v| LaneVector::new(v.width, v.lanes_param));
         let lanes = set.body.iter().zip(&set.valid).zip(&set.scaled);
         for (r, ((&lane, valid), &lane_scaled)) in lanes.enumerate() {
             let skip = match valid {
@@ -181,7 +184,8 @@ impl Walker<'_> {
                 lane_scaled,
                 ..*ctx
             };
-            let c = emit_body(b, self.body, self.params, &ctx, self.checked)?;
+            let copy = vector.as_ref().map(|v| (v, r as u32));
+            let c = emit_body_lanes(b, self.body, self.params, &ctx, self.checked, copy)?;
             each(b, r, c)?;
             if let Some(scope) = skip {
                 b.if_end(scope);
@@ -400,15 +404,14 @@ pub fn own_tiles(
     opts: &Options,
     (params, layout): (&KernelParams, &Layout),
     source: TileSource,
-    blocking: (u32, Option<u32>),
+    (blocking, cap): (Blocking, Option<u32>),
     skip_from: Option<u64>,
 ) -> Result<(), GenError> {
-    let per_thread = blocking.0;
     let positions = match source {
         TileSource::Layout => layout.tiles,
         TileSource::List { count, .. } => count,
     };
-    let ls = layout.lane_stride_begin(b, positions, blocking);
+    let ls = layout.lane_stride_begin(b, positions, (blocking.per_thread, cap));
     let tile = match source {
         TileSource::Layout => layout.tile(b, params, ls.position, opts.checked, ls.next),
         TileSource::List { list, from, .. } => {
@@ -423,7 +426,7 @@ pub fn own_tiles(
         let large = b.setp(Cmp::Ge, Type::U64, size, Operand::Imm(limit as i64));
         b.bra_if(large, false, ls.next);
     }
-    let set = layout.lane_set(b, body, (ls.group, ls.groups), per_thread);
+    let set = layout.lane_set(b, body, (ls.group, ls.groups), blocking);
     tile_lanes(b, body, opts, (params, layout), tile, (begin, end), &set)?;
     Layout::lane_stride_end(b, ls);
     Ok(())
@@ -462,15 +465,5 @@ pub fn tile_lanes(
         }
         Ok(())
     })?;
-    if let Some((ty, _)) = body.reduce {
-        for ((&acc, &lane), valid) in accs.iter().zip(&set.lanes).zip(&set.valid) {
-            let masked = valid.map(|v| b.if_begin(v, false));
-            let item = (tile, Some(lane));
-            layout.store_output(b, body, params, item, (acc, ty), opts.checked)?;
-            if let Some(scope) = masked {
-                b.if_end(scope);
-            }
-        }
-    }
-    Ok(())
+    layout.store_lanes(b, (body, params), tile, (set, &accs), opts.checked)
 }

@@ -156,7 +156,8 @@ impl Binning {
             batch_slot(&mut b, &layout, &params, opts.checked, (bb, tid64, block));
         // A tile of the huge-tile split is neither walked nor stored here: an empty, invalid
         // slot.
-        let split = huge::is_huge(&mut b, size0, block, layout.lanes.is_some());
+        let from = huge::split_from(opts, huge::plan_has_mid(plan));
+        let split = huge::is_huge(&mut b, size0, from);
         let size = b.selp(Type::U64, Operand::Imm(0), size0, split);
         let valid = b.selp(Type::U32, Operand::Imm(0), valid0, split);
 

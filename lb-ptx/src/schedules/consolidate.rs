@@ -69,7 +69,7 @@ use crate::ir::{
 };
 use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::huge;
-use crate::primitives::layout::per_lane_blocking;
+use crate::primitives::layout::{per_lane_blocking, Blocking};
 use crate::primitives::walker::tile_lanes;
 use crate::primitives::warp::{butterfly, grid_warps, shfl};
 use crate::primitives::Layout;
@@ -205,7 +205,7 @@ impl ScheduleTemplate for Consolidate {
         });
         // The huge-tile split's list is not cached: its kernels come after the parent, which
         // must lead the plan (its device-launch twin is named after the first entry).
-        temps.extend(huge::temps(opts, None));
+        temps.extend(huge::temps(opts, None, false));
         let kernel = |entry: String, grid| KernelPlan {
             entry: Cow::Owned(entry),
             block: opts.block,
@@ -218,8 +218,8 @@ impl ScheduleTemplate for Consolidate {
             kernel(parent.clone(), huge::first_grid()),
             kernel(format!("{parent}_child"), CHILD_GRID),
         ];
-        kernels.extend(huge::front_kernels(&parent, opts));
-        kernels.extend(huge::back_kernels(&parent, body, opts));
+        kernels.extend(huge::front_kernels(&parent, opts, false));
+        kernels.extend(huge::back_kernels(&parent, body, opts, false));
         Ok(Plan {
             schedule: Cow::Borrowed(self.level.schedule().name()),
             kernels: Cow::Owned(kernels),
@@ -434,7 +434,7 @@ fn child_lanes(
     let own = b.loop_begin();
     let past = b.setp(Cmp::Ge, Type::U64, group, groups);
     b.break_if(&own, past, false);
-    let set = c.layout.lane_set(b, body, (group, groups), per_thread);
+    let set = c.layout.lane_set(b, body, (group, groups), Blocking::strided(per_thread));
     tile_lanes(b, body, opts, (&c.params, &c.layout), tile, range, &set)?;
     b.bin_to(
         BinOp::Add,
@@ -685,7 +685,8 @@ impl Consolidate {
         if device_child.is_none() {
             // The host path leaves huge tiles to the split that runs after the child. (The
             // device path has no such kernels: its children take every large tile.)
-            let split = huge::is_huge(b, n, opts.block, c.layout.lanes.is_some());
+            let from = huge::threshold(opts.block, c.layout.lanes.is_some());
+            let split = huge::is_huge(b, n, from);
             b.bra_if(split, false, skip);
         }
         let threshold = opts.tuning.consolidate_threshold.unwrap_or(self.threshold);
@@ -699,7 +700,7 @@ impl Consolidate {
         let mut small = b.if_begin(append, true);
         match (blocking, lane) {
             (Some((r, groups, _)), Some(group)) => {
-                let set = c.layout.lane_set(b, body, (group, groups), r);
+                let set = c.layout.lane_set(b, body, (group, groups), Blocking::strided(r));
                 tile_lanes(b, body, opts, (&c.params, &c.layout), tile, range, &set)?;
             }
             _ => thread_tile(b, body, opts, c, tile, range, lane)?,

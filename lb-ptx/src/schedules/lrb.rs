@@ -47,7 +47,6 @@ use crate::ir::{
 };
 use crate::plan::{twin_base, Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::huge;
-use crate::primitives::layout::per_lane_blocking;
 use crate::primitives::walker::{own_tiles, TileSource, Walker};
 use crate::primitives::warp::{butterfly, grid_warps};
 use crate::primitives::Layout;
@@ -91,12 +90,17 @@ const PERM: usize = 2;
 impl ScheduleTemplate for Lrb {
     fn plan(&self, body: &Body, opts: &Options) -> Result<Plan, GenError> {
         let base = entry_name(body, Schedule::Lrb);
-        let mut kernels = huge::front_kernels(&base, opts);
+        let mid = huge::mid_tier(opts, true);
+        let mut kernels = huge::front_kernels(&base, opts, mid);
         // With lanes at blocks of 256 threads or more every block-class tile is the split's:
-        // no `_lrb_block` launch at all.
-        let block_class =
-            Lrb::block_bin(opts.block).max(WARP_BIN) < split_bin(opts.block, opts.lanes.is_some());
-        let classes = KERNELS.iter().filter(|k| **k != "block" || block_class);
+        // no `_lrb_block` launch at all; with the split's mid tier, which takes every tile of at
+        // least a warp's 32 atoms, no `_lrb_warp` either.
+        let split = split_bin(huge::split_from(opts, mid));
+        let block_class = Lrb::block_bin(opts.block).max(WARP_BIN) < split;
+        let warp_class = WARP_BIN < split;
+        let classes = KERNELS
+            .iter()
+            .filter(|k| (**k != "block" || block_class) && (**k != "warp" || warp_class));
         // A class whose bins start above the longest tile has no work: not launched, so a
         // tile set of short rows pays one process kernel, not three.
         let first_atoms = |bin: u32| Some(1u64 << (bin - 1));
@@ -115,7 +119,7 @@ impl ScheduleTemplate for Lrb {
                 _ => None,
             },
         }));
-        kernels.extend(huge::back_kernels(&base, body, opts));
+        kernels.extend(huge::back_kernels(&base, body, opts, mid));
         // Without a frontier the bins and the huge-tile list depend only on the tile set: the
         // runtime keeps them with it and skips the list, its scan, count, scan and scatter on
         // later launches.
@@ -152,7 +156,7 @@ impl ScheduleTemplate for Lrb {
                 role,
             },
         ]);
-        temps.extend(huge::temps(opts, Some(PRODUCERS)));
+        temps.extend(huge::temps(opts, Some(PRODUCERS), mid));
         Ok(Plan {
             schedule: Cow::Borrowed(Schedule::Lrb.name()),
             kernels: Cow::Owned(kernels),
@@ -221,11 +225,11 @@ impl ScheduleTemplate for Lrb {
                 class => {
                     let layout = Layout::new(&mut b, body, opts, &params)?;
                     let block_bin = Lrb::block_bin(kp.block).max(WARP_BIN);
-                    let lanes = layout.lanes.is_some();
+                    let split_from = huge::split_from(opts, huge::plan_has_mid(plan));
                     let (lo, hi) = match class {
                         "thread" => (0, WARP_BIN),
-                        "warp" => (WARP_BIN, block_bin.min(split_bin(kp.block, lanes))),
-                        _ => (block_bin, split_bin(kp.block, lanes)),
+                        "warp" => (WARP_BIN, block_bin.min(split_bin(split_from))),
+                        _ => (block_bin, split_bin(split_from)),
                     };
                     // The thread class walks the tile set itself (`Process::per_thread`), so it
                     // reads no bin starts.
@@ -250,6 +254,7 @@ impl ScheduleTemplate for Lrb {
                         perm: t(PERM),
                         from,
                         block: kp.block,
+                        split_from,
                     };
                     match class {
                         "thread" => p.per_thread(&mut b, items)?,
@@ -264,15 +269,15 @@ impl ScheduleTemplate for Lrb {
     }
 }
 
-/// The first bin whose tiles are all the huge-tile split's: the bin its threshold starts when
-/// that is a power of two (bins are powers of two), else none, and `_lrb_block` skips the
-/// split's tiles one by one ([`huge::is_huge`]). The warp and block classes stop there, so that
-/// they neither walk a tile the split also walks (with lanes the threshold is 256 atoms, which a
-/// warp class over blocks of 512 threads reaches) nor pay one item per (tile, lane) to find each
+/// The first bin whose tiles are all the huge-tile split's, for a split that takes tiles from
+/// `threshold` atoms ([`huge::split_from`]): the bin the threshold starts when that is a power of
+/// two (bins are powers of two), else none, and `_lrb_block` skips the split's tiles one by one
+/// ([`huge::is_huge`]). The warp and block classes stop there, so that they neither walk a tile
+/// the split also walks (with lanes the threshold is 256 atoms, which a warp class over blocks of
+/// 512 threads reaches, or the mid tier's 32) nor pay one item per (tile, lane) to find each
 /// such tile skipped: on an H100 that was 163 µs of a 542 µs SpMM at k = 128 on `rmat-18-ef8`,
 /// where at block 256 every block-class tile was the split's.
-fn split_bin(block: u32, lanes: bool) -> u32 {
-    let threshold = huge::threshold(block, lanes);
+fn split_bin(threshold: u64) -> u32 {
     if threshold.is_power_of_two() {
         Lrb::bin(threshold)
     } else {
@@ -314,6 +319,8 @@ struct Process<'a> {
     perm: Reg,
     from: Reg,
     block: u32,
+    /// Tiles of at least this many atoms are the split's ([`huge::split_from`]).
+    split_from: u64,
 }
 
 impl Process<'_> {
@@ -379,9 +386,10 @@ impl Process<'_> {
     /// lane count: [`per_lane_blocking`]), as `thread_mapped` does ([`own_tiles`]).
     fn per_thread(&self, b: &mut KernelBuilder, items: Reg) -> Result<(), GenError> {
         let skip_from: u64 = 1 << (WARP_BIN - 1);
-        if let Some(lanes) = self.layout.lanes {
+        if self.layout.lanes.is_some() {
             let params = (self.params, self.layout);
-            return per_lane_blocking(b, lanes, |b, r| {
+            let body = (self.body, self.params);
+            return self.layout.per_lane_blocking_vec(b, body, |b, r| {
                 let source = TileSource::Layout;
                 own_tiles(
                     b,
@@ -419,10 +427,11 @@ impl Process<'_> {
     /// them: up to a warp of threads side by side per tile, each owning 1, 2 or 4 lanes and
     /// walking the tile's atoms in order ([`own_tiles`]), so B's rows are read coalesced.
     fn per_warp(&self, b: &mut KernelBuilder, items: Reg, count: Reg) -> Result<(), GenError> {
-        if let Some(lanes) = self.layout.lanes {
+        if self.layout.lanes.is_some() {
             let params = (self.params, self.layout);
             let (list, from) = (self.perm, self.from);
-            return per_lane_blocking(b, lanes, |b, r| {
+            let body = (self.body, self.params);
+            return self.layout.per_lane_blocking_vec(b, body, |b, r| {
                 let source = TileSource::List { list, from, count };
                 own_tiles(b, self.body, self.opts, params, source, (r, Some(32)), None)
             });
@@ -470,7 +479,7 @@ impl Process<'_> {
         let (tile, atoms, lane) = self.item(b, item);
         // A tile of the huge-tile split is left to it; the item is block-uniform, so is the skip.
         let size = b.bin(BinOp::Sub, Type::U64, atoms.1, atoms.0);
-        let split = huge::is_huge(b, size, block, self.layout.lanes.is_some());
+        let split = huge::is_huge(b, size, self.split_from);
         let mine = b.if_begin(split, true);
         let part = self.walker(lane).stride(b, tile, atoms, tid64, block)?;
         if let (Some(part), Some((ty, red)), Some(smem)) = (part, reduce, smem) {

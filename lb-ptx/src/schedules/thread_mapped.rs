@@ -84,15 +84,17 @@ impl ScheduleTemplate for ThreadMapped {
                 Grid::CoverItems { per_thread } => per_thread.max(1),
                 _ => 1,
             };
-            own_tiles(
-                &mut b,
-                body,
-                opts,
-                (&params, &layout),
-                TileSource::Layout,
-                (per_thread, None),
-                None,
-            )?;
+            layout.adjacent_or_strided(&mut b, (body, &params), per_thread, |b, r| {
+                own_tiles(
+                    b,
+                    body,
+                    opts,
+                    (&params, &layout),
+                    TileSource::Layout,
+                    (r, None),
+                    None,
+                )
+            })?;
             return Ok(vec![b.finish()]);
         }
 

@@ -327,22 +327,38 @@ pub fn run_reduce(
     m: &Matrix,
     k: Option<usize>,
 ) -> Vec<u32> {
+    run_reduce_at(body, o, plan_index, m, (k, 0))
+}
+
+/// [`run_reduce`] with the dense input and the output `offset` bytes past the start of their
+/// allocations (which are 256-byte aligned): a multiple of 4 that is not one of 16 leaves them
+/// aligned to their elements but not to a vector of four.
+pub fn run_reduce_at(
+    body: &Body,
+    o: &Options,
+    plan_index: usize,
+    m: &Matrix,
+    (k, offset): (Option<usize>, usize),
+) -> Vec<u32> {
     let g = generate(body, o).unwrap();
     let width = g.plans[plan_index].offsets;
     let lanes = k.unwrap_or(1);
     let x = x_of(m.cols * lanes);
     let mut mem = Memory::new();
     let mut args = csr_args_at(&mut mem, m, width);
+    let mut padded = vec![0u8; offset];
+    padded.extend(bytes_of(&x, f32::to_le_bytes));
     args.extend([
-        upload(&mut mem, &bytes_of(&x, f32::to_le_bytes)),
+        upload(&mut mem, &padded) + offset as u64,
         x.len() as u64,
     ]);
     if let Some(k) = k {
         args.push(k as u64);
     }
     let n = m.rows() * lanes;
-    let nan = bytes_of(&vec![f32::from_bits(0x7FC0_1234); n], f32::to_le_bytes);
-    let y = upload(&mut mem, &nan);
+    let mut nan = vec![0u8; offset];
+    nan.extend(bytes_of(&vec![f32::from_bits(0x7FC0_1234); n], f32::to_le_bytes));
+    let y = upload(&mut mem, &nan) + offset as u64;
     args.extend([y, n as u64]);
     run_plan(&g, &g.plans[plan_index], args, size(m, lanes), &mut mem);
     read_words::<4>(&mem, y, n)
@@ -987,14 +1003,21 @@ pub fn check_huge_tiles(s: Schedule, block: u32) {
         }
     }
     // Lanes: a giant tile (past the SpMV threshold and at least three lane chunks), and tiles
-    // around the lane threshold and one lane chunk (walked whole, no partial) and just past it.
-    // k = 129 takes two lane passes of 32 groups; 3 and 33 leave threads without a lane group.
+    // around the lane threshold and one lane chunk (walked whole, no partial) and just past it;
+    // around the mid tier's threshold and piece (one piece, stored whole; two pieces, the second
+    // of one atom); and a run of mid tiles of random sizes, so that the pieces' search of the
+    // mid list has many entries. k = 129 takes two lane passes of 32 groups; 3 and 33 leave
+    // threads without a lane group.
     let lt = lb_ptx::primitives::huge::LANE_THRESHOLD as usize;
     let chunk = lb_ptx::primitives::huge::LANE_CHUNK as usize;
+    let mt = lb_ptx::primitives::huge::MID_THRESHOLD as usize;
+    let piece = lb_ptx::primitives::huge::PIECE as usize;
     let giant = huge_tile_sets(&mut rng, block)[2].1[0].max(rng.range(2 * chunk + 1, 3 * chunk));
-    let sizes = vec![0, giant, 1, 2, 0, lt - 1, lt, chunk, chunk + 1, 1, 0];
+    let mut sizes = vec![0, giant, 1, 2, 0, lt - 1, lt, chunk, chunk + 1, 1, 0];
+    sizes.extend([mt - 1, mt, mt + 1, piece, piece + 1, 2 * piece, 2 * piece + 1, 0]);
+    sizes.extend((0..rng.range(40, 80)).map(|_| rng.range(0, lt + 8)));
     let m = Matrix::from_lengths(&sizes);
-    for k in [1, 3, 33, 129] {
+    for k in [1, 3, 16, 32, 33, 64, 129] {
         let what = format!("{} (block {block}), lanes {k}, seed {seed}", s.name());
         let got = run_reduce(&spmm(), &lanes, 0, &m, Some(k));
         check_sum(&got, &m, Some(k), &what);

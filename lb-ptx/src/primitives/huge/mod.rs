@@ -37,6 +37,19 @@
 //! the same kernels. Without this, a power-law row of a few thousand nonzeros was a serial chain
 //! of thousands of steps for the few threads of its lanes.
 //!
+//! **The mid tier** ([`pieces`], with lanes): a lane-parallel walk gives a tile of `n` atoms to
+//! the few threads of its lanes, a chain of `n` dependent steps, so a power-law row of a hundred
+//! atoms already keeps its threads busy long after the short rows around it are done (SpMM on
+//! R-MAT and power-law graphs, where most atoms sit in such rows). Tiles of [`MID_THRESHOLD`] up
+//! to [`LANE_THRESHOLD`] atoms are cut into pieces of [`PIECE`] atoms, and each piece is walked
+//! like a short tile by the threads of its lanes: the rows that were the longest chains become
+//! as many independent work items as they have pieces. A piece's partials go to `mid_partials`
+//! and a fix-up folds each tile's pieces in piece order. The list and the scan build the mid
+//! tier's list and piece starts in the same kernels as the huge tier's. The mid tier needs the
+//! lists cached (its one-warp scan runs once per tile set) and no frontier (whose repeats could
+//! outgrow `mid_partials`); a plan without it leaves tiles below [`LANE_THRESHOLD`] to the
+//! schedule's own kernel.
+//!
 //! Determinism: a chunk's bounds are fixed offsets inside its tile and every combination (a
 //! lane's atoms in order, the butterflies, a lane's partials in chunk order) is a fixed tree of
 //! the tile's size alone, never of the grid, the block, the list order or timing; no float
@@ -60,6 +73,8 @@
 
 use std::borrow::Cow;
 
+mod pieces;
+
 use crate::body::Body;
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
@@ -67,7 +82,7 @@ use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, ShflMode, Space,
 use crate::plan::{
     twin_base, Grid, KernelPlan, OffsetWidth, Plan, Select, Temp, TempCount, TempRole,
 };
-use crate::primitives::layout::{per_lane_blocking, LANE_BLOCKING};
+use crate::primitives::layout::{Blocking, LANE_BLOCKING};
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::{butterfly, grid_warps, shfl};
 use crate::primitives::Layout;
@@ -87,10 +102,34 @@ const SCAN: &str = "_huge_scan";
 const WALK: &str = "_huge_walk";
 const FIXUP: &str = "_huge_fixup";
 
+const MID_WALK: &str = "_mid_walk";
+const MID_FIXUP: &str = "_mid_fixup";
+
 const COUNT_TEMP: &str = "huge_count";
 const LIST_TEMP: &str = "huge_list";
 const STARTS_TEMP: &str = "huge_starts";
 const PARTIALS_TEMP: &str = "huge_partials";
+const MID_LIST_TEMP: &str = "mid_list";
+const MID_STARTS_TEMP: &str = "mid_starts";
+const MID_PARTIALS_TEMP: &str = "mid_partials";
+
+/// Words of `huge_count`: the huge list's length, the huge tier's chunk size, the mid list's
+/// length.
+const COUNT_WORDS: u64 = 3;
+/// The word of `huge_count` that holds the mid list's length.
+const MID_COUNT: i64 = 2;
+
+/// With lanes, in a plan with the mid tier ([`mid_tier`]), tiles of at least this many atoms
+/// (and below [`LANE_THRESHOLD`]) are cut into pieces ([`pieces`]); shorter ones stay the
+/// schedule's. A power of two, so that `lrb`'s classes can stop at its bin.
+pub const MID_THRESHOLD: u64 = 32;
+
+/// Atoms of one piece of the mid tier: a chain short enough that the pieces of a long row finish
+/// with the short rows around them, long enough that the piece's partial (one per lane) and its
+/// fold cost little against its walk. Hand-written kernels of this shape (a piece per group of
+/// threads over float lanes, SpMM k = 32 and 128 on an H100) ran fastest at 32 atoms among 16,
+/// 32, 64, 128 and 512.
+pub const PIECE: u64 = 32;
 
 /// With lanes, tiles of at least this many atoms are split, whatever the block size.
 ///
@@ -118,6 +157,30 @@ pub fn threshold(block: u32, lanes: bool) -> u64 {
         LANE_THRESHOLD
     } else {
         HUGE_FACTOR * u64::from(block) * CHUNK_ITEMS
+    }
+}
+
+/// Whether a plan for `opts` has the mid tier: with lanes, without a frontier, and where the
+/// split's list and scan lead the plan so that their results are cached with the tile set
+/// (`cached`); see the module docs.
+pub fn mid_tier(opts: &Options, cached: bool) -> bool {
+    opts.lanes.is_some() && opts.tiles.is_none() && cached
+}
+
+/// Whether `plan` has the mid tier's kernels.
+pub fn plan_has_mid(plan: &Plan) -> bool {
+    plan.kernels
+        .iter()
+        .any(|k| twin_base(k.entry.as_ref()).ends_with(MID_WALK))
+}
+
+/// The least atoms of a tile that the split takes (with the mid tier, `mid`, or without): the
+/// schedule's own kernels skip every tile of at least this many atoms.
+pub fn split_from(opts: &Options, mid: bool) -> u64 {
+    if mid {
+        MID_THRESHOLD
+    } else {
+        threshold(opts.block, opts.lanes.is_some())
     }
 }
 
@@ -166,7 +229,8 @@ pub fn plan_around(
     entry: String,
     select: Option<Select>,
 ) -> Plan {
-    let mut kernels = front_kernels(&entry, opts);
+    let mid = mid_tier(opts, true);
+    let mut kernels = front_kernels(&entry, opts, mid);
     kernels.push(KernelPlan {
         entry: Cow::Owned(entry.clone()),
         block: opts.block,
@@ -174,9 +238,9 @@ pub fn plan_around(
         dynamic_shared: 0,
         min_tile_atoms: None,
     });
-    kernels.extend(back_kernels(&entry, body, opts));
+    kernels.extend(back_kernels(&entry, body, opts, mid));
     let mut temps = common_temps(opts);
-    temps.extend(self::temps(opts, Some(2)));
+    temps.extend(self::temps(opts, Some(2), mid));
     Plan {
         schedule: Cow::Borrowed(schedule.name()),
         kernels: Cow::Owned(kernels),
@@ -187,17 +251,28 @@ pub fn plan_around(
     }
 }
 
-/// The kernels that come before the schedule's own: list and scan (the cache producers).
-pub fn front_kernels(base: &str, opts: &Options) -> Vec<KernelPlan> {
-    let huge = Some(threshold(opts.block, opts.lanes.is_some()));
+/// The kernels that come before the schedule's own: list and scan (the cache producers), for
+/// both tiers with the mid tier (`mid`, [`mid_tier`]).
+pub fn front_kernels(base: &str, opts: &Options, mid: bool) -> Vec<KernelPlan> {
+    let first = Some(split_from(opts, mid));
     vec![
-        kernel(format!("{base}{LIST}"), opts.block, first_grid(), huge),
-        kernel(format!("{base}{SCAN}"), 32, Grid::Fixed(1), huge),
+        kernel(format!("{base}{LIST}"), opts.block, first_grid(), first),
+        kernel(format!("{base}{SCAN}"), 32, Grid::Fixed(1), first),
     ]
 }
 
-/// The kernels after the schedule's own: the walk, and the fix-up when the body reduces.
-pub fn back_kernels(base: &str, body: &Body, opts: &Options) -> Vec<KernelPlan> {
+/// The kernels after the schedule's own: the walk, and the fix-up when the body reduces; with
+/// the mid tier (`mid`), its walk and fix-up too.
+pub fn back_kernels(base: &str, body: &Body, opts: &Options, mid: bool) -> Vec<KernelPlan> {
+    let mut out = huge_back_kernels(base, body, opts);
+    if mid {
+        out.extend(pieces::kernels(base, body, opts));
+    }
+    out
+}
+
+/// The huge tier's walk and fix-up.
+fn huge_back_kernels(base: &str, body: &Body, opts: &Options) -> Vec<KernelPlan> {
     let lanes = opts.lanes.is_some();
     let huge = Some(threshold(opts.block, lanes));
     // The lane walk holds R partials and the chunk's bounds on top of a lane walk's registers:
@@ -233,8 +308,9 @@ fn kernel(entry: String, block: u32, grid: Grid, min_tile_atoms: Option<u64>) ->
 
 /// The split's temporaries. `producers`: how many leading kernels of the plan produce cached
 /// temporaries, the list and scan among them (`None`: the list is not cached, because its
-/// kernels do not lead the plan); the list is cached only without a frontier.
-pub fn temps(opts: &Options, producers: Option<u32>) -> Vec<Temp> {
+/// kernels do not lead the plan); the list is cached only without a frontier. `mid`: the mid
+/// tier's too ([`mid_tier`]).
+pub fn temps(opts: &Options, producers: Option<u32>, mid: bool) -> Vec<Temp> {
     let role = match (opts.tiles, producers) {
         (None, Some(producers)) => TempRole::Cached { producers },
         _ => TempRole::Scratch,
@@ -247,8 +323,8 @@ pub fn temps(opts: &Options, producers: Option<u32>) -> Vec<Temp> {
         role,
     };
     let per_tile = |extra| TempCount::PerTile { per_tile: 1, extra };
-    vec![
-        temp(COUNT_TEMP, 8, TempCount::Fixed(2), true, role),
+    let mut out = vec![
+        temp(COUNT_TEMP, 8, TempCount::Fixed(COUNT_WORDS), true, role),
         temp(LIST_TEMP, 8, per_tile(1), false, role),
         temp(STARTS_TEMP, 16, per_tile(2), false, role),
         temp(
@@ -258,18 +334,27 @@ pub fn temps(opts: &Options, producers: Option<u32>) -> Vec<Temp> {
             false,
             TempRole::Scratch,
         ),
-    ]
+    ];
+    if mid {
+        out.extend([
+            temp(MID_LIST_TEMP, 8, per_tile(1), false, role),
+            temp(MID_STARTS_TEMP, 8, per_tile(2), false, role),
+            temp(
+                MID_PARTIALS_TEMP,
+                8 * pieces::partials_per_block(opts.block),
+                TempCount::PerBlock { extra: 1 },
+                false,
+                TempRole::Scratch,
+            ),
+        ]);
+    }
+    out
 }
 
-/// `size >= threshold(block, lanes)`: the tile is the split's, and the schedule's kernel skips
-/// it.
-pub fn is_huge(b: &mut KernelBuilder, size: Reg, block: u32, lanes: bool) -> Reg {
-    b.setp(
-        Cmp::Ge,
-        Type::U64,
-        size,
-        Operand::Imm(threshold(block, lanes) as i64),
-    )
+/// `size >= from` ([`split_from`], or [`threshold`]): the tile is the split's, and the
+/// schedule's kernel skips it.
+pub fn is_huge(b: &mut KernelBuilder, size: Reg, from: u64) -> Reg {
+    b.setp(Cmp::Ge, Type::U64, size, Operand::Imm(from as i64))
 }
 
 /// Builds `kp` if it is one of the split's kernels; `None` if it is the schedule's own.
@@ -280,7 +365,7 @@ pub fn build(
     kp: &KernelPlan,
 ) -> Option<Result<Kernel, GenError>> {
     let entry = twin_base(kp.entry.as_ref());
-    let which = [LIST, SCAN, WALK, FIXUP]
+    let which = [LIST, SCAN, WALK, FIXUP, MID_WALK, MID_FIXUP]
         .into_iter()
         .find(|s| entry.ends_with(s))?;
     Some(build_one(body, opts, plan, kp, which))
@@ -309,6 +394,8 @@ fn build_one(
         SCAN => s.scan(&mut b),
         WALK if layout.lanes.is_some() => s.walk_lanes(&mut b, kp.block)?,
         WALK => s.walk(&mut b)?,
+        MID_WALK => s.mid_walk(&mut b)?,
+        MID_FIXUP => s.mid_fixup(&mut b)?,
         _ => s.fixup(&mut b)?,
     }
     Ok(b.finish())
@@ -318,6 +405,17 @@ fn build_one(
 #[derive(Clone, Copy)]
 struct Temps {
     count: Reg,
+    list: Reg,
+    starts: Reg,
+    partials: Reg,
+    /// The mid tier's, in a plan that has it.
+    mid: Option<MidTemps>,
+}
+
+/// The mid tier's temporaries: its list of tiles, their first pieces (one u64 per entry, the
+/// total after the last) and the pieces' partials (one per piece and lane).
+#[derive(Clone, Copy)]
+struct MidTemps {
     list: Reg,
     starts: Reg,
     partials: Reg,
@@ -343,11 +441,20 @@ impl Temps {
                 .map(|i| params.temps[i])
                 .ok_or_else(|| GenError::Unsupported(format!("the plan has no `{name}` temporary")))
         };
+        let mid = match plan.temps.iter().any(|t| t.name == MID_LIST_TEMP) {
+            true => Some(MidTemps {
+                list: temp(MID_LIST_TEMP)?,
+                starts: temp(MID_STARTS_TEMP)?,
+                partials: temp(MID_PARTIALS_TEMP)?,
+            }),
+            false => None,
+        };
         Ok(Temps {
             count: temp(COUNT_TEMP)?,
             list: temp(LIST_TEMP)?,
             starts: temp(STARTS_TEMP)?,
             partials: temp(PARTIALS_TEMP)?,
+            mid,
         })
     }
 }
@@ -362,21 +469,37 @@ struct Split<'a> {
 }
 
 impl Split<'_> {
-    /// One thread per tile position: huge tiles are appended to the list.
+    /// One thread per tile position: huge tiles are appended to the list, and with the mid
+    /// tier the tiles of [`MID_THRESHOLD`] atoms up to the huge ones to the mid list.
     fn list(&self, b: &mut KernelBuilder) {
         let l = self.layout;
         let gs = b.grid_stride_begin(l.tiles);
         let tile = l.tile(b, self.params, gs.item, self.opts.checked, gs.next);
         let (begin, end) = l.atoms(b, tile);
         let size = b.bin(BinOp::Sub, Type::U64, end, begin);
-        let huge = is_huge(b, size, self.opts.block, self.layout.lanes.is_some());
-        let add = b.if_begin(huge, false);
-        let one = b.mov(Type::U64, Operand::Imm(1));
-        let slot = atom_add(b, self.t.count, one);
-        let at = b.elem_addr(self.t.list, slot, 8);
-        b.st(Space::Global, Type::U64, at, tile);
+        let from = threshold(self.opts.block, self.layout.lanes.is_some());
+        let huge = is_huge(b, size, from);
+        let mut add = b.if_begin(huge, false);
+        self.append(b, (self.t.count, self.t.list), tile);
+        if let Some(mid) = self.t.mid {
+            b.if_else(&mut add);
+            let piecewise = is_huge(b, size, MID_THRESHOLD);
+            let append = b.if_begin(piecewise, false);
+            let cursor = self.t.count_at(b, MID_COUNT);
+            self.append(b, (cursor, mid.list), tile);
+            b.if_end(append);
+        }
         b.if_end(add);
         b.grid_stride_end(gs);
+    }
+
+    /// Appends `tile` to `list` at the next slot of the cursor at `cursor` (an atomic add, so
+    /// the order depends on timing; nothing depends on the order).
+    fn append(&self, b: &mut KernelBuilder, (cursor, list): (Reg, Reg), tile: Reg) {
+        let one = b.mov(Type::U64, Operand::Imm(1));
+        let slot = atom_add(b, cursor, one);
+        let at = b.elem_addr(list, slot, 8);
+        b.st(Space::Global, Type::U64, at, tile);
     }
 
     /// One warp: the chunk size, then per entry `e` its first chunk (`starts[2e]`) and first
@@ -424,13 +547,21 @@ impl Split<'_> {
             b.st(Space::Global, Type::U64, at, run);
         }
         b.if_end(last);
+        if let Some(mid) = self.t.mid {
+            self.scan_mid(b, (lane, lane64, lead), mid);
+        }
     }
 
     /// Atoms of list entry `e` where `inside`, else 0.
     fn entry_size(&self, b: &mut KernelBuilder, e: Reg, inside: Reg) -> Reg {
+        self.entry_size_in(b, self.t.list, e, inside)
+    }
+
+    /// Atoms of entry `e` of `list` where `inside`, else 0.
+    fn entry_size_in(&self, b: &mut KernelBuilder, list: Reg, e: Reg, inside: Reg) -> Reg {
         let size = b.mov(Type::U64, Operand::Imm(0));
         let read = b.if_begin(inside, false);
-        let at = b.elem_addr(self.t.list, e, 8);
+        let at = b.elem_addr(list, e, 8);
         let tile = b.ld(Space::Global, Type::U64, at);
         let (begin, end) = self.layout.atoms(b, tile);
         b.bin_to(BinOp::Sub, Type::U64, size, end, begin);
@@ -495,26 +626,40 @@ impl Split<'_> {
 
     /// The list entry of `chunk`: the last `e < entries` with `starts[e] <= chunk`.
     fn entry_of(&self, b: &mut KernelBuilder, chunk: Reg, entries: Reg) -> Reg {
-        let lo = b.mov(Type::U64, Operand::Imm(0));
-        let hi = b.bin(BinOp::Sub, Type::U64, entries, Operand::Imm(1));
-        let search = b.loop_begin();
-        let found = b.setp(Cmp::Ge, Type::U64, lo, hi);
-        b.break_if(&search, found, false);
-        let sum = b.bin(BinOp::Add, Type::U64, lo, hi);
-        let up = b.bin(BinOp::Add, Type::U64, sum, Operand::Imm(1));
-        let mid = b.bin(BinOp::Shr, Type::U64, up, Operand::Imm(1));
-        let at = self.t.start_at(b, mid, 0);
-        let s = b.ld(Space::Global, Type::U64, at);
-        let le = b.setp(Cmp::Le, Type::U64, s, chunk);
-        let below = b.bin(BinOp::Sub, Type::U64, mid, Operand::Imm(1));
-        let lo2 = b.selp(Type::U64, mid, lo, le);
-        let hi2 = b.selp(Type::U64, hi, below, le);
-        b.mov_to(Type::U64, lo, lo2);
-        b.mov_to(Type::U64, hi, hi2);
-        b.loop_end(search);
-        lo
+        let starts = |b: &mut KernelBuilder, e| self.t.start_at(b, e, 0);
+        last_at_most(b, starts, chunk, entries)
     }
+}
 
+/// The last `e < entries` (at least 0) whose start, the u64 at `start_at(e)`, is at most `x`: a
+/// binary search of nondecreasing starts.
+fn last_at_most(
+    b: &mut KernelBuilder,
+    start_at: impl Fn(&mut KernelBuilder, Reg) -> Reg,
+    x: Reg,
+    entries: Reg,
+) -> Reg {
+    let lo = b.mov(Type::U64, Operand::Imm(0));
+    let hi = b.bin(BinOp::Sub, Type::U64, entries, Operand::Imm(1));
+    let search = b.loop_begin();
+    let found = b.setp(Cmp::Ge, Type::U64, lo, hi);
+    b.break_if(&search, found, false);
+    let sum = b.bin(BinOp::Add, Type::U64, lo, hi);
+    let up = b.bin(BinOp::Add, Type::U64, sum, Operand::Imm(1));
+    let mid = b.bin(BinOp::Shr, Type::U64, up, Operand::Imm(1));
+    let at = start_at(b, mid);
+    let s = b.ld(Space::Global, Type::U64, at);
+    let le = b.setp(Cmp::Le, Type::U64, s, x);
+    let below = b.bin(BinOp::Sub, Type::U64, mid, Operand::Imm(1));
+    let lo2 = b.selp(Type::U64, mid, lo, le);
+    let hi2 = b.selp(Type::U64, hi, below, le);
+    b.mov_to(Type::U64, lo, lo2);
+    b.mov_to(Type::U64, hi, hi2);
+    b.loop_end(search);
+    lo
+}
+
+impl Split<'_> {
     /// One warp per chunk × lane item: the chunk's atoms strided over the warp's lanes; lane 0
     /// writes the chunk's partial, or the output when the chunk is the whole tile.
     fn walk(&self, b: &mut KernelBuilder) -> Result<(), GenError> {
@@ -571,12 +716,13 @@ impl Split<'_> {
     /// takes one (chunk, lane) and its threads stride over the atoms, so each gather of B is a
     /// different row: 32 sectors for one lane's 32 values.
     fn walk_lanes(&self, b: &mut KernelBuilder, block: u32) -> Result<(), GenError> {
-        let lanes = self.layout.lanes.expect("the lane walk needs lanes");
         if self.body.reduce.is_some() {
             let most = LANE_BLOCKING.iter().map(|l| l.0).max().unwrap_or(1);
             b.shared("lb_smem", 8, 8 * most * block);
         }
-        per_lane_blocking(b, lanes, |b, r| self.walk_lanes_by(b, block, r))
+        let body = (self.body, self.params);
+        self.layout
+            .per_lane_blocking_vec(b, body, |b, r| self.walk_lanes_by(b, block, r))
     }
 
     /// [`Split::walk_lanes`] for `per_thread` lanes per thread.
@@ -584,8 +730,9 @@ impl Split<'_> {
         &self,
         b: &mut KernelBuilder,
         block: u32,
-        per_thread: u32,
+        blocking: Blocking,
     ) -> Result<(), GenError> {
+        let per_thread = blocking.per_thread;
         let l = self.layout;
         let tid = b.special(Special::TidX);
         let tid = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
@@ -626,7 +773,7 @@ impl Split<'_> {
         let active = b.bin(BinOp::And, Type::Pred, has_group, in_block);
         let (from, to) = piece_range(b, &c, (piece, pieces), active);
         let group = b.bin(BinOp::Min, Type::U64, group, last_group);
-        let set = l.lane_set(b, self.body, (group, groups), per_thread);
+        let set = l.lane_set(b, self.body, (group, groups), blocking);
         let accs = match self.body.reduce {
             Some((ty, red)) => set
                 .lanes

@@ -1,0 +1,307 @@
+//! The split's mid tier, with lanes: tiles of [`MID_THRESHOLD`] up to [`super::LANE_THRESHOLD`] atoms
+//! cut into pieces of [`PIECE`] atoms, each walked like a short tile by the threads of its lanes,
+//! and folded back per tile in piece order (see the parent module's docs).
+//!
+//! Kernels (entries `{base}_mid_walk`, `_mid_fixup`), after the list and scan, which build the
+//! mid list (`mid_list`, in `huge_count` word 2 its length) and its piece starts (`mid_starts[e]`
+//! = the pieces of the entries before `e`, the total after the last):
+//! 1. **walk**: (piece, lane group) pairs on the grid of [`Layout::lane_stride_begin`], as the
+//!    group family takes (tile, lane group) pairs: `W` threads side by side per piece, each
+//!    owning `R` lanes ([`per_lane_blocking`]). A piece finds its entry by a binary search of the
+//!    starts, walks its atoms in order once for its `R` lanes ([`Walker::walk_lanes`]) and stores
+//!    one partial per lane at `mid_partials[piece × lanes + lane]`; a tile of one piece (exactly
+//!    [`PIECE`] atoms) stores its output instead.
+//! 2. **fixup** (with `reduce`): (entry, lane group) pairs; each thread folds its lanes' partials
+//!    over the entry's pieces in piece order and stores the tile's output (the epilogue, if any,
+//!    sees only this final value).
+//!
+//! Determinism: a piece's atoms and the fold's order are fixed by the tile's size alone, so two
+//! launches agree bitwise; no atomics touch a value.
+
+use std::borrow::Cow;
+
+use super::{last_at_most, MidTemps, Split, MID_COUNT, MID_FIXUP, MID_THRESHOLD, MID_WALK, PIECE};
+use crate::body::Body;
+use crate::builder::KernelBuilder;
+use crate::codegen::{ptx_type, reduce_combine, reduce_identity};
+use crate::ir::{BinOp, Cmp, Operand, Reg, ShflMode, Space, Type};
+use crate::plan::{Grid, KernelPlan};
+use crate::primitives::layout::{per_lane_blocking, Blocking, LaneSet};
+use crate::primitives::walker::Walker;
+use crate::primitives::warp::shfl;
+use crate::primitives::Layout;
+use crate::{GenError, Options};
+
+/// Partials per `mid_partials` element (one per block of the plan's first grid, which counts
+/// `16 · block` tiles and atoms per block and lane): a tile of `n ≥ PIECE` atoms has
+/// `⌈n / PIECE⌉ ≤ 2n / PIECE` pieces, so the pieces of all the mid tier's tiles times the lanes
+/// are at most `atoms · lanes / 16`, at most `block` per element.
+pub fn partials_per_block(block: u32) -> u32 {
+    let per_block_atoms = 16 * block;
+    per_block_atoms.div_ceil((PIECE / 2) as u32)
+}
+
+/// The mid tier's kernels: the walk, and the fix-up when the body reduces.
+pub fn kernels(base: &str, body: &Body, opts: &Options) -> Vec<KernelPlan> {
+    let kernel = |suffix: &str, block: u32, grid: Grid| KernelPlan {
+        entry: Cow::Owned(format!("{base}{suffix}")),
+        block,
+        grid,
+        dynamic_shared: 0,
+        min_tile_atoms: Some(MID_THRESHOLD),
+    };
+    // One block per `2 · block` atoms: a group of `W` threads per piece leaves a block
+    // `block / W ≥ 8` pieces at once (`W ≤ 32`), at most `block / 16` pieces per `2 · block`
+    // atoms. The walk's lane registers cap it at 256 threads, as the huge tier's.
+    let walk = Grid::PerAtoms {
+        atoms: 2 * opts.block,
+    };
+    let mut out = vec![kernel(MID_WALK, opts.block.min(256), walk)];
+    if body.reduce.is_some() {
+        let fixup = Grid::CoverItems { per_thread: 1 };
+        out.push(kernel(MID_FIXUP, opts.block, fixup));
+    }
+    out
+}
+
+/// A piece's tile and atoms, from [`Split::piece`].
+struct Piece {
+    tile: Reg,
+    /// The tile's first atom (for the body's rank), the piece's atoms `from..to`.
+    begin: Reg,
+    from: Reg,
+    to: Reg,
+    /// The tile is this one piece: its result is the output, not a partial.
+    whole: Reg,
+}
+
+impl Split<'_> {
+    fn mid(&self) -> Result<MidTemps, GenError> {
+        self.t
+            .mid
+            .ok_or_else(|| GenError::Unsupported("the plan has no mid-tier temporaries".into()))
+    }
+
+    /// Part of the scan kernel (one warp, `lane`, `lane64` and `lead` its lane, as u64, and
+    /// lane 0): `mid_starts[e]`, the pieces of the mid entries before `e`, and the total after
+    /// the last.
+    pub(super) fn scan_mid(&self, b: &mut KernelBuilder, lanes: (Reg, Reg, Reg), mid: MidTemps) {
+        let (lane, lane64, lead) = lanes;
+        let at = self.t.count_at(b, MID_COUNT);
+        let entries = b.ld(Space::Global, Type::U64, at);
+        let run = b.mov(Type::U64, Operand::Imm(0));
+        let base = b.mov(Type::U64, Operand::Imm(0));
+        let rounds = b.loop_begin();
+        let over = b.setp(Cmp::Ge, Type::U64, base, entries);
+        b.break_if(&rounds, over, false);
+        let e = b.bin(BinOp::Add, Type::U64, base, lane64);
+        let inside = b.setp(Cmp::Lt, Type::U64, e, entries);
+        let size = self.entry_size_in(b, mid.list, e, inside);
+        let up = b.bin(BinOp::Add, Type::U64, size, Operand::Imm(PIECE as i64 - 1));
+        let pieces = b.bin(
+            BinOp::Shr,
+            Type::U64,
+            up,
+            Operand::Imm(PIECE.trailing_zeros().into()),
+        );
+        let incl = super::warp_scan(b, lane, pieces);
+        let write = b.if_begin(inside, false);
+        let excl = b.bin(BinOp::Sub, Type::U64, incl, pieces);
+        let start = b.bin(BinOp::Add, Type::U64, run, excl);
+        let at = b.elem_addr(mid.starts, e, 8);
+        b.st(Space::Global, Type::U64, at, start);
+        b.if_end(write);
+        let total = shfl(b, ShflMode::Idx, incl, Type::U64, Operand::Imm(31));
+        b.bin_to(BinOp::Add, Type::U64, run, run, total);
+        b.bin_to(BinOp::Add, Type::U64, base, base, Operand::Imm(32));
+        b.loop_end(rounds);
+        let last = b.if_begin(lead, false);
+        let at = b.elem_addr(mid.starts, entries, 8);
+        b.st(Space::Global, Type::U64, at, run);
+        b.if_end(last);
+    }
+
+    /// The mid list's length and its total pieces.
+    fn mid_sizes(&self, b: &mut KernelBuilder, mid: MidTemps) -> (Reg, Reg) {
+        let at = self.t.count_at(b, MID_COUNT);
+        let entries = b.ld(Space::Global, Type::U64, at);
+        let at = b.elem_addr(mid.starts, entries, 8);
+        let pieces = b.ld(Space::Global, Type::U64, at);
+        (entries, pieces)
+    }
+
+    /// Entry `e`'s tile and first and next pieces' indices.
+    fn mid_entry(&self, b: &mut KernelBuilder, mid: MidTemps, e: Reg) -> (Reg, Reg, Reg) {
+        let at = b.elem_addr(mid.list, e, 8);
+        let tile = b.ld(Space::Global, Type::U64, at);
+        let at = b.elem_addr(mid.starts, e, 8);
+        let first = b.ld(Space::Global, Type::U64, at);
+        let next_at = b.bin(BinOp::Add, Type::U64, at, Operand::Imm(8));
+        let next = b.ld(Space::Global, Type::U64, next_at);
+        (tile, first, next)
+    }
+
+    /// Piece `p` (of `entries` mid entries): its entry's tile and its atoms.
+    fn piece(&self, b: &mut KernelBuilder, mid: MidTemps, p: Reg, entries: Reg) -> Piece {
+        let starts = |b: &mut KernelBuilder, e| b.elem_addr(mid.starts, e, 8);
+        let e = last_at_most(b, starts, p, entries);
+        let (tile, first, next) = self.mid_entry(b, mid, e);
+        let (begin, end) = self.layout.atoms(b, tile);
+        let k = b.bin(BinOp::Sub, Type::U64, p, first);
+        let skip = b.bin(
+            BinOp::Shl,
+            Type::B64,
+            k,
+            Operand::Imm(PIECE.trailing_zeros().into()),
+        );
+        let from = b.bin(BinOp::Add, Type::U64, begin, skip);
+        let to = b.bin(BinOp::Add, Type::U64, from, Operand::Imm(PIECE as i64));
+        let to = b.bin(BinOp::Min, Type::U64, to, end);
+        let count = b.bin(BinOp::Sub, Type::U64, next, first);
+        let whole = b.setp(Cmp::Eq, Type::U64, count, Operand::Imm(1));
+        Piece {
+            tile,
+            begin,
+            from,
+            to,
+            whole,
+        }
+    }
+
+    /// The mid tier's walk (see the module docs).
+    pub(super) fn mid_walk(&self, b: &mut KernelBuilder) -> Result<(), GenError> {
+        if self.layout.lanes.is_none() {
+            return Err(GenError::Unsupported("the split's mid tier needs lanes".into()));
+        }
+        let mid = self.mid()?;
+        let body = (self.body, self.params);
+        self.layout
+            .per_lane_blocking_vec(b, body, |b, r| self.mid_walk_by(b, mid, r))
+    }
+
+    /// [`Split::mid_walk`] for `per_thread` lanes per thread.
+    fn mid_walk_by(
+        &self,
+        b: &mut KernelBuilder,
+        mid: MidTemps,
+        blocking: Blocking,
+    ) -> Result<(), GenError> {
+        let l = self.layout;
+        let (entries, pieces) = self.mid_sizes(b, mid);
+        let ls = l.lane_stride_begin(b, pieces, (blocking.per_thread, Some(32)));
+        let p = ls.position;
+        let piece = self.piece(b, mid, p, entries);
+        let set = l.lane_set(b, self.body, (ls.group, ls.groups), blocking);
+        let accs = self.identities(b, &set)?;
+        let w = Walker {
+            body: self.body,
+            params: self.params,
+            checked: self.opts.checked,
+            lane: None,
+        };
+        let range = (piece.begin, piece.from, piece.to);
+        w.walk_lanes(b, Some(piece.tile), range, 1, Some(&set), |b, r, x| {
+            if let (Some(&acc), Some(x), Some((ty, red))) = (accs.get(r), x, self.body.reduce) {
+                reduce_combine(b, ty, red, acc, x)?;
+            }
+            Ok(())
+        })?;
+        if let Some((ty, _)) = self.body.reduce {
+            let lanes_count = l.lanes.expect("checked by mid_walk");
+            for ((&acc, &lane), valid) in accs.iter().zip(&set.lanes).zip(&set.valid) {
+                let masked = valid.map(|v| b.if_begin(v, false));
+                let mut split = b.if_begin(piece.whole, true);
+                let row = b.bin(BinOp::Mul, Type::U64, p, lanes_count);
+                let slot = b.bin(BinOp::Add, Type::U64, row, lane);
+                let at = b.elem_addr(mid.partials, slot, 8);
+                b.st(Space::Global, ptx_type(ty), at, acc);
+                b.if_else(&mut split);
+                let out = (piece.tile, Some(lane));
+                l.store_output(b, self.body, self.params, out, (acc, ty), self.opts.checked)?;
+                b.if_end(split);
+                if let Some(scope) = masked {
+                    b.if_end(scope);
+                }
+            }
+        }
+        Layout::lane_stride_end(b, ls);
+        Ok(())
+    }
+
+    /// One accumulator per lane of `set`, at the reduction's identity (none without `reduce`).
+    fn identities(&self, b: &mut KernelBuilder, set: &LaneSet) -> Result<Vec<Reg>, GenError> {
+        match self.body.reduce {
+            Some((ty, red)) => set
+                .lanes
+                .iter()
+                .map(|_| reduce_identity(b, ty, red))
+                .collect(),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The mid tier's fix-up (see the module docs).
+    pub(super) fn mid_fixup(&self, b: &mut KernelBuilder) -> Result<(), GenError> {
+        if self.body.reduce.is_none() {
+            return Ok(());
+        }
+        let lanes = self.layout.lanes.ok_or_else(|| {
+            GenError::Unsupported("the split's mid tier needs lanes".into())
+        })?;
+        let mid = self.mid()?;
+        per_lane_blocking(b, lanes, |b, r| self.mid_fixup_by(b, mid, r))
+    }
+
+    /// [`Split::mid_fixup`] for `per_thread` lanes per thread.
+    fn mid_fixup_by(
+        &self,
+        b: &mut KernelBuilder,
+        mid: MidTemps,
+        per_thread: u32,
+    ) -> Result<(), GenError> {
+        let Some((ty, red)) = self.body.reduce else {
+            return Ok(());
+        };
+        let l = self.layout;
+        let lanes_count = l.lanes.expect("checked by mid_fixup");
+        let (entries, _) = self.mid_sizes(b, mid);
+        let ls = l.lane_stride_begin(b, entries, (per_thread, Some(32)));
+        let (tile, first, next) = self.mid_entry(b, mid, ls.position);
+        // A tile of one piece was stored by the walk.
+        let count = b.bin(BinOp::Sub, Type::U64, next, first);
+        let single = b.setp(Cmp::Le, Type::U64, count, Operand::Imm(1));
+        b.bra_if(single, false, ls.next);
+        let set = l.lane_set(b, self.body, (ls.group, ls.groups), Blocking::strided(per_thread));
+        let accs = self.identities(b, &set)?;
+        // Masked lanes read their tile's last lane (in bounds) and store nothing.
+        let last = b.bin(BinOp::Sub, Type::U64, lanes_count, Operand::Imm(1));
+        let read: Vec<Reg> = set
+            .lanes
+            .iter()
+            .map(|&lane| b.bin(BinOp::Min, Type::U64, lane, last))
+            .collect();
+        let p = b.mov(Type::U64, first);
+        let folds = b.loop_begin();
+        let past = b.setp(Cmp::Ge, Type::U64, p, next);
+        b.break_if(&folds, past, false);
+        let row = b.bin(BinOp::Mul, Type::U64, p, lanes_count);
+        for (&acc, &lane) in accs.iter().zip(&read) {
+            let slot = b.bin(BinOp::Add, Type::U64, row, lane);
+            let at = b.elem_addr(mid.partials, slot, 8);
+            let v = b.ld(Space::Global, ptx_type(ty), at);
+            reduce_combine(b, ty, red, acc, v)?;
+        }
+        b.bin_to(BinOp::Add, Type::U64, p, p, Operand::Imm(1));
+        b.loop_end(folds);
+        for ((&acc, &lane), valid) in accs.iter().zip(&set.lanes).zip(&set.valid) {
+            let masked = valid.map(|v| b.if_begin(v, false));
+            let out = (tile, Some(lane));
+            l.store_output(b, self.body, self.params, out, (acc, ty), self.opts.checked)?;
+            if let Some(scope) = masked {
+                b.if_end(scope);
+            }
+        }
+        Layout::lane_stride_end(b, ls);
+        Ok(())
+    }
+}
