@@ -33,6 +33,13 @@ if [[ $skip != *bench* ]]; then
   run bench-medium-spmm "$bin/lb-bench" --scale medium --ops spmm8,spmm32,spmm128 \
     --schedules "$schedules" --reps 10 --budget-ms 150 --energy-ms 1 --quiet \
     --json "$work/bench-medium-spmm.jsonl"
+  # An earlier build beside it (lb-bench-base, packed into .gpu/bin.tgz by hand) runs the same
+  # SpMM in the same call, for a before/after on one GPU.
+  if [ -x "$bin/lb-bench-base" ]; then
+    run bench-medium-spmm-base "$bin/lb-bench-base" --scale medium --ops spmm32,spmm128 \
+      --schedules "$schedules" --reps 10 --budget-ms 150 --energy-ms 1 --quiet \
+      --json "$work/bench-medium-spmm-base.jsonl"
+  fi
   run bench-medium-spmv "$bin/lb-bench" --scale medium --ops spmv --reps 10 --budget-ms 150 \
     --energy-ms 1 --quiet --json "$work/bench-medium-spmv.jsonl"
 fi

@@ -20,7 +20,6 @@
 //! length first; out of range, it records the first offender in the plan's error flag and skips
 //! the access (a load or atomic yields 0).
 
-use std::cell::RefCell;
 use crate::body::{
     ArrayRef, AtomicOp, BinaryOp, Block, Body, CsrField, Expr, ExprKind, Guards, IndexRole, Lit,
     Method, ParamKind, Proofs, Reduce, Stmt, TileSetKind, Ty, UnaryOp,
@@ -33,6 +32,7 @@ use crate::ir::{
 use crate::plan::{OffsetWidth, Plan, TempRole};
 use crate::primitives::load;
 use crate::GenError;
+use std::cell::RefCell;
 
 /// The PTX type that holds a body value in a register (a half type's value is its `f32`).
 pub fn ptx_type(ty: Ty) -> Type {
@@ -698,7 +698,9 @@ fn has_control_flow(body: &Body) -> bool {
             &mut |e| match &e.kind {
                 ExprKind::If { .. } => true,
                 ExprKind::Binary { op, .. } => matches!(op, BinaryOp::And | BinaryOp::Or),
-                ExprKind::Block(block) => block.any(&mut |s| matches!(s, Stmt::Return(_)), &mut |_| false),
+                ExprKind::Block(block) => {
+                    block.any(&mut |s| matches!(s, Stmt::Return(_)), &mut |_| false)
+                }
                 _ => false,
             },
         )

@@ -8,7 +8,7 @@ mod codegen_common;
 mod support;
 
 use codegen_common::*;
-use lb_ptx::body::{Block, BinaryOp, Expr, ExprKind, IndexRole, Stmt, Ty};
+use lb_ptx::body::{BinaryOp, Block, Expr, ExprKind, IndexRole, Stmt, Ty};
 use lb_ptx::{generate, IndexWidth, Schedule};
 use support::*;
 
@@ -60,7 +60,11 @@ fn lane_walks_read_and_store_vectors() {
             assert!(g.ptx.contains(v), "{}: no `{v}`", s.name());
         }
         if s != Schedule::Binning {
-            assert!(g.ptx.contains("st.global.v4.f32"), "{}: no vector store", s.name());
+            assert!(
+                g.ptx.contains("st.global.v4.f32"),
+                "{}: no vector store",
+                s.name()
+            );
         }
     }
 }
@@ -80,7 +84,11 @@ fn adjacent_lanes_match_the_reference() {
                 let plan = plan_for(&o, &m, k);
                 let got = run_reduce(&spmm(), &o, plan, &m, Some(k));
                 check_sum(&got, &m, Some(k), &what);
-                assert_eq!(got, run_reduce(&spmm(), &o, plan, &m, Some(k)), "{what}: twice");
+                assert_eq!(
+                    got,
+                    run_reduce(&spmm(), &o, plan, &m, Some(k)),
+                    "{what}: twice"
+                );
             }
         }
     }
@@ -94,7 +102,10 @@ fn misaligned_operands_take_the_strided_lanes() {
     for s in SCHEDULES {
         let o = lane_opts(s, 128);
         for (k, offset) in [(32, 4), (32, 8), (16, 4), (64, 12)] {
-            let what = format!("{}, k {k}, operands {offset} bytes off, seed {seed}", s.name());
+            let what = format!(
+                "{}, k {k}, operands {offset} bytes off, seed {seed}",
+                s.name()
+            );
             let got = run_reduce_at(&spmm(), &o, plan_for(&o, &m, k), &m, (Some(k), offset));
             check_sum(&got, &m, Some(k), &what);
         }

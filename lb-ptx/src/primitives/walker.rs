@@ -170,9 +170,7 @@ impl Walker<'_> {
             return each(b, 0, c);
         };
         let pure = self.body.is_pure();
-        let vector = set
-            .vector
-            .map(|v| LaneVector::new(v.width, v.lanes_param));
+        let vector = set.vector.map(|v| LaneVector::new(v.width, v.lanes_param));
         let lanes = set.body.iter().zip(&set.valid).zip(&set.scaled);
         for (r, ((&lane, valid), &lane_scaled)) in lanes.enumerate() {
             let skip = match valid {
@@ -248,7 +246,12 @@ impl Walker<'_> {
             let need = if run == per_trip - 1 {
                 last
             } else {
-                b.bin(BinOp::Sub, Type::U64, stop, Operand::Imm(step * i64::from(run)))
+                b.bin(
+                    BinOp::Sub,
+                    Type::U64,
+                    stop,
+                    Operand::Imm(step * i64::from(run)),
+                )
             };
             let short = b.setp(Cmp::Gt, Type::S64, addr, need);
             b.bra_if(short, false, skip);
@@ -342,7 +345,11 @@ impl KeptAtoms {
 
     /// The addresses of the elements `ahead` atoms past the kept ones (each an add that
     /// [`crate::optimize`] folds into the load's offset).
-    fn addrs_at(&self, b: &mut KernelBuilder, ahead: u32) -> [Option<(ArrayRef, Reg)>; MAX_ATOM_ADDRS] {
+    fn addrs_at(
+        &self,
+        b: &mut KernelBuilder,
+        ahead: u32,
+    ) -> [Option<(ArrayRef, Reg)>; MAX_ATOM_ADDRS] {
         let mut out = [None; MAX_ATOM_ADDRS];
         for (slot, k) in out.iter_mut().zip(&self.kept) {
             let next = Operand::Imm((k.elem_bytes * ahead).into());

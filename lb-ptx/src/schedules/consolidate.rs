@@ -434,7 +434,9 @@ fn child_lanes(
     let own = b.loop_begin();
     let past = b.setp(Cmp::Ge, Type::U64, group, groups);
     b.break_if(&own, past, false);
-    let set = c.layout.lane_set(b, body, (group, groups), Blocking::strided(per_thread));
+    let set = c
+        .layout
+        .lane_set(b, body, (group, groups), Blocking::strided(per_thread));
     tile_lanes(b, body, opts, (&c.params, &c.layout), tile, range, &set)?;
     b.bin_to(
         BinOp::Add,
@@ -700,7 +702,9 @@ impl Consolidate {
         let mut small = b.if_begin(append, true);
         match (blocking, lane) {
             (Some((r, groups, _)), Some(group)) => {
-                let set = c.layout.lane_set(b, body, (group, groups), Blocking::strided(r));
+                let set = c
+                    .layout
+                    .lane_set(b, body, (group, groups), Blocking::strided(r));
                 tile_lanes(b, body, opts, (&c.params, &c.layout), tile, range, &set)?;
             }
             _ => thread_tile(b, body, opts, c, tile, range, lane)?,

@@ -348,16 +348,16 @@ pub fn run_reduce_at(
     let mut args = csr_args_at(&mut mem, m, width);
     let mut padded = vec![0u8; offset];
     padded.extend(bytes_of(&x, f32::to_le_bytes));
-    args.extend([
-        upload(&mut mem, &padded) + offset as u64,
-        x.len() as u64,
-    ]);
+    args.extend([upload(&mut mem, &padded) + offset as u64, x.len() as u64]);
     if let Some(k) = k {
         args.push(k as u64);
     }
     let n = m.rows() * lanes;
     let mut nan = vec![0u8; offset];
-    nan.extend(bytes_of(&vec![f32::from_bits(0x7FC0_1234); n], f32::to_le_bytes));
+    nan.extend(bytes_of(
+        &vec![f32::from_bits(0x7FC0_1234); n],
+        f32::to_le_bytes,
+    ));
     let y = upload(&mut mem, &nan) + offset as u64;
     args.extend([y, n as u64]);
     run_plan(&g, &g.plans[plan_index], args, size(m, lanes), &mut mem);
@@ -1014,7 +1014,16 @@ pub fn check_huge_tiles(s: Schedule, block: u32) {
     let piece = lb_ptx::primitives::huge::PIECE as usize;
     let giant = huge_tile_sets(&mut rng, block)[2].1[0].max(rng.range(2 * chunk + 1, 3 * chunk));
     let mut sizes = vec![0, giant, 1, 2, 0, lt - 1, lt, chunk, chunk + 1, 1, 0];
-    sizes.extend([mt - 1, mt, mt + 1, piece, piece + 1, 2 * piece, 2 * piece + 1, 0]);
+    sizes.extend([
+        mt - 1,
+        mt,
+        mt + 1,
+        piece,
+        piece + 1,
+        2 * piece,
+        2 * piece + 1,
+        0,
+    ]);
     sizes.extend((0..rng.range(40, 80)).map(|_| rng.range(0, lt + 8)));
     let m = Matrix::from_lengths(&sizes);
     for k in [1, 3, 16, 32, 33, 64, 129] {

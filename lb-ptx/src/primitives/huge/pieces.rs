@@ -171,7 +171,9 @@ impl Split<'_> {
     /// The mid tier's walk (see the module docs).
     pub(super) fn mid_walk(&self, b: &mut KernelBuilder) -> Result<(), GenError> {
         if self.layout.lanes.is_none() {
-            return Err(GenError::Unsupported("the split's mid tier needs lanes".into()));
+            return Err(GenError::Unsupported(
+                "the split's mid tier needs lanes".into(),
+            ));
         }
         let mid = self.mid()?;
         let body = (self.body, self.params);
@@ -245,9 +247,10 @@ impl Split<'_> {
         if self.body.reduce.is_none() {
             return Ok(());
         }
-        let lanes = self.layout.lanes.ok_or_else(|| {
-            GenError::Unsupported("the split's mid tier needs lanes".into())
-        })?;
+        let lanes = self
+            .layout
+            .lanes
+            .ok_or_else(|| GenError::Unsupported("the split's mid tier needs lanes".into()))?;
         let mid = self.mid()?;
         per_lane_blocking(b, lanes, |b, r| self.mid_fixup_by(b, mid, r))
     }
@@ -271,7 +274,12 @@ impl Split<'_> {
         let count = b.bin(BinOp::Sub, Type::U64, next, first);
         let single = b.setp(Cmp::Le, Type::U64, count, Operand::Imm(1));
         b.bra_if(single, false, ls.next);
-        let set = l.lane_set(b, self.body, (ls.group, ls.groups), Blocking::strided(per_thread));
+        let set = l.lane_set(
+            b,
+            self.body,
+            (ls.group, ls.groups),
+            Blocking::strided(per_thread),
+        );
         let accs = self.identities(b, &set)?;
         // Masked lanes read their tile's last lane (in bounds) and store nothing.
         let last = b.bin(BinOp::Sub, Type::U64, lanes_count, Operand::Imm(1));
