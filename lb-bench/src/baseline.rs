@@ -218,34 +218,27 @@ impl Cusparse {
         })?;
         let buffer = a.dev.zeros::<u8>(size).map_err(|e| e.to_string())?;
         let buf = buffer.device_addr() as *mut c_void;
-        // The one-time analysis cuSPARSE offers for repeated calls on one sparsity pattern, as an
-        // application that multiplies by the same matrix many times would run it.
-        // SAFETY: as for the buffer size above, and `buf` is `buffer`'s device address, `size`
-        // bytes as asked, alive until this function returns.
-        check("cusparseSpMV_preprocess", unsafe {
-            cs::cusparseSpMV_preprocess(
-                self.handle,
-                op,
-                ptr(&alpha),
-                mat.0,
-                vx.0,
-                ptr(&beta),
-                vy.0,
-                f32t,
-                alg,
-                buf,
-            )
-        })?;
-        user(&mut || {
-            // SAFETY: as for the buffer size above, and `buf` is the device address of `buffer`,
-            // `size` bytes as asked, alive until this function returns. The descriptors point at
-            // `a`'s buffers and at the caller's vectors, borrowed for the whole call, with their
-            // true lengths: `x` of `a.cols` and `y` of `a.rows` elements (`spmv_lengths`, in
-            // both callers). Everything is on lb's device, GPU 0's primary context (the bench's
-            // `Device::default()`), and the call is enqueued on its default stream, the one lb
-            // frees those buffers on, so no free overtakes it.
-            check("cusparseSpMV", unsafe {
-                cs::cusparseSpMV(
+        // `cusparseSpMV` or, once before the caller's calls, the one-time analysis cuSPARSE
+        // offers for repeated calls on one sparsity pattern, as an application that multiplies
+        // by the same matrix many times would run it; both take the same arguments.
+        let call = |preprocess: bool| {
+            let (what, f) = if preprocess {
+                (
+                    "cusparseSpMV_preprocess",
+                    cs::cusparseSpMV_preprocess as SpmvFn,
+                )
+            } else {
+                ("cusparseSpMV", cs::cusparseSpMV as SpmvFn)
+            };
+            // SAFETY: as for the buffer size above, and `buf` is the device address of
+            // `buffer`, `size` bytes as asked, alive until this function returns. The
+            // descriptors point at `a`'s buffers and at the caller's vectors, borrowed for the
+            // whole call, with their true lengths: `x` of `a.cols` and `y` of `a.rows` elements
+            // (`spmv_lengths`, in both callers). Everything is on lb's device, GPU 0's primary
+            // context (the bench's `Device::default()`), and the call is enqueued on its default
+            // stream, the one lb frees those buffers on, so no free overtakes it.
+            check(what, unsafe {
+                f(
                     self.handle,
                     op,
                     ptr(&alpha),
@@ -258,7 +251,9 @@ impl Cusparse {
                     buf,
                 )
             })
-        })
+        };
+        call(true)?;
+        user(&mut || call(false))
     }
 
     /// [`Cusparse::spmv_with`] for a caller whose vectors change between calls (a solver's p
@@ -342,31 +337,23 @@ impl Cusparse {
         })?;
         let buffer = a.dev.zeros::<u8>(size).map_err(|e| e.to_string())?;
         let buf = buffer.device_addr() as *mut c_void;
-        // The one-time analysis for repeated calls on one sparsity pattern (cuSPARSE documents
-        // it as what makes CSR_ALG3 fast: 1.7× on an R-MAT graph at k = 32, H100).
-        // SAFETY: as for the buffer size above, and `buf` is `buffer`'s device address, `size`
-        // bytes as asked, alive until this function returns.
-        check("cusparseSpMM_preprocess", unsafe {
-            cs::cusparseSpMM_preprocess(
-                self.handle,
-                op,
-                op,
-                ptr(&alpha),
-                mat.0,
-                mb.0,
-                ptr(&beta),
-                mc.0,
-                f32t,
-                alg,
-                buf,
-            )
-        })?;
-        self.time(reps, || {
+        // `cusparseSpMM` or, once before the timed calls, the one-time analysis for repeated
+        // calls on one sparsity pattern (what makes CSR_ALG3 fast: 1.7× on an R-MAT graph at
+        // k = 32, H100); both take the same arguments.
+        let call = |preprocess: bool| {
+            let (what, f) = if preprocess {
+                (
+                    "cusparseSpMM_preprocess",
+                    cs::cusparseSpMM_preprocess as SpmmFn,
+                )
+            } else {
+                ("cusparseSpMM", cs::cusparseSpMM as SpmmFn)
+            };
             // SAFETY: as for the buffer size above, and `buf` is `buffer`'s device address,
             // `size` bytes as asked, alive until this function returns; `time` synchronizes the
             // stream after the calls, and every buffer is on GPU 0's default stream.
-            check("cusparseSpMM", unsafe {
-                cs::cusparseSpMM(
+            check(what, unsafe {
+                f(
                     self.handle,
                     op,
                     op,
@@ -380,9 +367,40 @@ impl Cusparse {
                     buf,
                 )
             })
-        })
+        };
+        call(true)?;
+        self.time(reps, || call(false))
     }
 }
+
+/// The signature `cusparseSpMV` and `cusparseSpMV_preprocess` share.
+type SpmvFn = unsafe fn(
+    cs::cusparseHandle_t,
+    cs::cusparseOperation_t,
+    *const c_void,
+    cs::cusparseConstSpMatDescr_t,
+    cs::cusparseConstDnVecDescr_t,
+    *const c_void,
+    cs::cusparseDnVecDescr_t,
+    cs::cudaDataType,
+    cs::cusparseSpMVAlg_t,
+    *mut c_void,
+) -> cs::cusparseStatus_t;
+
+/// The signature `cusparseSpMM` and `cusparseSpMM_preprocess` share.
+type SpmmFn = unsafe fn(
+    cs::cusparseHandle_t,
+    cs::cusparseOperation_t,
+    cs::cusparseOperation_t,
+    *const c_void,
+    cs::cusparseConstSpMatDescr_t,
+    cs::cusparseConstDnMatDescr_t,
+    *const c_void,
+    cs::cusparseDnMatDescr_t,
+    cs::cudaDataType,
+    cs::cusparseSpMMAlg_t,
+    *mut c_void,
+) -> cs::cusparseStatus_t;
 
 impl Drop for Cusparse {
     fn drop(&mut self) {

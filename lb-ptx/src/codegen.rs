@@ -646,9 +646,8 @@ fn slice_elem(body: &Body, p: usize) -> Option<Ty> {
     }
 }
 
-/// For an index `i * lanes + lane` (either order of the sum and of the product, `lanes` the
-/// scalar parameter `lanes_param`): `i * lanes`.
-fn lane_row(index: &Expr, lanes_param: usize) -> Option<&Expr> {
+/// For an index `rest + lane` (either order): `rest`.
+fn plus_lane(index: &Expr) -> Option<&Expr> {
     let ExprKind::Binary {
         op: BinaryOp::Add,
         lhs,
@@ -658,11 +657,17 @@ fn lane_row(index: &Expr, lanes_param: usize) -> Option<&Expr> {
         return None;
     };
     let is_lane = |e: &Expr| matches!(e.kind, ExprKind::Index(IndexRole::Lane));
-    let row = match (is_lane(lhs), is_lane(rhs)) {
-        (false, true) => lhs,
-        (true, false) => rhs,
-        _ => return None,
-    };
+    match (is_lane(lhs), is_lane(rhs)) {
+        (_, true) => Some(lhs.as_ref()),
+        (true, false) => Some(rhs.as_ref()),
+        _ => None,
+    }
+}
+
+/// For an index `i * lanes + lane` (either order of the sum and of the product, `lanes` the
+/// scalar parameter `lanes_param`): `i * lanes`.
+fn lane_row(index: &Expr, lanes_param: usize) -> Option<&Expr> {
+    let row = plus_lane(index)?;
     let ExprKind::Binary {
         op: BinaryOp::Mul,
         lhs,
@@ -672,7 +677,7 @@ fn lane_row(index: &Expr, lanes_param: usize) -> Option<&Expr> {
         return None;
     };
     let is_lanes = |e: &Expr| matches!(e.kind, ExprKind::Scalar(p) if p == lanes_param);
-    (is_lanes(lhs) || is_lanes(rhs)).then_some(row.as_ref())
+    (is_lanes(lhs) || is_lanes(rhs)).then_some(row)
 }
 
 /// Whether evaluating `body` may skip or repeat part of it: a branch, a loop, a short-circuit
@@ -1243,21 +1248,8 @@ impl Lower<'_> {
     /// For an index `rest + lane` (either order) and a walk that scaled its lane for `elem`'s
     /// size: `rest` and the scaled lane.
     fn lane_offset<'e>(&self, index: &'e Expr, elem: Ty) -> Option<(&'e Expr, Reg)> {
-        let ExprKind::Binary {
-            op: BinaryOp::Add,
-            lhs,
-            rhs,
-        } = &index.kind
-        else {
-            return None;
-        };
         let offset = self.ctx.lane_scaled[elem.size().trailing_zeros() as usize]?;
-        let is_lane = |e: &Expr| matches!(e.kind, ExprKind::Index(IndexRole::Lane));
-        match (is_lane(lhs), is_lane(rhs)) {
-            (_, true) => Some((lhs, offset)),
-            (true, false) => Some((rhs, offset)),
-            _ => None,
-        }
+        plus_lane(index).map(|rest| (rest, offset))
     }
 
     /// An index, kept as the `u32` it was cast from when nothing needs the 64-bit value (no
