@@ -230,7 +230,8 @@ fn vector_output(body: &Body) -> bool {
 
 impl Layout {
     /// Stores the partials `accs` of the lanes of `set` for `tile`: one vector store with
-    /// adjacent lanes where [`vector_output`] holds and nothing is tested (the kernel's test of
+    /// adjacent lanes where the output is stored as reduced in 4-byte elements (no epilogue, no
+    /// half-precision storage) and nothing is tested (the kernel's test of
     /// [`Layout::adjacent_or_strided`] found the output aligned and the lane count a multiple of
     /// the lanes per thread), else [`Layout::store_output`] per lane below the lane count.
     pub fn store_lanes(
@@ -354,7 +355,7 @@ pub fn per_lane_blocking(
 /// for four lanes of a row of B where four scalar loads took four issue slots and four L1
 /// requests. Adjacent lanes are only used where the kernel has tested that the lane count is a
 /// multiple of R and that the arrays read with vector loads are aligned to their width
-/// ([`per_lane_blocking_vec`]); there no lane is masked.
+/// ([`Layout::per_lane_blocking_vec`]); there no lane is masked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Blocking {
     pub per_thread: u32,

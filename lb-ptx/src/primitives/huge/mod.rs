@@ -37,7 +37,7 @@
 //! the same kernels. Without this, a power-law row of a few thousand nonzeros was a serial chain
 //! of thousands of steps for the few threads of its lanes.
 //!
-//! **The mid tier** ([`pieces`], with lanes): a lane-parallel walk gives a tile of `n` atoms to
+//! **The mid tier** (`huge/pieces.rs`, with lanes): a lane-parallel walk gives a tile of `n` atoms to
 //! the few threads of its lanes, a chain of `n` dependent steps, so a power-law row of a hundred
 //! atoms already keeps its threads busy long after the short rows around it are done (SpMM on
 //! R-MAT and power-law graphs, where most atoms sit in such rows). Tiles of [`MID_THRESHOLD`] up
@@ -120,7 +120,7 @@ const COUNT_WORDS: u64 = 3;
 const MID_COUNT: i64 = 2;
 
 /// With lanes, in a plan with the mid tier ([`mid_tier`]), tiles of at least this many atoms
-/// (and below [`LANE_THRESHOLD`]) are cut into pieces ([`pieces`]); shorter ones stay the
+/// (and below [`LANE_THRESHOLD`]) are cut into pieces of [`PIECE`] atoms; shorter ones stay the
 /// schedule's. A power of two, so that `lrb`'s classes can stop at its bin.
 pub const MID_THRESHOLD: u64 = 32;
 
