@@ -338,6 +338,7 @@ fn plan_tokens(p: &Plan) -> TokenStream {
         let entry = k.entry.as_ref();
         let block = k.block;
         let dynamic_shared = k.dynamic_shared;
+        let track = k.track;
         let min_tile_atoms = match k.min_tile_atoms {
             Some(m) => quote!(::core::option::Option::Some(#m)),
             None => quote!(::core::option::Option::None),
@@ -363,6 +364,7 @@ fn plan_tokens(p: &Plan) -> TokenStream {
                 grid: #grid,
                 dynamic_shared: #dynamic_shared,
                 min_tile_atoms: #min_tile_atoms,
+                track: #track,
             }
         }
     });

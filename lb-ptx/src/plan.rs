@@ -149,6 +149,14 @@ pub struct KernelPlan {
     /// when [`ProblemSize::max_tile_atoms`] is smaller (the huge-tile split's kernels). `None`:
     /// always launched.
     pub min_tile_atoms: Option<u64>,
+    /// The track the kernel is enqueued on. Track 0 is the launching stream. A kernel on a side
+    /// track `n > 0` starts after every track-0 kernel listed before it and runs alongside the
+    /// track-0 kernels listed after it; the kernels of one track run in their listed order, and
+    /// the plan ends when every track has ended. Side tracks let independent passes over
+    /// disjoint tiles (the huge-tile split's tiers beside the schedule's own kernel) share the
+    /// GPU where each alone would leave most of it idle. On the simulator every kernel runs in
+    /// listed order.
+    pub track: u8,
 }
 
 impl KernelPlan {

@@ -181,3 +181,66 @@ fn a_branching_body_reads_scalars() {
     let g = generate(&body, &lane_opts(Schedule::WarpMapped, 128)).unwrap();
     assert!(!g.ptx.contains("ld.global.nc.v4.f32"));
 }
+
+/// The plan's kernels with every track-0 kernel first, then the side tracks' (each in listed
+/// order): the other serialization that running the tracks side by side allows.
+fn side_tracks_last(plan: &lb_ptx::plan::Plan) -> lb_ptx::plan::Plan {
+    let mut kernels = plan.kernels.to_vec();
+    kernels.sort_by_key(|k| k.track != 0);
+    lb_ptx::plan::Plan {
+        kernels: std::borrow::Cow::Owned(kernels),
+        ..plan.clone()
+    }
+}
+
+/// The huge-tile split's tiers run on a side track beside the schedule's kernel for the short
+/// tiles: each must neither read what the other writes nor write what the other reads, so the
+/// plan is right in either order. With lanes (both tiers) and without (the huge tier), on tiles
+/// in every tier and on tile sets with no tile for a tier.
+#[test]
+fn the_tiers_and_the_schedule_agree_in_either_order() {
+    let mut rng = Rng::fresh();
+    let seed = rng.0;
+    let threshold = lb_ptx::primitives::huge::threshold(64, false) as usize;
+    let sets = [
+        sizes(&mut rng),
+        (0..200).map(|_| rng.range(0, 30)).collect(),
+        vec![threshold + 5, 0, 2, 40, 1, threshold * 2, 7],
+    ];
+    for lengths in sets {
+        let m = Matrix::from_lengths(&lengths);
+        for s in [
+            Schedule::GroupMapped(8),
+            Schedule::WarpMapped,
+            Schedule::Lrb,
+            Schedule::Binning,
+        ] {
+            let what = |k: Option<usize>| format!("{}, k {k:?}, seed {seed}", s.name());
+            let o = lane_opts(s, 64);
+            let g = generate(&spmm(), &o).unwrap();
+            for k in [8, 32, 33] {
+                let plan = &g.plans[plan_for(&o, &m, k)];
+                assert!(
+                    plan.kernels.iter().any(|k| k.track != 0),
+                    "{}",
+                    what(Some(k))
+                );
+                // The cache producers (the tiers' lists among them) lead on track 0: the
+                // tiers' kernels read what they made.
+                let producers = plan.cache_producers();
+                assert!(producers >= 2, "{}", what(Some(k)));
+                assert!(
+                    plan.kernels[..producers].iter().all(|k| k.track == 0),
+                    "{}",
+                    what(Some(k))
+                );
+                let got = run_reduce_in(&g, &side_tracks_last(plan), &m, (Some(k), 0));
+                check_sum(&got, &m, Some(k), &what(Some(k)));
+            }
+            let o = opts(s, 64, 1, IndexWidth::U64);
+            let g = generate(&spmv(), &o).unwrap();
+            let got = run_reduce_in(&g, &side_tracks_last(&g.plans[0]), &m, (None, 0));
+            check_sum(&got, &m, None, &what(None));
+        }
+    }
+}

@@ -1,6 +1,6 @@
 //! Plan execution: arguments, temporaries, grids, launches, timing and error flags.
 
-use cudarc::driver::{sys, CudaEvent};
+use cudarc::driver::{sys, CudaEvent, CudaStream};
 use lb_ptx::plan::{DeviceLimits, KernelPlan, Plan, ProblemSize, Temp, TempCount, TempRole};
 use lb_ptx::sim::{LaunchConfig, Stats};
 
@@ -185,6 +185,8 @@ pub struct KernelLaunch {
     pub grid: u32,
     pub block: u32,
     pub dynamic_shared: u32,
+    /// The plan's track it ran on ([`KernelPlan::track`]; 0: the launching stream).
+    pub track: u8,
 }
 
 /// What a plan's execution did.
@@ -500,6 +502,7 @@ fn prepare(dev: &Device, ptx: &'static str, plan: &Plan, size: &ProblemSize) -> 
                     grid: k.grid.blocks(size, k.block, &SIM_LIMITS),
                     block: k.block,
                     dynamic_shared: k.dynamic_shared,
+                    track: k.track,
                 })
                 .collect();
             return Ok(Prepared {
@@ -531,6 +534,7 @@ fn prepare(dev: &Device, ptx: &'static str, plan: &Plan, size: &ProblemSize) -> 
             grid: k.plan.grid.blocks(size, k.plan.block, &limits),
             block: k.plan.block,
             dynamic_shared: k.plan.dynamic_shared,
+            track: k.plan.track,
         });
     }
     Ok(Prepared {
@@ -699,6 +703,71 @@ impl Temps {
     }
 }
 
+/// Enqueues the prepared kernels on the GPU: track 0 on `cuda`, a side track
+/// ([`KernelPlan::track`]) on its own stream, which waits for the track-0 kernels enqueued
+/// before each of its kernels (one event whenever track 0 moved on since), and `cuda` waits
+/// for every side track used before this returns, also when a launch failed, so that
+/// everything enqueued after the plan on `cuda` (the temporaries' release among it) follows
+/// all of its kernels.
+fn enqueue_tracks(
+    stream: &Stream,
+    cuda: &CudaStream,
+    module: &GpuModule,
+    prepared: &Prepared,
+    params: &mut [u64],
+) -> Result<()> {
+    let kernels = prepared.kernels.iter().zip(&prepared.gpu_functions);
+    let tracks = prepared.kernels.iter().map(|k| usize::from(k.track)).max();
+    let sides = match tracks {
+        Some(tracks @ 1..) => stream
+            .state
+            .side_tracks(cuda, tracks, stream.capturing())?
+            .map(|sides| (tracks, sides)),
+        _ => None,
+    };
+    let Some((tracks, sides)) = sides else {
+        // One track, in listed order: every side track's kernels also follow the track-0
+        // kernels listed before them.
+        for (k, &f) in kernels {
+            // The driver copies the parameter values at launch, so reusing `params` is safe.
+            module.launch(f, cuda, k.grid, k.block, k.dynamic_shared, params)?;
+        }
+        return Ok(());
+    };
+    // Per side track: whether it has kernels in this plan, and whether track 0 moved on since
+    // it last waited.
+    let mut used = vec![false; tracks];
+    let mut behind = vec![true; tracks];
+    let run = || -> Result<()> {
+        for (k, &f) in kernels {
+            let on = match usize::from(k.track) {
+                0 => {
+                    behind.fill(true);
+                    cuda
+                }
+                t => {
+                    let side = &sides[t - 1];
+                    used[t - 1] = true;
+                    if std::mem::take(&mut behind[t - 1]) {
+                        side.fork(cuda)?
+                    } else {
+                        side.stream()
+                    }
+                }
+            };
+            module.launch(f, on, k.grid, k.block, k.dynamic_shared, params)?;
+        }
+        Ok(())
+    };
+    let enqueued = run();
+    let joined = sides
+        .iter()
+        .zip(&used)
+        .filter(|(_, &u)| u)
+        .try_for_each(|(side, _)| side.join(cuda));
+    enqueued.and(joined)
+}
+
 /// Enqueues the prepared kernels (or runs them, on the simulator); the timing events around
 /// them when `timed` on a GPU.
 fn run_kernels(
@@ -723,10 +792,7 @@ fn run_kernels(
                     .map_err(|e| Error::cuda("recording a timing event", e))
             };
             let start = timed.then(event).transpose()?;
-            for (k, &f) in prepared.kernels.iter().zip(&prepared.gpu_functions) {
-                // The driver copies the parameter values at launch, so reusing `params` is safe.
-                module.launch(f, cuda, k.grid, k.block, k.dynamic_shared, params)?;
-            }
+            enqueue_tracks(stream, cuda, module, prepared, params)?;
             let stop = timed.then(event).transpose()?;
             Ok(start.zip(stop))
         }
@@ -776,6 +842,7 @@ mod tests {
             grid: Grid::CoverItems { per_thread: 1 },
             dynamic_shared: 0,
             min_tile_atoms: None,
+            track: 0,
         };
         Plan {
             schedule: Cow::Borrowed("consolidate"),

@@ -406,6 +406,49 @@ pub(crate) struct StreamState {
     device_waits: AtomicU64,
     /// Set by `Stream::order_manually`: launches no longer wait for the device's stream.
     manual: AtomicBool,
+    /// The streams of a plan's side tracks (`KernelPlan::track`), made on first use.
+    sides: Mutex<Vec<SideTrack>>,
+}
+
+/// The stream of one side track of a plan (`KernelPlan::track` > 0) and the two events that
+/// order it with the launching stream: `fork` (the side waits for the launching stream's work
+/// so far) and `join` (the launching stream waits for the side's kernels).
+pub(crate) struct SideTrack {
+    stream: Arc<CudaStream>,
+    fork: CudaEvent,
+    join: CudaEvent,
+}
+
+impl SideTrack {
+    fn new(main: &CudaStream) -> Result<SideTrack> {
+        let ctx = main.context();
+        let err = |e| Error::cuda("making a stream for a side track of a plan", e);
+        Ok(SideTrack {
+            stream: ctx.new_stream().map_err(err)?,
+            fork: ctx.new_event(None).map_err(err)?,
+            join: ctx.new_event(None).map_err(err)?,
+        })
+    }
+
+    /// The side stream, after making it wait for the work enqueued on `main` so far.
+    pub(crate) fn fork(&self, main: &CudaStream) -> Result<&Arc<CudaStream>> {
+        let err = |e| Error::cuda("ordering a side track after the launching stream", e);
+        self.fork.record(main).map_err(err)?;
+        self.stream.wait(&self.fork).map_err(err)?;
+        Ok(&self.stream)
+    }
+
+    /// The side stream, with no new ordering.
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Makes `main` wait for the work enqueued on the side stream so far.
+    pub(crate) fn join(&self, main: &CudaStream) -> Result<()> {
+        let err = |e| Error::cuda("ordering the launching stream after a side track", e);
+        self.join.record(&self.stream).map_err(err)?;
+        main.wait(&self.join).map_err(err)
+    }
 }
 
 impl StreamState {
@@ -422,7 +465,28 @@ impl StreamState {
             joined: AtomicU64::new(0),
             device_waits: AtomicU64::new(0),
             manual: AtomicBool::new(false),
+            sides: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The side tracks' streams, at least `tracks` of them, locked for one plan's enqueue.
+    /// Made here on first use, except during a capture (`None` then: the plan runs on the
+    /// launching stream alone), because making the context's first extra stream synchronizes
+    /// the context, which a capture forbids.
+    pub(crate) fn side_tracks(
+        &self,
+        main: &CudaStream,
+        tracks: usize,
+        capturing: bool,
+    ) -> Result<Option<std::sync::MutexGuard<'_, Vec<SideTrack>>>> {
+        let mut sides = lock(&self.sides);
+        if sides.len() < tracks && capturing {
+            return Ok(None);
+        }
+        while sides.len() < tracks {
+            sides.push(SideTrack::new(main)?);
+        }
+        Ok(Some(sides))
     }
 }
 

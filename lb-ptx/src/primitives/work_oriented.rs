@@ -178,6 +178,7 @@ pub fn plans(
                 grid,
                 dynamic_shared: 0,
                 min_tile_atoms: None,
+                track: 0,
             });
             if body.reduce.is_some() {
                 // A run of two or more carries needs a tile that covers a whole block's share
@@ -191,6 +192,7 @@ pub fn plans(
                         grid: fixup_grid(per_thread, opts.block, count_tiles),
                         dynamic_shared: 0,
                         min_tile_atoms,
+                        track: 0,
                     });
                 }
             }

@@ -59,9 +59,12 @@ const WARP_BIN: u32 = 6;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Lrb;
 
-/// The kernels' entry suffixes, in launch order (between the huge-tile split's list and scan
-/// before them and its walk and fix-up after).
-const KERNELS: [&str; 6] = ["count", "scan", "scatter", "thread", "warp", "block"];
+/// The entry suffixes of the kernels that bin the tiles, in launch order, after the huge-tile
+/// split's list and scan.
+const PRODUCER_KERNELS: [&str; 3] = ["count", "scan", "scatter"];
+/// The entry suffixes of the class kernels, in launch order, after the split's walks and
+/// fix-ups (on side tracks, so the classes run alongside them).
+const CLASS_KERNELS: [&str; 3] = ["thread", "warp", "block"];
 /// The leading kernels that only produce cached temporaries: the huge-tile list and its scan,
 /// count, scan and scatter.
 const PRODUCERS: u32 = 5;
@@ -98,13 +101,13 @@ impl ScheduleTemplate for Lrb {
         let split = split_bin(huge::split_from(opts, mid));
         let block_class = Lrb::block_bin(opts.block).max(WARP_BIN) < split;
         let warp_class = WARP_BIN < split;
-        let classes = KERNELS
+        let classes = CLASS_KERNELS
             .iter()
             .filter(|k| (**k != "block" || block_class) && (**k != "warp" || warp_class));
         // A class whose bins start above the longest tile has no work: not launched, so a
         // tile set of short rows pays one process kernel, not three.
         let first_atoms = |bin: u32| Some(1u64 << (bin - 1));
-        kernels.extend(classes.map(|k| KernelPlan {
+        let class = |k: &&str| KernelPlan {
             entry: Cow::Owned(format!("{base}_{k}")),
             block: if *k == "scan" { 32 } else { opts.block },
             grid: if *k == "scan" {
@@ -118,8 +121,13 @@ impl ScheduleTemplate for Lrb {
                 "block" => first_atoms(Lrb::block_bin(opts.block).max(WARP_BIN)),
                 _ => None,
             },
-        }));
+            track: 0,
+        };
+        // The binning's producers, then the split's tiers on their side tracks, then the class
+        // kernels, which run alongside the tiers.
+        kernels.extend(PRODUCER_KERNELS.iter().map(class));
         kernels.extend(huge::back_kernels(&base, body, opts, mid));
+        kernels.extend(classes.map(class));
         // Without a frontier the bins and the huge-tile list depend only on the tile set: the
         // runtime keeps them with it and skips the list, its scan, count, scan and scatter on
         // later launches.
@@ -175,8 +183,9 @@ impl ScheduleTemplate for Lrb {
                 out.push(k?);
                 continue;
             }
-            let name = KERNELS
+            let name = PRODUCER_KERNELS
                 .into_iter()
+                .chain(CLASS_KERNELS)
                 .find(|k| twin_base(&kp.entry).ends_with(&format!("_lrb_{k}")))
                 .ok_or_else(|| GenError::Unsupported(format!("no lrb kernel `{}`", kp.entry)))?;
             let mut b = KernelBuilder::new(kp.entry.as_ref());

@@ -341,7 +341,17 @@ pub fn run_reduce_at(
     (k, offset): (Option<usize>, usize),
 ) -> Vec<u32> {
     let g = generate(body, o).unwrap();
-    let width = g.plans[plan_index].offsets;
+    run_reduce_in(&g, &g.plans[plan_index], m, (k, offset))
+}
+
+/// [`run_reduce_at`] for one plan of `g`, as given (its kernels perhaps in another order).
+pub fn run_reduce_in(
+    g: &lb_ptx::Generated,
+    plan: &Plan,
+    m: &Matrix,
+    (k, offset): (Option<usize>, usize),
+) -> Vec<u32> {
+    let width = plan.offsets;
     let lanes = k.unwrap_or(1);
     let x = x_of(m.cols * lanes);
     let mut mem = Memory::new();
@@ -360,7 +370,7 @@ pub fn run_reduce_at(
     ));
     let y = upload(&mut mem, &nan) + offset as u64;
     args.extend([y, n as u64]);
-    run_plan(&g, &g.plans[plan_index], args, size(m, lanes), &mut mem);
+    run_plan(g, plan, args, size(m, lanes), &mut mem);
     read_words::<4>(&mem, y, n)
         .into_iter()
         .map(u32::from_le_bytes)

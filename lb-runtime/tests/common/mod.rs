@@ -69,6 +69,7 @@ const DOUBLE_KERNELS: &[KernelPlan] = &[KernelPlan {
     grid: Grid::CoverItems { per_thread: 1 },
     dynamic_shared: 0,
     min_tile_atoms: None,
+    track: 0,
 }];
 
 pub const DOUBLE_PLAN: Plan = Plan {
@@ -86,6 +87,7 @@ const RAISE_KERNELS: &[KernelPlan] = &[KernelPlan {
     grid: Grid::Fixed(1),
     dynamic_shared: 0,
     min_tile_atoms: None,
+    track: 0,
 }];
 
 const RAISE_TEMPS: &[Temp] = &[Temp {
@@ -121,6 +123,7 @@ const MISSING_KERNELS: &[KernelPlan] = &[KernelPlan {
     grid: Grid::Fixed(1),
     dynamic_shared: 0,
     min_tile_atoms: None,
+    track: 0,
 }];
 
 pub const MISSING_PLAN: Plan = Plan {

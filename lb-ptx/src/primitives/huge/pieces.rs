@@ -20,7 +20,9 @@
 
 use std::borrow::Cow;
 
-use super::{last_at_most, MidTemps, Split, MID_COUNT, MID_FIXUP, MID_THRESHOLD, MID_WALK, PIECE};
+use super::{
+    last_at_most, MidTemps, Split, MID_COUNT, MID_FIXUP, MID_THRESHOLD, MID_TRACK, MID_WALK, PIECE,
+};
 use crate::body::Body;
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity};
@@ -49,6 +51,7 @@ pub fn kernels(base: &str, body: &Body, opts: &Options) -> Vec<KernelPlan> {
         grid,
         dynamic_shared: 0,
         min_tile_atoms: Some(MID_THRESHOLD),
+        track: MID_TRACK,
     };
     // One block per `2 · block` atoms: a group of `W` threads per piece leaves a block
     // `block / W ≥ 8` pieces at once (`W ≤ 32`), at most `block / 16` pieces per `2 · block`
