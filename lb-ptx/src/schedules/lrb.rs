@@ -28,6 +28,9 @@
 //! Without a frontier the reorder is cached per tile set (`TempRole::Cached`): the producers run
 //! only on the first launch over a tile set.
 //!
+//! The huge-tile split's walks and fix-ups come between the producers and the class kernels, on
+//! their side tracks (`KernelPlan::track`), so the class kernels run alongside them.
+//!
 //! Lanes: each process kernel counts tile × lane work items, so every lane of a tile is its own
 //! item. A frontier with repeats puts each copy in its bin; every copy stores the same bits.
 //!

@@ -28,6 +28,11 @@
 //!    partials `l, l + 32, …` in chunk order, a butterfly combines the lanes, lane 0 stores the
 //!    output.
 //!
+//! **Tracks.** The list and the scan run on track 0 before everything that reads their lists;
+//! the huge tier's walk and fix-up on [`HUGE_TRACK`] and the mid tier's on [`MID_TRACK`], side
+//! tracks of the launching stream (`KernelPlan::track`), listed before the schedule's own
+//! kernel, so the three run side by side: they read and write disjoint tiles and temporaries.
+//!
 //! **With lanes** (SpMM), the lane-parallel kernels walk a tile's atoms in order, so the split
 //! starts much lower, at [`LANE_THRESHOLD`] atoms, chunks are [`LANE_CHUNK`] atoms, and the walk
 //! gives each block one chunk for up to 32 lane groups at once (grid: one block per `LANE_CHUNK`
