@@ -29,7 +29,9 @@
 //! only on the first launch over a tile set.
 //!
 //! The huge-tile split's walks and fix-ups come between the producers and the class kernels, on
-//! their side tracks (`KernelPlan::track`), so the class kernels run alongside them.
+//! their side tracks (`KernelPlan::track`); the warp and block classes have side tracks of their
+//! own and the thread class comes last on track 0, so the classes and the split's tiers all run
+//! alongside each other (they walk disjoint tiles).
 //!
 //! Lanes: each process kernel counts tile × lane work items, so every lane of a tile is its own
 //! item. A frontier with repeats puts each copy in its bin; every copy stores the same bits.
@@ -66,8 +68,20 @@ pub struct Lrb;
 /// split's list and scan.
 const PRODUCER_KERNELS: [&str; 3] = ["count", "scan", "scatter"];
 /// The entry suffixes of the class kernels, in launch order, after the split's walks and
-/// fix-ups (on side tracks, so the classes run alongside them).
-const CLASS_KERNELS: [&str; 3] = ["thread", "warp", "block"];
+/// fix-ups. The warp and block classes run on side tracks of their own ([`class_track`]) and the
+/// thread class last on track 0, so that all three run alongside each other and the split's
+/// tiers: they walk disjoint bins into disjoint outputs.
+const CLASS_KERNELS: [&str; 3] = ["warp", "block", "thread"];
+
+/// The track of a class kernel (`KernelPlan::track`): the warp and block classes after the
+/// split's two ([`huge::HUGE_TRACK`], [`huge::MID_TRACK`]), the thread class on track 0.
+fn class_track(class: &str) -> u8 {
+    match class {
+        "warp" => huge::MID_TRACK + 1,
+        "block" => huge::MID_TRACK + 2,
+        _ => 0,
+    }
+}
 /// The leading kernels that only produce cached temporaries: the huge-tile list and its scan,
 /// count, scan and scatter.
 const PRODUCERS: u32 = 5;
@@ -124,10 +138,10 @@ impl ScheduleTemplate for Lrb {
                 "block" => first_atoms(Lrb::block_bin(opts.block).max(WARP_BIN)),
                 _ => None,
             },
-            track: 0,
+            track: class_track(k),
         };
-        // The binning's producers, then the split's tiers on their side tracks, then the class
-        // kernels, which run alongside the tiers.
+        // The binning's producers, then the split's tiers and the warp and block classes on
+        // their side tracks, then the thread class, which runs alongside them.
         kernels.extend(PRODUCER_KERNELS.iter().map(class));
         kernels.extend(huge::back_kernels(&base, body, opts, mid));
         kernels.extend(classes.map(class));
