@@ -343,6 +343,10 @@ fn plan_tokens(p: &Plan) -> TokenStream {
             Some(m) => quote!(::core::option::Option::Some(#m)),
             None => quote!(::core::option::Option::None),
         };
+        let min_grid = match k.min_grid {
+            Some(m) => quote!(::core::option::Option::Some(#m)),
+            None => quote!(::core::option::Option::None),
+        };
         let grid = match k.grid {
             Grid::CoverItems { per_thread } => {
                 quote!(::lb::__private::Grid::CoverItems { per_thread: #per_thread })
@@ -364,6 +368,7 @@ fn plan_tokens(p: &Plan) -> TokenStream {
                 grid: #grid,
                 dynamic_shared: #dynamic_shared,
                 min_tile_atoms: #min_tile_atoms,
+                min_grid: #min_grid,
                 track: #track,
             }
         }

@@ -130,13 +130,17 @@ impl KernelBuilder {
         dst
     }
 
-    /// Declares a `.shared` array (`bytes == 0`: the dynamic shared memory).
+    /// Declares a `.shared` array (`bytes == 0`: the dynamic shared memory). Declaring a name
+    /// again reuses the array, grown to the larger size and alignment, so that two phases of a
+    /// kernel may share a primitive that declares its own scratch (a block scan, say).
     pub fn shared(&mut self, name: impl Into<String>, align: u32, bytes: u32) {
-        self.shared.push(SharedDecl {
-            name: name.into(),
-            align,
-            bytes,
-        });
+        let name = name.into();
+        if let Some(d) = self.shared.iter_mut().find(|d| d.name == name) {
+            d.align = d.align.max(align);
+            d.bytes = d.bytes.max(bytes);
+            return;
+        }
+        self.shared.push(SharedDecl { name, align, bytes });
     }
 
     /// Bytes of static shared memory declared so far.

@@ -568,6 +568,7 @@ impl fmt::Display for Label {
 /// | `Label` | `L3:` |
 /// | `BarSync` | `bar.sync 0;` |
 /// | `MemBar` | `membar.gl;` |
+/// | `Fence` | `fence.acq_rel.gpu;` |
 /// | `WarpSync` | `bar.warp.sync mask;` |
 /// | `Shfl` | `shfl.sync.MODE.b32 d, a, b, c, mask;` (optionally `d|p`) |
 /// | `Vote` | `vote.sync.MODE.pred d, a, mask;` / `vote.sync.ballot.b32 d, a, mask;` |
@@ -685,6 +686,12 @@ pub enum Op {
     Label(Label),
     BarSync,
     MemBar,
+    /// A release and acquire fence at GPU scope: before an atomic, it makes the thread's earlier
+    /// writes (and, after a barrier, its block's) visible before the atomic is; after an atomic
+    /// that saw other blocks' counts, it makes their writes visible to the reads that follow.
+    /// Lighter than `membar.gl` (a sequentially consistent fence), which orders more than these
+    /// release/acquire patterns need.
+    Fence,
     /// Waits for the lanes of `mask` and orders their memory accesses: what makes shared memory
     /// written by one lane safe to read by another of the same warp under independent thread
     /// scheduling (sm_70 and newer).
@@ -1029,6 +1036,7 @@ impl fmt::Display for Op {
             Op::Label(l) => write!(f, "{l}:"),
             Op::BarSync => f.write_str("bar.sync 0;"),
             Op::MemBar => f.write_str("membar.gl;"),
+            Op::Fence => f.write_str("fence.acq_rel.gpu;"),
             Op::WarpSync { mask } => write!(f, "bar.warp.sync {mask};"),
             Op::Shfl {
                 mode,

@@ -107,6 +107,7 @@ fn visit_uses(instr: &mut Instr, f: &mut dyn FnMut(&mut Reg)) {
         | Op::Label(_)
         | Op::BarSync
         | Op::MemBar
+        | Op::Fence
         | Op::ActiveMask { .. }
         | Op::Ret
         | Op::ScopeBegin

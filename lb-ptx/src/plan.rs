@@ -149,6 +149,10 @@ pub struct KernelPlan {
     /// when [`ProblemSize::max_tile_atoms`] is smaller (the huge-tile split's kernels). `None`:
     /// always launched.
     pub min_tile_atoms: Option<u64>,
+    /// The kernel runs only when the plan's first kernel has at least this many blocks (the
+    /// work-oriented fix-up kernels, whose work the main kernel does itself on a smaller grid).
+    /// `None`: always launched.
+    pub min_grid: Option<u32>,
     /// The track the kernel is enqueued on. Track 0 is the launching stream. A kernel on a side
     /// track `n > 0` starts after every track-0 kernel listed before it and runs alongside the
     /// track-0 kernels listed after it; the kernels of one track run in their listed order, and
@@ -160,9 +164,11 @@ pub struct KernelPlan {
 }
 
 impl KernelPlan {
-    /// Whether the kernel has work for a problem of `size`.
-    pub fn needed(&self, size: &ProblemSize) -> bool {
+    /// Whether the kernel has work for a problem of `size` whose first kernel has `first_grid`
+    /// blocks.
+    pub fn needed(&self, size: &ProblemSize, first_grid: u32) -> bool {
         self.min_tile_atoms.is_none_or(|m| size.max_tile_atoms >= m)
+            && self.min_grid.is_none_or(|g| first_grid >= g)
     }
 }
 

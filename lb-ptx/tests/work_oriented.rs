@@ -109,6 +109,54 @@ fn deterministic_and_the_64_bit_variant_agrees() {
     }
 }
 
+/// Tile lengths that put tile ends on and beside the boundaries of main blocks (64 atoms with
+/// block 32 and 2 items per thread) and of the fix-up kernels' blocks (32 main blocks, 2 048
+/// atoms), and tiles that span several of either.
+fn boundary_length() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        Just(0usize),
+        Just(1),
+        Just(63),
+        Just(64),
+        Just(65),
+        Just(128),
+        0usize..300,
+        Just(2047),
+        Just(2048),
+        Just(2049),
+        Just(6145),
+        0usize..5000,
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4))]
+
+    /// The fix-up both ways: a grid of at most `block` (32) blocks, joined by the main kernel's
+    /// last block, and the same rows repeated and padded past that, joined by the fix-up
+    /// kernels (runs inside a fix-up block, ending on its last slot, and across many). Every
+    /// work-oriented and phase-search schedule, against the f64 loop, bitwise equal on a
+    /// second launch, and the counter left at zero (the runner checks).
+    #[test]
+    fn fixup_in_the_kernel_and_in_its_own_kernels(
+        rows in prop::collection::vec(boundary_length(), 2..30),
+        short in prop::collection::vec(0usize..200, 1..12),
+    ) {
+        let padded: Vec<usize> = rows.iter().chain(std::iter::repeat_n(&3000, 8)).copied().collect();
+        let schedules = SCHEDULES.into_iter().chain([Schedule::TwoPhase, Schedule::MultiPhase]);
+        for s in schedules {
+            for (what, rows) in [("short rows", &short), ("rows", &rows), ("padded", &padded)] {
+                let m = Matrix::from_lengths(rows);
+                let o = opts(s, 32, 2, IndexWidth::U32);
+                let got = run_reduce(&spmv(), &o, 0, &m, None);
+                check_sum(&got, &m, None, &format!("{} {what}", s.name()));
+                let again = run_reduce(&spmv(), &o, 0, &m, None);
+                prop_assert_eq!(&got, &again, "{}: two launches differ", s.name());
+            }
+        }
+    }
+}
+
 /// A tile far longer than a block's share: with block 32 and 2 items per thread, the tile of
 /// 50 000 atoms spans about 780 blocks, so its carries cross hundreds of block boundaries.
 #[test]
@@ -171,17 +219,33 @@ fn plans_have_one_variant_per_index_width() {
             }
             for (k, grid) in plan.kernels.iter().zip(grids) {
                 assert_eq!((k.grid, k.block), (grid, 128));
+                // The fix-up kernels run only past `block` main blocks; below that the main
+                // kernel joins the runs itself.
+                let fixup = k.entry.contains("_fixup");
+                assert_eq!(k.min_grid, fixup.then_some(129), "{}", k.entry);
             }
-            let per_block: Vec<u32> = plan.temps.iter().map(|t| t.elem_bytes).collect();
-            let expected: &[u32] = if merge { &[8, 4, 4, 8] } else { &[8, 4, 4] };
-            assert_eq!(per_block, expected, "a key, a carry and a head per block");
-            for (i, t) in plan.temps.iter().enumerate() {
-                let bounds = merge && i == 3;
-                let extra = u64::from(bounds);
-                assert_eq!(t.count, TempCount::PerBlock { extra }, "{}", t.name);
-                assert!(!t.zero);
-                assert_eq!(bounds, matches!(t.role, TempRole::Cached { producers: 1 }));
+            let temps: Vec<(&str, u32, TempCount, TempRole)> = plan
+                .temps
+                .iter()
+                .map(|t| (t.name.as_ref(), t.elem_bytes, t.count, t.role))
+                .collect();
+            let per_block = TempCount::PerBlock { extra: 0 };
+            let mut expected = vec![
+                ("carry_keys", 8, per_block, TempRole::Scratch),
+                ("carry_values", 4, per_block, TempRole::Scratch),
+                ("carry_heads", 4, per_block, TempRole::Scratch),
+                ("fixup_counter", 8, TempCount::Fixed(1), TempRole::Counters),
+            ];
+            if merge {
+                let bounds = TempCount::PerBlock { extra: 1 };
+                let cached = TempRole::Cached { producers: 1 };
+                expected.push(("merge_bounds", 8, bounds, cached));
             }
+            assert_eq!(temps, expected, "a key, a carry and a head per block");
+            assert!(
+                plan.temps.iter().all(|t| !t.zero),
+                "nothing zeroed per launch"
+            );
         }
         // A forced 64-bit index still reads either offset width.
         let g = generate(&visit_seen(), &opts(s, 128, 4, IndexWidth::U64)).unwrap();

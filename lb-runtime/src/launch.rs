@@ -489,13 +489,13 @@ fn prepare(dev: &Device, ptx: &'static str, plan: &Plan, size: &ProblemSize) -> 
     let huge = plan
         .kernels
         .iter()
-        .any(|k| k.min_tile_atoms.is_some() && k.needed(size));
+        .any(|k| k.min_tile_atoms.is_some_and(|m| size.max_tile_atoms >= m));
     let (gpu, gpu_module) = match dev.backend() {
         Backend::Gpu(gpu) => (gpu, gpu.module(ptx)?),
         Backend::Sim(_) => {
             let kept = Err("the simulator has no device-side launch".to_string());
             let (kernel_plans, notes) = choose_path(ptx, plan, kept);
-            let kernels = kernel_plans
+            let kernels: Vec<KernelLaunch> = kernel_plans
                 .iter()
                 .map(|k| KernelLaunch {
                     entry: k.entry.clone(),
@@ -505,8 +505,9 @@ fn prepare(dev: &Device, ptx: &'static str, plan: &Plan, size: &ProblemSize) -> 
                     track: k.track,
                 })
                 .collect();
+            let first = kernels.first().map_or(1, |k| k.grid);
             return Ok(Prepared {
-                needed: kernel_plans.iter().map(|k| k.needed(size)).collect(),
+                needed: kernel_plans.iter().map(|k| k.needed(size, first)).collect(),
                 kernels,
                 gpu_functions: Vec::new(),
                 gpu_module: None,
@@ -537,8 +538,13 @@ fn prepare(dev: &Device, ptx: &'static str, plan: &Plan, size: &ProblemSize) -> 
             track: k.plan.track,
         });
     }
+    let first = kernels.first().map_or(1, |k| k.grid);
     Ok(Prepared {
-        needed: loaded.kernels.iter().map(|k| k.plan.needed(size)).collect(),
+        needed: loaded
+            .kernels
+            .iter()
+            .map(|k| k.plan.needed(size, first))
+            .collect(),
         kernels,
         gpu_functions,
         notes: loaded.notes.clone(),
@@ -842,6 +848,7 @@ mod tests {
             grid: Grid::CoverItems { per_thread: 1 },
             dynamic_shared: 0,
             min_tile_atoms: None,
+            min_grid: None,
             track: 0,
         };
         Plan {

@@ -1012,6 +1012,7 @@ pub fn dynamic_plan(
             grid: Grid::CoverItems { per_thread: 1 },
             dynamic_shared: 0,
             min_tile_atoms: None,
+            min_grid: None,
             track: 0,
         },
     );

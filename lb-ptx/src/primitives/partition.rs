@@ -249,8 +249,12 @@ pub(crate) fn build(
     kernels.push(partition_kernel(body, opts, plan, at, search)?);
     kernels.push(main);
     if body.reduce.is_some() {
-        kernels.push(work_oriented::fixup_kernel(body, opts, plan, false, false)?);
-        kernels.push(work_oriented::fixup_kernel(body, opts, plan, false, true)?);
+        kernels.push(work_oriented::fixup::fixup_kernel(
+            body, opts, plan, false, false,
+        )?);
+        kernels.push(work_oriented::fixup::fixup_kernel(
+            body, opts, plan, false, true,
+        )?);
     }
     Ok(kernels)
 }

@@ -17,8 +17,8 @@
 //! exactly one thread, empty tiles included. Shares are contiguous, so a thread's partial tile
 //! is the next thread's first tile.
 //!
-//! Reduction, in three fixed-order levels and without atomics, so equal inputs give bitwise
-//! equal outputs:
+//! Reduction, in three fixed-order levels and without atomic arithmetic on values, so equal
+//! inputs give bitwise equal outputs:
 //! 1. Thread: atoms left to right in registers. Every tile but the thread's first finished one
 //!    is complete and stored with a plain store; the first waits for its carry-in.
 //! 2. Block (`block_carry`): a segmented inclusive scan of the threads' partial values in
@@ -27,12 +27,13 @@
 //!    carry-out (key: the partial tile's position × lanes + lane); the first tile finished in
 //!    the block, which lacks the carries of earlier blocks, goes to the block's `head` slot
 //!    instead of the output (except in a lane's first block, which has no earlier blocks).
-//! 3. Grid (`fixup_kernel`, two kernels of one thread per block slot): a segmented scan of
-//!    the slots in fix-up blocks of `block` slots (a new segment at each key change), then for
-//!    each run of equal keys its last slot adds the scans at the ends of the earlier fix-up
-//!    blocks the run covers, then the head of the block after the run (the one that finished
-//!    the tile), and stores the output. A tile spanning `n` main blocks costs `log2(block)`
-//!    scan steps and `⌈n / block⌉` serial steps.
+//! 3. Grid ([`fixup`]): for each run of equal keys among the slots, the scans of its carries,
+//!    then the head of the block after the run (the one that finished the tile), stored to
+//!    the output. On a grid of at most `block` blocks the main kernel's last block to finish
+//!    does it; on a larger one two fix-up kernels of one thread per slot do (a segmented scan
+//!    in fix-up blocks of `block` slots, then the runs that cross fix-up blocks, walking back
+//!    one fix-up block per step). A tile spanning `n` main blocks costs `log2(block)` scan
+//!    steps and `⌈n / block⌉` serial steps.
 //!
 //! The output need not be zeroed, and every element is stored exactly once (twice for a tile
 //! repeated in a frontier, see [`frontier_scan`]).
@@ -41,6 +42,7 @@
 //! blocks each (the grid is `blocks_per_lane × lanes`, see [`Grid::CoverWork`]), so a block never
 //! mixes lanes and runs of keys never join across lanes.
 
+pub mod fixup;
 pub mod frontier_scan;
 
 use std::borrow::Cow;
@@ -154,6 +156,7 @@ pub fn plans(
                 role: TempRole::Scratch,
             });
         }
+        temps.push(fixup::counter());
     }
     Ok(widths
         .iter()
@@ -178,6 +181,7 @@ pub fn plans(
                 grid,
                 dynamic_shared: 0,
                 min_tile_atoms: None,
+                min_grid: None,
                 track: 0,
             });
             if body.reduce.is_some() {
@@ -192,6 +196,7 @@ pub fn plans(
                         grid: fixup_grid(per_thread, opts.block, count_tiles),
                         dynamic_shared: 0,
                         min_tile_atoms,
+                        min_grid: Some(fixup::kernels_from(opts.block)),
                         track: 0,
                     });
                 }
@@ -639,6 +644,7 @@ pub fn main_kernel(
             chain: None,
         };
         block_carry(&mut b, &f, plan, body, carry, opts.checked)?;
+        fixup::in_kernel(&mut b, &f, plan, body, opts.checked)?;
     }
     Ok(b.finish())
 }
@@ -1155,158 +1161,6 @@ pub(crate) fn block_carry(
     Ok(())
 }
 
-/// The fix-up (level 3 in the module docs), two kernels of one thread per block slot of the main
-/// kernel, in fix-up blocks of `block` slots:
-///
-/// - `…_fixup`: a segmented scan of the carries of each fix-up block, a new segment at each
-///   key change ([`segmented_scan`]); the scans replace the carries. The last slot of a run that
-///   starts inside the fix-up block combines its scan with the head of the block after the run
-///   (the one that finished the tile) and stores the output.
-/// - `…_fixup_spans`: the last slot of a run that started in an earlier fix-up block combines
-///   its scan with the scans at the end of the earlier fix-up blocks the run covers, walking
-///   back one fix-up block per step, then the head, and stores the output.
-///
-/// So a tile spanning `n` main blocks costs `log2(block)` scan steps plus `⌈n / block⌉` serial
-/// steps, always in the same order.
-pub(crate) fn fixup_kernel(
-    body: &Body,
-    opts: &Options,
-    plan: &Plan,
-    count_tiles: bool,
-    spans: bool,
-) -> Result<Kernel, GenError> {
-    let Some((ty, r)) = body.reduce else {
-        return Err(GenError::Unsupported(
-            "only a reducing body has a fix-up".into(),
-        ));
-    };
-    let (t, size) = (ptx_type(ty), ty.size());
-    let mut b = KernelBuilder::new(entry_from_back(plan, usize::from(!spans)));
-    let f = frame(&mut b, body, opts, plan, count_tiles)?;
-    let slot_of = |name: &str| temp_index(plan, name).map(|k| f.params.temps[k]);
-    let (keys, values, heads) = (
-        slot_of(CARRY_KEYS)?,
-        slot_of(CARRY_VALUES)?,
-        slot_of(CARRY_HEADS)?,
-    );
-    let done = b.label();
-
-    let ctaid = b.special(Special::CtaidX);
-    let start = b.bin(BinOp::MulWide, Type::U32, ctaid, Operand::Imm(f.block));
-    let slot = b.bin(BinOp::Add, Type::U64, start, f.tid);
-    let blocks = match f.blocks {
-        Some(blocks) => blocks,
-        None => blocks_per_lane(&mut b, f.work, f.capacity),
-    };
-    let slots = match f.layout.lanes {
-        Some(lanes) => b.bin(BinOp::Mul, Type::U64, blocks, lanes),
-        None => blocks,
-    };
-    let valid = b.setp(Cmp::Lt, Type::U64, slot, slots);
-    let key = b.mov(Type::U64, Operand::Imm(NO_CARRY));
-    let acc = reduce_identity(&mut b, ty, r)?;
-    let key_addr = b.elem_addr(keys, slot, 8);
-    let value_addr = b.elem_addr(values, slot, size);
-    let scope = b.if_begin(valid, false);
-    b.ld_to(Space::Global, Type::U64, key, key_addr);
-    b.ld_to(Space::Global, t, acc, value_addr);
-    b.if_end(scope);
-    // A run's key, when valid, is finished by a later block of its lane: `slot + 1 < slots`.
-    let carries = b.setp(Cmp::Ne, Type::U64, key, Operand::Imm(NO_CARRY));
-    let prev = b.bin(BinOp::Sub, Type::U64, key_addr, Operand::Imm(8));
-    let next = b.bin(BinOp::Add, Type::U64, key_addr, Operand::Imm(8));
-    let ends = b.reg_for(Type::Pred);
-    b.emit(Op::Mov {
-        ty: Type::Pred,
-        dst: ends,
-        src: Operand::Imm(0),
-    });
-    let scope = b.if_begin(carries, false);
-    let following = b.ld(Space::Global, Type::U64, next);
-    b.emit(Op::Setp {
-        cmp: Cmp::Ne,
-        ty: Type::U64,
-        dst: ends,
-        a: following.into(),
-        b: key.into(),
-    });
-    b.if_end(scope);
-
-    let (position, lane) = match f.layout.lanes {
-        Some(lanes) => {
-            let position = b.bin(BinOp::Div, Type::U64, key, lanes);
-            let whole = b.bin(BinOp::Mul, Type::U64, position, lanes);
-            let lane = b.bin(BinOp::Sub, Type::U64, key, whole);
-            (position, Some(lane))
-        }
-        None => (key, None),
-    };
-    let finish = |b: &mut KernelBuilder, acc: Reg| -> Result<(), GenError> {
-        let haddr = b.elem_addr(heads, slot, size);
-        let haddr = b.bin(BinOp::Add, Type::U64, haddr, Operand::Imm(size.into()));
-        let own = b.ld(Space::Global, t, haddr);
-        reduce_combine(b, ty, r, acc, own)?;
-        let tile = f.layout.tile(b, &f.params, position, opts.checked, done);
-        f.layout
-            .store_output(b, body, &f.params, (tile, lane), (acc, ty), opts.checked)
-    };
-
-    if !spans {
-        // A segment starts at slot 0 and at each key change.
-        let flag = b.mov(Type::U32, Operand::Imm(1));
-        let at_start = b.setp(Cmp::Eq, Type::U64, slot, Operand::Imm(0));
-        let outer = b.if_begin(valid, false);
-        let scope = b.if_begin(at_start, true);
-        let before = b.ld(Space::Global, Type::U64, prev);
-        let same = b.setp(Cmp::Eq, Type::U64, before, key);
-        b.emit(Op::Selp {
-            ty: Type::U32,
-            dst: flag,
-            a: Operand::Imm(0),
-            b: Operand::Imm(1),
-            pred: same,
-        });
-        b.if_end(scope);
-        b.if_end(outer);
-        segmented_scan(&mut b, f.block, f.tid, (ty, r), acc, flag)?;
-        b.bra_if(valid, true, done);
-        b.st(Space::Global, t, value_addr, acc);
-        b.bra_if(ends, true, done);
-        let inside = b.setp(Cmp::Ne, Type::U32, flag, Operand::Imm(0));
-        b.bra_if(inside, true, done);
-        finish(&mut b, acc)?;
-    } else {
-        b.bra_if(ends, true, done);
-        // The run started in an earlier fix-up block when the slot before this one's first
-        // carries the same key (equal keys are consecutive).
-        let at_start = b.setp(Cmp::Eq, Type::U64, start, Operand::Imm(0));
-        b.bra_if(at_start, false, done);
-        let first_addr = b.elem_addr(keys, start, 8);
-        let before_addr = b.bin(BinOp::Sub, Type::U64, first_addr, Operand::Imm(8));
-        let before = b.ld(Space::Global, Type::U64, before_addr);
-        let other = b.setp(Cmp::Ne, Type::U64, before, key);
-        b.bra_if(other, false, done);
-        let p_last = b.bin(BinOp::Sub, Type::U64, start, Operand::Imm(1));
-        let walk = b.loop_begin();
-        let addr = b.elem_addr(values, p_last, size);
-        let x = b.ld(Space::Global, t, addr);
-        reduce_combine(&mut b, ty, r, acc, x)?;
-        let p_start = b.bin(BinOp::Sub, Type::U64, p_last, Operand::Imm(f.block - 1));
-        let at_start = b.setp(Cmp::Eq, Type::U64, p_start, Operand::Imm(0));
-        b.break_if(&walk, at_start, false);
-        let addr = b.elem_addr(keys, p_start, 8);
-        let addr = b.bin(BinOp::Sub, Type::U64, addr, Operand::Imm(8));
-        let before = b.ld(Space::Global, Type::U64, addr);
-        let other = b.setp(Cmp::Ne, Type::U64, before, key);
-        b.break_if(&walk, other, false);
-        b.bin_to(BinOp::Sub, Type::U64, p_last, p_start, Operand::Imm(1));
-        b.loop_end(walk);
-        finish(&mut b, acc)?;
-    }
-    b.place(done);
-    Ok(b.finish())
-}
-
 /// The kernels of a work-oriented plan: with a frontier the scan of its tile sizes, then the
 /// main kernel, and the two fix-up kernels when the body reduces.
 pub fn build(
@@ -1322,8 +1176,8 @@ pub fn build(
     }
     kernels.push(main_kernel(body, opts, plan, count_tiles, share)?);
     if body.reduce.is_some() {
-        kernels.push(fixup_kernel(body, opts, plan, count_tiles, false)?);
-        kernels.push(fixup_kernel(body, opts, plan, count_tiles, true)?);
+        kernels.push(fixup::fixup_kernel(body, opts, plan, count_tiles, false)?);
+        kernels.push(fixup::fixup_kernel(body, opts, plan, count_tiles, true)?);
     }
     Ok(kernels)
 }

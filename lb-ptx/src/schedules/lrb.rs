@@ -138,6 +138,7 @@ impl ScheduleTemplate for Lrb {
                 "block" => first_atoms(Lrb::block_bin(opts.block).max(WARP_BIN)),
                 _ => None,
             },
+            min_grid: None,
             track: class_track(k),
         };
         // The binning's producers, then the split's tiers and the warp and block classes on

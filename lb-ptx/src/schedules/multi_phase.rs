@@ -373,6 +373,7 @@ fn expansion_kernel(
     }
     b.mov_to(Type::U64, round_first, next);
     b.loop_end(rounds);
+    work_oriented::fixup::in_kernel(&mut b, &f, plan, body, checked)?;
     Ok(b.finish())
 }
 

@@ -42,6 +42,7 @@ impl ScheduleTemplate for ThreadMapped {
                 grid: Grid::CoverItems { per_thread: 1 },
                 dynamic_shared: 0,
                 min_tile_atoms: None,
+                min_grid: None,
                 track: 0,
             }]),
             temps: Cow::Owned(common_temps(opts)),

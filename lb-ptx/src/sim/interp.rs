@@ -725,7 +725,7 @@ impl Resolver<'_> {
             },
             Op::Label(_) => POp::Nop,
             Op::BarSync => POp::BarSync,
-            Op::MemBar => POp::Nop,
+            Op::MemBar | Op::Fence => POp::Nop,
             Op::Shfl {
                 mode,
                 dst,

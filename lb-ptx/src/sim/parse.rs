@@ -971,6 +971,7 @@ impl Parser {
                 Ok(Op::BarSync)
             }
             "membar" if n == 2 && parts[1] == "gl" => Ok(Op::MemBar),
+            "fence" if n == 3 && parts[1] == "acq_rel" && parts[2] == "gpu" => Ok(Op::Fence),
             "ret" if n == 1 => Ok(Op::Ret),
             "call" if n == 2 && parts[1] == "uni" => self.call(),
             "activemask" if n == 2 && parts[1] == "b32" => Ok(Op::ActiveMask { dst: self.reg()? }),

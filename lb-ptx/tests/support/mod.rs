@@ -182,13 +182,16 @@ impl Runner {
         }
         args.extend(&temps);
         for k in plan.kernels.iter().take(self.upto) {
+            if !k.needed(&size, first) {
+                continue;
+            }
             let grid = k.grid.blocks(&size, k.block, &self.limits);
             launch_kernel(module, k, grid, &args, mem);
         }
         if self.upto >= plan.kernels.len() {
             for (t, &addr) in plan.temps.iter().zip(&temps) {
                 if t.role == TempRole::Counters {
-                    let words = read_u64(mem, addr, t.elem_bytes as usize / 8 * count_of(t));
+                    let words = read_u64(mem, addr, t.elem_bytes as usize * count_of(t) / 8);
                     assert!(
                         words.iter().all(|&w| w == 0),
                         "`{}` left its counters `{}` at {words:?}, not zero",

@@ -69,6 +69,7 @@ const DOUBLE_KERNELS: &[KernelPlan] = &[KernelPlan {
     grid: Grid::CoverItems { per_thread: 1 },
     dynamic_shared: 0,
     min_tile_atoms: None,
+    min_grid: None,
     track: 0,
 }];
 
@@ -87,6 +88,7 @@ const RAISE_KERNELS: &[KernelPlan] = &[KernelPlan {
     grid: Grid::Fixed(1),
     dynamic_shared: 0,
     min_tile_atoms: None,
+    min_grid: None,
     track: 0,
 }];
 
@@ -123,6 +125,7 @@ const MISSING_KERNELS: &[KernelPlan] = &[KernelPlan {
     grid: Grid::Fixed(1),
     dynamic_shared: 0,
     min_tile_atoms: None,
+    min_grid: None,
     track: 0,
 }];
 

@@ -255,6 +255,7 @@ pub fn plan_around(
         grid: Grid::CoverItems { per_thread: 1 },
         dynamic_shared: 0,
         min_tile_atoms: None,
+        min_grid: None,
         track: 0,
     });
     let mut temps = common_temps(opts);
@@ -327,6 +328,7 @@ fn kernel(
         grid,
         dynamic_shared: 0,
         min_tile_atoms,
+        min_grid: None,
         track,
     }
 }

@@ -51,6 +51,7 @@ pub fn kernels(base: &str, body: &Body, opts: &Options) -> Vec<KernelPlan> {
         grid,
         dynamic_shared: 0,
         min_tile_atoms: Some(MID_THRESHOLD),
+        min_grid: None,
         track: MID_TRACK,
     };
     // One block per `2 · block` atoms: a group of `W` threads per piece leaves a block

@@ -60,6 +60,7 @@ pub fn kernel_plans(main: &str, block: u32, grid: Grid) -> [KernelPlan; 3] {
         grid,
         dynamic_shared: 0,
         min_tile_atoms: None,
+        min_grid: None,
         track: 0,
     })
 }

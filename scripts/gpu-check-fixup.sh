@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from the repo root: the checks for the work-oriented schedules'
+# in-kernel fix-up (merge_path, nonzero_split, the three searches, two_phase, multi_phase).
+# Steps, in the order given: `ab` (SpMV on the medium corpus, every schedule, with the "before"
+# binary .gpu/bin/lb-bench-base and the current one in the same session), `ab-small` (the same
+# on the small corpus, twice), `sanitize`
+# (compute-sanitizer memcheck, racecheck and synccheck on lb-bench running those schedules,
+# SpMV and SpMM k = 8, over the small corpus and over a giant row, a power law and R-MAT of the
+# medium one), or the name of a device test binary (.gpu/bin/test-NAME).
+#   bash scripts/gpu-check-fixup.sh STEP...
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/gpu-unpack.sh
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export PATH="/usr/local/cuda/bin:$PATH"
+b=.gpu/bin
+o="${OUT:-.gpu/out}"
+mkdir -p "$o"
+status=0
+step() {
+  local name=$1
+  shift
+  if timeout 300 "$@" >"$o/$name.txt" 2>&1; then echo "ok      $name"; else echo "FAILED  $name"; status=1; fi
+}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+work="merge_path,nonzero_split,direct_search,local_warp_search,block_search,two_phase,multi_phase"
+for t in "$@"; do
+  case $t in
+    ab) bash scripts/gpu-ab-spmm.sh spmv ;;
+    ab-small)
+      # The small corpus (every grid within the main kernel's own fix-up), both binaries twice,
+      # alternating.
+      for v in base new base2 new2; do
+        bin=$b/lb-bench
+        case $v in base*) bin=$b/lb-bench-base ;; esac
+        $bin --scale small --reps 20 --budget-ms 100 --energy-ms 1 --quiet --ops spmv \
+          --json "$o/small-$v.jsonl" >"$o/small-$v.txt" 2>&1
+      done
+      python3 scripts/compare-runs.py before="$o/small-base.jsonl" after="$o/small-new.jsonl" \
+        --op spmv >"$o/compare-small.txt"
+      tail -2 "$o/compare-small.txt"
+      ;;
+    sanitize)
+      # The small corpus (grids of at most `block` blocks: the main kernel's own fix-up) and
+      # three medium members (the fix-up kernels).
+      for tool in memcheck racecheck synccheck; do
+        # racecheck and synccheck refuse modules with device-side launches: with no device
+        # runtime library, consolidate takes its host path (as in scripts/gpu-run.sh).
+        env=()
+        [ "$tool" != memcheck ] && env=(env LB_CUDADEVRT=/nonexistent/libcudadevrt.a)
+        step "$tool-small" ${env[@]+"${env[@]}"} compute-sanitizer --tool "$tool" --error-exitcode 9 "$b/lb-bench" \
+          --scale small --ops spmv,spmm8 --no-cusparse --quiet --reps 2 --warmup 0 \
+          --energy-ms 1 --copy-bytes 1048576 --schedules "$work"
+        step "$tool-medium" ${env[@]+"${env[@]}"} compute-sanitizer --tool "$tool" --error-exitcode 9 "$b/lb-bench" \
+          --scale medium --families giant-row,power-law,rmat --ops spmv,spmm8 --no-cusparse \
+          --quiet --reps 2 --warmup 0 --energy-ms 1 --copy-bytes 1048576 --schedules "$work"
+      done
+      ;;
+    *) step "test-$t" "$b/test-$t" --test-threads=1 --include-ignored ;;
+  esac
+done
+grep -h "ERROR SUMMARY\|test result" "$o"/*.txt 2>/dev/null | sort | uniq -c
+exit $status
