@@ -2,8 +2,8 @@
 # Runs on the GPU machine from the repo root: the checks for the work-oriented schedules'
 # in-kernel fix-up (merge_path, nonzero_split, the three searches, two_phase, multi_phase).
 # Steps, in the order given: `ab` (SpMV on the medium corpus, every schedule, with the "before"
-# binary .gpu/bin/lb-bench-base and the current one in the same session), `ab-small` (the same
-# on the small corpus, twice), `sanitize`
+# binary .gpu/bin/lb-bench-base and the current one in the same session), `ab-small` and
+# `ab-medium` (the same on that corpus, both binaries twice, alternating), `sanitize`
 # (compute-sanitizer memcheck, racecheck and synccheck on lb-bench running those schedules,
 # SpMV and SpMM k = 8, over the small corpus and over a giant row, a power law and R-MAT of the
 # medium one), or the name of a device test binary (.gpu/bin/test-NAME).
@@ -27,18 +27,18 @@ work="merge_path,nonzero_split,direct_search,local_warp_search,block_search,two_
 for t in "$@"; do
   case $t in
     ab) bash scripts/gpu-ab-spmm.sh spmv ;;
-    ab-small)
-      # The small corpus (every grid within the main kernel's own fix-up), both binaries twice,
-      # alternating.
+    ab-small | ab-medium)
+      # Both binaries twice, alternating, SpMV over every schedule.
+      scale=${t#ab-}
       for v in base new base2 new2; do
         bin=$b/lb-bench
         case $v in base*) bin=$b/lb-bench-base ;; esac
-        $bin --scale small --reps 20 --budget-ms 100 --energy-ms 1 --quiet --ops spmv \
-          --json "$o/small-$v.jsonl" >"$o/small-$v.txt" 2>&1
+        $bin --scale "$scale" --reps 20 --budget-ms 100 --energy-ms 1 --quiet --ops spmv \
+          --json "$o/$scale-$v.jsonl" >"$o/$scale-$v.txt" 2>&1
       done
-      python3 scripts/compare-runs.py before="$o/small-base.jsonl" after="$o/small-new.jsonl" \
-        --op spmv >"$o/compare-small.txt"
-      tail -2 "$o/compare-small.txt"
+      python3 scripts/compare-runs.py before="$o/$scale-base.jsonl" after="$o/$scale-new.jsonl" \
+        --op spmv >"$o/compare-$scale.txt"
+      tail -2 "$o/compare-$scale.txt"
       ;;
     sanitize)
       # The small corpus (grids of at most `block` blocks: the main kernel's own fix-up) and

@@ -150,7 +150,7 @@ pub struct KernelPlan {
     /// always launched.
     pub min_tile_atoms: Option<u64>,
     /// The kernel runs only when the plan's first kernel has at least this many blocks (the
-    /// work-oriented fix-up kernels, whose work the main kernel does itself on a smaller grid).
+    /// work-oriented fix-up kernel, whose work the main kernel does itself on a smaller grid).
     /// `None`: always launched.
     pub min_grid: Option<u32>,
     /// The track the kernel is enqueued on. Track 0 is the launching stream. A kernel on a side

@@ -376,14 +376,12 @@ fn plans_put_the_partition_before_the_main_kernel() {
             [
                 "spmv_two_phase_u32_partition",
                 "spmv_two_phase_u32",
-                "spmv_two_phase_u32_fixup",
-                "spmv_two_phase_u32_fixup_spans"
+                "spmv_two_phase_u32_fixup"
             ],
             [
                 "spmv_two_phase_u64_partition",
                 "spmv_two_phase_u64",
-                "spmv_two_phase_u64_fixup",
-                "spmv_two_phase_u64_fixup_spans"
+                "spmv_two_phase_u64_fixup"
             ]
         ]
     );

@@ -110,7 +110,7 @@ fn deterministic_and_the_64_bit_variant_agrees() {
 }
 
 /// Tile lengths that put tile ends on and beside the boundaries of main blocks (64 atoms with
-/// block 32 and 2 items per thread) and of the fix-up kernels' blocks (32 main blocks, 2 048
+/// block 32 and 2 items per thread) and of the fix-up kernel's blocks (32 main blocks, 2 048
 /// atoms), and tiles that span several of either.
 fn boundary_length() -> impl Strategy<Value = usize> {
     prop_oneof![
@@ -134,11 +134,12 @@ proptest! {
 
     /// The fix-up both ways: a grid of at most `block` (32) blocks, joined by the main kernel's
     /// last block, and the same rows repeated and padded past that, joined by the fix-up
-    /// kernels (runs inside a fix-up block, ending on its last slot, and across many). Every
+    /// kernel (runs inside a fix-up block, ending on its last slot, and across many, which its
+    /// last block joins). Every
     /// work-oriented and phase-search schedule, against the f64 loop, bitwise equal on a
     /// second launch, and the counter left at zero (the runner checks).
     #[test]
-    fn fixup_in_the_kernel_and_in_its_own_kernels(
+    fn fixup_in_the_main_kernel_and_in_its_own(
         rows in prop::collection::vec(boundary_length(), 2..30),
         short in prop::collection::vec(0usize..200, 1..12),
     ) {
@@ -192,11 +193,11 @@ fn plans_have_one_variant_per_index_width() {
             );
             let entries: Vec<&str> = plan.kernels.iter().map(|k| k.entry.as_ref()).collect();
             let main = format!("spmv_{name}_{suffix}");
-            let fixups = [format!("{main}_fixup"), format!("{main}_fixup_spans")];
+            let fixup = format!("{main}_fixup");
             // merge_path searches its blocks' diagonals in a partition kernel first, cached
             // with the tile set.
             let merge = s == Schedule::MergePath;
-            let mut expected = vec![main.clone(), fixups[0].clone(), fixups[1].clone()];
+            let mut expected = vec![main.clone(), fixup];
             if merge {
                 expected.insert(0, format!("{main}_partition"));
             }
@@ -213,13 +214,13 @@ fn plans_have_one_variant_per_index_width() {
                 per_thread: items * 128,
                 count_tiles,
             };
-            let mut grids = vec![main_grid, fixup_grid, fixup_grid];
+            let mut grids = vec![main_grid, fixup_grid];
             if merge {
                 grids.insert(0, main_grid);
             }
             for (k, grid) in plan.kernels.iter().zip(grids) {
                 assert_eq!((k.grid, k.block), (grid, 128));
-                // The fix-up kernels run only past `block` main blocks; below that the main
+                // The fix-up kernel runs only past `block` main blocks; below that the main
                 // kernel joins the runs itself.
                 let fixup = k.entry.contains("_fixup");
                 assert_eq!(k.min_grid, fixup.then_some(129), "{}", k.entry);
@@ -234,6 +235,7 @@ fn plans_have_one_variant_per_index_width() {
                 ("carry_keys", 8, per_block, TempRole::Scratch),
                 ("carry_values", 4, per_block, TempRole::Scratch),
                 ("carry_heads", 4, per_block, TempRole::Scratch),
+                ("fixup_span_ends", 8, per_block, TempRole::Scratch),
                 ("fixup_counter", 8, TempCount::Fixed(1), TempRole::Counters),
             ];
             if merge {
@@ -409,17 +411,10 @@ fn frontier_plans_scan_first() {
             .map(|k| k.entry.as_ref())
             .collect();
         let main = format!("spmv_frontier_{}_u32", s.name());
-        let want: Vec<String> = [
-            "_tile_sums",
-            "_chunk_scan",
-            "_tile_offsets",
-            "",
-            "_fixup",
-            "_fixup_spans",
-        ]
-        .iter()
-        .map(|suffix| format!("{main}{suffix}"))
-        .collect();
+        let want: Vec<String> = ["_tile_sums", "_chunk_scan", "_tile_offsets", "", "_fixup"]
+            .iter()
+            .map(|suffix| format!("{main}{suffix}"))
+            .collect();
         assert_eq!(entries, want);
         let kernels = &g.plans[0].kernels;
         assert_eq!(

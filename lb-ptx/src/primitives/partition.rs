@@ -249,12 +249,7 @@ pub(crate) fn build(
     kernels.push(partition_kernel(body, opts, plan, at, search)?);
     kernels.push(main);
     if body.reduce.is_some() {
-        kernels.push(work_oriented::fixup::fixup_kernel(
-            body, opts, plan, false, false,
-        )?);
-        kernels.push(work_oriented::fixup::fixup_kernel(
-            body, opts, plan, false, true,
-        )?);
+        kernels.push(work_oriented::fixup::fixup_kernel(body, opts, plan, false)?);
     }
     Ok(kernels)
 }

@@ -30,10 +30,10 @@
 //! 3. Grid ([`fixup`]): for each run of equal keys among the slots, the scans of its carries,
 //!    then the head of the block after the run (the one that finished the tile), stored to
 //!    the output. On a grid of at most `block` blocks the main kernel's last block to finish
-//!    does it; on a larger one two fix-up kernels of one thread per slot do (a segmented scan
-//!    in fix-up blocks of `block` slots, then the runs that cross fix-up blocks, walking back
-//!    one fix-up block per step). A tile spanning `n` main blocks costs `log2(block)` scan
-//!    steps and `⌈n / block⌉` serial steps.
+//!    does it; on a larger one a fix-up kernel of one thread per slot does (a segmented scan in
+//!    fix-up blocks of `block` slots, then its last block finishes the runs that cross fix-up
+//!    blocks, walking back one fix-up block per step). A tile spanning `n` main blocks costs
+//!    `log2(block)` scan steps and `⌈n / block⌉` serial steps.
 //!
 //! The output need not be zeroed, and every element is stored exactly once (twice for a tile
 //! repeated in a frontier, see [`frontier_scan`]).
@@ -156,7 +156,7 @@ pub fn plans(
                 role: TempRole::Scratch,
             });
         }
-        temps.push(fixup::counter());
+        temps.extend(fixup::temps());
     }
     Ok(widths
         .iter()
@@ -185,21 +185,15 @@ pub fn plans(
                 track: 0,
             });
             if body.reduce.is_some() {
-                // A run of two or more carries needs a tile that covers a whole block's share
-                // (at least `items_per_thread × block` atoms), and only such runs can cross a
-                // fix-up block: without one the spans kernel has nothing to do.
-                let spanning = u64::from(per_thread) * u64::from(opts.block);
-                for (suffix, min_tile_atoms) in [("fixup", None), ("fixup_spans", Some(spanning))] {
-                    kernels.push(KernelPlan {
-                        entry: Cow::Owned(format!("{main}_{suffix}")),
-                        block: opts.block,
-                        grid: fixup_grid(per_thread, opts.block, count_tiles),
-                        dynamic_shared: 0,
-                        min_tile_atoms,
-                        min_grid: Some(fixup::kernels_from(opts.block)),
-                        track: 0,
-                    });
-                }
+                kernels.push(KernelPlan {
+                    entry: Cow::Owned(format!("{main}_fixup")),
+                    block: opts.block,
+                    grid: fixup_grid(per_thread, opts.block, count_tiles),
+                    dynamic_shared: 0,
+                    min_tile_atoms: None,
+                    min_grid: Some(fixup::kernels_from(opts.block)),
+                    track: 0,
+                });
             }
             Plan {
                 schedule: Cow::Borrowed(schedule.name()),
@@ -578,7 +572,7 @@ pub fn main_kernel(
     count_tiles: bool,
     share: fn(&mut KernelBuilder, &Frame) -> Share,
 ) -> Result<Kernel, GenError> {
-    let back = if body.reduce.is_some() { 2 } else { 0 };
+    let back = usize::from(body.reduce.is_some());
     let mut b = KernelBuilder::new(entry_from_back(plan, back));
     let f = frame(&mut b, body, opts, plan, count_tiles)?;
     let s = share(&mut b, &f);
@@ -1162,7 +1156,7 @@ pub(crate) fn block_carry(
 }
 
 /// The kernels of a work-oriented plan: with a frontier the scan of its tile sizes, then the
-/// main kernel, and the two fix-up kernels when the body reduces.
+/// main kernel, and the fix-up kernel when the body reduces.
 pub fn build(
     body: &Body,
     opts: &Options,
@@ -1176,8 +1170,7 @@ pub fn build(
     }
     kernels.push(main_kernel(body, opts, plan, count_tiles, share)?);
     if body.reduce.is_some() {
-        kernels.push(fixup::fixup_kernel(body, opts, plan, count_tiles, false)?);
-        kernels.push(fixup::fixup_kernel(body, opts, plan, count_tiles, true)?);
+        kernels.push(fixup::fixup_kernel(body, opts, plan, count_tiles)?);
     }
     Ok(kernels)
 }

@@ -219,7 +219,7 @@ fn expansion_kernel(
     plan: &Plan,
     shape: Shape,
 ) -> Result<Kernel, GenError> {
-    let back = if body.reduce.is_some() { 2 } else { 0 };
+    let back = usize::from(body.reduce.is_some());
     let mut b = KernelBuilder::new(work_oriented::entry_from_back(plan, back));
     let f = work_oriented::frame(&mut b, body, chunked, plan, false)?;
     let st = partition::stage(&mut b, &f);

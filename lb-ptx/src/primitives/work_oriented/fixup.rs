@@ -9,11 +9,12 @@
 //!   to finish scans the slots, one thread each, and stores every run. A small problem is then
 //!   one launch instead of three: an SpMV on a matrix of a thousand nonzeros took 10–11 µs with
 //!   the two fix-up kernels and 7 µs without them on an H100 (docs/benchmarks.md, 2026-11-26).
-//! - **On a larger grid** two fix-up kernels follow the main kernel ([`fixup_kernel`], launched
-//!   only then: `KernelPlan::min_grid`). Doing it in the kernel there too (groups of slots, each
-//!   scanned by its last block, the groups joined by the last group) was measured and lost:
-//!   every block's release fence and count, and the last blocks' two scans, cost more than the
-//!   two launches they saved (stencil7-80^3, 1 430 blocks: 23 → 30 µs).
+//! - **On a larger grid** a fix-up kernel follows the main kernel ([`fixup_kernel`], launched
+//!   only then: `KernelPlan::min_grid`), and its own last block joins the runs that cross its
+//!   blocks. Doing it all in the main kernel there too (groups of slots, each scanned by its
+//!   last block, the groups joined by the last group) was measured and lost: every main block's
+//!   release fence and count, and the last blocks' two scans, cost more than the launches they
+//!   saved (stencil7-80^3, 1 430 blocks: 23 → 30 µs); the fix-up kernel has a few blocks only.
 //!
 //! Both give bitwise equal outputs for equal inputs: every combination follows a tree fixed by
 //! the keys and the block size. The in-kernel count is a [`TempRole::Counters`] word that the
@@ -25,7 +26,7 @@ use super::{
     blocks_per_lane, entry_from_back, frame, segmented_scan, temp_index, Frame, CARRY_HEADS,
     CARRY_KEYS, CARRY_VALUES, NO_CARRY,
 };
-use crate::body::{Body, Ty};
+use crate::body::{Body, Reduce, Ty};
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity};
 use crate::ir::{
@@ -34,23 +35,45 @@ use crate::ir::{
 use crate::plan::{Plan, Temp, TempCount, TempRole};
 use crate::{GenError, Options};
 
-/// The count of finished blocks (one u64).
+/// The count of finished blocks (one u64): of the main kernel on a grid of at most `block`
+/// blocks, of the fix-up kernel, which runs only on larger ones.
 const COUNTER: &str = "fixup_counter";
+/// Per fix-up block, the last slot of the run that started in an earlier fix-up block and
+/// ends in this one, or [`NO_CARRY`] (u64; a `PerBlock` temporary, more than the fix-up blocks).
+const SPAN_ENDS: &str = "fixup_span_ends";
+/// The fix-up block's span end while its threads look for it.
+const SPAN: &str = "lb_fixup_span";
 /// Thread 0's verdict (u32, 1 when the block finished last), for the whole block.
 const LAST: &str = "lb_fixup_last";
 
-/// The in-kernel fix-up's counter.
-pub(super) fn counter() -> Temp {
-    Temp {
-        name: Cow::Borrowed(COUNTER),
-        elem_bytes: 8,
-        count: TempCount::Fixed(1),
-        zero: false,
-        role: TempRole::Counters,
-    }
+/// The fix-up's temporaries beside the carry slots: the span ends and the counter.
+pub(super) fn temps() -> [Temp; 2] {
+    [
+        Temp {
+            name: Cow::Borrowed(SPAN_ENDS),
+            elem_bytes: 8,
+            count: TempCount::PerBlock { extra: 0 },
+            zero: false,
+            role: TempRole::Scratch,
+        },
+        Temp {
+            name: Cow::Borrowed(COUNTER),
+            elem_bytes: 8,
+            count: TempCount::Fixed(1),
+            zero: false,
+            role: TempRole::Counters,
+        },
+    ]
 }
 
-/// The smallest main grid (blocks) that the fix-up kernels run for; below it the main kernel
+/// The carry slots' temporaries.
+struct Slots {
+    keys: Reg,
+    values: Reg,
+    heads: Reg,
+}
+
+/// The smallest main grid (blocks) that the fix-up kernel runs for; below it the main kernel
 /// joins the runs itself.
 pub(super) fn kernels_from(block: u32) -> u32 {
     block + 1
@@ -208,16 +231,20 @@ fn split_key(b: &mut KernelBuilder, f: &Frame, key: Reg) -> (Reg, Option<Reg>) {
     }
 }
 
-/// The fix-up of a grid of more than `block` blocks, two kernels of one thread per block slot of the main
-/// kernel, in fix-up blocks of `block` slots:
+/// The fix-up of a grid of more than `block` blocks, a kernel of one thread per block slot of
+/// the main kernel, in fix-up blocks of `block` slots:
 ///
-/// - `…_fixup`: a segmented scan of the carries of each fix-up block, a new segment at each
-///   key change ([`segmented_scan`]); the scans replace the carries. The last slot of a run that
-///   starts inside the fix-up block combines its scan with the head of the block after the run
-///   (the one that finished the tile) and stores the output.
-/// - `…_fixup_spans`: the last slot of a run that started in an earlier fix-up block combines
-///   its scan with the scans at the end of the earlier fix-up blocks the run covers, walking
-///   back one fix-up block per step, then the head, and stores the output.
+/// - a segmented scan of the carries of each fix-up block, a new segment at each key change
+///   ([`segmented_scan`]); the scans replace the carries. The last slot of a run that starts
+///   inside the fix-up block combines its scan with the head of the block after the run (the
+///   one that finished the tile) and stores the output;
+/// - the last slot of a run that started in an earlier fix-up block (at most one per fix-up
+///   block) is noted in `span_ends`, and the last fix-up block to finish (the count of
+///   [`finished_last`]) finishes those runs, one thread each: the slot's scan combined with the
+///   scans at the end of the earlier fix-up blocks the run covers, walking back one fix-up
+///   block per step, then the head. Two kernels did this before, the second launched only when
+///   some tile covered a block's share; one launch fewer saved its time on every tile set with
+///   long tiles.
 ///
 /// So a tile spanning `n` main blocks costs `log2(block)` scan steps plus `⌈n / block⌉` serial
 /// steps, always in the same order.
@@ -226,7 +253,6 @@ pub(crate) fn fixup_kernel(
     opts: &Options,
     plan: &Plan,
     count_tiles: bool,
-    spans: bool,
 ) -> Result<Kernel, GenError> {
     let Some((ty, r)) = body.reduce else {
         return Err(GenError::Unsupported(
@@ -234,14 +260,15 @@ pub(crate) fn fixup_kernel(
         ));
     };
     let (t, size) = (ptx_type(ty), ty.size());
-    let mut b = KernelBuilder::new(entry_from_back(plan, usize::from(!spans)));
+    let mut b = KernelBuilder::new(entry_from_back(plan, 0));
     let f = frame(&mut b, body, opts, plan, count_tiles)?;
-    let slot_of = |name: &str| temp_index(plan, name).map(|k| f.params.temps[k]);
-    let (keys, values, heads) = (
-        slot_of(CARRY_KEYS)?,
-        slot_of(CARRY_VALUES)?,
-        slot_of(CARRY_HEADS)?,
-    );
+    let temp = |name: &str| temp_index(plan, name).map(|k| f.params.temps[k]);
+    let s = Slots {
+        keys: temp(CARRY_KEYS)?,
+        values: temp(CARRY_VALUES)?,
+        heads: temp(CARRY_HEADS)?,
+    };
+    let (span_ends, counter) = (temp(SPAN_ENDS)?, temp(COUNTER)?);
     let done = b.label();
 
     let ctaid = b.special(Special::CtaidX);
@@ -258,16 +285,14 @@ pub(crate) fn fixup_kernel(
     let valid = b.setp(Cmp::Lt, Type::U64, slot, slots);
     let key = b.mov(Type::U64, Operand::Imm(NO_CARRY));
     let acc = reduce_identity(&mut b, ty, r)?;
-    let key_addr = b.elem_addr(keys, slot, 8);
-    let value_addr = b.elem_addr(values, slot, size);
+    let key_addr = b.elem_addr(s.keys, slot, 8);
+    let value_addr = b.elem_addr(s.values, slot, size);
     let scope = b.if_begin(valid, false);
     b.ld_to(Space::Global, Type::U64, key, key_addr);
     b.ld_to(Space::Global, t, acc, value_addr);
     b.if_end(scope);
     // A run's key, when valid, is finished by a later block of its lane: `slot + 1 < slots`.
     let carries = b.setp(Cmp::Ne, Type::U64, key, Operand::Imm(NO_CARRY));
-    let prev = b.bin(BinOp::Sub, Type::U64, key_addr, Operand::Imm(8));
-    let next = b.bin(BinOp::Add, Type::U64, key_addr, Operand::Imm(8));
     let ends = b.reg_for(Type::Pred);
     b.emit(Op::Mov {
         ty: Type::Pred,
@@ -275,6 +300,7 @@ pub(crate) fn fixup_kernel(
         src: Operand::Imm(0),
     });
     let scope = b.if_begin(carries, false);
+    let next = b.bin(BinOp::Add, Type::U64, key_addr, Operand::Imm(8));
     let following = b.ld(Space::Global, Type::U64, next);
     b.emit(Op::Setp {
         cmp: Cmp::Ne,
@@ -285,69 +311,117 @@ pub(crate) fn fixup_kernel(
     });
     b.if_end(scope);
 
-    let (position, lane) = split_key(&mut b, &f, key);
-    let finish = |b: &mut KernelBuilder, acc: Reg| -> Result<(), GenError> {
-        let haddr = b.elem_addr(heads, slot, size);
-        let haddr = b.bin(BinOp::Add, Type::U64, haddr, Operand::Imm(size.into()));
-        let own = b.ld(Space::Global, t, haddr);
-        reduce_combine(b, ty, r, acc, own)?;
-        let tile = f.layout.tile(b, &f.params, position, opts.checked, done);
-        f.layout
-            .store_output(b, body, &f.params, (tile, lane), (acc, ty), opts.checked)
-    };
+    // A segment starts at slot 0 and at each key change.
+    let flag = b.mov(Type::U32, Operand::Imm(1));
+    let at_start = b.setp(Cmp::Eq, Type::U64, slot, Operand::Imm(0));
+    let outer = b.if_begin(valid, false);
+    let scope = b.if_begin(at_start, true);
+    let prev = b.bin(BinOp::Sub, Type::U64, key_addr, Operand::Imm(8));
+    let before = b.ld(Space::Global, Type::U64, prev);
+    let same = b.setp(Cmp::Eq, Type::U64, before, key);
+    b.emit(Op::Selp {
+        ty: Type::U32,
+        dst: flag,
+        a: Operand::Imm(0),
+        b: Operand::Imm(1),
+        pred: same,
+    });
+    b.if_end(scope);
+    b.if_end(outer);
+    // The fix-up block's span end, none until a thread finds it (the scan's barriers order
+    // this store before that one).
+    b.shared(SPAN, 8, 8);
+    let span = b.mov(Type::U64, Operand::Symbol(SPAN.into()));
+    let lead = b.setp(Cmp::Eq, Type::U64, f.tid, Operand::Imm(0));
+    b.st_if(lead, Space::Shared, Type::U64, span, Operand::Imm(NO_CARRY));
+    segmented_scan(&mut b, f.block, f.tid, (ty, r), acc, flag)?;
+    let scope = b.if_begin(valid, false);
+    b.st(Space::Global, t, value_addr, acc);
+    let inner = b.if_begin(ends, false);
+    let inside = b.setp(Cmp::Ne, Type::U32, flag, Operand::Imm(0));
+    let mut choice = b.if_begin(inside, false);
+    let next_slot = b.bin(BinOp::Add, Type::U64, slot, Operand::Imm(1));
+    let head = b.elem_addr(s.heads, next_slot, size);
+    let head = b.ld(Space::Global, t, head);
+    reduce_combine(&mut b, ty, r, acc, head)?;
+    store_key(&mut b, &f, body, key, (acc, ty), opts.checked)?;
+    b.if_else(&mut choice);
+    b.st(Space::Shared, Type::U64, span, slot);
+    b.if_end(choice);
+    b.if_end(inner);
+    b.if_end(scope);
+    b.emit(Op::BarSync);
+    let scope = b.if_begin(lead, false);
+    let found = b.ld(Space::Shared, Type::U64, span);
+    let ctaid = b.cvt(Rounding::None, Type::U64, Type::U32, ctaid);
+    let addr = b.elem_addr(span_ends, ctaid, 8);
+    b.st(Space::Global, Type::U64, addr, found);
+    b.if_end(scope);
 
-    if !spans {
-        // A segment starts at slot 0 and at each key change.
-        let flag = b.mov(Type::U32, Operand::Imm(1));
-        let at_start = b.setp(Cmp::Eq, Type::U64, slot, Operand::Imm(0));
-        let outer = b.if_begin(valid, false);
-        let scope = b.if_begin(at_start, true);
-        let before = b.ld(Space::Global, Type::U64, prev);
-        let same = b.setp(Cmp::Eq, Type::U64, before, key);
-        b.emit(Op::Selp {
-            ty: Type::U32,
-            dst: flag,
-            a: Operand::Imm(0),
-            b: Operand::Imm(1),
-            pred: same,
-        });
-        b.if_end(scope);
-        b.if_end(outer);
-        segmented_scan(&mut b, f.block, f.tid, (ty, r), acc, flag)?;
-        b.bra_if(valid, true, done);
-        b.st(Space::Global, t, value_addr, acc);
-        b.bra_if(ends, true, done);
-        let inside = b.setp(Cmp::Ne, Type::U32, flag, Operand::Imm(0));
-        b.bra_if(inside, true, done);
-        finish(&mut b, acc)?;
-    } else {
-        b.bra_if(ends, true, done);
-        // The run started in an earlier fix-up block when the slot before this one's first
-        // carries the same key (equal keys are consecutive).
-        let at_start = b.setp(Cmp::Eq, Type::U64, start, Operand::Imm(0));
-        b.bra_if(at_start, false, done);
-        let first_addr = b.elem_addr(keys, start, 8);
-        let before_addr = b.bin(BinOp::Sub, Type::U64, first_addr, Operand::Imm(8));
-        let before = b.ld(Space::Global, Type::U64, before_addr);
-        let other = b.setp(Cmp::Ne, Type::U64, before, key);
-        b.bra_if(other, false, done);
-        let p_last = b.bin(BinOp::Sub, Type::U64, start, Operand::Imm(1));
-        let walk = b.loop_begin();
-        let addr = b.elem_addr(values, p_last, size);
-        let x = b.ld(Space::Global, t, addr);
-        reduce_combine(&mut b, ty, r, acc, x)?;
-        let p_start = b.bin(BinOp::Sub, Type::U64, p_last, Operand::Imm(f.block - 1));
-        let at_start = b.setp(Cmp::Eq, Type::U64, p_start, Operand::Imm(0));
-        b.break_if(&walk, at_start, false);
-        let addr = b.elem_addr(keys, p_start, 8);
-        let addr = b.bin(BinOp::Sub, Type::U64, addr, Operand::Imm(8));
-        let before = b.ld(Space::Global, Type::U64, addr);
-        let other = b.setp(Cmp::Ne, Type::U64, before, key);
-        b.break_if(&walk, other, false);
-        b.bin_to(BinOp::Sub, Type::U64, p_last, p_start, Operand::Imm(1));
-        b.loop_end(walk);
-        finish(&mut b, acc)?;
-    }
+    let nctaid = b.special(Special::NctaidX);
+    let fixup_blocks = b.cvt(Rounding::None, Type::U64, Type::U32, nctaid);
+    let last = finished_last(&mut b, &f, counter, fixup_blocks);
+    b.bra_if(last, true, done);
+    let c = b.mov(Type::U64, f.tid);
+    let each = b.loop_begin();
+    let past = b.setp(Cmp::Ge, Type::U64, c, fixup_blocks);
+    b.break_if(&each, past, false);
+    let addr = b.elem_addr(span_ends, c, 8);
+    let end_slot = b.ld(Space::Global, Type::U64, addr);
+    let some = b.setp(Cmp::Ne, Type::U64, end_slot, Operand::Imm(NO_CARRY));
+    let scope = b.if_begin(some, false);
+    let first = b.bin(BinOp::Mul, Type::U64, c, Operand::Imm(f.block));
+    finish_span(
+        &mut b,
+        &f,
+        body,
+        &s,
+        (ty, r),
+        (end_slot, first),
+        opts.checked,
+    )?;
+    b.if_end(scope);
+    b.bin_to(BinOp::Add, Type::U64, c, c, Operand::Imm(f.block));
+    b.loop_end(each);
     b.place(done);
     Ok(b.finish())
+}
+
+/// Finishes the run that ends at `slot` and started before `first`, the first slot of its
+/// fix-up block: the slot's scan, then the scans at the end of the earlier fix-up blocks the
+/// run covers, one fix-up block per step, then the head of the block after the run.
+fn finish_span(
+    b: &mut KernelBuilder,
+    f: &Frame,
+    body: &Body,
+    s: &Slots,
+    (ty, r): (Ty, Reduce),
+    (slot, first): (Reg, Reg),
+    checked: bool,
+) -> Result<(), GenError> {
+    let (t, size) = (ptx_type(ty), ty.size());
+    let addr = b.elem_addr(s.keys, slot, 8);
+    let key = b.ld(Space::Global, Type::U64, addr);
+    let addr = b.elem_addr(s.values, slot, size);
+    let acc = b.ld(Space::Global, t, addr);
+    let p_last = b.bin(BinOp::Sub, Type::U64, first, Operand::Imm(1));
+    let walk = b.loop_begin();
+    let addr = b.elem_addr(s.values, p_last, size);
+    let x = b.ld(Space::Global, t, addr);
+    reduce_combine(b, ty, r, acc, x)?;
+    let p_start = b.bin(BinOp::Sub, Type::U64, p_last, Operand::Imm(f.block - 1));
+    let at_start = b.setp(Cmp::Eq, Type::U64, p_start, Operand::Imm(0));
+    b.break_if(&walk, at_start, false);
+    let addr = b.elem_addr(s.keys, p_start, 8);
+    let addr = b.bin(BinOp::Sub, Type::U64, addr, Operand::Imm(8));
+    let before = b.ld(Space::Global, Type::U64, addr);
+    let other = b.setp(Cmp::Ne, Type::U64, before, key);
+    b.break_if(&walk, other, false);
+    b.bin_to(BinOp::Sub, Type::U64, p_last, p_start, Operand::Imm(1));
+    b.loop_end(walk);
+    let next_slot = b.bin(BinOp::Add, Type::U64, slot, Operand::Imm(1));
+    let addr = b.elem_addr(s.heads, next_slot, size);
+    let head = b.ld(Space::Global, t, addr);
+    reduce_combine(b, ty, r, acc, head)?;
+    store_key(b, f, body, key, (acc, ty), checked)
 }
