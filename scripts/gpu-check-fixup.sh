@@ -10,18 +10,8 @@
 #   bash scripts/gpu-check-fixup.sh STEP...
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/gpu-unpack.sh
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-export PATH="/usr/local/cuda/bin:$PATH"
-b=.gpu/bin
-o="${OUT:-.gpu/out}"
-mkdir -p "$o"
-status=0
-step() {
-  local name=$1
-  shift
-  if timeout 300 "$@" >"$o/$name.txt" 2>&1; then echo "ok      $name"; else echo "FAILED  $name"; status=1; fi
-}
+# shellcheck source=scripts/gpu-checks-lib.sh
+. scripts/gpu-checks-lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 work="merge_path,nonzero_split,direct_search,local_warp_search,block_search,two_phase,multi_phase"
 for t in "$@"; do

@@ -7,18 +7,8 @@
 #   bash scripts/gpu-check-tracks.sh [TEST...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/gpu-unpack.sh
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-export PATH="/usr/local/cuda/bin:$PATH"
-b=.gpu/bin
-o="${OUT:-.gpu/out}"
-mkdir -p "$o"
-status=0
-step() {
-  local name=$1
-  shift
-  if timeout 300 "$@" >"$o/$name.txt" 2>&1; then echo "ok      $name"; else echo "FAILED  $name"; status=1; fi
-}
+# shellcheck source=scripts/gpu-checks-lib.sh
+. scripts/gpu-checks-lib.sh
 for seed in 1 2 3; do
   python3 scripts/gen-tiers-mtx.py "/tmp/tiers-$seed.mtx" "$seed"
   for k in 32 8; do

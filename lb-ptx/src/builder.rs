@@ -6,8 +6,8 @@
 //! constructs freely. Everything is numbered in creation order, so output is deterministic.
 
 use crate::ir::{
-    Address, BinOp, Cmp, Guard, Instr, Kernel, Label, LdCache, Op, Operand, Param, Reg, RegClass,
-    Rounding, SharedDecl, Space, Special, Type, UnOp,
+    Address, AtomOp, BinOp, Cmp, Guard, Instr, Kernel, Label, LdCache, Op, Operand, Param, Reg,
+    RegClass, Rounding, SharedDecl, Space, Special, Type, UnOp,
 };
 
 /// Builds one `.entry`.
@@ -491,6 +491,27 @@ impl KernelBuilder {
         let more = self.setp(Cmp::Lt, Type::U64, gs.item, gs.count);
         self.bra_if(more, false, gs.scope.head);
         self.place(gs.scope.exit);
+    }
+
+    /// `atom.global.OP.TY old, [base + offset], value`; returns `old` (a register of `ty`).
+    pub fn atom_global(
+        &mut self,
+        op: AtomOp,
+        ty: Type,
+        (base, offset): (Reg, i64),
+        value: impl Into<Operand>,
+    ) -> Reg {
+        let dst = self.reg_for(ty);
+        self.emit(Op::Atom {
+            space: Space::Global,
+            op,
+            ty,
+            dst,
+            addr: Address::Reg { base, offset },
+            b: value.into(),
+            c: None,
+        });
+        dst
     }
 
     /// Appends `ret;` and returns the kernel.

@@ -68,8 +68,8 @@ use crate::body::{Body, IndexRole, Reduce, Ty};
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
 use crate::ir::{
-    Address, AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space,
-    Special, Type, UnOp, VoteMode,
+    AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space, Special,
+    Type, UnOp, VoteMode,
 };
 use crate::plan::{twin_base, Grid, KernelPlan, Plan, Select, Temp, TempCount, TempRole};
 use crate::primitives::huge;
@@ -1077,19 +1077,7 @@ fn frontier_atoms_kernel(
     let lane = b.bin(BinOp::And, Type::B32, tid, Operand::Imm(31));
     let lead = b.setp(Cmp::Eq, Type::U32, lane, Operand::Imm(0));
     let scope = b.if_begin(lead, false);
-    let old = b.reg_for(Type::U64);
-    b.emit(Op::Atom {
-        space: Space::Global,
-        op: AtomOp::Add,
-        ty: Type::U64,
-        dst: old,
-        addr: Address::Reg {
-            base: total,
-            offset: 0,
-        },
-        b: sum.into(),
-        c: None,
-    });
+    b.atom_global(AtomOp::Add, Type::U64, (total, 0), sum);
     b.if_end(scope);
     Ok(b.finish())
 }

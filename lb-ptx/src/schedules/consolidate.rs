@@ -325,17 +325,7 @@ fn last_block_resets(
 
 /// `atom.global.<op>.<ty> old, [base + offset], value`; returns `old`.
 fn atomic(b: &mut KernelBuilder, op: AtomOp, ty: Type, base: Reg, offset: i64, value: Reg) -> Reg {
-    let old = b.reg(RegClass::B64);
-    b.emit(Op::Atom {
-        space: Space::Global,
-        op,
-        ty,
-        dst: old,
-        addr: Address::Reg { base, offset },
-        b: value.into(),
-        c: None,
-    });
-    old
+    b.atom_global(op, ty, (base, offset), value)
 }
 
 /// `lane` when the body or the layout has lanes (0 for a body that reads its lane without
@@ -887,19 +877,7 @@ fn block_append(
         },
     );
     let reserved = b.if_begin(reserve, false);
-    let start = b.reg(RegClass::B64);
-    b.emit(Op::Atom {
-        space: Space::Global,
-        op: AtomOp::Add,
-        ty: Type::U64,
-        dst: start,
-        addr: Address::Reg {
-            base: c.count_ptr,
-            offset: 0,
-        },
-        b: total64.into(),
-        c: None,
-    });
+    let start = b.atom_global(AtomOp::Add, Type::U64, (c.count_ptr, 0), total64);
     b.emit(Op::St {
         space: Space::Shared,
         ty: Type::U64,

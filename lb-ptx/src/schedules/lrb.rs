@@ -48,7 +48,7 @@ use crate::body::{Body, IndexRole};
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
 use crate::ir::{
-    Address, AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type, UnOp,
+    AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type, UnOp,
 };
 use crate::plan::{twin_base, Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::huge;
@@ -314,20 +314,7 @@ fn split_bin(threshold: u64) -> u32 {
 
 /// `atom.global.add.u64 old, [addr], 1`; returns `old`.
 fn atom_add(b: &mut KernelBuilder, addr: Reg) -> Reg {
-    let old = b.reg_for(Type::U64);
-    b.emit(Op::Atom {
-        space: Space::Global,
-        op: AtomOp::Add,
-        ty: Type::U64,
-        dst: old,
-        addr: Address::Reg {
-            base: addr,
-            offset: 0,
-        },
-        b: Operand::Imm(1),
-        c: None,
-    });
-    old
+    b.atom_global(AtomOp::Add, Type::U64, (addr, 0), Operand::Imm(1))
 }
 
 /// `starts[bin]`.

@@ -1081,18 +1081,5 @@ fn warp_scan(b: &mut KernelBuilder, lane: Reg, x: Reg) -> Reg {
 
 /// `atom.global.add.u64 old, [addr], x`; returns `old`.
 fn atom_add(b: &mut KernelBuilder, addr: Reg, x: Reg) -> Reg {
-    let old = b.reg_for(Type::U64);
-    b.emit(crate::ir::Op::Atom {
-        space: Space::Global,
-        op: crate::ir::AtomOp::Add,
-        ty: Type::U64,
-        dst: old,
-        addr: crate::ir::Address::Reg {
-            base: addr,
-            offset: 0,
-        },
-        b: x.into(),
-        c: None,
-    });
-    old
+    b.atom_global(crate::ir::AtomOp::Add, Type::U64, (addr, 0), x)
 }

@@ -29,9 +29,7 @@ use super::{
 use crate::body::{Body, Reduce, Ty};
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity};
-use crate::ir::{
-    Address, AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type,
-};
+use crate::ir::{AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type};
 use crate::plan::{Plan, Temp, TempCount, TempRole};
 use crate::{GenError, Options};
 
@@ -121,19 +119,7 @@ pub(crate) fn in_kernel(
     b.ld_to(Space::Global, Type::U64, key, key_addr);
     let addr = b.elem_addr(values, slot, size);
     b.ld_to(Space::Global, t, acc, addr);
-    let later = b.setp(Cmp::Ne, Type::U64, slot, Operand::Imm(0));
-    let inner = b.if_begin(later, false);
-    let prev_addr = b.bin(BinOp::Sub, Type::U64, key_addr, Operand::Imm(8));
-    let prev = b.ld(Space::Global, Type::U64, prev_addr);
-    let same = b.setp(Cmp::Eq, Type::U64, prev, key);
-    b.emit(Op::Selp {
-        ty: Type::U32,
-        dst: flag,
-        a: Operand::Imm(0),
-        b: Operand::Imm(1),
-        pred: same,
-    });
-    b.if_end(inner);
+    segment_starts(b, (slot, key_addr, key), flag);
     let last_slot = b.bin(BinOp::Sub, Type::U64, slots, Operand::Imm(1));
     let before_last = b.setp(Cmp::Lt, Type::U64, slot, last_slot);
     let inner = b.if_begin(before_last, false);
@@ -159,6 +145,24 @@ pub(crate) fn in_kernel(
     Ok(())
 }
 
+/// Clears `flag` (u32, 1 before) when the slot before `slot` carries the same key: a segment of
+/// the carries' scan starts at slot 0 and at each key change (equal keys are consecutive).
+fn segment_starts(b: &mut KernelBuilder, (slot, key_addr, key): (Reg, Reg, Reg), flag: Reg) {
+    let later = b.setp(Cmp::Ne, Type::U64, slot, Operand::Imm(0));
+    let scope = b.if_begin(later, false);
+    let prev_addr = b.bin(BinOp::Sub, Type::U64, key_addr, Operand::Imm(8));
+    let prev = b.ld(Space::Global, Type::U64, prev_addr);
+    let same = b.setp(Cmp::Eq, Type::U64, prev, key);
+    b.emit(Op::Selp {
+        ty: Type::U32,
+        dst: flag,
+        a: Operand::Imm(0),
+        b: Operand::Imm(1),
+        pred: same,
+    });
+    b.if_end(scope);
+}
+
 /// Counts the block finished in the u64 at `counter` once every thread's writes are done, and
 /// returns whether it was the last of `count` (a predicate, the same in every thread); the last
 /// one resets the counter. Thread 0 fences before the count (a release: the block's writes,
@@ -171,20 +175,7 @@ fn finished_last(b: &mut KernelBuilder, f: &Frame, counter: Reg, count: Reg) -> 
     let first = b.setp(Cmp::Eq, Type::U64, f.tid, Operand::Imm(0));
     let scope = b.if_begin(first, false);
     b.emit(Op::Fence);
-    let old = b.reg_for(Type::U64);
-    let one = b.mov(Type::U64, Operand::Imm(1));
-    b.emit(Op::Atom {
-        space: Space::Global,
-        op: AtomOp::Add,
-        ty: Type::U64,
-        dst: old,
-        addr: Address::Reg {
-            base: counter,
-            offset: 0,
-        },
-        b: one.into(),
-        c: None,
-    });
+    let old = b.atom_global(AtomOp::Add, Type::U64, (counter, 0), Operand::Imm(1));
     let before_last = b.bin(BinOp::Sub, Type::U64, count, Operand::Imm(1));
     let is_last = b.setp(Cmp::Eq, Type::U64, old, before_last);
     let inner = b.if_begin(is_last, false);
@@ -313,20 +304,8 @@ pub(crate) fn fixup_kernel(
 
     // A segment starts at slot 0 and at each key change.
     let flag = b.mov(Type::U32, Operand::Imm(1));
-    let at_start = b.setp(Cmp::Eq, Type::U64, slot, Operand::Imm(0));
     let outer = b.if_begin(valid, false);
-    let scope = b.if_begin(at_start, true);
-    let prev = b.bin(BinOp::Sub, Type::U64, key_addr, Operand::Imm(8));
-    let before = b.ld(Space::Global, Type::U64, prev);
-    let same = b.setp(Cmp::Eq, Type::U64, before, key);
-    b.emit(Op::Selp {
-        ty: Type::U32,
-        dst: flag,
-        a: Operand::Imm(0),
-        b: Operand::Imm(1),
-        pred: same,
-    });
-    b.if_end(scope);
+    segment_starts(&mut b, (slot, key_addr, key), flag);
     b.if_end(outer);
     // The fix-up block's span end, none until a thread finds it (the scan's barriers order
     // this store before that one).
