@@ -2,14 +2,14 @@
 //! kernel's blocks leave one carry slot each (a key, the carry-out, a head), and the fix-up joins
 //! each run of equal keys with the head of the block after it, in a fixed order.
 //!
-//! - **On a grid of at most `block` blocks** the main kernel does it itself ([`in_kernel`]), with
+//! - **On a grid of at most `block` blocks** the main kernel does it itself (`in_kernel`), with
 //!   the threadfence-reduction pattern of the CUDA programming guide (§ "Memory Fence
 //!   Functions": each block writes its partial result, fences, and counts itself finished with
 //!   an atomic; the block that sees the last count reads every partial result). The last block
 //!   to finish scans the slots, one thread each, and stores every run. A small problem is then
 //!   one launch instead of three: an SpMV on a matrix of a thousand nonzeros took 10–11 µs with
 //!   the two fix-up kernels and 7 µs without them on an H100 (docs/benchmarks.md, 2026-11-26).
-//! - **On a larger grid** a fix-up kernel follows the main kernel ([`fixup_kernel`], launched
+//! - **On a larger grid** a fix-up kernel follows the main kernel (`fixup_kernel`, launched
 //!   only then: `KernelPlan::min_grid`), and its own last block joins the runs that cross its
 //!   blocks. Doing it all in the main kernel there too (groups of slots, each scanned by its
 //!   last block, the groups joined by the last group) was measured and lost: every main block's
@@ -17,7 +17,8 @@
 //!   saved (stencil7-80^3, 1 430 blocks: 23 → 30 µs); the fix-up kernel has a few blocks only.
 //!
 //! Both give bitwise equal outputs for equal inputs: every combination follows a tree fixed by
-//! the keys and the block size. The in-kernel count is a [`TempRole::Counters`] word that the
+//! the keys and the block size. The count of finished blocks (the main kernel's or the fix-up
+//! kernel's, never both in one launch) is a [`TempRole::Counters`] word that the
 //! last block puts back to zero.
 
 use std::borrow::Cow;
