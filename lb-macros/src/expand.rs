@@ -385,6 +385,9 @@ fn plan_tokens(p: &Plan) -> TokenStream {
             TempCount::PerBlock { extra } => {
                 quote!(::lb::__private::TempCount::PerBlock { extra: #extra })
             }
+            TempCount::PerAtoms { atoms, extra } => {
+                quote!(::lb::__private::TempCount::PerAtoms { atoms: #atoms, extra: #extra })
+            }
         };
         let role = match t.role {
             TempRole::Scratch => quote!(::lb::__private::TempRole::Scratch),

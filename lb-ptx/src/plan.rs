@@ -185,6 +185,12 @@ pub enum TempCount {
     PerBlock {
         extra: u64,
     },
+    /// One element per `atoms` atoms of the tile set (rounded up), plus `extra`: what depends on
+    /// the atoms but not on the lanes (the split's mid-tier pieces).
+    PerAtoms {
+        atoms: u64,
+        extra: u64,
+    },
 }
 
 /// What a temporary is for; the runtime reads some of them back.

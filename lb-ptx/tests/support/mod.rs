@@ -164,6 +164,7 @@ impl Runner {
                 TempCount::PerBlock { extra } => u64::from(first) + extra,
                 TempCount::Fixed(n) => n,
                 TempCount::PerTile { per_tile, extra } => size.tiles * per_tile + extra,
+                TempCount::PerAtoms { atoms, extra } => size.atoms.div_ceil(atoms) + extra,
             };
             // Counters start zero by contract: the workspace is made zeroed and every launch
             // leaves them zero.

@@ -127,6 +127,7 @@ const PARTIALS_TEMP: &str = "huge_partials";
 const MID_LIST_TEMP: &str = "mid_list";
 const MID_STARTS_TEMP: &str = "mid_starts";
 const MID_PARTIALS_TEMP: &str = "mid_partials";
+const MID_ENTRIES_TEMP: &str = "mid_entries";
 
 /// Words of `huge_count`: the huge list's length, the huge tier's chunk size, the mid list's
 /// length.
@@ -373,6 +374,7 @@ pub fn temps(opts: &Options, producers: Option<u32>, mid: bool) -> Vec<Temp> {
                 false,
                 TempRole::Scratch,
             ),
+            temp(MID_ENTRIES_TEMP, 4, pieces::entries_count(), false, role),
         ]);
     }
     out
@@ -440,12 +442,14 @@ struct Temps {
 }
 
 /// The mid tier's temporaries: its list of tiles, their first pieces (one u64 per entry, the
-/// total after the last) and the pieces' partials (one per piece and lane).
+/// total after the last), the pieces' partials (one per piece and lane) and each piece's entry
+/// (a u32 per piece).
 #[derive(Clone, Copy)]
 struct MidTemps {
     list: Reg,
     starts: Reg,
     partials: Reg,
+    entries: Reg,
 }
 
 impl Temps {
@@ -473,6 +477,7 @@ impl Temps {
                 list: temp(MID_LIST_TEMP)?,
                 starts: temp(MID_STARTS_TEMP)?,
                 partials: temp(MID_PARTIALS_TEMP)?,
+                entries: temp(MID_ENTRIES_TEMP)?,
             }),
             false => None,
         };

@@ -3,12 +3,13 @@
 //! and folded back per tile in piece order (see the parent module's docs).
 //!
 //! Kernels (entries `{base}_mid_walk`, `_mid_fixup`), after the list and scan, which build the
-//! mid list (`mid_list`, in `huge_count` word 2 its length) and its piece starts (`mid_starts[e]`
-//! = the pieces of the entries before `e`, the total after the last):
+//! mid list (`mid_list`, in `huge_count` word 2 its length), its piece starts (`mid_starts[e]`
+//! = the pieces of the entries before `e`, the total after the last) and each piece's entry
+//! (`mid_entries[p]`):
 //! 1. **walk**: (piece, lane group) pairs on the grid of [`Layout::lane_stride_begin`], as the
 //!    group family takes (tile, lane group) pairs: `W` threads side by side per piece, each
-//!    owning `R` lanes ([`per_lane_blocking`]). A piece finds its entry by a binary search of the
-//!    starts, walks its atoms in order once for its `R` lanes ([`Walker::walk_lanes`]) and stores
+//!    owning `R` lanes ([`per_lane_blocking`]). A piece reads its entry from `mid_entries`,
+//!    walks its atoms in order once for its `R` lanes ([`Walker::walk_lanes`]) and stores
 //!    one partial per lane at `mid_partials[piece × lanes + lane]`; a tile of one piece (exactly
 //!    [`PIECE`] atoms) stores its output instead.
 //! 2. **fixup** (with `reduce`): (entry, lane group) pairs; each thread folds its lanes' partials
@@ -21,13 +22,13 @@
 use std::borrow::Cow;
 
 use super::{
-    last_at_most, MidTemps, Split, MID_COUNT, MID_FIXUP, MID_THRESHOLD, MID_TRACK, MID_WALK, PIECE,
+    MidTemps, Split, MID_COUNT, MID_FIXUP, MID_THRESHOLD, MID_TRACK, MID_WALK, PIECE,
 };
 use crate::body::Body;
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity};
-use crate::ir::{BinOp, Cmp, Operand, Reg, ShflMode, Space, Type};
-use crate::plan::{Grid, KernelPlan};
+use crate::ir::{BinOp, Cmp, Operand, Reg, Rounding, ShflMode, Space, Type};
+use crate::plan::{Grid, KernelPlan, TempCount};
 use crate::primitives::layout::{per_lane_blocking, Blocking, LaneSet};
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::shfl;
@@ -41,6 +42,18 @@ use crate::{GenError, Options};
 pub fn partials_per_block(block: u32) -> u32 {
     let per_block_atoms = 16 * block;
     per_block_atoms.div_ceil((PIECE / 2) as u32)
+}
+
+/// Elements of `mid_entries`, one u32 per piece: a tile of `n ≥ PIECE` atoms has
+/// `⌈n / PIECE⌉ ≤ 2n / PIECE` pieces, so the pieces are at most `atoms / (PIECE / 2)`, whatever
+/// the lanes. An entry index fits in 32 bits: the mid list holds at most `atoms / PIECE`
+/// entries, fewer than `2^32` for any tile set a device can hold (`2^37` atoms would be a
+/// terabyte of column indices and values).
+pub fn entries_count() -> TempCount {
+    TempCount::PerAtoms {
+        atoms: PIECE / 2,
+        extra: 1,
+    }
 }
 
 /// The mid tier's kernels: the walk, and the fix-up when the body reduces.
@@ -114,6 +127,7 @@ impl Split<'_> {
         let start = b.bin(BinOp::Add, Type::U64, run, excl);
         let at = b.elem_addr(mid.starts, e, 8);
         b.st(Space::Global, Type::U64, at, start);
+        Self::map_pieces(b, mid, e, (start, pieces));
         b.if_end(write);
         let total = shfl(b, ShflMode::Idx, incl, Type::U64, Operand::Imm(31));
         b.bin_to(BinOp::Add, Type::U64, run, run, total);
@@ -123,6 +137,23 @@ impl Split<'_> {
         let at = b.elem_addr(mid.starts, entries, 8);
         b.st(Space::Global, Type::U64, at, run);
         b.if_end(last);
+    }
+
+    /// `mid_entries[p] = e` for entry `e`'s pieces `start .. start + pieces` (part of the scan,
+    /// so cached with the lists): a piece finds its entry with one load, where a binary search
+    /// of the starts was a chain of `log2(entries)` dependent loads before the walk's own (some
+    /// 14 of the 30 round trips to memory of a piece on an R-MAT graph of 2^18 rows).
+    fn map_pieces(b: &mut KernelBuilder, mid: MidTemps, e: Reg, (start, pieces): (Reg, Reg)) {
+        let entry = b.cvt(Rounding::None, Type::U32, Type::U64, e);
+        let q = b.mov(Type::U64, Operand::Imm(0));
+        let fill = b.loop_begin();
+        let filled = b.setp(Cmp::Ge, Type::U64, q, pieces);
+        b.break_if(&fill, filled, false);
+        let p = b.bin(BinOp::Add, Type::U64, start, q);
+        let at = b.elem_addr(mid.entries, p, 4);
+        b.st(Space::Global, Type::U32, at, entry);
+        b.bin_to(BinOp::Add, Type::U64, q, q, Operand::Imm(1));
+        b.loop_end(fill);
     }
 
     /// The mid list's length and its total pieces.
@@ -145,10 +176,11 @@ impl Split<'_> {
         (tile, first, next)
     }
 
-    /// Piece `p` (of `entries` mid entries): its entry's tile and its atoms.
-    fn piece(&self, b: &mut KernelBuilder, mid: MidTemps, p: Reg, entries: Reg) -> Piece {
-        let starts = |b: &mut KernelBuilder, e| b.elem_addr(mid.starts, e, 8);
-        let e = last_at_most(b, starts, p, entries);
+    /// Piece `p`: its entry's tile and its atoms.
+    fn piece(&self, b: &mut KernelBuilder, mid: MidTemps, p: Reg) -> Piece {
+        let at = b.elem_addr(mid.entries, p, 4);
+        let e = b.ld(Space::Global, Type::U32, at);
+        let e = b.cvt(Rounding::None, Type::U64, Type::U32, e);
         let (tile, first, next) = self.mid_entry(b, mid, e);
         let (begin, end) = self.layout.atoms(b, tile);
         let k = b.bin(BinOp::Sub, Type::U64, p, first);
@@ -193,10 +225,10 @@ impl Split<'_> {
         blocking: Blocking,
     ) -> Result<(), GenError> {
         let l = self.layout;
-        let (entries, pieces) = self.mid_sizes(b, mid);
+        let (_, pieces) = self.mid_sizes(b, mid);
         let ls = l.lane_stride_begin(b, pieces, (blocking.per_thread, Some(32)));
         let p = ls.position;
-        let piece = self.piece(b, mid, p, entries);
+        let piece = self.piece(b, mid, p);
         let set = l.lane_set(b, self.body, (ls.group, ls.groups), blocking);
         let accs = self.identities(b, &set)?;
         let w = Walker {

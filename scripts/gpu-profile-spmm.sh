@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from the repo root: Nsight Compute metrics of lb's SpMM kernels beside
+# the hand-written probe's (bench/proto/spmm_proto.cu, built here with nvcc) on the R-MAT member:
+# per kernel launch its time, registers, achieved occupancy, instructions and cache traffic.
+#   LB_BENCH=.gpu/var/lb-bench-X bash scripts/gpu-profile-spmm.sh OP "SCHEDULES" [PROBE_KERNEL]
+# e.g. bash scripts/gpu-profile-spmm.sh spmm32 "group_mapped(8) lrb" "seg_vec4<8, 4>"
+# Prints one line per launch; the raw CSV goes to $OUT/profile-spmm.tgz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export PATH="/usr/local/cuda/bin:$PATH"
+out="${OUT:-.gpu/out}"
+mkdir -p "$out"
+op=$1 schedules=$2 probe=${3:-}
+bench=${LB_BENCH:-.gpu/bin/lb-bench}
+work=$(mktemp -d)
+metrics=gpu__time_duration.sum,launch__registers_per_thread,launch__grid_size,launch__block_size
+metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active,sm__inst_executed.sum
+metrics+=,lts__t_bytes.sum,dram__bytes.sum,lts__t_sector_hit_rate.pct,l1tex__t_sector_hit_rate.pct
+metrics+=,smsp__inst_executed.avg.per_cycle_active
+summary() {
+  python3 - "$1" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows:
+    print("no rows"); sys.exit()
+h = rows[0]; idx = {n: i for i, n in enumerate(h)}
+per = collections.OrderedDict()
+for r in rows[1:]:
+    if not r[0].isdigit():
+        continue
+    per.setdefault((r[idx["ID"]], r[idx["Kernel Name"]][:34]), {})[r[idx["Metric Name"]]] = r[idx["Metric Value"]]
+short = [("gpu__time_duration.sum", "t"), ("launch__grid_size", "grid"), ("launch__block_size", "blk"),
+         ("launch__registers_per_thread", "reg"), ("sm__warps_active.avg.pct_of_peak_sustained_active", "occ%"),
+         ("sm__inst_executed.sum", "inst"), ("smsp__inst_executed.avg.per_cycle_active", "ipc"),
+         ("lts__t_bytes.sum", "l2B"), ("dram__bytes.sum", "dramB"), ("lts__t_sector_hit_rate.pct", "l2hit"),
+         ("l1tex__t_sector_hit_rate.pct", "l1hit")]
+for (i, name), m in per.items():
+    print(f"{i:>4} {name:34} " + " ".join(f"{s} {m.get(k, '?')}" for k, s in short))
+PY
+}
+n=0
+for s in $schedules; do
+  n=$((n + 1))
+  ncu --clock-control none --csv --metrics "$metrics" \
+    "$bench" --scale medium --ops "$op" --families rmat --schedules "$s" \
+    --no-cusparse --reps 1 --warmup 1 --budget-ms 1 --energy-ms 1 --quiet \
+    >"$work/lb-$n.csv" 2>"$work/lb-$n.err"
+  echo "== lb $s"
+  summary "$work/lb-$n.csv"
+done
+if [ -n "$probe" ]; then
+  nvcc -O3 -arch=sm_90 -o "$work/spmm_proto" bench/proto/spmm_proto.cu -lcusparse
+  timeout 300 ncu --clock-control none --csv --metrics "$metrics" --kernel-name "regex:$probe" \
+    --launch-count 1 "$work/spmm_proto" >"$work/probe.csv" 2>"$work/probe.err"
+  echo "== probe $probe"
+  summary "$work/probe.csv"
+fi
+tar -C "$work" -czf "$out/profile-spmm.tgz" .
