@@ -92,13 +92,16 @@ fn grid() -> Vec<Rule> {
             for heavy_imbalance in [8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0] {
                 for warp_mean_atoms in [4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0] {
                     for block_mean_atoms in [64.0, 128.0, 256.0, 512.0, 1024.0] {
-                        rules.push(Rule {
-                            small_dim,
-                            small_atoms,
-                            heavy_imbalance,
-                            warp_mean_atoms,
-                            block_mean_atoms,
-                        });
+                        for narrow_mean_atoms in [0.0, 4.0, 6.0, 7.5, 10.0, 16.0] {
+                            rules.push(Rule {
+                                small_dim,
+                                small_atoms,
+                                heavy_imbalance,
+                                warp_mean_atoms,
+                                block_mean_atoms,
+                                narrow_mean_atoms,
+                            });
+                        }
                     }
                 }
             }

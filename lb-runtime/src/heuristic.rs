@@ -11,6 +11,14 @@
 //! one; balanced SpMV rows of 16 nonzeros ran 18–49% faster with a warp per row than with a
 //! thread. Every number lives in [`Rule`], so later runs can refine them without touching the
 //! logic.
+//!
+//! SpMM at the lane counts' ends (two H100 runs of the medium corpus at k = 8, 32 and 128,
+//! docs/benchmarks.md, sixteenth session): with at most [`NARROW_LANES`] lanes a thread owns one
+//! lane, and on rows of a few atoms `group_mapped(4)` (four threads per tile, two lanes each)
+//! beat `thread_mapped` and `lrb` by 10–20% (road, 7-point stencil, and the heavy-tailed
+//! matrices whose rows are mostly that short), where rows of 8 or 16 atoms kept the old choice;
+//! from [`WIDE_LANES`] lanes, on balanced rows of at least `warp_mean_atoms`, `group_mapped(8)`
+//! beat `thread_mapped` by 22% (rows of 16 atoms) and lost on shorter rows.
 
 use lb_ptx::Schedule;
 
@@ -29,7 +37,16 @@ pub struct Rule {
     pub warp_mean_atoms: f64,
     /// Mean atoms per tile from which a whole block per tile pays off on a small problem.
     pub block_mean_atoms: f64,
+    /// With at most [`NARROW_LANES`] lanes, mean atoms per tile below which `group_mapped(4)`
+    /// comes first (0 never).
+    pub narrow_mean_atoms: f64,
 }
+
+/// Lane counts up to this are narrow (see [`Rule::narrow_mean_atoms`]).
+pub const NARROW_LANES: u64 = 8;
+/// Lane counts from this on are wide: on balanced rows of at least `warp_mean_atoms` atoms,
+/// `group_mapped(8)` comes first.
+pub const WIDE_LANES: u64 = 128;
 
 /// The rule `launch` uses: α = 500 and β = 10 000 from the thesis, the rest from the H200 run.
 pub const DEFAULT_RULE: Rule = Rule {
@@ -38,6 +55,7 @@ pub const DEFAULT_RULE: Rule = Rule {
     heavy_imbalance: 32.0,
     warp_mean_atoms: 12.0,
     block_mean_atoms: 256.0,
+    narrow_mean_atoms: 7.5,
 };
 
 impl Rule {
@@ -58,15 +76,24 @@ impl Rule {
                 [ThreadMapped, GroupMapped(4), WarpMapped, MergePath]
             };
         }
+        let narrow =
+            (2..=NARROW_LANES).contains(&lanes) && stats.mean_atoms < self.narrow_mean_atoms;
+        let wide = lanes >= WIDE_LANES && stats.mean_atoms >= self.warp_mean_atoms;
         let lanes = lanes > 1;
         if stats.imbalance() >= self.heavy_imbalance {
-            return if lanes {
+            return if narrow {
+                [GroupMapped(4), Lrb, MergePath, BlockMapped]
+            } else if lanes {
                 [Lrb, MergePath, BlockMapped, ThreadMapped]
             } else {
                 [MergePath, NonzeroSplit, BlockMapped, WarpMapped]
             };
         }
-        if lanes {
+        if narrow {
+            [GroupMapped(4), ThreadMapped, Lrb, WarpMapped]
+        } else if wide {
+            [GroupMapped(8), ThreadMapped, Lrb, WarpMapped]
+        } else if lanes {
             // Threads side by side over a tile's lanes read a row of B coalesced across a warp.
             [ThreadMapped, Lrb, MergePath, WarpMapped]
         } else if stats.mean_atoms >= self.warp_mean_atoms {
@@ -147,6 +174,53 @@ mod tests {
         );
         assert_eq!(
             choose_schedule(Schedule::ALL, &long, 8),
+            Schedule::ThreadMapped
+        );
+    }
+
+    #[test]
+    fn narrow_lanes_on_short_rows_go_to_four_threads_per_tile() {
+        let road = TileStats::new(1_000_000, 1_000_000, 1_960_000, 3);
+        assert_eq!(
+            choose_schedule(Schedule::ALL, &road, 8),
+            Schedule::GroupMapped(4)
+        );
+        assert_eq!(
+            choose_schedule(Schedule::ALL, &road, 32),
+            Schedule::ThreadMapped
+        );
+        let giant_row = TileStats::new(1_000_000, 3_000_000, 4_000_000, 3_000_000);
+        assert_eq!(
+            choose_schedule(Schedule::ALL, &giant_row, 8),
+            Schedule::GroupMapped(4)
+        );
+        assert_eq!(
+            choose_schedule(Schedule::ALL, &giant_row, 32),
+            Schedule::Lrb
+        );
+        // Heavy-tailed rows of 8 atoms on average stay with `lrb`, and SpMV is unchanged.
+        let power = TileStats::new(500_000, 500_000, 3_946_664, 11_245);
+        assert_eq!(choose_schedule(Schedule::ALL, &power, 8), Schedule::Lrb);
+        assert_eq!(
+            choose_schedule(Schedule::ALL, &road, 1),
+            Schedule::ThreadMapped
+        );
+    }
+
+    #[test]
+    fn wide_lanes_on_rows_of_a_warp_mean_go_to_eight_threads_per_tile() {
+        let regular16 = TileStats::new(250_000, 250_000, 4_000_000, 16);
+        assert_eq!(
+            choose_schedule(Schedule::ALL, &regular16, 128),
+            Schedule::GroupMapped(8)
+        );
+        assert_eq!(
+            choose_schedule(Schedule::ALL, &regular16, 32),
+            Schedule::ThreadMapped
+        );
+        let regular4 = TileStats::new(250_000, 250_000, 1_000_000, 4);
+        assert_eq!(
+            choose_schedule(Schedule::ALL, &regular4, 128),
             Schedule::ThreadMapped
         );
     }

@@ -270,7 +270,9 @@ fn temp_elements(count: TempCount, size: &ProblemSize, first_grid: u32) -> Optio
             per_tile.checked_mul(size.tiles)?.checked_add(extra)
         }
         TempCount::PerBlock { extra } => u64::from(first_grid).checked_add(extra),
-        TempCount::PerAtoms { atoms, extra } => size.atoms.div_ceil(atoms.max(1)).checked_add(extra),
+        TempCount::PerAtoms { atoms, extra } => {
+            size.atoms.div_ceil(atoms.max(1)).checked_add(extra)
+        }
     }
 }
 

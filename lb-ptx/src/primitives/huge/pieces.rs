@@ -21,9 +21,7 @@
 
 use std::borrow::Cow;
 
-use super::{
-    MidTemps, Split, MID_COUNT, MID_FIXUP, MID_THRESHOLD, MID_TRACK, MID_WALK, PIECE,
-};
+use super::{MidTemps, Split, MID_COUNT, MID_FIXUP, MID_THRESHOLD, MID_TRACK, MID_WALK, PIECE};
 use crate::body::Body;
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity};
