@@ -611,3 +611,204 @@ fn match_on_integers_matches_the_reference() {
         }
     }
 }
+
+// ---- f64 transcendental functions ----
+
+/// Slots per atom in `math64`'s output.
+const M: usize = 8;
+/// The largest |x| whose `sin` and `cos` are held to their ulp bound.
+const SIN_COS_EXACT: f64 = 1048576.0;
+
+#[load_balanced(schedule = "thread_mapped, merge_path")]
+fn math64(a: &Csr<f32>, xs: &[f64], ys: &[f64], out: &mut [f64], #[atom] nz: usize) {
+    // The values are all 1: the product is `xs[nz]` exactly.
+    let x = xs[nz] * a.values[nz] as f64;
+    let o = nz * 8;
+    out[o] = x.exp();
+    out[o + 1] = x.exp2();
+    out[o + 2] = x.ln();
+    out[o + 3] = x.log2();
+    out[o + 4] = x.powf(ys[nz]);
+    out[o + 5] = x.sin();
+    out[o + 6] = x.cos();
+    out[o + 7] = x.tanh();
+}
+
+/// The `f64` functions' names, in `math64`'s slot order, and the most ulp each may be off
+/// Rust's `std`: one more than the worst seen over many runs (docs/kernel-language.md), so
+/// that a fresh seed does not fail on a rarer argument of the same accuracy.
+const MATH64: [(&str, u64); M] = [
+    ("exp", 2),
+    ("exp2", 2),
+    ("ln", 2),
+    ("log2", 2),
+    ("powf", 3),
+    ("sin", 2),
+    ("cos", 2),
+    ("tanh", 4),
+];
+
+fn math64_reference(k: usize, x: f64, y: f64) -> f64 {
+    match k {
+        0 => x.exp(),
+        1 => x.exp2(),
+        2 => x.ln(),
+        3 => x.log2(),
+        4 => x.powf(y),
+        5 => x.sin(),
+        6 => x.cos(),
+        _ => x.tanh(),
+    }
+}
+
+/// Units in the last place between `got` and `want` (`u64::MAX` for a NaN against a number, a
+/// sign change or a zero against a nonzero); 0 for two NaNs.
+fn ulps(got: f64, want: f64) -> u64 {
+    if want.is_nan() || got.is_nan() {
+        return if want.is_nan() && got.is_nan() {
+            0
+        } else {
+            u64::MAX
+        };
+    }
+    if got.to_bits() == want.to_bits() {
+        return 0;
+    }
+    if got.is_sign_negative() != want.is_sign_negative() || got == 0.0 || want == 0.0 {
+        return u64::MAX;
+    }
+    got.to_bits().abs_diff(want.to_bits())
+}
+
+/// The arguments: every special value the functions treat apart, the edges of their ranges,
+/// and random values over the scales a kernel meets (uniform near 0, near multiples of π/2,
+/// over the range where `exp` is finite, and log-uniform magnitudes from subnormal to the
+/// largest finite), each with an exponent `y` that is an odd or even integer, a half, a special
+/// value or a random real.
+fn math64_inputs(seed: u64) -> (Vec<f64>, Vec<f64>) {
+    let mut s = seed | 1;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut xs = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        2.0,
+        0.5,
+        8.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        5e-324,
+        -5e-324,
+        f64::MIN_POSITIVE,
+        f64::MAX,
+        f64::MIN,
+        709.782712893384,
+        709.7827128933841,
+        710.0,
+        -745.1332191019411,
+        -745.1332191019412,
+        -746.0,
+        1023.5,
+        1024.0,
+        -1074.0,
+        -1074.5,
+        -1075.0,
+        -1076.0,
+        std::f64::consts::FRAC_PI_2,
+        std::f64::consts::PI,
+        0.55,
+        0.549_999_999_999_999_9,
+        22.0,
+        1e-300,
+        1.000_000_000_000_000_2,
+        0.999_999_999_999_999_9,
+        std::f64::consts::SQRT_2,
+    ];
+    for i in 0..3000 {
+        let u = next();
+        let v = next();
+        let sign = if next() < 0.5 { -1.0 } else { 1.0 };
+        xs.push(match i % 5 {
+            0 => (u - 0.5) * 20.0,
+            1 => (u * 2000.0).round() * std::f64::consts::FRAC_PI_2 + (v - 0.5) * 1e-3,
+            2 => (u - 0.5) * 1500.0,
+            3 => sign * 10f64.powf(u * 616.0 - 308.0),
+            _ => u * 4.0,
+        });
+    }
+    let ys = (0..xs.len())
+        .map(|i| {
+            let u = next();
+            match i % 7 {
+                0 => ((u - 0.5) * 40.0).round(),
+                1 => ((u - 0.5) * 40.0).round() + 0.5,
+                2 => [
+                    0.0,
+                    -0.0,
+                    f64::INFINITY,
+                    f64::NEG_INFINITY,
+                    f64::NAN,
+                    1.0,
+                    -1.0,
+                ][i / 7 % 7],
+                3 => (u - 0.5) * 600.0,
+                _ => (u - 0.5) * 8.0,
+            }
+        })
+        .collect();
+    (xs, ys)
+}
+
+#[test]
+fn f64_transcendentals_are_within_their_ulp_bounds_of_std() {
+    let seed = fresh_seed();
+    let (xs, ys) = math64_inputs(seed);
+    let n = xs.len();
+    // One atom per argument.
+    let a = Csr::new(n, 1, (0..=n).collect(), vec![0; n], vec![1f32; n]).unwrap();
+    let dev = Device::default();
+    let da = DeviceCsr::upload(&dev, &a).unwrap();
+    let dxs = dev.upload(&xs).unwrap();
+    let dys = dev.upload(&ys).unwrap();
+    for &s in math64::SCHEDULES {
+        let mut dout = dev.zeros::<f64>(n * M).unwrap();
+        math64::launch_with(&dev, s, &da, &dxs, &dys, &mut dout).unwrap();
+        let out = dout.download().unwrap();
+        let mut worst = [0u64; M];
+        for (i, (&x, &y)) in xs.iter().zip(&ys).enumerate() {
+            for (k, &(name, bound)) in MATH64.iter().enumerate() {
+                let (got, want) = (out[i * M + k], math64_reference(k, x, y));
+                // sin and cos reduce by a three-part π/2, exact up to |x| = 2^20 (no Payne and
+                // Hanek reduction): beyond, only the range is promised.
+                if (k == 5 || k == 6) && x.abs() > SIN_COS_EXACT {
+                    assert!(
+                        got.abs() <= 1.0 || (x.is_infinite() && got.is_nan()),
+                        "{} seed {seed}: {name}({x:e}) = {got:e}",
+                        s.name()
+                    );
+                    continue;
+                }
+                let e = ulps(got, want);
+                assert!(
+                    e <= bound,
+                    "{} seed {seed}: {name}({x:e}{}) = {got:e}, std says {want:e} ({e} ulp)",
+                    s.name(),
+                    if k == 4 {
+                        format!(", {y:e}")
+                    } else {
+                        String::new()
+                    }
+                );
+                worst[k] = worst[k].max(e);
+            }
+        }
+        eprintln!("{}: worst ulp per function {worst:?}", s.name());
+    }
+}

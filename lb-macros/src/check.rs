@@ -1153,17 +1153,6 @@ impl Checker<'_> {
                     ),
                 );
             }
-            if t == STy::F64 && method.is_f32_only() {
-                return self.err_at(
-                    &m.method,
-                    format!(
-                        "`{name}` on `f64` is not supported in a kernel body: PTX approximates \
-                         the transcendental functions in `f32` only; compute in `f32` \
-                         (`(x as f32).{name}(..) as f64`) if its precision is enough \
-                         (docs/kernel-language.md)"
-                    ),
-                );
-            }
             self.known(t)
         };
         let mut all = vec![receiver];

@@ -307,7 +307,6 @@ pub(crate) fn method_types(method: Method) -> &'static str {
         Method::Pow | Method::LeadingZeros | Method::TrailingZeros | Method::CountOnes => {
             ": it is defined on the integer types"
         }
-        m if m.is_f32_only() => ": it is defined on `f32` (and `f64` in Rust, but not on the GPU)",
         _ => ": it is defined on f32, f64",
     }
 }

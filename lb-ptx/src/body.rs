@@ -250,7 +250,8 @@ pub enum Method {
     Trunc,
     /// `x.powi(n)` with `n: i32` (floats), by repeated squaring.
     Powi,
-    /// `f32` only: the transcendental functions, lowered to the hardware approximations.
+    /// The transcendental functions: on `f32` the hardware approximations, on `f64` the
+    /// software ones of [`crate::math64`].
     Exp,
     Exp2,
     Ln,
@@ -278,9 +279,9 @@ impl Method {
         }
     }
 
-    /// The transcendental functions that only `f32` has on the GPU (PTX approximates them in
-    /// single precision only).
-    pub fn is_f32_only(self) -> bool {
+    /// The transcendental functions (`f32` and `f64` only): PTX approximates them in single
+    /// precision, and [`crate::math64`] computes them in double precision.
+    pub fn is_transcendental(self) -> bool {
         matches!(
             self,
             Method::Exp

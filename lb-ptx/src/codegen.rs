@@ -1500,7 +1500,10 @@ impl Lower<'_> {
                 self.b.un(UnOp::Clz, bits_type(rty), reversed)
             }
             Method::CountOnes if rty.is_int() => self.b.un(UnOp::Popc, bits_type(rty), a[0]),
-            m if m.is_f32_only() && ty == Ty::F32 => self.transcendental(m, a[0], a.get(1)),
+            m if m.is_transcendental() && ty == Ty::F32 => self.transcendental(m, a[0], a.get(1)),
+            m if m.is_transcendental() && ty == Ty::F64 => {
+                crate::math64::call(self.b, m, a[0], a.get(1).copied())
+            }
             _ => return unsupported(format!("`{method:?}` on `{}`", ty.rust_name())),
         })
     }

@@ -6,6 +6,7 @@ pub mod body;
 pub mod builder;
 pub mod codegen;
 pub mod ir;
+pub mod math64;
 pub mod optimize;
 pub mod plan;
 pub mod primitives;

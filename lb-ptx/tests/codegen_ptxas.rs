@@ -52,6 +52,7 @@ fn every_module_assembles_without_spills() {
         (bits(), checked.clone()),
         (fatom(), Options::default()),
         (fatom(), checked),
+        (math64(), Options::default()),
     ];
     for (body, opts) in &cases {
         let g = generate(body, opts).expect("generates");

@@ -126,6 +126,47 @@ pub fn spmv() -> Body {
     }
 }
 
+/// `fn math64(a: &Csr<f64>, #[atom] nz) -> f64 { let v = a.values[nz]; v.exp() + v.exp2() +
+/// v.ln() + v.log2() + v.powf(v) + v.sin() + v.cos() + v.tanh() }`, reduce = sum: every `f64`
+/// transcendental function, in software.
+pub fn math64() -> Body {
+    let v = || {
+        load(
+            Ty::F64,
+            ArrayRef::Field(0, CsrField::Values),
+            index(IndexRole::Atom),
+        )
+    };
+    let terms = [
+        method(Method::Exp, Ty::F64, vec![v()]),
+        method(Method::Exp2, Ty::F64, vec![v()]),
+        method(Method::Ln, Ty::F64, vec![v()]),
+        method(Method::Log2, Ty::F64, vec![v()]),
+        method(Method::Powf, Ty::F64, vec![v(), v()]),
+        method(Method::Sin, Ty::F64, vec![v()]),
+        method(Method::Cos, Ty::F64, vec![v()]),
+        method(Method::Tanh, Ty::F64, vec![v()]),
+    ];
+    let value = terms
+        .into_iter()
+        .reduce(|acc, t| bin(BinaryOp::Add, Ty::F64, acc, t))
+        .expect("terms");
+    Body {
+        name: "math64".into(),
+        params: vec![csr("a", Ty::F64)],
+        roles: vec![IndexRole::Tile, IndexRole::Atom],
+        locals: vec![],
+        block: Block {
+            stmts: vec![],
+            value: Some(Box::new(value)),
+        },
+        reduce: Some((Ty::F64, Reduce::Sum)),
+        guards: Guards::Every,
+        out_storage: None,
+        epilogue: None,
+    }
+}
+
 /// `fn spmm(a: &Csr<f32>, b: &[f32], k: usize, #[tile] row, #[atom] nz, #[lane] j) -> f32
 /// { a.values[nz] * b[a.col_indices[nz] as usize * k + j] }`, reduce = sum, lanes = k.
 pub fn spmm() -> Body {
