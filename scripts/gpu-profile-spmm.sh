@@ -19,25 +19,11 @@ metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active,sm__inst_executed.su
 metrics+=,lts__t_bytes.sum,dram__bytes.sum,lts__t_sector_hit_rate.pct,l1tex__t_sector_hit_rate.pct
 metrics+=,smsp__inst_executed.avg.per_cycle_active
 summary() {
-  python3 - "$1" <<'PY'
-import csv, sys, collections
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-if not rows:
-    print("no rows"); sys.exit()
-h = rows[0]; idx = {n: i for i, n in enumerate(h)}
-per = collections.OrderedDict()
-for r in rows[1:]:
-    if not r[0].isdigit():
-        continue
-    per.setdefault((r[idx["ID"]], r[idx["Kernel Name"]][:34]), {})[r[idx["Metric Name"]]] = r[idx["Metric Value"]]
-short = [("gpu__time_duration.sum", "t"), ("launch__grid_size", "grid"), ("launch__block_size", "blk"),
-         ("launch__registers_per_thread", "reg"), ("sm__warps_active.avg.pct_of_peak_sustained_active", "occ%"),
-         ("sm__inst_executed.sum", "inst"), ("smsp__inst_executed.avg.per_cycle_active", "ipc"),
-         ("lts__t_bytes.sum", "l2B"), ("dram__bytes.sum", "dramB"), ("lts__t_sector_hit_rate.pct", "l2hit"),
-         ("l1tex__t_sector_hit_rate.pct", "l1hit")]
-for (i, name), m in per.items():
-    print(f"{i:>4} {name:34} " + " ".join(f"{s} {m.get(k, '?')}" for k, s in short))
-PY
+  python3 scripts/ncu-summary.py "$1" gpu__time_duration.sum=t launch__grid_size=grid \
+    launch__block_size=blk launch__registers_per_thread=reg \
+    sm__warps_active.avg.pct_of_peak_sustained_active=occ% sm__inst_executed.sum=inst \
+    smsp__inst_executed.avg.per_cycle_active=ipc lts__t_bytes.sum=l2B dram__bytes.sum=dramB \
+    lts__t_sector_hit_rate.pct=l2hit l1tex__t_sector_hit_rate.pct=l1hit
 }
 n=0
 for s in $schedules; do

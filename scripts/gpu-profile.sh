@@ -24,22 +24,8 @@ for s in $schedules; do
     --no-cusparse --reps 1 --warmup 0 --budget-ms 1 --energy-ms 1 --quiet \
     >"$work/$tag.csv" 2>"$work/$tag.err"
   echo "== $s"
-  python3 - "$work/$tag.csv" <<'PY'
-import csv, sys, collections
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-if not rows:
-    print("no rows"); sys.exit()
-h = rows[0]; idx = {n: i for i, n in enumerate(h)}
-per = collections.OrderedDict()
-for r in rows[1:]:
-    if r[0] == "ID" or not r[0].isdigit():
-        continue
-    key = (r[idx["ID"]], r[idx["Kernel Name"]][:40])
-    per.setdefault(key, {})[r[idx["Metric Name"]]] = r[idx["Metric Value"]]
-for (i, name), m in per.items():
-    print(f"{i:>5} {name:40} grid {m.get('launch__grid_size','?'):>8} blk {m.get('launch__block_size','?'):>5} "
-          f"t {m.get('gpu__time_duration.sum','?'):>10} dram {m.get('dram__bytes.sum','?'):>14} "
-          f"l2 {m.get('lts__t_bytes.sum','?'):>14} sm% {m.get('sm__throughput.avg.pct_of_peak_sustained_elapsed','?')}")
-PY
+  python3 scripts/ncu-summary.py "$work/$tag.csv" launch__grid_size=grid launch__block_size=blk \
+    gpu__time_duration.sum=t dram__bytes.sum=dram lts__t_bytes.sum=l2 \
+    sm__throughput.avg.pct_of_peak_sustained_elapsed=sm%
 done
 tar -C "$work" -czf "$out/profile-$ops.tgz" .
