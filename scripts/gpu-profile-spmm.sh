@@ -37,7 +37,8 @@ for s in $schedules; do
 done
 if [ -n "$probe" ]; then
   nvcc -O3 -arch=sm_90 -o "$work/spmm_proto" bench/proto/spmm_proto.cu -lcusparse
-  timeout 300 ncu --clock-control none --csv --metrics "$metrics" --kernel-name "regex:$probe" \
+  timeout 300 ncu --clock-control none --csv --metrics "$metrics" --kernel-name-base demangled \
+    --kernel-name "regex:$probe" \
     --launch-count 1 "$work/spmm_proto" >"$work/probe.csv" 2>"$work/probe.err"
   echo "== probe $probe"
   summary "$work/probe.csv"
