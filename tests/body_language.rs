@@ -812,3 +812,52 @@ fn f64_transcendentals_are_within_their_ulp_bounds_of_std() {
         eprintln!("{}: worst ulp per function {worst:?}", s.name());
     }
 }
+
+/// `powf`'s special cases, every special base against every special exponent: where Rust's
+/// result is a zero, an infinity, ±1 or NaN (each decided by a rule, not by rounding), exactly
+/// its bits (any NaN for NaN); elsewhere within the ulp bound.
+#[test]
+fn f64_powf_special_cases_are_exactly_rusts() {
+    let specials = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        2.0,
+        -2.0,
+        3.0,
+        -3.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        5e-324,
+        f64::MAX,
+    ];
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for &x in &specials {
+        for &y in &specials {
+            xs.push(x);
+            ys.push(y);
+        }
+    }
+    let n = xs.len();
+    let a = Csr::new(n, 1, (0..=n).collect(), vec![0; n], vec![1f32; n]).unwrap();
+    let dev = Device::default();
+    let da = DeviceCsr::upload(&dev, &a).unwrap();
+    let (dxs, dys) = (dev.upload(&xs).unwrap(), dev.upload(&ys).unwrap());
+    let mut dout = dev.zeros::<f64>(n * M).unwrap();
+    math64::launch(&dev, &da, &dxs, &dys, &mut dout).unwrap();
+    let out = dout.download().unwrap();
+    for (i, (&x, &y)) in xs.iter().zip(&ys).enumerate() {
+        let (got, want) = (out[i * M + 4], x.powf(y));
+        let ruled = want == 0.0 || want.is_infinite() || want.is_nan() || want.abs() == 1.0;
+        let ok = if ruled {
+            got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan())
+        } else {
+            ulps(got, want) <= MATH64[4].1
+        };
+        assert!(ok, "powf({x:e}, {y:e}) = {got:e}, Rust says {want:e}");
+    }
+}
