@@ -27,8 +27,8 @@ use crate::ir::{BinOp, Cmp, Op, Operand, Reg, Rounding, Type, UnOp};
 
 const F: Type = Type::F64;
 
-/// ln 2 in two parts: the first has 32 trailing zero bits, so `k · LN2_HI` is exact for any
-/// integer `|k| < 2^20`.
+/// ln 2 in two parts: the first has 21 trailing zero bits (32 significant ones), so
+/// `k · LN2_HI` is exact for any integer `|k| < 2^21`.
 const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
 const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
 /// ln 2 rounded, and what is left of it.
