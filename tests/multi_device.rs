@@ -9,7 +9,7 @@ mod common;
 mod graphs;
 
 use common::{assert_spmm_close, assert_spmv_close, random_csr, random_vec, Shape, SHAPES};
-use lb::multi::{Devices, MultiCsr, Reduce, Reduction};
+use lb::multi::{Devices, MultiCsr, Reduce, Reduction, SplitOptions, Transport};
 use lb::prelude::*;
 
 /// y = α·A·x + β·y: an epilogue, which must see each row's whole sum.
@@ -79,7 +79,21 @@ fn sum() -> Reduction {
 /// SpMV on every part, then the all-gather of y into every device's x: the step of an
 /// iterative method, three times, each against the f64 reference.
 fn iterate_spmv(devices: &Devices, a: &Csr<f32>, what: &str, schedule: Schedule) {
-    let split = MultiCsr::upload(devices, a).expect("upload");
+    iterate_spmv_split(devices, a, what, schedule, SplitOptions::default());
+}
+
+/// [`iterate_spmv`] on a tile set split as `options` say.
+fn iterate_spmv_split(
+    devices: &Devices,
+    a: &Csr<f32>,
+    what: &str,
+    schedule: Schedule,
+    options: SplitOptions,
+) {
+    let split = MultiCsr::upload_with(devices, a, options).expect("upload");
+    if let Some(c) = options.chunks {
+        assert!(split.chunks() <= c, "{what}: {} chunks", split.chunks());
+    }
     let square = a.num_rows == a.num_cols;
     let mut x_host = random_vec(a.num_cols, 7);
     let mut x = devices.replicate(&x_host).expect("replicate");
@@ -141,6 +155,92 @@ fn spmv_on_one_to_four_simulated_devices_matches_the_f64_reference() {
             }
         }
     }
+}
+
+/// Each device's share cut into chunks of whole rows, each chunk's rows gathered as soon as it
+/// is done: the same results for every chunk count, with rows cut between devices (whose
+/// gathered value waits for the reduce) and without.
+#[test]
+fn chunked_shares_gather_the_same_results() {
+    let seed = seed();
+    for n in 1..=4 {
+        let devices = Devices::simulators(n).expect("simulators");
+        for (name, a) in matrices(seed) {
+            for chunks in [1, 2, 3, 7] {
+                for s in [Schedule::MergePath, Schedule::Lrb] {
+                    let options = SplitOptions {
+                        chunks: Some(chunks),
+                        ..SplitOptions::default()
+                    };
+                    let what = format!("{name} on {n} devices in {chunks} chunks");
+                    iterate_spmv_split(&devices, &a, &what, s, options);
+                }
+            }
+        }
+    }
+    let devices = Devices::simulators(3).expect("simulators");
+    let a = giant_row(200, 4000, seed + 1);
+    let split = MultiCsr::upload_with(
+        &devices,
+        &a,
+        SplitOptions {
+            chunks: Some(4),
+            ..SplitOptions::default()
+        },
+    )
+    .expect("upload");
+    assert!(split.chunks() > 1, "the shares are cut in chunks");
+    let carried: Vec<usize> = split
+        .parts()
+        .iter()
+        .filter_map(|p| p.carries_to())
+        .collect();
+    assert_eq!(carried.len(), 2, "the giant row is cut at both boundaries");
+    for owner in carried {
+        let p = &split.parts()[owner];
+        assert_eq!(
+            p.chunk(),
+            0,
+            "a cut row is carried to its owner's first chunk"
+        );
+    }
+    let err = MultiCsr::upload_with(
+        &devices,
+        &a,
+        SplitOptions {
+            chunks: Some(0),
+            ..SplitOptions::default()
+        },
+    )
+    .err()
+    .expect("no chunks");
+    assert!(err.to_string().contains("at least one chunk"), "{err}");
+    assert_eq!(MultiCsr::<f32>::auto_chunks(1 << 30, 1), 1);
+    assert_eq!(MultiCsr::<f32>::auto_chunks(1 << 30, 2), 1);
+    assert_eq!(MultiCsr::<f32>::auto_chunks(1 << 30, 4), 2);
+    assert_eq!(MultiCsr::<f32>::auto_chunks(1000, 4), 1);
+}
+
+/// Rows shorter than a 64th of a device's atoms are not cut between devices: no reduce.
+#[test]
+fn short_rows_stay_whole_and_long_ones_are_cut() {
+    let devices = Devices::simulators(4).expect("simulators");
+    let a = random_csr(Shape::Random, 400, 50, seed());
+    let split = MultiCsr::upload(&devices, &a).expect("upload");
+    let longest = (0..a.num_rows).map(|r| a.row(r).len()).max().unwrap_or(0);
+    if longest < a.nnz() / 4 / 64 {
+        assert!(split.parts().iter().all(|p| p.carries_to().is_none()));
+    }
+    let g = giant_row(40, 3000, seed());
+    let split = MultiCsr::upload(&devices, &g).expect("upload");
+    assert_eq!(
+        split
+            .parts()
+            .iter()
+            .filter(|p| p.carries_to().is_some())
+            .count(),
+        3
+    );
 }
 
 #[test]
@@ -338,18 +438,34 @@ fn mismatched_outputs_and_devices_are_errors() {
 fn spmv_and_spmm_on_every_gpu() {
     let devices = Devices::cuda_all().expect("GPUs");
     assert!(devices.count() >= 2, "{devices:?}");
-    for (name, a) in matrices(seed()) {
-        for &s in &SCHEDULES {
-            iterate_spmv(&devices, &a, &format!("{name} on the GPUs"), s);
+    let transports: &[Transport] = if devices.peer_access() {
+        &[Transport::PeerCopy, Transport::Nccl]
+    } else {
+        &[Transport::Nccl]
+    };
+    for &t in transports {
+        devices.set_transport(t).expect("transport");
+        for (name, a) in matrices(seed()) {
+            for &s in &SCHEDULES {
+                iterate_spmv(&devices, &a, &format!("{name} on the GPUs, {t:?}"), s);
+            }
+            let options = SplitOptions {
+                chunks: Some(3),
+                ..SplitOptions::default()
+            };
+            let what = format!("{name} on the GPUs in 3 chunks, {t:?}");
+            iterate_spmv_split(&devices, &a, &what, Schedule::MergePath, options);
+        }
+        let a = giant_row(5000, 200_000, 3);
+        for chunks in [1, 4] {
+            let options = SplitOptions {
+                chunks: Some(chunks),
+                ..SplitOptions::default()
+            };
+            let what = format!("large giant row on the GPUs in {chunks} chunks, {t:?}");
+            iterate_spmv_split(&devices, &a, &what, Schedule::MergePath, options);
         }
     }
-    let a = giant_row(5000, 200_000, 3);
-    iterate_spmv(
-        &devices,
-        &a,
-        "large giant row on the GPUs",
-        Schedule::MergePath,
-    );
 }
 
 /// One level of a pull BFS on the transpose (row v lists v's in-neighbours; a 0-valued self
@@ -526,12 +642,52 @@ fn bfs_and_sssp_across_simulated_devices_match_one_device() {
     }
 }
 
-/// BFS and SSSP on every GPU give the one-GPU result on an R-MAT graph.
+/// An R-MAT graph (Chakrabarti, Zhan & Faloutsos; Graph500's probabilities 0.57, 0.19, 0.19,
+/// 0.05) with `2^scale` vertices and `edge_factor` edges per vertex, weights in [0.25, 1.25).
+fn rmat(scale: u32, edge_factor: usize, seed: u64) -> Csr<f32> {
+    let mut state = seed | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let n = 1usize << scale;
+    let triplets: Vec<(usize, usize, f32)> = (0..n * edge_factor)
+        .map(|_| {
+            let (mut r, mut c) = (0, 0);
+            for _ in 0..scale {
+                let p = next() % 100;
+                r = 2 * r + usize::from(p >= 76);
+                c = 2 * c + usize::from((57..76).contains(&p) || p >= 95);
+            }
+            (r, c, 0.25 + (next() % 1000) as f32 / 1000.0)
+        })
+        .collect();
+    Csr::from_triplets(n, n, triplets).expect("a valid R-MAT graph")
+}
+
+/// BFS and SSSP on every GPU give the one-GPU result on an R-MAT graph of `2^LB_RMAT_SCALE`
+/// vertices (default 2^18) and 16 edges per vertex.
 #[test]
 #[ignore = "needs two or more GPUs and NCCL"]
 fn bfs_and_sssp_on_every_gpu_match_one_gpu() {
-    let g = lb::generate::power_law(200_000, 200_000, 8.0, 5);
-    graph_apps_agree(0, &g, 1);
+    let scale = std::env::var("LB_RMAT_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(18);
+    let g = rmat(scale, 16, 5);
+    // The vertex with the most out-edges, so the traversal reaches the giant component.
+    let source = (0..g.num_rows).max_by_key(|&v| g.row(v).len()).unwrap_or(0);
+    let started = std::time::Instant::now();
+    graph_apps_agree(0, &g, source);
+    eprintln!(
+        "R-MAT 2^{scale}: {} vertices, {} edges, BFS and SSSP on every GPU = one GPU = the \
+         references ({:.1} s)",
+        g.num_rows,
+        g.nnz(),
+        started.elapsed().as_secs_f64()
+    );
 }
 
 /// y = A·x in half storage: loads widen to f32, each part's result rounds to f16.

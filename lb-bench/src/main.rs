@@ -13,6 +13,7 @@ mod graph;
 mod host_loop;
 mod looped;
 mod multi;
+mod oversize;
 mod report;
 mod run;
 mod variants;
@@ -23,6 +24,7 @@ use std::process::ExitCode;
 use clap::{Parser, ValueEnum};
 
 use corpus::{Family, Scale};
+use lb::multi::Transport;
 
 /// The operations measured. A new kernel op is added here and in `run::Problem::new` /
 /// `run::Problem::launch` (a device problem, a launch per schedule and a CPU reference); the graph
@@ -206,11 +208,28 @@ pub struct Cli {
     /// Instead of the per-call timings: the ops (SpMV, SpMM) on N devices, the matrix split by
     /// a merge path and each iteration's result all-gathered into every device's input (one
     /// iteration of an iterative method), against the same kernel on one device in the same
-    /// run; reports compute and exchange µs per iteration and the scaling. N GPUs exchange
-    /// through NCCL; with `--sim` (or without a GPU) N simulators verify the results only.
-    /// Default schedules: `merge_path`.
-    #[arg(long = "devices", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub devices: Option<u16>,
+    /// run; reports compute and exchange µs per iteration and the scaling. Several counts
+    /// (`--devices 2,4`) run one after another on the first GPUs. N GPUs exchange through peer
+    /// copies or NCCL (`--transport`); with `--sim` (or without a GPU) N simulators verify the
+    /// results only. Default schedules: `merge_path`.
+    #[arg(long = "devices", value_name = "N", value_delimiter = ',',
+        value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub devices: Vec<u16>,
+    /// With `--devices`: chunks per device to time, comma-separated (each device's share is
+    /// launched in this many chunks, each exchanged while the next computes; default: the
+    /// split's own choice).
+    #[arg(long = "chunks", value_name = "C", value_delimiter = ',',
+        value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub chunks: Vec<u16>,
+    /// With `--devices`: how the all-gather travels between GPUs, comma-separated: `peer`
+    /// (copy engines over peer access), `nccl` (NCCL broadcasts). Default: the group's own.
+    #[arg(long = "transport", value_name = "T", value_delimiter = ',', value_parser = transport)]
+    pub transports: Vec<Transport>,
+    /// With `--devices`: also SpMV on a generated matrix this many times larger than the first
+    /// GPU's memory (so one GPU cannot hold it), on the group only, verified row by row
+    /// against f64 on every core of the host.
+    #[arg(long = "oversize", value_name = "FACTOR", value_parser = oversize_factor)]
+    pub oversize: Option<f64>,
     /// Instead of running anything: refit the thresholds of `auto`'s cold-start rule on these
     /// JSON-lines results of earlier runs (`--json`), leaving one matrix family out at a time.
     #[arg(long = "fit-rule", value_name = "FILE", num_args = 1..)]
@@ -238,6 +257,24 @@ fn non_negative(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         Ok(v) => Err(format!("{v} is not a finite number of at least 0")),
+        Err(e) => Err(format!("`{text}` is not a number: {e}")),
+    }
+}
+
+/// `--transport`: `peer` or `nccl`.
+fn transport(text: &str) -> Result<Transport, String> {
+    match text {
+        "peer" => Ok(Transport::PeerCopy),
+        "nccl" => Ok(Transport::Nccl),
+        _ => Err(format!("`{text}` is not a transport: `peer` or `nccl`")),
+    }
+}
+
+/// `--oversize`: a factor above 1 (the matrix must not fit one GPU) and not absurd.
+fn oversize_factor(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if (1.0..=16.0).contains(&v) && v > 1.0 => Ok(v),
+        Ok(v) => Err(format!("{v} is not a factor above 1 and at most 16")),
         Err(e) => Err(format!("`{text}` is not a number: {e}")),
     }
 }

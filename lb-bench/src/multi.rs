@@ -7,17 +7,20 @@
 //! - `iteration`: the kernels on every part at once, the rows cut between parts combined, and
 //!   the all-gather of the result enqueued behind them (`MultiCsr::launch_and_gather`);
 //! - `compute`: the same kernels alone, waited for (`MultiCsr::launch`);
-//! - `exchange`: the all-gather alone (NCCL broadcasts of each part's rows), waited for;
+//! - `exchange`: the all-gather alone (peer copies or NCCL broadcasts of each part's rows),
+//!   waited for;
 //! - `one`: the same kernel on the whole matrix on the group's first device (no exchange: one
 //!   device needs none);
-//! - `scaling`: `one / iteration`.
+//! - `scaling`: `one / iteration`;
+//! - `chunks`, `transport`: how each device's share was launched (`--chunks`) and how the
+//!   all-gather travelled (`--transport`); one line per combination.
 //!
 //! On simulators the times mean nothing; the run still verifies every result.
 
 use std::io::Write;
 use std::time::Instant;
 
-use lb::multi::{Devices, MultiCsr, Replicated, RowParts};
+use lb::multi::{Devices, MultiCsr, Replicated, RowParts, SplitOptions, Transport};
 use lb::prelude::*;
 use serde::Serialize;
 
@@ -26,28 +29,30 @@ use crate::run::{spmm, spmv};
 use crate::{Cli, Op};
 
 #[derive(Serialize)]
-struct MultiRecord {
-    matrix: String,
-    rows: usize,
-    nnz: usize,
-    op: &'static str,
-    schedule: String,
-    devices: usize,
-    iteration_us: f64,
-    compute_us: f64,
-    exchange_us: f64,
-    one_device_us: f64,
-    scaling: f64,
+pub(crate) struct MultiRecord {
+    pub(crate) matrix: String,
+    pub(crate) rows: usize,
+    pub(crate) nnz: usize,
+    pub(crate) op: &'static str,
+    pub(crate) schedule: String,
+    pub(crate) devices: usize,
+    pub(crate) chunks: usize,
+    pub(crate) transport: String,
+    pub(crate) iteration_us: f64,
+    pub(crate) compute_us: f64,
+    pub(crate) exchange_us: f64,
+    pub(crate) one_device_us: f64,
+    pub(crate) scaling: f64,
     /// Largest relative error of the gathered result against the f64 reference.
-    max_rel_error: f64,
-    error: Option<String>,
+    pub(crate) max_rel_error: f64,
+    pub(crate) error: Option<String>,
 }
 
 /// The per-iteration phases' times, µs.
-struct Times {
-    iteration: f64,
-    compute: f64,
-    exchange: f64,
+pub(crate) struct Times {
+    pub(crate) iteration: f64,
+    pub(crate) compute: f64,
+    pub(crate) exchange: f64,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -95,7 +100,7 @@ fn launch_part(
 }
 
 /// Times `reps` iterations (after `warmup`) of compute then exchange on `split`.
-fn time_iterations(
+pub(crate) fn time_iterations(
     split: &MultiCsr<f32>,
     op: Op,
     schedule: Schedule,
@@ -134,50 +139,134 @@ fn time_iterations(
     })
 }
 
-/// One (matrix, op, schedule) on the whole group and on its first device.
+/// One (matrix, op, schedule) on its first device, then on the whole group for every chunk
+/// count and transport asked for: one record per combination.
 fn measure(
     group: &Devices,
     one: &Devices,
     m: &Matrix,
     op: Op,
     schedule: Schedule,
-    reps: (usize, usize),
-) -> lb::Result<MultiRecord> {
+    cli: &Cli,
+) -> lb::Result<Vec<MultiRecord>> {
+    let reps = (cli.warmup, cli.reps.max(1));
     let a = &m.csr;
     let k = op.k().unwrap_or(1);
     let dense_host = lb::generate::random_vector(a.num_cols * k, 11);
-    let mut per_device = Vec::new();
-    let mut error = 0.0;
-    for devices in [one, group] {
-        let split = MultiCsr::upload(devices, a)?;
-        let dense = devices.replicate(&dense_host)?;
+    let one_us = {
+        let split = MultiCsr::upload(one, a)?;
+        let dense = one.replicate(&dense_host)?;
         let mut out = split.outputs::<f32>(k)?;
-        let mut gathered = devices.replicated_zeros::<f32>(a.num_rows * k)?;
-        let times = time_iterations(&split, op, schedule, &dense, &mut out, &mut gathered, reps)?;
-        if devices.same(group) {
+        let mut gathered = one.replicated_zeros::<f32>(a.num_rows * k)?;
+        time_iterations(&split, op, schedule, &dense, &mut out, &mut gathered, reps)?.compute
+    };
+    let chunk_counts: Vec<Option<usize>> = if cli.chunks.is_empty() {
+        vec![None]
+    } else {
+        cli.chunks.iter().map(|&c| Some(usize::from(c))).collect()
+    };
+    let transports = if cli.transports.is_empty() {
+        vec![group.transport()]
+    } else {
+        cli.transports.clone()
+    };
+    let dense = group.replicate(&dense_host)?;
+    let mut records = Vec::new();
+    for chunks in chunk_counts {
+        let options = SplitOptions {
+            chunks,
+            ..SplitOptions::default()
+        };
+        let split = MultiCsr::upload_with(group, a, options)?;
+        let mut out = split.outputs::<f32>(k)?;
+        for &transport in &transports {
+            group.set_transport(transport)?;
+            let mut gathered = group.replicated_zeros::<f32>(a.num_rows * k)?;
+            let times =
+                time_iterations(&split, op, schedule, &dense, &mut out, &mut gathered, reps)?;
             // The gathered copy of the last device holds what every device received.
-            let last = gathered.on(devices.count() - 1).download()?;
-            error = max_rel_error(a, &dense_host, k, &last);
+            let last = gathered.on(group.count() - 1).download()?;
+            records.push(MultiRecord {
+                matrix: m.name.clone(),
+                rows: a.num_rows,
+                nnz: a.nnz(),
+                op: op.name(),
+                schedule: schedule.to_string(),
+                devices: group.count(),
+                chunks: split.chunks(),
+                transport: transport_name(transport).into(),
+                iteration_us: times.iteration,
+                compute_us: times.compute,
+                exchange_us: times.exchange,
+                one_device_us: one_us,
+                scaling: one_us / times.iteration,
+                max_rel_error: max_rel_error(a, &dense_host, k, &last),
+                error: None,
+            });
         }
-        per_device.push(times);
     }
-    let one_us = per_device[0].compute;
-    let total = per_device[1].iteration;
-    Ok(MultiRecord {
-        matrix: m.name.clone(),
-        rows: a.num_rows,
-        nnz: a.nnz(),
-        op: op.name(),
-        schedule: schedule.to_string(),
-        devices: group.count(),
-        iteration_us: total,
-        compute_us: per_device[1].compute,
-        exchange_us: per_device[1].exchange,
-        one_device_us: one_us,
-        scaling: one_us / total,
-        max_rel_error: error,
-        error: None,
-    })
+    Ok(records)
+}
+
+pub(crate) fn transport_name(t: Transport) -> &'static str {
+    match t {
+        Transport::PeerCopy => "peer",
+        Transport::Nccl => "nccl",
+    }
+}
+
+const HEADER: [&str; 10] = [
+    "matrix",
+    "op",
+    "schedule",
+    "chunks",
+    "transport",
+    "iteration",
+    "compute",
+    "exchange",
+    "one",
+    "scaling",
+];
+
+/// Prints `record`'s line (and appends it to the JSON lines); whether it failed.
+pub(crate) fn report(
+    record: &MultiRecord,
+    tolerance: f64,
+    json: &mut Option<&mut dyn Write>,
+) -> bool {
+    let bad =
+        record.error.is_some() || record.max_rel_error.is_nan() || record.max_rel_error > tolerance;
+    println!(
+        "{:<40} {:<8} {:<16} {:>6} {:>9} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8.2}{}",
+        record.matrix,
+        record.op,
+        record.schedule,
+        record.chunks,
+        record.transport,
+        record.iteration_us,
+        record.compute_us,
+        record.exchange_us,
+        record.one_device_us,
+        record.scaling,
+        match (&record.error, bad) {
+            (Some(e), _) => format!("  error: {e}"),
+            (None, true) => format!("  WRONG: error {:.2e}", record.max_rel_error),
+            (None, false) => String::new(),
+        }
+    );
+    if let Some(w) = json.as_mut() {
+        let line = serde_json::to_string(record).expect("records serialize");
+        let _ = writeln!(w, "{line}");
+    }
+    bad
+}
+
+fn print_header() {
+    let h = HEADER;
+    println!(
+        "{:<40} {:<8} {:<16} {:>6} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8}",
+        h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9]
+    );
 }
 
 /// Runs every (matrix, op, schedule) on `group`; returns how many runs failed.
@@ -189,23 +278,21 @@ pub fn run(
     schedules: &[Schedule],
     mut json: Option<&mut dyn Write>,
 ) -> usize {
-    let reps = (cli.warmup, cli.reps.max(1));
-    println!(
-        "{:<40} {:<8} {:<16} {:>10} {:>10} {:>10} {:>10} {:>8}",
-        "matrix", "op", "schedule", "iteration", "compute", "exchange", "one", "scaling"
-    );
+    print_header();
     let mut failed = 0;
     for m in matrices {
         for &op in cli.ops.iter().filter(|o| !o.is_graph()) {
             for &schedule in schedules {
-                let record =
-                    measure(group, one, m, op, schedule, reps).unwrap_or_else(|e| MultiRecord {
+                let records = measure(group, one, m, op, schedule, cli).unwrap_or_else(|e| {
+                    vec![MultiRecord {
                         matrix: m.name.clone(),
                         rows: m.csr.num_rows,
                         nnz: m.csr.nnz(),
                         op: op.name(),
                         schedule: schedule.to_string(),
                         devices: group.count(),
+                        chunks: 0,
+                        transport: transport_name(group.transport()).into(),
                         iteration_us: f64::NAN,
                         compute_us: f64::NAN,
                         exchange_us: f64::NAN,
@@ -213,30 +300,10 @@ pub fn run(
                         scaling: f64::NAN,
                         max_rel_error: f64::NAN,
                         error: Some(e.to_string()),
-                    });
-                let bad = record.error.is_some()
-                    || record.max_rel_error.is_nan()
-                    || record.max_rel_error > cli.tolerance;
-                failed += usize::from(bad);
-                println!(
-                    "{:<40} {:<8} {:<16} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8.2}{}",
-                    record.matrix,
-                    record.op,
-                    record.schedule,
-                    record.iteration_us,
-                    record.compute_us,
-                    record.exchange_us,
-                    record.one_device_us,
-                    record.scaling,
-                    match (&record.error, bad) {
-                        (Some(e), _) => format!("  error: {e}"),
-                        (None, true) => format!("  WRONG: error {:.2e}", record.max_rel_error),
-                        (None, false) => String::new(),
-                    }
-                );
-                if let Some(w) = json.as_mut() {
-                    let line = serde_json::to_string(&record).expect("records serialize");
-                    let _ = writeln!(w, "{line}");
+                    }]
+                });
+                for r in &records {
+                    failed += usize::from(report(r, cli.tolerance, &mut json));
                 }
             }
         }

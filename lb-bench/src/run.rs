@@ -30,23 +30,20 @@ pub(crate) fn spmm(a: &Csr<f32>, b: &[f32], k: usize, #[atom] nz: usize, #[lane]
     a.values[nz] * b[a.col_indices[nz] as usize * k + j]
 }
 
-/// `--devices N`: the group (N GPUs, or N simulators without one) and its first device alone.
+/// `--devices N,…`: each group (N GPUs, or N simulators without one) and its first device
+/// alone.
 fn run_devices(
     cli: &Cli,
-    n: usize,
     gpu: bool,
     matrices: &[Matrix],
     wanted: &[Schedule],
 ) -> Result<Summary, String> {
-    let ordinals: Vec<usize> = (0..n).collect();
-    let (group, one) = if gpu {
-        (Devices::cuda(&ordinals), Devices::cuda(&[0]))
+    let one = if gpu {
+        Devices::cuda(&[0])
     } else {
-        (Devices::simulators(n), Devices::simulators(1))
+        Devices::simulators(1)
     };
-    let group = group.map_err(|e| format!("{n} devices: {e}"))?;
     let one = one.map_err(|e| format!("one device: {e}"))?;
-    eprintln!("lb-bench: {group:?}, {} matrices", matrices.len());
     let schedules = if wanted.is_empty() {
         &[Schedule::MergePath][..]
     } else {
@@ -58,8 +55,23 @@ fn run_devices(
         )),
         None => None,
     };
-    let out = json.as_mut().map(|w| w as &mut dyn Write);
-    let failed = crate::multi::run(&group, &one, matrices, cli, schedules, out);
+    let mut failed = 0;
+    for &n in &cli.devices {
+        let n = usize::from(n);
+        let group = if gpu {
+            Devices::cuda(&(0..n).collect::<Vec<_>>())
+        } else {
+            Devices::simulators(n)
+        };
+        let group = group.map_err(|e| format!("{n} devices: {e}"))?;
+        eprintln!("lb-bench: {group:?}, {} matrices", matrices.len());
+        let out = json.as_mut().map(|w| w as &mut dyn Write);
+        failed += crate::multi::run(&group, &one, matrices, cli, schedules, out);
+        if let Some(factor) = cli.oversize {
+            let out = json.as_mut().map(|w| w as &mut dyn Write);
+            failed += crate::oversize::run(&group, factor, cli, out);
+        }
+    }
     if let Some(w) = json.as_mut() {
         w.flush().map_err(|e| e.to_string())?;
     }
@@ -339,7 +351,7 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
     if !cli.no_corpus {
         matrices.extend(corpus::build(&families, cli.scale, cli.seed));
     }
-    if matrices.is_empty() {
+    if matrices.is_empty() && cli.oversize.is_none() {
         return Err("no matrices: give --mtx FILE or drop --no-corpus".into());
     }
     let wanted: Vec<Schedule> = cli
@@ -351,8 +363,8 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
         })
         .collect::<Result<_, _>>()?;
 
-    if let Some(n) = cli.devices {
-        return run_devices(cli, usize::from(n), dev.is_gpu(), &matrices, &wanted);
+    if !cli.devices.is_empty() {
+        return run_devices(cli, dev.is_gpu(), &matrices, &wanted);
     }
 
     let gpu = dev.is_gpu().then(|| {

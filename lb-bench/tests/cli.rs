@@ -284,6 +284,10 @@ fn help_documents_every_option() {
         "--json",
         "--plots",
         "--quiet",
+        "--devices",
+        "--chunks",
+        "--transport",
+        "--oversize",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
     }
@@ -327,6 +331,96 @@ fn a_nan_or_negative_tolerance_or_budget_is_refused() {
         assert_eq!(out.status.code(), Some(2), "{flag} {value}: {err}");
         assert!(
             err.contains(flag) && err.contains("at least 0") && !err.contains("panicked"),
+            "{flag} {value}: {err}"
+        );
+    }
+}
+
+/// `--devices 2,3` on simulators: one verified line per group, chunk count and transport, in the
+/// JSON lines too; bad chunk counts, transports and oversize factors are refused by name.
+#[test]
+fn simulated_devices_sweep_chunks_and_transports() {
+    let dir = std::env::temp_dir().join(format!("lb-bench-devices-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("multi.jsonl");
+    let out = bench()
+        .args([
+            "--sim",
+            "--quiet",
+            "--families",
+            "giant-row",
+            "--ops",
+            "spmv",
+            "--devices",
+            "2,3",
+            "--chunks",
+            "1,3",
+            "--transport",
+            "peer,nccl",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut seen = BTreeSet::new();
+    for r in &records {
+        assert!(r["error"].is_null(), "{r}");
+        assert!(r["max_rel_error"].as_f64().unwrap() <= 1e-4, "{r}");
+        seen.insert((
+            r["matrix"].as_str().unwrap().to_string(),
+            r["devices"].as_u64().unwrap(),
+            r["chunks"].as_u64().unwrap(),
+            r["transport"].as_str().unwrap().to_string(),
+        ));
+    }
+    let matrices: BTreeSet<_> = seen.iter().map(|s| s.0.clone()).collect();
+    assert!(!matrices.is_empty());
+    for m in &matrices {
+        for devices in [2, 3] {
+            for transport in ["peer", "nccl"] {
+                assert!(
+                    seen.iter()
+                        .any(|s| s.0 == *m && s.1 == devices && s.2 == 1 && s.3 == transport),
+                    "{m} on {devices} devices, 1 chunk, {transport}: {seen:?}"
+                );
+                assert!(
+                    seen.iter()
+                        .any(|s| s.0 == *m && s.1 == devices && s.2 > 1 && s.3 == transport),
+                    "{m} on {devices} devices in chunks, {transport}: {seen:?}"
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    for (flag, value, says) in [
+        ("--chunks", "0", "--chunks"),
+        ("--transport", "carrier-pigeon", "not a transport"),
+        ("--oversize", "0.5", "above 1"),
+        ("--oversize", "nan", "--oversize"),
+    ] {
+        let out = bench()
+            .args(["--sim", "--devices", "2", &format!("{flag}={value}")])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {err}");
+        assert!(
+            err.contains(says) && !err.contains("panicked"),
             "{flag} {value}: {err}"
         );
     }

@@ -520,56 +520,6 @@ impl Device {
         }
     }
 
-    /// Copies `count` elements from element `src_at` of `src` to element `dst_at` of `dst`, on
-    /// the device's stream: a range of one buffer into another, as the exchanges between
-    /// devices place the pieces of a result. Ranges past either buffer are an [`Error::Shape`].
-    pub(crate) fn copy_range<T: Element>(
-        &self,
-        src: &DeviceBuffer<T>,
-        src_at: usize,
-        dst: &mut DeviceBuffer<T>,
-        dst_at: usize,
-        count: usize,
-    ) -> Result<()> {
-        if !self.same(src.device()) || !self.same(dst.device()) {
-            return Err(Error::DeviceMismatch {
-                what: "a buffer of the copy".into(),
-            });
-        }
-        let fits = |at: usize, len: usize| at.checked_add(count).is_some_and(|end| end <= len);
-        if !fits(src_at, src.len()) || !fits(dst_at, dst.len()) {
-            return Err(Error::Shape(format!(
-                "copying {count} elements from element {src_at} of a buffer of {} to element \
-                 {dst_at} of a buffer of {}",
-                src.len(),
-                dst.len()
-            )));
-        }
-        if count == 0 {
-            return Ok(());
-        }
-        self.note_device_work();
-        let (s, d, bytes) = (src_at * T::SIZE, dst_at * T::SIZE, count * T::SIZE);
-        match (&src.raw.storage, &mut dst.raw.storage) {
-            (Storage::Gpu { slice: a, stream }, Storage::Gpu { slice: b, .. }) => stream
-                .memcpy_dtod(&a.slice(s..s + bytes), &mut b.slice_mut(d..d + bytes))
-                .map_err(|e| Error::cuda("copying on the GPU", e)),
-            (Storage::Sim(a), Storage::Sim(b)) => {
-                let Backend::Sim(sim) = &self.inner.backend else {
-                    return Err(Error::DeviceMismatch {
-                        what: "a simulator buffer".into(),
-                    });
-                };
-                let mut mem = sim.memory();
-                let data = mem.read(*a + s as u64, bytes as u64)?;
-                Ok(mem.write(*b + d as u64, &data)?)
-            }
-            _ => Err(Error::DeviceMismatch {
-                what: "a buffer of the copy".into(),
-            }),
-        }
-    }
-
     /// Waits until all work submitted to the device (on every stream) has finished; reports
     /// faults of kernels and the pending reports of the device's stream
     /// ([`Stream::synchronize`] reads another stream's).

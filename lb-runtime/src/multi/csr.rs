@@ -1,9 +1,10 @@
 //! A CSR tile set split across a group of devices, its per-device outputs, and the launch that
-//! combines the rows cut between devices.
+//! combines the rows cut between devices and overlaps the all-gather of its result with its
+//! kernels.
 
 use std::ops::Range;
 
-use super::collective::{Piece, ReduceSend};
+use super::collective::{Exchange, Piece, ReduceSend};
 use super::partition::{self, Share};
 use super::{Devices, Reduction, Replicated};
 use crate::buffer::{DeviceBuffer, Element};
@@ -13,19 +14,28 @@ use crate::formats::{Csr, DeviceCsr};
 use crate::launch::Launch;
 use crate::stream::{Pending, Stream};
 
-/// One device's part of a [`MultiCsr`]: a CSR of its own, numbered locally (its row `i` is the
-/// tile set's row `rows().start + i`, its atoms are `atoms()` of the tile set's; column indices
-/// keep the tile set's numbering, so a replicated `x` is indexed as on one device).
+/// One chunk of one device's part of a [`MultiCsr`]: a CSR of its own, numbered locally (its
+/// row `i` is the tile set's row `rows().start + i`, its atoms are `atoms()` of the tile set's;
+/// column indices keep the tile set's numbering, so a replicated `x` is indexed as on one
+/// device). A device's share of the tile set is one part, or several chunks of whole rows that
+/// its launches run one after another (see [`SplitOptions::chunks`]).
 pub struct CsrPart<T: Element> {
     index: usize,
+    chunk: usize,
     share: Share,
     tiles: DeviceCsr<T>,
 }
 
 impl<T: Element> CsrPart<T> {
-    /// The part's position in the group (its device's index).
+    /// The index in the group of the device holding the part (what [`Replicated::on`] takes).
     pub fn index(&self) -> usize {
         self.index
+    }
+
+    /// Which chunk of its device's share the part is (0 for the first, and for an unchunked
+    /// share).
+    pub fn chunk(&self) -> usize {
+        self.chunk
     }
 
     /// The device holding the part.
@@ -53,18 +63,39 @@ impl<T: Element> CsrPart<T> {
         self.share.atoms.clone()
     }
 
-    /// The part whose last row goes on in a later part: that part's index, where the row's
-    /// partial result from this part is combined.
+    /// When the part's last row goes on in a later device's part: that part's position in
+    /// [`MultiCsr::parts`], where the row's partial result from this part is combined.
     pub fn carries_to(&self) -> Option<usize> {
         self.share.carry_to
     }
+}
+
+/// How [`MultiCsr::upload_with`] splits a tile set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SplitOptions {
+    /// Never cut a row between devices (what kernels with an epilogue or that read `#[rank]`
+    /// need). Otherwise a cut falls inside a row only when the row is long enough to unbalance
+    /// the devices (a 64th of a device's atoms or more); shorter rows stay whole.
+    pub whole_rows: bool,
+    /// Launches per device: each device's share is cut into this many chunks of whole rows,
+    /// launched one after another, and [`MultiCsr::launch_and_gather`] exchanges each chunk's
+    /// rows while the next chunk computes. `None` picks from the devices and atoms per device
+    /// (one chunk on one device, where there is nothing to overlap):
+    /// [`MultiCsr::auto_chunks`].
+    pub chunks: Option<usize>,
 }
 
 /// A [`Csr`] split across the devices of a [`Devices`] group by a merge path over rows and atoms
 /// (every part holds about `(rows + nnz) / devices` of them; a long row is cut across parts).
 pub struct MultiCsr<T: Element> {
     devices: Devices,
+    /// Device by device, each device's chunks in row order.
     parts: Vec<CsrPart<T>>,
+    /// Per device, its parts' positions in `parts`.
+    by_device: Vec<Vec<usize>>,
+    /// Per part, whether its first row is a cut row whose partial results other parts carry
+    /// to it (its final value exists only after the reduce).
+    receives_carry: Vec<bool>,
     num_rows: usize,
     num_cols: usize,
     nnz: usize,
@@ -108,27 +139,91 @@ impl MultiLaunch {
 }
 
 impl<T: Element> MultiCsr<T> {
-    /// Splits `csr` across `devices` so that every part has about the same rows plus atoms,
-    /// cutting rows where the split falls inside one.
+    /// Splits `csr` across `devices` so that every device has about the same rows plus atoms,
+    /// cutting a row between devices only where it is long enough to unbalance them, in the
+    /// default number of chunks per device ([`SplitOptions::default`]).
     pub fn upload(devices: &Devices, csr: &Csr<T>) -> Result<MultiCsr<T>> {
-        Self::upload_split(devices, csr, false)
+        Self::upload_with(devices, csr, SplitOptions::default())
     }
 
     /// Like [`upload`](Self::upload), but every cut moves to the end of the row it falls in: no
     /// row is split, at the price of uneven parts where rows are long. What kernels with an
     /// epilogue need.
     pub fn upload_whole_rows(devices: &Devices, csr: &Csr<T>) -> Result<MultiCsr<T>> {
-        Self::upload_split(devices, csr, true)
+        let options = SplitOptions {
+            whole_rows: true,
+            ..SplitOptions::default()
+        };
+        Self::upload_with(devices, csr, options)
     }
 
-    fn upload_split(devices: &Devices, csr: &Csr<T>, whole_rows: bool) -> Result<MultiCsr<T>> {
+    /// The chunks per device [`upload`](Self::upload) picks for `atoms` atoms on `devices`
+    /// devices: two on three devices or more when each holds at least
+    /// [`CHUNK_ATOMS`](Self::CHUNK_ATOMS) atoms, else one. Measured on four and two H100s
+    /// (docs/multi-gpu.md): a second chunk costs each device 5–25 µs of launch and tail, which
+    /// the overlap repays where the exchange is a large part of an iteration (four devices),
+    /// not on two; more chunks cost more than they overlap.
+    pub fn auto_chunks(atoms: usize, devices: usize) -> usize {
+        if devices >= 3 && atoms / devices >= Self::CHUNK_ATOMS {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// The fewest atoms per device for which [`auto_chunks`](Self::auto_chunks) cuts chunks.
+    pub const CHUNK_ATOMS: usize = 1 << 20;
+
+    /// Splits `csr` across `devices` as `options` say.
+    pub fn upload_with(
+        devices: &Devices,
+        csr: &Csr<T>,
+        options: SplitOptions,
+    ) -> Result<MultiCsr<T>> {
         csr.validate()?;
-        let shares = partition::split(&csr.row_offsets, devices.count(), whole_rows);
-        let parts = shares
+        let n = devices.count();
+        let chunks = match options.chunks {
+            Some(0) => {
+                return Err(Error::Shape(
+                    "a device's share needs at least one chunk: pass chunks: Some(1) or more, \
+                     or None to let the split choose"
+                        .into(),
+                ))
+            }
+            Some(c) => c,
+            None => Self::auto_chunks(csr.nnz(), n),
+        };
+        let min_cut = if options.whole_rows {
+            usize::MAX
+        } else {
+            partition::min_cut_row(&csr.row_offsets, n)
+        };
+        let shares = partition::split(&csr.row_offsets, n, min_cut);
+        // Each device's chunks; a share's carry names a device until it is mapped to the
+        // owner's first part below.
+        let mut pieces: Vec<(usize, usize, Share)> = Vec::new();
+        let mut by_device = vec![Vec::new(); n];
+        let mut first_of = Vec::with_capacity(n);
+        for (d, share) in shares.iter().enumerate() {
+            first_of.push(pieces.len());
+            for (c, chunk) in partition::chunks(&csr.row_offsets, share, chunks)
+                .into_iter()
+                .enumerate()
+            {
+                by_device[d].push(pieces.len());
+                pieces.push((d, c, chunk));
+            }
+        }
+        let mut receives_carry = vec![false; pieces.len()];
+        for (_, _, share) in &mut pieces {
+            if let Some(owner) = share.carry_to {
+                share.carry_to = Some(first_of[owner]);
+                receives_carry[first_of[owner]] = true;
+            }
+        }
+        let parts = pieces
             .into_iter()
-            .zip(devices.devices())
-            .enumerate()
-            .map(|(index, (share, dev))| {
+            .map(|(index, chunk, share)| {
                 let local = Csr {
                     num_rows: share.rows.len(),
                     num_cols: csr.num_cols,
@@ -138,18 +233,26 @@ impl<T: Element> MultiCsr<T> {
                 };
                 Ok(CsrPart {
                     index,
+                    chunk,
+                    tiles: DeviceCsr::upload(&devices.devices()[index], &local)?,
                     share,
-                    tiles: DeviceCsr::upload(dev, &local)?,
                 })
             })
             .collect::<Result<_>>()?;
         Ok(MultiCsr {
             devices: devices.clone(),
             parts,
+            by_device,
+            receives_carry,
             num_rows: csr.num_rows,
             num_cols: csr.num_cols,
             nnz: csr.nnz(),
         })
+    }
+
+    /// Chunks per device (the most any device has).
+    pub fn chunks(&self) -> usize {
+        self.by_device.iter().map(Vec::len).max().unwrap_or(0)
     }
 
     pub fn parts(&self) -> &[CsrPart<T>] {
@@ -211,11 +314,13 @@ impl<T: Element> MultiCsr<T> {
     }
 
     /// Runs a kernel on every part at once: `launch(part, stream, output)` enqueues it on
-    /// `stream` (the part's device's stream) with the part's tile set, the part's copy of every
-    /// replicated input, and `output`, the part's buffer of `out`; typically a generated
-    /// kernel's `launch_with_async`. When every part is enqueued, the partial results of the
-    /// rows cut between parts are combined with `reduction` (the kernel's `REDUCTION`) into
-    /// the part that owns each row; then every part is waited for and its report returned.
+    /// `stream` (the part's device's stream) with the part's tile set, the part's device's copy
+    /// of every replicated input (`x.on(part.index())`), and `output`, the part's buffer of
+    /// `out`; typically a generated kernel's `launch_with_async`. A device with several chunks
+    /// gets one call per chunk, in row order. When every part is enqueued, the partial results
+    /// of the rows cut between devices are combined with `reduction` (the kernel's
+    /// `REDUCTION`) into the part that owns each row; then every part is waited for and its
+    /// report returned.
     ///
     /// Each part's kernel sees the part's local numbering: `#[tile]` is the local row and
     /// `#[atom]` the local atom, so arrays they index are passed per part
@@ -223,21 +328,24 @@ impl<T: Element> MultiCsr<T> {
     /// kernel whose result for a row must come from one device, an epilogue or an atom's
     /// `#[rank]` ([`Reduction::whole_rows`]), needs a tile set uploaded with
     /// [`upload_whole_rows`](Self::upload_whole_rows): otherwise the error says so, before
-    /// anything is launched.
+    /// anything is launched. `launch` must not start exchanges of the same group (the group
+    /// runs one at a time, and this one is under way).
     pub fn launch<U: Element>(
         &self,
         reduction: Reduction,
         out: &mut RowParts<U>,
         launch: impl FnMut(&CsrPart<T>, &Stream, &mut DeviceBuffer<U>) -> Result<Pending>,
     ) -> Result<MultiLaunch> {
-        let pending = self.enqueue(reduction, out, launch)?;
+        self.check_outputs(out)?;
+        let pending = self.enqueue(reduction, out, None, launch)?;
         Self::wait_all(pending)
     }
 
     /// [`launch`](Self::launch), then [`all_gather`](Self::all_gather) of its result into
     /// `into`, with no wait between them: one iteration of an iterative method (the next one's
-    /// input is `into`, which must not be an input of this launch). Each device starts its share
-    /// of the exchange as soon as its own kernels are done.
+    /// input is `into`, which must not be an input of this launch). Each chunk's rows are
+    /// exchanged as soon as its kernels are done, while the device computes its next chunk;
+    /// a row cut between devices follows once its partial results are combined.
     pub fn launch_and_gather<U: Element>(
         &self,
         reduction: Reduction,
@@ -246,22 +354,21 @@ impl<T: Element> MultiCsr<T> {
         launch: impl FnMut(&CsrPart<T>, &Stream, &mut DeviceBuffer<U>) -> Result<Pending>,
     ) -> Result<MultiLaunch> {
         self.check_gather(out, into)?;
-        let pending = self.enqueue(reduction, out, launch)?;
-        if let Err(e) = self.gather_pieces(out, into) {
-            let _ = Self::wait_all(pending);
-            return Err(e);
-        }
+        let pending = self.enqueue(reduction, out, Some(into), launch)?;
         Self::wait_all(pending)
     }
 
-    /// Enqueues every part's launch and the combination of the cut rows.
+    /// Enqueues every part's launch, chunk step by chunk step, the exchange of each step's
+    /// rows when `into` is given, and the combination of the cut rows. On an error, what was
+    /// enqueued is waited for (so no kernel still runs on buffers the caller may free next) and
+    /// the error returned.
     fn enqueue<U: Element>(
         &self,
         reduction: Reduction,
         out: &mut RowParts<U>,
+        mut into: Option<&mut Replicated<U>>,
         mut launch: impl FnMut(&CsrPart<T>, &Stream, &mut DeviceBuffer<U>) -> Result<Pending>,
     ) -> Result<Vec<Pending>> {
-        self.check_outputs(out)?;
         if reduction.whole_rows && self.parts.iter().any(|p| p.carries_to().is_some()) {
             return Err(Error::Shape(
                 "the kernel needs each row whole on one device (it has an epilogue or reads an \
@@ -270,24 +377,54 @@ impl<T: Element> MultiCsr<T> {
                     .into(),
             ));
         }
+        let devices = self.devices.devices();
+        let carries = self.receives_carry.iter().any(|&r| r);
+        let side = carries || into.is_some();
+        let mut exchange = self.devices.exchange();
         let mut pending = Vec::with_capacity(self.parts.len());
-        for (part, buf) in self.parts.iter().zip(&mut out.parts) {
-            let stream = part.device().stream();
-            match launch(part, &stream, buf) {
-                Ok(p) => pending.push(p),
-                Err(e) => {
-                    // Reports of the parts already enqueued are dropped with them; wait so no
-                    // kernel still runs on buffers the caller may free next.
-                    let _ = self.devices.synchronize();
-                    return Err(e);
+        let mut steps = || -> Result<()> {
+            if side {
+                exchange.begin(devices)?;
+            }
+            for step in 0..self.chunks() {
+                for (d, parts) in self.by_device.iter().enumerate() {
+                    let Some(&q) = parts.get(step) else { continue };
+                    let stream = devices[d].stream();
+                    pending.push(launch(&self.parts[q], &stream, &mut out.parts[q])?);
+                    if side {
+                        exchange.after_compute(devices, d, step)?;
+                    }
+                }
+                if let Some(into) = into.as_deref_mut() {
+                    let pieces = self.step_pieces(step, out);
+                    exchange.gather(devices, Some(step), &pieces, &mut into.copies)?;
                 }
             }
+            if carries {
+                self.combine_carries(&mut exchange, reduction, out)?;
+                if let Some(into) = into.as_deref_mut() {
+                    exchange.fence()?;
+                    let pieces = self.cut_row_pieces(out);
+                    exchange.gather(devices, None, &pieces, &mut into.copies)?;
+                }
+            }
+            if side {
+                exchange.end(devices)?;
+            }
+            Ok(())
+        };
+        match steps() {
+            Ok(()) => Ok(pending),
+            Err(e) => {
+                if side {
+                    let _ = exchange.end(devices);
+                }
+                drop(exchange);
+                let _ = self.devices.synchronize();
+                drop(pending);
+                Err(e)
+            }
         }
-        if let Err(e) = self.combine_carries(reduction, out) {
-            let _ = Self::wait_all(pending);
-            return Err(e);
-        }
-        Ok(pending)
     }
 
     /// Waits for every part; the first error wins, after every part was waited for.
@@ -307,17 +444,16 @@ impl<T: Element> MultiCsr<T> {
                 self.parts.len()
             )));
         }
-        for (p, buf) in self.parts.iter().zip(&out.parts) {
+        for (q, (p, buf)) in self.parts.iter().zip(&out.parts).enumerate() {
             if !p.device().same(buf.device()) {
                 return Err(Error::DeviceMismatch {
-                    what: format!("the output of part {}", p.index),
+                    what: format!("the output of part {q}"),
                 });
             }
             if buf.len() != p.share.rows.len() * out.width {
                 return Err(Error::Shape(format!(
-                    "the output of part {} has {} elements where its {} rows of {} need {}: \
+                    "the output of part {q} has {} elements where its {} rows of {} need {}: \
                      make the outputs with this tile set's MultiCsr::outputs",
-                    p.index,
                     buf.len(),
                     p.share.rows.len(),
                     out.width,
@@ -330,30 +466,34 @@ impl<T: Element> MultiCsr<T> {
 
     /// Combines each cut row's partial results into its owner's first row, one reduce per
     /// owner.
-    fn combine_carries<U: Element>(&self, reduction: Reduction, out: &RowParts<U>) -> Result<()> {
+    fn combine_carries<U: Element>(
+        &self,
+        exchange: &mut Exchange,
+        reduction: Reduction,
+        out: &RowParts<U>,
+    ) -> Result<()> {
         let width = out.width;
-        let exchange = self.devices.exchange();
-        for owner in 0..self.parts.len() {
-            let senders: Vec<ReduceSend> = self
-                .parts
-                .iter()
-                .zip(&out.parts)
-                .map(|(p, buf)| ReduceSend {
-                    addr: (p.carries_to() == Some(owner)).then(|| {
-                        let last = p.share.rows.len() - 1;
-                        buf.device_addr() + (last * width * U::SIZE) as u64
-                    }),
-                })
+        if width == 0 {
+            return Ok(());
+        }
+        for (owner, _) in self.receives_carry.iter().enumerate().filter(|(_, &r)| r) {
+            // One sender per device at most: only a device's last chunk carries.
+            let mut senders: Vec<ReduceSend> = (0..self.devices.count())
+                .map(|_| ReduceSend { addr: None })
                 .collect();
-            if width == 0 || senders.iter().all(|s| s.addr.is_none()) {
-                continue;
+            for (p, buf) in self.parts.iter().zip(&out.parts) {
+                if p.carries_to() == Some(owner) {
+                    let last = p.share.rows.len() - 1;
+                    senders[p.index].addr =
+                        Some(buf.device_addr() + (last * width * U::SIZE) as u64);
+                }
             }
             // The owner's first local row is the cut row (it started in an earlier part).
             exchange.reduce::<U>(
                 self.devices.devices(),
                 reduction.op,
                 width,
-                owner,
+                self.parts[owner].index,
                 out.parts[owner].device_addr(),
                 &senders,
             )?;
@@ -361,23 +501,76 @@ impl<T: Element> MultiCsr<T> {
         Ok(())
     }
 
+    /// The pieces chunk step `step` gathers: each device's chunk of that step, its owned rows
+    /// less a first row that still waits for carried partial results.
+    fn step_pieces<U: Element>(&self, step: usize, out: &RowParts<U>) -> Vec<Piece> {
+        let w = out.width;
+        self.by_device
+            .iter()
+            .filter_map(|parts| parts.get(step))
+            .map(|&q| {
+                let p = &self.parts[q];
+                let lead = usize::from(self.receives_carry[q]).min(p.share.owned.len());
+                Piece {
+                    root: p.index,
+                    src: out.parts[q].device_addr() + (lead * w * U::SIZE) as u64,
+                    count: (p.share.owned.len() - lead) * w,
+                    dst_at: (p.share.owned.start + lead) * w,
+                }
+            })
+            .collect()
+    }
+
+    /// The rows cut between devices, once their partial results are combined.
+    fn cut_row_pieces<U: Element>(&self, out: &RowParts<U>) -> Vec<Piece> {
+        let w = out.width;
+        (0..self.parts.len())
+            .filter(|&q| self.receives_carry[q])
+            .map(|q| Piece {
+                root: self.parts[q].index,
+                src: out.parts[q].device_addr(),
+                count: w,
+                dst_at: self.parts[q].share.owned.start * w,
+            })
+            .collect()
+    }
+
     /// Copies every part's owned rows of `out` into every device's copy of `into` (an
     /// all-gather of unequal pieces): the result of one iteration becomes the next one's
     /// replicated input. `into` holds `num_rows · width` elements on every device of the group.
-    /// Enqueued on the devices' streams, after the work already there.
+    /// Enqueued after the work already on the devices' streams, which wait for it.
     pub fn all_gather<U: Element>(
         &self,
         out: &RowParts<U>,
         into: &mut Replicated<U>,
     ) -> Result<()> {
         self.check_gather(out, into)?;
-        self.gather_pieces(out, into)
+        let devices = self.devices.devices();
+        let w = out.width;
+        let pieces: Vec<Piece> = self
+            .parts
+            .iter()
+            .zip(&out.parts)
+            .map(|(p, buf)| Piece {
+                root: p.index,
+                src: buf.device_addr(),
+                count: p.share.owned.len() * w,
+                dst_at: p.share.owned.start * w,
+            })
+            .collect();
+        let mut exchange = self.devices.exchange();
+        // `begin` also orders every device's copies after what every other device enqueued.
+        let gathered = exchange
+            .begin(devices)
+            .and_then(|()| exchange.gather(devices, None, &pieces, &mut into.copies));
+        let ended = exchange.end(devices);
+        gathered.and(ended)
     }
 
     fn check_gather<U: Element>(&self, out: &RowParts<U>, into: &Replicated<U>) -> Result<()> {
         self.check_outputs(out)?;
         let need = self.num_rows * out.width;
-        if into.copies.len() != self.parts.len() || into.len() != need {
+        if into.copies.len() != self.devices.count() || into.len() != need {
             return Err(Error::Shape(format!(
                 "gathering {} rows of {} into {} copies of {} elements: make it with \
                  Devices::replicated_zeros({need}) on this tile set's devices",
@@ -395,24 +588,6 @@ impl<T: Element> MultiCsr<T> {
             }
         }
         Ok(())
-    }
-
-    fn gather_pieces<U: Element>(&self, out: &RowParts<U>, into: &mut Replicated<U>) -> Result<()> {
-        let pieces: Vec<Piece> = self
-            .parts
-            .iter()
-            .filter(|p| !p.share.owned.is_empty())
-            .map(|p| Piece {
-                root: p.index,
-                src_at: 0,
-                count: p.share.owned.len() * out.width,
-                dst_at: p.share.owned.start * out.width,
-            })
-            .collect();
-        let src: Vec<&DeviceBuffer<U>> = out.parts.iter().collect();
-        self.devices
-            .exchange()
-            .broadcast(self.devices.devices(), &pieces, &src, &mut into.copies)
     }
 
     /// The assembled output on the host: every part's owned rows, in row order.

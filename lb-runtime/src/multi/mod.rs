@@ -31,9 +31,10 @@ use std::sync::{Arc, Mutex};
 use crate::buffer::{DeviceBuffer, Element};
 use crate::device::{lock, Device};
 use crate::error::{Error, Result};
-use collective::{Comms, Exchange};
+use collective::{Exchange, Gpus};
 
-pub use csr::{CsrPart, MultiCsr, MultiLaunch, RowParts};
+pub use collective::Transport;
+pub use csr::{CsrPart, MultiCsr, MultiLaunch, RowParts, SplitOptions};
 /// The reduction of a kernel's output (`reduce = "sum"` and so on).
 pub use lb_ptx::body::Reduce;
 
@@ -58,7 +59,8 @@ pub struct Devices {
 
 struct Inner {
     devices: Vec<Device>,
-    /// One collective at a time: NCCL calls on a communicator must not overlap.
+    /// One exchange at a time: NCCL calls on a communicator must not overlap, and a launch's
+    /// steps reuse the exchange's events.
     exchange: Mutex<Exchange>,
 }
 
@@ -84,9 +86,45 @@ impl Devices {
         let exchange = if devices.len() == 1 {
             Exchange::Alone
         } else {
-            Exchange::Nccl(Comms::new(ordinals)?)
+            Exchange::Gpus(Gpus::new(&devices, ordinals)?)
         };
         Ok(Devices::new(devices, exchange))
+    }
+
+    /// Whether every GPU of the group reaches every other's memory (peer access, turned on
+    /// when the group was made): what [`Transport::PeerCopy`] needs. True for one device and
+    /// for simulators.
+    pub fn peer_access(&self) -> bool {
+        match &*self.exchange() {
+            Exchange::Gpus(g) => g.peer_access(),
+            Exchange::Alone | Exchange::Simulated => true,
+        }
+    }
+
+    /// How all-gathers move data between the group's GPUs: [`Transport::PeerCopy`] where every
+    /// pair has peer access (the default there), else [`Transport::Nccl`]. Simulators and one
+    /// GPU copy in either case.
+    pub fn transport(&self) -> Transport {
+        match &*self.exchange() {
+            Exchange::Gpus(g) => g.transport,
+            Exchange::Alone | Exchange::Simulated => Transport::PeerCopy,
+        }
+    }
+
+    /// Chooses how all-gathers move data between the group's GPUs. [`Transport::PeerCopy`] on
+    /// GPUs without peer access between every pair is an error that says so.
+    pub fn set_transport(&self, transport: Transport) -> Result<()> {
+        if transport == Transport::PeerCopy && !self.peer_access() {
+            return Err(Error::Shape(
+                "peer copies need peer access between every pair of the group's GPUs, and \
+                 some pair has none (no NVLink or PCIe peer path): keep Transport::Nccl"
+                    .into(),
+            ));
+        }
+        if let Exchange::Gpus(g) = &mut *self.exchange() {
+            g.transport = transport;
+        }
+        Ok(())
     }
 
     /// Every GPU of the machine, in ordinal order.

@@ -43,10 +43,12 @@ fn merge_point(offsets: &[usize], diagonal: usize) -> (usize, usize) {
 }
 
 /// `n` shares of the CSR-like tile set with `offsets` (`rows + 1` nondecreasing tile offsets
-/// starting at 0). With `whole_rows`, every cut is moved to the end of the row it falls in, so no
-/// row is split (what a kernel whose epilogue must see a row's whole result needs); shares may
-/// then be uneven, or empty.
-pub fn split(offsets: &[usize], n: usize, whole_rows: bool) -> Vec<Share> {
+/// starting at 0). A cut that falls inside a row of fewer than `min_cut_row` atoms moves to the
+/// end of that row: `0` cuts anywhere, `usize::MAX` never splits a row (what a kernel whose
+/// epilogue must see a row's whole result needs; shares may then be uneven, or empty), and
+/// [`min_cut_row`] keeps the shares within a percent or two of even while splitting only rows
+/// long enough to unbalance them.
+pub fn split(offsets: &[usize], n: usize, min_cut_row: usize) -> Vec<Share> {
     let rows = offsets.len() - 1;
     let atoms = offsets[rows];
     let total = rows + atoms;
@@ -58,12 +60,11 @@ pub fn split(offsets: &[usize], n: usize, whole_rows: bool) -> Vec<Share> {
             merge_point(offsets, diagonal)
         })
         .collect();
-    if whole_rows {
-        for p in &mut points {
-            // A cut inside row `r` (atoms of it on both sides) moves to the row's end.
-            if p.1 > offsets[p.0] {
-                *p = (p.0 + 1, offsets[p.0 + 1]);
-            }
+    for p in &mut points {
+        // A cut inside row `r` (atoms of it on both sides) moves to the row's end when the row
+        // is short.
+        if p.1 > offsets[p.0] && offsets[p.0 + 1] - offsets[p.0] < min_cut_row {
+            *p = (p.0 + 1, offsets[p.0 + 1]);
         }
     }
     let mut shares: Vec<Share> = points
@@ -92,6 +93,47 @@ pub fn split(offsets: &[usize], n: usize, whole_rows: bool) -> Vec<Share> {
     shares
 }
 
+/// The shortest row [`MultiCsr::upload`](super::MultiCsr::upload) cuts between `n` devices: a
+/// 64th of a share's atoms. Moving a cut out of a shorter row to the row's end unbalances two
+/// shares by less than that, and it saves the combination of the row's partial results (a
+/// reduce between the devices after every launch).
+pub fn min_cut_row(offsets: &[usize], n: usize) -> usize {
+    let atoms = offsets[offsets.len() - 1];
+    (atoms / n.max(1) / 64).max(1)
+}
+
+/// Share `s` (of a split of `offsets`) in `c` consecutive chunks of whole rows with about the
+/// same rows plus atoms each, in the tile set's numbering; chunks without rows are left out
+/// unless the share has none. A chunk's `owned` rows are its rows the share owns, and the chunk
+/// that holds the share's last row carries to where the share does (`carry_to` is the share's).
+/// A device runs its share as one launch per chunk, so the exchange of a finished chunk
+/// overlaps the next chunk's kernels.
+pub fn chunks(offsets: &[usize], s: &Share, c: usize) -> Vec<Share> {
+    let local = local_offsets(offsets, s);
+    let pieces: Vec<Share> = split(&local, c.max(1), usize::MAX)
+        .into_iter()
+        .filter(|p| !p.rows.is_empty())
+        .map(|p| {
+            let rows = s.rows.start + p.rows.start..s.rows.start + p.rows.end;
+            Share {
+                owned: rows.start.min(s.owned.end)..rows.end.min(s.owned.end),
+                atoms: s.atoms.start + p.atoms.start..s.atoms.start + p.atoms.end,
+                carry_to: if rows.end == s.rows.end {
+                    s.carry_to
+                } else {
+                    None
+                },
+                rows,
+            }
+        })
+        .collect();
+    if pieces.is_empty() {
+        vec![s.clone()]
+    } else {
+        pieces
+    }
+}
+
 /// Share `s`'s local tile offsets: the global offsets of its rows, clamped to its atoms and
 /// rebased to 0.
 pub fn local_offsets(offsets: &[usize], s: &Share) -> Vec<usize> {
@@ -116,7 +158,7 @@ mod tests {
     /// offsets cover exactly the share's atoms, and a carry goes to the row's owner.
     fn check(lengths: &[usize], n: usize, whole_rows: bool) -> Vec<Share> {
         let o = offsets(lengths);
-        let shares = split(&o, n, whole_rows);
+        let shares = split(&o, n, if whole_rows { usize::MAX } else { 0 });
         assert_eq!(shares.len(), n);
         let (mut row, mut atom) = (0, 0);
         for (k, s) in shares.iter().enumerate() {
@@ -186,6 +228,57 @@ mod tests {
         check(&[5], 1, false);
     }
 
+    /// Chunks of every share: whole rows, together exactly the share's atoms and owned rows,
+    /// the carry on the chunk with the share's last row.
+    fn check_chunks(lengths: &[usize], n: usize, c: usize) {
+        let o = offsets(lengths);
+        for s in check(lengths, n, false) {
+            let parts = chunks(&o, &s, c);
+            assert!(!parts.is_empty() && parts.len() <= c.max(1), "{parts:?}");
+            let (mut row, mut atom, mut owned) = (s.rows.start, s.atoms.start, s.owned.start);
+            for (i, p) in parts.iter().enumerate() {
+                assert_eq!(
+                    (p.rows.start, p.atoms.start),
+                    (row, atom),
+                    "{s:?} {parts:?}"
+                );
+                assert_eq!(p.owned.start, owned, "{s:?} {parts:?}");
+                (row, atom, owned) = (p.rows.end, p.atoms.end, p.owned.end);
+                let last = i + 1 == parts.len();
+                assert_eq!(p.carry_to, if last { s.carry_to } else { None });
+                // Inside the share, chunks end at row ends.
+                if !last {
+                    assert_eq!(o[p.rows.end].clamp(s.atoms.start, s.atoms.end), p.atoms.end);
+                }
+            }
+            assert_eq!((row, atom, owned), (s.rows.end, s.atoms.end, s.owned.end));
+        }
+    }
+
+    #[test]
+    fn chunks_cut_a_share_at_row_ends() {
+        let mut lengths = vec![3; 50];
+        lengths[7] = 400;
+        for n in 1..=4 {
+            for c in [1, 2, 3, 8, 100] {
+                check_chunks(&lengths, n, c);
+            }
+        }
+        check_chunks(&[], 2, 4);
+        check_chunks(&[0, 0, 0], 3, 2);
+        check_chunks(&[1000], 3, 4);
+    }
+
+    #[test]
+    fn short_rows_are_not_cut() {
+        // Rows of 3 atoms, shares of ~100 items: a minimum of 4 keeps every row whole.
+        let o = offsets(&[3; 100]);
+        assert!(split(&o, 4, 4).iter().all(|s| s.carry_to.is_none()));
+        assert_eq!(min_cut_row(&o, 4), 1);
+        let long = offsets(&[10_000; 40]);
+        assert_eq!(min_cut_row(&long, 4), 10_000 * 40 / 4 / 64);
+    }
+
     #[test]
     fn random_lengths_keep_the_invariants() {
         // xorshift64: the crate has no random generator among its dependencies.
@@ -211,6 +304,7 @@ mod tests {
             let n = 1 + next(5);
             check(&lengths, n, false);
             check(&lengths, n, true);
+            check_chunks(&lengths, n, 1 + next(6));
         }
     }
 }
