@@ -439,7 +439,7 @@ fn spmv_and_spmm_on_every_gpu() {
     let devices = Devices::cuda_all().expect("GPUs");
     assert!(devices.count() >= 2, "{devices:?}");
     let transports: &[Transport] = if devices.peer_access() {
-        &[Transport::PeerCopy, Transport::Nccl]
+        &[Transport::PeerStores, Transport::PeerCopy, Transport::Nccl]
     } else {
         &[Transport::Nccl]
     };
@@ -745,4 +745,121 @@ fn half_outputs_combine_cut_rows_in_f32_and_round_once_more() {
             "row {row}: {value} vs {exact}"
         );
     }
+}
+
+/// Two buffers of `n` elements on `dev` holding `fill`, and the table of their addresses.
+fn mirrors<T: lb::Element>(
+    dev: &Device,
+    n: usize,
+    fill: T,
+) -> (Vec<DeviceBuffer<T>>, DeviceBuffer<u64>) {
+    let bufs: Vec<DeviceBuffer<T>> = (0..2)
+        .map(|_| dev.upload(&vec![fill; n]).unwrap())
+        .collect();
+    let table = dev
+        .upload(&bufs.iter().map(|b| b.device_addr()).collect::<Vec<_>>())
+        .unwrap();
+    (bufs, table)
+}
+
+/// `launch` on `stream` with `table`'s buffers as output mirrors, waited for; the mirrors are
+/// turned off after it.
+fn with_mirrors(
+    stream: &Stream,
+    table: &DeviceBuffer<u64>,
+    launch: impl FnOnce() -> lb::Result<Pending>,
+) {
+    // SAFETY: every caller's table lists buffers of this device holding at least the launch's
+    // output length, alive until after the wait.
+    unsafe { stream.set_output_mirrors(Some(table)) }.unwrap();
+    launch().and_then(Pending::wait).unwrap();
+    // SAFETY: turning the mirrors off asks nothing.
+    unsafe { stream.set_output_mirrors(None) }.unwrap();
+}
+
+/// A launch with output mirrors stores every output element at the same element of every
+/// mirror too, under every schedule (SpMV), with lanes stored as vectors (SpMM k = 4, 8) and one
+/// by one (k = 1, 3, 33), in half precision; a launch after the mirrors are turned off leaves
+/// them alone. Mirrors here are buffers of the same simulator: what the GPUs of a group do with
+/// each other's memory.
+#[test]
+fn output_mirrors_receive_every_element_under_every_schedule() {
+    let dev = Device::simulator();
+    let seed = seed();
+    let sentinel = -7.25f32;
+    let stream = dev.stream();
+    for (name, a) in matrices(seed) {
+        let da = DeviceCsr::upload(&dev, &a).unwrap();
+        let x = dev.upload(&random_vec(a.num_cols, seed + 1)).unwrap();
+        for &s in common::spmv::SCHEDULES {
+            let mut y = dev.zeros::<f32>(a.num_rows).unwrap();
+            let (mut bufs, table) = mirrors(&dev, a.num_rows, sentinel);
+            with_mirrors(&stream, &table, || {
+                common::spmv::launch_with_async(&stream, s, &da, &x, &mut y)
+            });
+            let got = y.download().unwrap();
+            for b in &mut bufs {
+                assert_eq!(b.download().unwrap(), got, "{name}, {s}");
+                b.upload_into(&vec![sentinel; a.num_rows]).unwrap();
+            }
+            common::spmv::launch_with_async(&stream, s, &da, &x, &mut y)
+                .and_then(Pending::wait)
+                .unwrap();
+            for b in &bufs {
+                let after = b.download().unwrap();
+                assert!(
+                    after.iter().all(|&v| v == sentinel),
+                    "{name}, {s}: {after:?}"
+                );
+            }
+        }
+        for k in [1, 3, 4, 8, 33] {
+            let b = dev
+                .upload(&random_vec(a.num_cols * k, seed + k as u64))
+                .unwrap();
+            for s in [
+                Schedule::ThreadMapped,
+                Schedule::GroupMapped(8),
+                Schedule::MergePath,
+            ] {
+                let mut c = dev.zeros::<f32>(a.num_rows * k).unwrap();
+                let (bufs, table) = mirrors(&dev, a.num_rows * k, sentinel);
+                with_mirrors(&stream, &table, || {
+                    common::spmm::launch_with_async(&stream, s, &da, &b, k, &mut c)
+                });
+                let got = c.download().unwrap();
+                for m in &bufs {
+                    assert_eq!(m.download().unwrap(), got, "{name}, k = {k}, {s}");
+                }
+            }
+        }
+        let h: Csr<lb::f16> = Csr::new(
+            a.num_rows,
+            a.num_cols,
+            a.row_offsets.clone(),
+            a.col_indices.clone(),
+            a.values.iter().map(|&v| lb::f16::from_f32(v)).collect(),
+        )
+        .unwrap();
+        let dh = DeviceCsr::upload(&dev, &h).unwrap();
+        let xh: Vec<lb::f16> = random_vec(a.num_cols, seed + 2)
+            .into_iter()
+            .map(lb::f16::from_f32)
+            .collect();
+        let xh = dev.upload(&xh).unwrap();
+        let mut yh = dev.zeros::<lb::f16>(a.num_rows).unwrap();
+        let (bufs, table) = mirrors(&dev, a.num_rows, lb::f16::from_f32(sentinel));
+        with_mirrors(&stream, &table, || {
+            hspmv::launch_with_async(&stream, Schedule::MergePath, &dh, &xh, &mut yh)
+        });
+        let got = yh.download().unwrap();
+        for m in &bufs {
+            assert_eq!(m.download().unwrap(), got, "{name}, f16");
+        }
+    }
+    let other = Device::simulator();
+    let foreign = other.upload(&[0u64]).unwrap();
+    // SAFETY: refused before anything is stored.
+    let err = unsafe { stream.set_output_mirrors(Some(&foreign)) }.unwrap_err();
+    assert!(matches!(err, lb::Error::DeviceMismatch { .. }), "{err}");
 }

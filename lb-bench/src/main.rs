@@ -221,8 +221,9 @@ pub struct Cli {
     #[arg(long = "chunks", value_name = "C", value_delimiter = ',',
         value_parser = clap::value_parser!(u16).range(1..=256))]
     pub chunks: Vec<u16>,
-    /// With `--devices`: how the all-gather travels between GPUs, comma-separated: `peer`
-    /// (copy engines over peer access), `nccl` (NCCL broadcasts). Default: the group's own.
+    /// With `--devices`: how the all-gather travels between GPUs, comma-separated: `stores`
+    /// (the kernels store their rows into every GPU's copy), `peer` (copy engines over peer
+    /// access, after the kernels), `nccl` (NCCL broadcasts). Default: the group's own.
     #[arg(long = "transport", value_name = "T", value_delimiter = ',', value_parser = transport)]
     pub transports: Vec<Transport>,
     /// With `--devices`: also SpMV on a generated matrix this many times larger than the first
@@ -261,12 +262,15 @@ fn non_negative(text: &str) -> Result<f64, String> {
     }
 }
 
-/// `--transport`: `peer` or `nccl`.
+/// `--transport`: `stores`, `peer` or `nccl`.
 fn transport(text: &str) -> Result<Transport, String> {
     match text {
+        "stores" => Ok(Transport::PeerStores),
         "peer" => Ok(Transport::PeerCopy),
         "nccl" => Ok(Transport::Nccl),
-        _ => Err(format!("`{text}` is not a transport: `peer` or `nccl`")),
+        _ => Err(format!(
+            "`{text}` is not a transport: `stores`, `peer` or `nccl`"
+        )),
     }
 }
 

@@ -210,6 +210,7 @@ fn measure(
 
 pub(crate) fn transport_name(t: Transport) -> &'static str {
     match t {
+        Transport::PeerStores => "stores",
         Transport::PeerCopy => "peer",
         Transport::Nccl => "nccl",
     }

@@ -11,6 +11,18 @@ fn bench() -> Command {
     c
 }
 
+/// The run's stdout, after checking that it exited with success (both streams in the message
+/// otherwise).
+fn succeeded(out: &std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 #[test]
 fn simulator_run_reports_every_schedule_as_json_lines() {
     let dir = std::env::temp_dir().join(format!("lb-bench-test-{}", std::process::id()));
@@ -32,12 +44,7 @@ fn simulator_run_reports_every_schedule_as_json_lines() {
         .arg(&plots)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = succeeded(&out);
     assert!(
         stdout.contains("auto, spmv: picked the best schedule"),
         "{stdout}"
@@ -139,12 +146,7 @@ fn graph_ops_pass_every_schedule(unchecked: bool) {
         .arg(&json)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let text = std::fs::read_to_string(&json).unwrap();
     std::fs::remove_file(&json).ok();
     let mut schedules: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
@@ -366,12 +368,7 @@ fn simulated_devices_sweep_chunks_and_transports() {
         .arg(&json)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let records: Vec<serde_json::Value> = std::fs::read_to_string(&json)
         .unwrap()
         .lines()

@@ -151,6 +151,12 @@ pub struct KernelParams {
     /// The width of the tile offsets the kernel reads ([`Plan::offsets`]): the tile set's, and
     /// the frontier scan's. Read them through [`load_offset`].
     pub offsets: OffsetWidth,
+    /// The output's mirrors: the address of a table of base addresses (u64) and their count.
+    /// Every output element is stored at `base + index · size` for each base too (a launch on
+    /// one part of a tile set split across GPUs stores its rows straight into every GPU's copy
+    /// of the gathered result); a count of 0, what every launch but those passes, stores
+    /// nothing more. Declared after the temporaries, by every kernel of every plan.
+    pub mirrors: (Reg, Reg),
 }
 
 /// Loads the tile offset at `addr` from an array of `width`, as u64 (a 32-bit offset is
@@ -269,6 +275,10 @@ impl KernelParams {
             }
             temp_regs.push(r);
         }
+        let mirrors = (
+            b.load_param("lb_mirrors", Type::U64),
+            b.load_param("lb_mirror_count", Type::U64),
+        );
         let names: Vec<&str> = b.param_names().collect();
         if let Some(dup) = names
             .iter()
@@ -286,6 +296,7 @@ impl KernelParams {
             temps: temp_regs,
             error_flag,
             offsets: plan.offsets,
+            mirrors,
         })
     }
 

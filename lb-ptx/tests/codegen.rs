@@ -128,10 +128,10 @@ fn params_follow_the_abi() {
         .collect();
     // The same list for the 64-bit-offsets kernel and its 32-bit twin (the offsets are a
     // pointer either way).
-    assert_eq!(names.len(), 22);
-    assert_eq!(names[..11], names[11..]);
+    assert_eq!(names.len(), 26);
+    assert_eq!(names[..13], names[13..]);
     assert_eq!(
-        names[..11],
+        names[..13],
         [
             ".u64 a_row_offsets,",
             ".u64 a_col_indices,",
@@ -143,7 +143,9 @@ fn params_follow_the_abi() {
             ".u64 x_len,",
             ".u64 lb_out_ptr,",
             ".u64 lb_out_len,",
-            ".u64 lb_tmp_error_flag",
+            ".u64 lb_tmp_error_flag,",
+            ".u64 lb_mirrors,",
+            ".u64 lb_mirror_count",
         ]
     );
 }

@@ -79,7 +79,9 @@ fn run(ptx: &str, entry: &str, args: &[u64], mem: &mut Memory) {
         block: 32,
         dynamic_shared: 0,
     };
-    sim::launch(&module, entry, cfg, args, mem).unwrap();
+    // No output mirrors: table and count 0 after the temporaries.
+    let args: Vec<u64> = args.iter().copied().chain([0, 0]).collect();
+    sim::launch(&module, entry, cfg, &args, mem).unwrap();
 }
 
 /// `thread_mapped` SpMV against the sequential loop, bitwise: with fused multiply-adds by default

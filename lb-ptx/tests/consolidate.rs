@@ -91,7 +91,8 @@ fn run(
         .map(|i| temps[i])
         .expect("the plan has its counters");
     let buffered = u64::from_le_bytes(read_words::<8>(mem, count, 1)[0]);
-    let args: Vec<u64> = args.into_iter().chain(temps).collect();
+    // No output mirrors: table and count 0 after the temporaries.
+    let args: Vec<u64> = args.into_iter().chain(temps).chain([0, 0]).collect();
     for k in &plan.kernels[1..] {
         let grid = k.grid.blocks(&size, k.block, &limits);
         launch_kernel(module, k, grid, &args, mem);

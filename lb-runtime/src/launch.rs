@@ -431,6 +431,10 @@ pub unsafe fn submit(
     }
     let mut params: Vec<u64> = args.iter().map(|a| a.bits()).collect();
     params.extend(temps.addrs.iter().copied());
+    // Every kernel declares the output's mirrors after the temporaries
+    // (`KernelParams::mirrors`).
+    let (mirrors, mirror_count) = stream.output_mirrors();
+    params.extend([mirrors, mirror_count]);
     let timed = mode == Submit::Timed || stream.timing();
     // The kernels must see what the device's stream wrote (uploads, other streams' launches).
     stream.order_after_device()?;

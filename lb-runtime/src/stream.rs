@@ -17,6 +17,7 @@ use cudarc::driver::{sys, CudaEvent, CudaGraph, CudaSlice, CudaStream, DevicePtr
 use lb_ptx::ir::Module;
 use lb_ptx::sim::{LaunchConfig, Memory};
 
+use crate::buffer::DeviceBuffer;
 use crate::device::{lock, Backend, Device};
 use crate::error::{Error, Result};
 use crate::launch::Launch;
@@ -408,6 +409,9 @@ pub(crate) struct StreamState {
     manual: AtomicBool,
     /// The streams of a plan's side tracks (`KernelPlan::track`), made on first use.
     sides: Mutex<Vec<SideTrack>>,
+    /// `Stream::set_output_mirrors`: the address of the table of mirror bases and its length,
+    /// passed to every launch (`(0, 0)`: none).
+    mirrors: Mutex<(u64, u64)>,
 }
 
 /// The stream of one side track of a plan (`KernelPlan::track` > 0) and the two events that
@@ -466,6 +470,7 @@ impl StreamState {
             device_waits: AtomicU64::new(0),
             manual: AtomicBool::new(false),
             sides: Mutex::new(Vec::new()),
+            mirrors: Mutex::new((0, 0)),
         }
     }
 
@@ -591,6 +596,44 @@ impl Stream {
             // The simulator finishes every operation before the call returns.
             _ => Ok(()),
         }
+    }
+
+    /// Makes every launch on this stream (and its clones) of a kernel that reduces into an
+    /// output also store each output element at the same element of every buffer whose device
+    /// address `table` lists, until it is called with `None`: one launch then writes its result
+    /// to several places, as [`crate::multi::MultiCsr::launch_and_gather`] has each part's
+    /// kernels store their rows straight into every GPU's copy of the gathered result. A table
+    /// on another device is [`Error::DeviceMismatch`].
+    ///
+    /// # Safety
+    ///
+    /// Until the call with `None`, every address in `table` must be a live allocation that
+    /// this stream's device may write (its own memory, or a peer GPU's whose memory pool is
+    /// open to it) with room for every element the launches store (their output's length, in
+    /// the output's element type), and nothing else may read or write those elements while the
+    /// launches run; `table` must outlive the launches.
+    pub unsafe fn set_output_mirrors(&self, table: Option<&DeviceBuffer<u64>>) -> Result<()> {
+        let value = match table {
+            None => (0, 0),
+            Some(t) if !t.device().same(&self.dev) => {
+                return Err(Error::DeviceMismatch {
+                    what: "the table of output mirrors".into(),
+                })
+            }
+            Some(t) => (t.device_addr(), t.len() as u64),
+        };
+        *lock(&self.state.mirrors) = value;
+        Ok(())
+    }
+
+    /// Whether `other` is this stream (or a clone of it).
+    pub(crate) fn same(&self, other: &Stream) -> bool {
+        self.state.id == other.state.id
+    }
+
+    /// The table of output mirrors and its length ([`Stream::set_output_mirrors`]).
+    pub(crate) fn output_mirrors(&self) -> (u64, u64) {
+        *lock(&self.state.mirrors)
     }
 
     /// How many times launches on this stream waited for the device's stream (one event each),

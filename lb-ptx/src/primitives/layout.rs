@@ -8,6 +8,7 @@ use crate::codegen::{
     check_index, emit_body, load_offset, mem_type, narrow_half, offset_addr, widen_half,
     AtomContext, CsrRegs, KernelParams, ParamRegs,
 };
+use crate::ir::{Address, LdCache, Op};
 use crate::ir::{BinOp, Cmp, Label, Operand, Reg, Rounding, Space, Type};
 use crate::plan::OffsetWidth;
 use crate::{GenError, Options};
@@ -215,9 +216,47 @@ impl Layout {
             stored
         };
         b.st(Space::Global, mem_type(storage), addr, stored);
+        store_mirrors(b, params, index, (&[stored], storage));
         b.place(done);
         Ok(())
     }
+}
+
+/// Stores `values` (of `storage`) at elements `index`, `index + 1`, … of every mirror of the
+/// output ([`KernelParams::mirrors`]); with no mirror, one test and a branch taken. Mirror bases
+/// come from a table the launch passes and need no alignment beyond the element's, so adjacent
+/// lanes stored as one vector in the output go one by one here.
+fn store_mirrors(
+    b: &mut KernelBuilder,
+    params: &KernelParams,
+    index: Reg,
+    (values, storage): (&[Reg], Ty),
+) {
+    let (table, count) = params.mirrors;
+    let none = b.setp(Cmp::Eq, Type::U64, count, Operand::Imm(0));
+    let skip = b.if_begin(none, true);
+    let m = b.mov(Type::U64, Operand::Imm(0));
+    let each = b.loop_begin();
+    let slot = b.elem_addr(table, m, 8);
+    let base = b.ld_global(Type::U64, (slot, 0), LdCache::ReadOnly);
+    let addr = b.elem_addr(base, index, storage.size());
+    for (i, &v) in values.iter().enumerate() {
+        let bytes = i as i64 * i64::from(storage.size());
+        b.emit(Op::St {
+            space: Space::Global,
+            ty: mem_type(storage),
+            addr: Address::Reg {
+                base: addr,
+                offset: bytes,
+            },
+            src: v.into(),
+        });
+    }
+    b.bin_to(BinOp::Add, Type::U64, m, m, Operand::Imm(1));
+    let more = b.setp(Cmp::Lt, Type::U64, m, count);
+    b.break_if(&each, more, true);
+    b.loop_end(each);
+    b.if_end(skip);
 }
 
 /// Whether a thread stores its adjacent lanes' outputs with one vector store
@@ -258,6 +297,7 @@ impl Layout {
             let addr = b.elem_addr(out, index, 4);
             let srcs: Vec<Operand> = accs.iter().map(|&a| Operand::Reg(a)).collect();
             b.st_vec(Space::Global, mem_type(ty), (addr, 0), &srcs);
+            store_mirrors(b, params, index, (accs, ty));
             return Ok(());
         }
         for ((&acc, &lane), valid) in accs.iter().zip(&set.lanes).zip(&set.valid) {

@@ -182,6 +182,8 @@ impl Runner {
             ));
         }
         args.extend(&temps);
+        // No output mirrors (`KernelParams::mirrors`): table and count 0.
+        args.extend([0, 0]);
         for k in plan.kernels.iter().take(self.upto) {
             if !k.needed(&size, first) {
                 continue;
@@ -1077,6 +1079,7 @@ pub fn critical_path(g: &lb_ptx::Generated, plan: &Plan, m: &Matrix, limits: Dev
     };
     let (temps, _) = runner.run(&module, plan, args.clone(), size, &mut mem);
     args.extend(temps);
+    args.extend([0, 0]);
     let mut path = 0;
     for k in plan.kernels.iter() {
         let grid = k.grid.blocks(&size, k.block, &limits);

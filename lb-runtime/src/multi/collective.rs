@@ -31,8 +31,21 @@ pub enum Transport {
     /// (`cuMemcpyPeerAsync` over NVLink or PCIe peer access), one stream per peer: no SM is
     /// taken from the kernels, and no collective makes a device wait for the slowest one
     /// before its copies start. Needs peer access between every pair of the group
-    /// ([`super::Devices::peer_access`]).
+    /// ([`super::Devices::peer_access`]); the default where it is there.
     PeerCopy,
+    /// [`MultiCsr::launch_and_gather`](super::MultiCsr::launch_and_gather)'s kernels store each
+    /// row's result straight into every device's copy as they finish it (peer stores while the
+    /// kernels run, [`crate::Stream::set_output_mirrors`]), so no copy follows them; only a row
+    /// cut between devices is pushed once its partial results are combined. A plain
+    /// [`all_gather`](super::MultiCsr::all_gather) copies as [`Transport::PeerCopy`] does.
+    /// Needs peer access between every pair of the group.
+    ///
+    /// Faster than copies with schedules whose threads store a row once, at its end (`lrb`,
+    /// `thread_mapped`, the group/warp/block family: a warp's stores to consecutive rows
+    /// coalesce into few link packets), slower with `merge_path` and `nonzero_split`, whose
+    /// threads store rows in the middle of their walks, one scattered element at a time
+    /// (docs/multi-gpu.md has the measurements).
+    PeerStores,
 }
 
 /// How the devices exchange data.
@@ -446,31 +459,58 @@ pub(crate) struct Piece {
 }
 
 impl Exchange {
-    /// Starts an exchange: the side streams wait for the work enqueued on their devices'
-    /// streams so far (so what the exchange writes is written after it).
-    pub(crate) fn begin(&mut self, devices: &[Device]) -> Result<()> {
+    /// Whether [`MultiCsr::launch_and_gather`](super::MultiCsr::launch_and_gather)'s kernels
+    /// store their results into every device's copy themselves ([`Transport::PeerStores`] on
+    /// GPUs, and one device, whose copy is its own memory), instead of an exchange after them.
+    pub(crate) fn stores_in_kernels(&self, devices: &[Device]) -> bool {
+        match self {
+            Exchange::Gpus(g) => g.transport == Transport::PeerStores,
+            Exchange::Alone => true,
+            Exchange::Simulated => devices.len() == 1,
+        }
+    }
+
+    /// Starts an exchange. With `sides` (copies, broadcasts or reduces follow on the side
+    /// streams), the side streams wait for the work enqueued on their devices' streams so far,
+    /// so what they write is written after it; with `stores` (the kernels about to be launched
+    /// write into every device's copy), every device's stream waits for every other device's
+    /// work so far.
+    pub(crate) fn begin(&mut self, devices: &[Device], stores: bool, sides: bool) -> Result<()> {
         let Exchange::Gpus(g) = self else {
             return Ok(());
         };
         let err = driver_error("ordering a group's exchanges after its devices' work");
         for (d, dev) in devices.iter().enumerate() {
             g.entry[d].record(&gpu_of(dev)?.stream).map_err(&err)?;
-            g.side[d].wait(&g.entry[d]).map_err(&err)?;
+            if sides {
+                g.side[d].wait(&g.entry[d]).map_err(&err)?;
+            }
         }
-        if g.transport == Transport::PeerCopy {
+        if stores {
+            for (d, dev) in devices.iter().enumerate() {
+                let stream = &gpu_of(dev)?.stream;
+                for (j, e) in g.entry.iter().enumerate() {
+                    if j != d {
+                        stream.wait(e).map_err(&err)?;
+                    }
+                }
+            }
+        }
+        if sides && g.transport != Transport::Nccl {
             // A device writes into the others' copies: what they have enqueued must come first.
             g.fence()?;
         }
         Ok(())
     }
 
-    /// Marks the end of device `d`'s kernels of chunk step `step` (enqueued on its stream): its
-    /// side stream waits for them, and so do the lanes that push its pieces of that step.
+    /// Marks the end of device `d`'s kernels of chunk step `step` (enqueued on its stream):
+    /// with `sides`, its side stream waits for them, and so do the lanes that push its pieces
+    /// of that step.
     pub(crate) fn after_compute(
         &mut self,
         devices: &[Device],
-        d: usize,
-        step: usize,
+        (d, step): (usize, usize),
+        sides: bool,
     ) -> Result<()> {
         let Exchange::Gpus(g) = self else {
             return Ok(());
@@ -480,28 +520,47 @@ impl Exchange {
         g.make_step_event(devices, d, step)?;
         let event = &g.steps[d][step];
         event.record(&stream).map_err(&err)?;
-        g.side[d].wait(event).map_err(&err)
+        if sides {
+            g.side[d].wait(event).map_err(&err)?;
+        }
+        Ok(())
     }
 
-    /// Ends an exchange: every device's stream waits for every side stream (a device's next
-    /// work may overwrite what another device still reads, or read what it writes).
-    pub(crate) fn end(&mut self, devices: &[Device]) -> Result<()> {
+    /// Ends an exchange: every device's stream waits for every side stream (`sides`) and, for
+    /// `stores` (each device's last chunk step, `None` for a device without parts), for every
+    /// other device's kernels: a device's next work may overwrite what another device still
+    /// reads, or read what it writes.
+    pub(crate) fn end(
+        &mut self,
+        devices: &[Device],
+        sides: bool,
+        stores: Option<&[Option<usize>]>,
+    ) -> Result<()> {
         let Exchange::Gpus(g) = self else {
             return Ok(());
         };
         let err = driver_error("ordering a group's devices after its exchanges");
-        if g.transport == Transport::PeerCopy {
-            for d in 0..g.side.len() {
-                g.join_lanes(d)?;
+        if sides {
+            if g.transport != Transport::Nccl {
+                for d in 0..g.side.len() {
+                    g.join_lanes(d)?;
+                }
+            }
+            for (e, s) in g.exit.iter().zip(&g.side) {
+                e.record(s).map_err(&err)?;
             }
         }
-        for (e, s) in g.exit.iter().zip(&g.side) {
-            e.record(s).map_err(&err)?;
-        }
-        for dev in devices {
+        for (j, dev) in devices.iter().enumerate() {
             let stream = &gpu_of(dev)?.stream;
-            for e in &g.exit {
-                stream.wait(e).map_err(&err)?;
+            if sides {
+                for e in &g.exit {
+                    stream.wait(e).map_err(&err)?;
+                }
+            }
+            for (d, last) in stores.unwrap_or_default().iter().enumerate() {
+                if let (true, Some(step)) = (d != j, last) {
+                    stream.wait(&g.steps[d][*step]).map_err(&err)?;
+                }
             }
             // The device's stream now carries the exchange's writes: the device's other
             // streams order their next launches after it.
@@ -513,7 +572,7 @@ impl Exchange {
     /// Every side stream waits for the others (after a reduce whose result is then gathered).
     pub(crate) fn fence(&mut self) -> Result<()> {
         match self {
-            Exchange::Gpus(g) if g.transport == Transport::PeerCopy => g.fence(),
+            Exchange::Gpus(g) if g.transport != Transport::Nccl => g.fence(),
             _ => Ok(()),
         }
     }
@@ -667,7 +726,7 @@ impl Exchange {
                 }
                 Ok(())
             }
-            Exchange::Gpus(g) if g.transport == Transport::PeerCopy => {
+            Exchange::Gpus(g) if g.transport != Transport::Nccl => {
                 push_pieces(g, devices, step, pieces, dst)
             }
             Exchange::Gpus(g) => {

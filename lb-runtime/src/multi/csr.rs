@@ -3,12 +3,13 @@
 //! kernels.
 
 use std::ops::Range;
+use std::sync::{Arc, Mutex};
 
 use super::collective::{Exchange, Piece, ReduceSend};
 use super::partition::{self, Share};
 use super::{Devices, Reduction, Replicated};
 use crate::buffer::{DeviceBuffer, Element};
-use crate::device::Device;
+use crate::device::{lock, Device};
 use crate::error::{Error, Result};
 use crate::formats::{Csr, DeviceCsr};
 use crate::launch::Launch;
@@ -96,10 +97,20 @@ pub struct MultiCsr<T: Element> {
     /// Per part, whether its first row is a cut row whose partial results other parts carry
     /// to it (its final value exists only after the reduce).
     receives_carry: Vec<bool>,
+    /// The tables of output mirrors of the last few `into`s, keyed by their copies' addresses,
+    /// the width and the element size ([`MultiCsr::mirror_tables`]).
+    mirror_tables: Mutex<Vec<MirrorTables>>,
     num_rows: usize,
     num_cols: usize,
     nnz: usize,
 }
+
+/// A key of [`MultiCsr::mirror_tables`] and its tables, one per part.
+type MirrorTables = (Vec<u64>, Arc<Vec<DeviceBuffer<u64>>>);
+
+/// How many `into`s [`MultiCsr::mirror_tables`] keeps tables for: an iterative method
+/// alternates between two.
+const MIRROR_TABLES_KEPT: usize = 4;
 
 /// An array with `width` elements per row of a split tile set (the lanes of SpMM, or 1), held as
 /// one buffer per part with that part's local rows: a launch's output, or an input indexed by
@@ -244,6 +255,7 @@ impl<T: Element> MultiCsr<T> {
             parts,
             by_device,
             receives_carry,
+            mirror_tables: Mutex::new(Vec::new()),
             num_rows: csr.num_rows,
             num_cols: csr.num_cols,
             nnz: csr.nnz(),
@@ -379,25 +391,42 @@ impl<T: Element> MultiCsr<T> {
         }
         let devices = self.devices.devices();
         let carries = self.receives_carry.iter().any(|&r| r);
-        let side = carries || into.is_some();
         let mut exchange = self.devices.exchange();
+        // With the kernels storing into every copy themselves, only cut rows are gathered after.
+        let tables = match into.as_deref() {
+            Some(into) if exchange.stores_in_kernels(devices) => {
+                Some(self.mirror_tables(into, out.width)?)
+            }
+            _ => None,
+        };
+        let stores = tables.is_some();
+        let side = carries || (into.is_some() && !stores);
+        let last_steps: Vec<Option<usize>> = self
+            .by_device
+            .iter()
+            .map(|p| p.len().checked_sub(1))
+            .collect();
         let mut pending = Vec::with_capacity(self.parts.len());
         let mut steps = || -> Result<()> {
-            if side {
-                exchange.begin(devices)?;
+            if side || stores {
+                exchange.begin(devices, stores, side)?;
             }
             for step in 0..self.chunks() {
                 for (d, parts) in self.by_device.iter().enumerate() {
                     let Some(&q) = parts.get(step) else { continue };
                     let stream = devices[d].stream();
-                    pending.push(launch(&self.parts[q], &stream, &mut out.parts[q])?);
-                    if side {
-                        exchange.after_compute(devices, d, step)?;
+                    let mirrors = tables.as_ref().map(|t| &t[q]);
+                    pending.push(self.launch_part(q, &stream, mirrors, out, &mut launch)?);
+                    if side || stores {
+                        exchange.after_compute(devices, (d, step), side)?;
                     }
                 }
-                if let Some(into) = into.as_deref_mut() {
-                    let pieces = self.step_pieces(step, out);
-                    exchange.gather(devices, Some(step), &pieces, &mut into.copies)?;
+                match into.as_deref_mut() {
+                    Some(into) if !stores => {
+                        let pieces = self.step_pieces(step, out);
+                        exchange.gather(devices, Some(step), &pieces, &mut into.copies)?;
+                    }
+                    _ => {}
                 }
             }
             if carries {
@@ -408,16 +437,16 @@ impl<T: Element> MultiCsr<T> {
                     exchange.gather(devices, None, &pieces, &mut into.copies)?;
                 }
             }
-            if side {
-                exchange.end(devices)?;
+            if side || stores {
+                exchange.end(devices, side, stores.then_some(&last_steps[..]))?;
             }
             Ok(())
         };
         match steps() {
             Ok(()) => Ok(pending),
             Err(e) => {
-                if side {
-                    let _ = exchange.end(devices);
+                if side || stores {
+                    let _ = exchange.end(devices, side, None);
                 }
                 drop(exchange);
                 let _ = self.devices.synchronize();
@@ -425,6 +454,83 @@ impl<T: Element> MultiCsr<T> {
                 Err(e)
             }
         }
+    }
+
+    /// Part `q`'s launch on `stream`, its kernels storing their results into `mirrors` too
+    /// when given (every device's copy of the gathered result, at the part's first row).
+    fn launch_part<U: Element>(
+        &self,
+        q: usize,
+        stream: &Stream,
+        mirrors: Option<&DeviceBuffer<u64>>,
+        out: &mut RowParts<U>,
+        launch: &mut impl FnMut(&CsrPart<T>, &Stream, &mut DeviceBuffer<U>) -> Result<Pending>,
+    ) -> Result<Pending> {
+        let Some(table) = mirrors else {
+            return launch(&self.parts[q], stream, &mut out.parts[q]);
+        };
+        // SAFETY: the table (made by `mirror_tables` for the `into` of this launch, which the
+        // caller holds `&mut` for the whole launch, and checked by `check_gather` to hold
+        // `num_rows · width` elements on every device) lists every device's copy at this part's
+        // first row: the part's `rows.len() · width` output elements fit in each. The copies
+        // of other GPUs are writable from this one: the group opened every memory pool to
+        // every peer (stores are chosen only with peer access). The table lives in the cache
+        // of `self`, which outlives the launch; the mirrors are turned off below before
+        // anything else launches on this stream from here.
+        unsafe { stream.set_output_mirrors(Some(table)) }?;
+        let launched = launch(&self.parts[q], stream, &mut out.parts[q]);
+        // SAFETY: turning the mirrors off asks nothing.
+        unsafe { stream.set_output_mirrors(None) }?;
+        let launched = launched?;
+        if !launched.stream().same(stream) {
+            return Err(Error::Shape(
+                "a part's kernel was launched on another stream than the one passed to the \
+                 launch closure: its results would not reach the gathered copies"
+                    .into(),
+            ));
+        }
+        Ok(launched)
+    }
+
+    /// Per part, on its device, the table of the addresses where its output's first element
+    /// goes in each device's copy of `into` ([`Stream::set_output_mirrors`]). Cached by the
+    /// copies' addresses (an iterative method alternates between two `into`s); the table
+    /// follows from the addresses alone, so a buffer freed and another allocated at the same
+    /// place still gets the right one.
+    fn mirror_tables<U: Element>(
+        &self,
+        into: &Replicated<U>,
+        width: usize,
+    ) -> Result<Arc<Vec<DeviceBuffer<u64>>>> {
+        let key: Vec<u64> = into
+            .copies
+            .iter()
+            .map(|c| c.device_addr())
+            .chain([width as u64, U::SIZE as u64])
+            .collect();
+        let mut cache = lock(&self.mirror_tables);
+        if let Some((_, tables)) = cache.iter().find(|(k, _)| *k == key) {
+            return Ok(tables.clone());
+        }
+        let tables = self
+            .parts
+            .iter()
+            .map(|p| {
+                let first = (p.share.rows.start * width * U::SIZE) as u64;
+                let entries: Vec<u64> = into
+                    .copies
+                    .iter()
+                    .map(|c| c.device_addr() + first)
+                    .collect();
+                p.device().upload(&entries)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let tables = Arc::new(tables);
+        if cache.len() >= MIRROR_TABLES_KEPT {
+            cache.remove(0);
+        }
+        cache.push((key, tables.clone()));
+        Ok(tables)
     }
 
     /// Waits for every part; the first error wins, after every part was waited for.
@@ -561,9 +667,9 @@ impl<T: Element> MultiCsr<T> {
         let mut exchange = self.devices.exchange();
         // `begin` also orders every device's copies after what every other device enqueued.
         let gathered = exchange
-            .begin(devices)
+            .begin(devices, false, true)
             .and_then(|()| exchange.gather(devices, None, &pieces, &mut into.copies));
-        let ended = exchange.end(devices);
+        let ended = exchange.end(devices, true, None);
         gathered.and(ended)
     }
 

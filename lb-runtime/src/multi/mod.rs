@@ -102,8 +102,9 @@ impl Devices {
     }
 
     /// How all-gathers move data between the group's GPUs: [`Transport::PeerCopy`] where every
-    /// pair has peer access (the default there), else [`Transport::Nccl`]. Simulators and one
-    /// GPU copy in either case.
+    /// pair has peer access (the default there), else [`Transport::Nccl`]. One GPU and
+    /// simulators report [`Transport::PeerCopy`]: they copy (one device stores into its own
+    /// copy in the kernels), whatever is set.
     pub fn transport(&self) -> Transport {
         match &*self.exchange() {
             Exchange::Gpus(g) => g.transport,
@@ -111,13 +112,15 @@ impl Devices {
         }
     }
 
-    /// Chooses how all-gathers move data between the group's GPUs. [`Transport::PeerCopy`] on
-    /// GPUs without peer access between every pair is an error that says so.
+    /// Chooses how all-gathers move data between the group's GPUs. [`Transport::PeerCopy`] or
+    /// [`Transport::PeerStores`] on GPUs without peer access between every pair is an error
+    /// that says so.
     pub fn set_transport(&self, transport: Transport) -> Result<()> {
-        if transport == Transport::PeerCopy && !self.peer_access() {
+        if transport != Transport::Nccl && !self.peer_access() {
             return Err(Error::Shape(
-                "peer copies need peer access between every pair of the group's GPUs, and \
-                 some pair has none (no NVLink or PCIe peer path): keep Transport::Nccl"
+                "peer copies and stores need peer access between every pair of the group's \
+                 GPUs, and some pair has none (no NVLink or PCIe peer path): keep \
+                 Transport::Nccl"
                     .into(),
             ));
         }
