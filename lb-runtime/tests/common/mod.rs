@@ -4,7 +4,8 @@ use std::borrow::Cow;
 
 use lb_ptx::plan::{Grid, KernelPlan, OffsetWidth, Plan, ProblemSize, Temp, TempCount, TempRole};
 
-/// `y[i] = 2 * x[i]` with a grid-stride loop; params (x, x_len, y, y_len).
+/// `y[i] = 2 * x[i]` with a grid-stride loop; params (x, x_len, y, y_len), then the output
+/// mirrors every kernel declares (unused here).
 pub const DOUBLE_PTX: &str = "\
 .version 7.8
 .target sm_75
@@ -14,7 +15,9 @@ pub const DOUBLE_PTX: &str = "\
 \t.param .u64 x,
 \t.param .u64 x_len,
 \t.param .u64 y,
-\t.param .u64 y_len
+\t.param .u64 y_len,
+\t.param .u64 lb_mirrors,
+\t.param .u64 lb_mirror_count
 )
 {
 \t.reg .pred %p<1>;
@@ -50,7 +53,9 @@ L1:
 .visible .entry raise(
 \t.param .u64 x,
 \t.param .u64 x_len,
-\t.param .u64 flag
+\t.param .u64 flag,
+\t.param .u64 lb_mirrors,
+\t.param .u64 lb_mirror_count
 )
 {
 \t.reg .b64 %rd<2>;
