@@ -682,8 +682,8 @@ impl Exchange {
     }
 
     /// Copies every piece of `pieces` into every device's buffer in `dst` (indexed by device).
-    /// `step`: the chunk step whose kernels made the pieces ([`after_compute`]
-    /// (Self::after_compute) marked them), or `None` after a [`fence`](Self::fence).
+    /// `step`: the chunk step whose kernels made the pieces (marked by
+    /// [`after_compute`](Self::after_compute)), or `None` after a [`fence`](Self::fence).
     pub(crate) fn gather<T: Element>(
         &mut self,
         devices: &[Device],
