@@ -258,7 +258,7 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
         j0,
         i1,
         j1,
-        ends: TileEnds::Shared { base, first },
+        ends: TileEnds::Shared { base, first, count },
         block_atoms: Some((block_first, block_end)),
     }
 }

@@ -301,6 +301,7 @@ fn expansion_kernel(
         reduce: None,
         locate: false,
         wants_begin: false,
+        gather: None,
     };
     let mut write = |b: &mut KernelBuilder, at: &TileAt, j: Reg| {
         let addr = slot_of(b, j);
@@ -346,6 +347,7 @@ fn expansion_kernel(
             reduce: body.reduce,
             locate: true,
             wants_begin: false,
+            gather: None,
         };
         let mut read = |b: &mut KernelBuilder, _: &TileAt, j: Reg| {
             let addr = slot_of(b, j);
@@ -360,6 +362,7 @@ fn expansion_kernel(
             reduce,
             lane,
             chain: Some(chain),
+            gather: None,
         };
         work_oriented::block_carry(&mut b, &f, plan, body, carry, checked)?;
     }
