@@ -22,7 +22,7 @@
 //! 1. Thread: atoms left to right in registers. Every tile but the thread's first finished one
 //!    is complete and stored with a plain store; the first waits for its carry-in. Where the
 //!    share stages the block's tile ends in shared memory (`merge_path`), the stores are
-//!    gathered there and made by the whole block at the end instead ([`Gathered`]).
+//!    gathered there and made by the whole block at the end instead (`Gathered`).
 //! 2. Block (`block_carry`): a segmented inclusive scan of the threads' partial values in
 //!    shared memory (a new segment at each thread that finished a tile). A thread completes its
 //!    first tile with the scan of the thread before it. The block's last scan value is its one
@@ -258,7 +258,7 @@ pub enum TileEnds {
     /// From a shared array of width `Frame::w` holding the ends of the block's `count` (u64)
     /// tiles `first..`. After the walk has read a tile's end, only the thread that finished the
     /// tile touches its slot again, so [`main_kernel`] may gather the block's outputs there
-    /// ([`Gathered`]).
+    /// (`Gathered`).
     Shared { base: Reg, first: Reg, count: Reg },
     /// From such a shared array when `fits` (a predicate, uniform over the block), from global
     /// memory otherwise: a block's tiles staged when there was room.
