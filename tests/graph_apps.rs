@@ -2,7 +2,8 @@
 //! connected components, PageRank) against sequential references (queue BFS, union-find, f64
 //! power iteration) on random graphs with disconnected parts, self-loops, duplicate edges and
 //! isolated vertices, and on the edge cases: one vertex, no edges, a star with thousands of
-//! leaves. Each iteration's host↔device traffic is checked too (at most 16 bytes).
+//! leaves (a million on the GPU, with push BFS and both SSSP drivers too). Each iteration's
+//! host↔device traffic is checked too (at most 16 bytes).
 
 #[path = "common/graphs.rs"]
 mod graphs;
@@ -10,7 +11,8 @@ mod graphs;
 use graphs::{check_traffic, nasty_graph};
 use lb::algorithms::{
     bfs, bfs_direction_optimizing, bfs_levels, components_union_find, connected_components,
-    pagerank, pagerank_reference, schedules, Direction, PageRankGraph, PageRankOptions,
+    dijkstra, pagerank, pagerank_reference, schedules, sssp, sssp_near_far, Delta, Direction,
+    PageRankGraph, PageRankOptions,
 };
 use lb::prelude::*;
 use lb::Error;
@@ -302,4 +304,75 @@ proptest! {
     fn pagerank_matches_on_random_graphs(n in 1usize..200, parts in 1usize..4, degree in 0usize..6, seed in any::<u64>()) {
         check_pagerank(&nasty_graph(n, parts, degree, seed), 1e-5, &[Schedule::WarpMapped]);
     }
+}
+
+/// A star of `leaves` leaves whose `2 × leaves` edges weigh fresh random values in `[0.5, 8)`.
+fn weighted_star(leaves: usize, seed: u64) -> Csr<f32> {
+    let mut g = star(leaves);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    g.values
+        .iter_mut()
+        .for_each(|w| *w = rng.random_range(0.5f32..8.0));
+    g
+}
+
+/// Every app on a weighted star, under `schedules`, against the sequential references: the hub's
+/// row is one tile of `leaves` atoms, and from the hub the second frontier holds `leaves` tiles
+/// of one atom. Push BFS and both SSSP drivers from the hub and from a leaf, then the
+/// direction-optimizing BFS, connected components and PageRank.
+fn star_apps(leaves: usize, schedules: &[Schedule]) {
+    let seed = rand::rng().random::<u64>();
+    let g = weighted_star(leaves, seed);
+    let dev = Device::default();
+    let dg = DeviceCsr::upload(&dev, &g).unwrap();
+    for source in [0, 1 + (seed as usize) % leaves] {
+        let depth = bfs_levels(&g, source);
+        let dist = dijkstra(&g, source);
+        for &s in schedules {
+            let what = format!(
+                "star of {leaves}, seed {seed}, source {source}, {}",
+                s.name()
+            );
+            let b = bfs(&dev, &dg, source, s).unwrap();
+            assert_eq!(b.depth, depth, "{what}: bfs");
+            check_traffic(&what, &b.run, 16);
+            // One path to each vertex, summed in the same order: equal, not just close.
+            let r = sssp(&dev, &dg, source, s).unwrap();
+            assert_eq!(r.dist, dist, "{what}: sssp");
+            check_traffic(&what, &r.run, 16);
+            let nf = sssp_near_far(&dev, &dg, source, s, Delta::default()).unwrap();
+            assert_eq!(nf.dist, dist, "{what}: near-far");
+        }
+        check_dobfs(&g, source, schedules);
+    }
+    check_cc(&g, schedules);
+    // `thread_mapped` gives the hub's row to one thread, which adds its `leaves` f32 terms in
+    // order: on a million leaves the sum's rounding moves each iterate by more than the
+    // tolerance (docs/graph-apps.md, PageRank). Every other schedule splits a row that long.
+    let split: Vec<Schedule> = schedules
+        .iter()
+        .copied()
+        .filter(|&s| s != Schedule::ThreadMapped || leaves < 100_000)
+        .collect();
+    check_pagerank(&g, 1e-3, &split);
+}
+
+#[test]
+fn star_apps_on_every_path() {
+    star_apps(
+        1_500,
+        &[Schedule::ThreadMapped, Schedule::MergePath, Schedule::Lrb],
+    );
+}
+
+/// The star of a million leaves, under every schedule, on GPU 0.
+#[test]
+#[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
+fn gpu_million_leaf_star() {
+    let dev = Device::default();
+    assert!(
+        Device::cuda(0).is_ok() && dev.is_gpu(),
+        "this test needs a CUDA GPU"
+    );
+    star_apps(1_000_000, schedules());
 }
