@@ -9,11 +9,8 @@
 # into $OUT/profile-memory-OPS.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/gpu-unpack.sh
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-export PATH="/usr/local/cuda/bin:$PATH"
-out="${OUT:-.gpu/out}"
-mkdir -p "$out"
+# shellcheck source=scripts/gpu-checks-lib.sh
+. scripts/gpu-checks-lib.sh
 ops=$1 families=$2 schedules=$3 scale=${4:-medium}
 work=$(mktemp -d)
 stalls=long_scoreboard,lg_throttle,mio_throttle,wait,not_selected,short_scoreboard,barrier,math_pipe_throttle,no_instruction,branch_resolving
@@ -70,4 +67,4 @@ for kid, k in kernels.items():
           " ".join(f"{s}={v:.1f}" for v, s in st))
 EOF
 done
-tar -C "$work" -czf "$out/profile-memory-$ops.tgz" .
+tar -C "$work" -czf "$o/profile-memory-$ops.tgz" .
