@@ -65,7 +65,6 @@ pub fn expansion(attr: TokenStream, item: TokenStream) -> syn::Result<Expansion>
         tuning: args.tuning,
         fma: args.fma,
         leave_out_oversized: args.auto,
-        frontier_blocks: lb_ptx::DEFAULT_FRONTIER_BLOCKS,
     };
     let generated = lb_ptx::generate_safe(&body, &options).map_err(|e| {
         let span = match e {
@@ -356,18 +355,10 @@ fn plan_tokens(p: &Plan) -> TokenStream {
             Grid::CoverWork {
                 per_thread,
                 count_tiles,
-                max_blocks,
-            } => {
-                let max_blocks = match max_blocks {
-                    Some(m) => quote!(::core::option::Option::Some(#m)),
-                    None => quote!(::core::option::Option::None),
-                };
-                quote!(::lb::__private::Grid::CoverWork {
-                    per_thread: #per_thread,
-                    count_tiles: #count_tiles,
-                    max_blocks: #max_blocks,
-                })
-            }
+            } => quote!(::lb::__private::Grid::CoverWork {
+                per_thread: #per_thread,
+                count_tiles: #count_tiles,
+            }),
             Grid::PerAtoms { atoms } => quote!(::lb::__private::Grid::PerAtoms { atoms: #atoms }),
         };
         quote! {

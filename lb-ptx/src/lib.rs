@@ -55,18 +55,7 @@ pub struct Options {
     /// `false` refuses the whole generation ([`GenError::TooManyRegisters`]), `true` leaves the
     /// schedule out and says so in [`Generated::left_out`] (what `schedule = "auto"` asks).
     pub leave_out_oversized: bool,
-    /// With a frontier (`tiles`), the most blocks per lane a work-oriented main kernel is
-    /// launched with ([`DEFAULT_FRONTIER_BLOCKS`] by default). Its grid is sized before the
-    /// frontier's atoms are known, for every atom of the tile set; a larger frontier gives each
-    /// thread a larger share instead of more blocks, so a frontier of a few tiles in a large graph
-    /// does not launch a block per few thousand of the graph's atoms.
-    pub frontier_blocks: u32,
 }
-
-/// [`Options::frontier_blocks`]'s default: about four waves of 256-thread blocks on the largest
-/// GPUs lb targets (132 SMs, 8 blocks each), so a frontier that covers the graph still fills the
-/// device, and one of a few tiles costs a few thousand empty blocks at most.
-pub const DEFAULT_FRONTIER_BLOCKS: u32 = 4096;
 
 /// The most virtual registers one generated kernel may declare. The code generator gives every
 /// value of the body its own register, so the count grows with the body; past this a kernel is
@@ -110,7 +99,6 @@ impl Default for Options {
             tuning: Tuning::default(),
             fma: true,
             leave_out_oversized: false,
-            frontier_blocks: DEFAULT_FRONTIER_BLOCKS,
         }
     }
 }

@@ -91,13 +91,8 @@ pub enum Grid {
     /// `tiles + atoms` (`count_tiles`, merge path) or `atoms` (nonzero split), `per_thread` work
     /// items per thread, at least one block, times `lanes` (each lane is an independent copy of
     /// the decomposition). Never capped at the resident blocks: these kernels do not stride, and
-    /// the kernels recompute the same count to find their share. With `max_blocks`, at most that
-    /// many blocks per lane (a frontier's plan: its threads' shares grow instead).
-    CoverWork {
-        per_thread: u32,
-        count_tiles: bool,
-        max_blocks: Option<u32>,
-    },
+    /// the kernels recompute the same count to find their share.
+    CoverWork { per_thread: u32, count_tiles: bool },
     /// One block per `atoms` atoms of the tile set, at least one, whatever the lanes: for a
     /// kernel whose blocks each take a run of atoms for all lanes at once (the huge-tile split's
     /// walk with lanes) and stride over the rest.
@@ -120,7 +115,6 @@ impl Grid {
             Grid::CoverWork {
                 per_thread,
                 count_tiles,
-                max_blocks,
             } => {
                 let work = if count_tiles {
                     size.tiles.saturating_add(size.atoms)
@@ -129,7 +123,6 @@ impl Grid {
                 };
                 let per_block = u64::from(block) * u64::from(per_thread.max(1));
                 let per_lane = work.div_ceil(per_block).max(1);
-                let per_lane = max_blocks.map_or(per_lane, |m| per_lane.min(u64::from(m.max(1))));
                 per_lane
                     .saturating_mul(size.lanes.max(1))
                     .min(u64::from(u32::MAX)) as u32

@@ -208,13 +208,11 @@ fn plans_have_one_variant_per_index_width() {
             let main_grid = Grid::CoverWork {
                 per_thread: items,
                 count_tiles,
-                max_blocks: None,
             };
             // The fix-ups: one thread per block of the main kernel.
             let fixup_grid = Grid::CoverWork {
                 per_thread: items * 128,
                 count_tiles,
-                max_blocks: None,
             };
             let mut grids = vec![main_grid, fixup_grid];
             if merge {
@@ -286,12 +284,10 @@ fn cover_work_grid() {
     let merge = Grid::CoverWork {
         per_thread: 7,
         count_tiles: true,
-        max_blocks: None,
     };
     let split = Grid::CoverWork {
         per_thread: 7,
         count_tiles: false,
-        max_blocks: None,
     };
     assert_eq!(merge.blocks(&size, 32, &limits), 5 * 3);
     assert_eq!(split.blocks(&size, 32, &limits), 5 * 3);
@@ -305,62 +301,6 @@ fn cover_work_grid() {
         offsets: OffsetWidth::U64,
     };
     assert_eq!(merge.blocks(&empty, 256, &limits), 1);
-    // A frontier's plan caps its blocks per lane; the lanes multiply the capped count.
-    let capped = Grid::CoverWork {
-        per_thread: 7,
-        count_tiles: true,
-        max_blocks: Some(2),
-    };
-    assert_eq!(capped.blocks(&size, 32, &limits), 2 * 3);
-    assert_eq!(capped.blocks(&size, 1024, &limits), 3);
-    assert_eq!(capped.blocks(&empty, 256, &limits), 1);
-}
-
-/// With a frontier the main grid is capped at `Options::frontier_blocks` per lane and every
-/// thread's share grows to cover the frontier's atoms: one block, and three, for frontiers of
-/// up to 900 entries and more atoms than the matrix has (sums, min/max and visits).
-#[test]
-fn frontier_grids_are_capped_and_shares_grow() {
-    let (m, cases) = frontier_cases();
-    for s in SCHEDULES {
-        for cap in [1, 3] {
-            let o = Options {
-                frontier_blocks: cap,
-                ..opts(s, 32, 2, IndexWidth::U32)
-            };
-            let (body, p) = with_frontier(spmv());
-            let g = generate(
-                &body,
-                &Options {
-                    tiles: Some(p),
-                    ..o.clone()
-                },
-            )
-            .unwrap();
-            for plan in &g.plans {
-                let main = plan.kernels.iter().find(|k| {
-                    !k.entry.contains("_fixup")
-                        && !k.entry.contains("_tile_")
-                        && !k.entry.contains("_chunk_")
-                });
-                let main = main.expect("a main kernel");
-                assert!(
-                    matches!(main.grid, Grid::CoverWork { max_blocks: Some(c), .. } if c == cap),
-                    "{}: {:?}",
-                    main.entry,
-                    main.grid
-                );
-            }
-            for (what, frontier) in &cases {
-                let what = format!("{what} / {} capped at {cap} blocks", s.name());
-                for r in [Reduce::Sum, Reduce::Min, Reduce::Max] {
-                    let got = run_frontier_reduce(&spmv_reduce(r), &m, frontier, &o, 0);
-                    check_frontier(&got, &m, frontier, r, &what);
-                }
-                check_frontier_visits(&m, frontier, &o, &what);
-            }
-        }
-    }
 }
 
 fn check_frontier_all(m: &Matrix, frontier: &[u32], block: u32, items: u32, what: &str) {

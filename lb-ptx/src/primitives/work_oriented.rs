@@ -111,7 +111,6 @@ pub fn fixup_grid(per_thread: u32, block: u32, count_tiles: bool) -> Grid {
     Grid::CoverWork {
         per_thread: per_thread.saturating_mul(block),
         count_tiles,
-        max_blocks: None,
     }
 }
 
@@ -141,7 +140,6 @@ pub fn plans(
     let grid = Grid::CoverWork {
         per_thread,
         count_tiles,
-        max_blocks: opts.tiles.is_some().then_some(opts.frontier_blocks.max(1)),
     };
     let mut temps = common_temps(opts);
     if let Some((ty, _)) = body.reduce {
@@ -446,16 +444,7 @@ pub(crate) fn frame(
     } else {
         work
     };
-    let blocks = (frontier || layout.lanes.is_some()).then(|| {
-        let blocks = blocks_per_lane(b, sized, capacity);
-        if frontier {
-            // The plan's grid, `Grid::CoverWork::max_blocks`.
-            let most = i64::from(opts.frontier_blocks.max(1));
-            b.bin(BinOp::Min, Type::U64, blocks, Operand::Imm(most))
-        } else {
-            blocks
-        }
-    });
+    let blocks = (frontier || layout.lanes.is_some()).then(|| blocks_per_lane(b, sized, capacity));
     let per_thread = if let Some(blocks) = blocks.filter(|_| frontier) {
         let threads = b.bin(BinOp::Mul, Type::U64, blocks, Operand::Imm(block));
         let up = b.bin(BinOp::Add, Type::U64, work, threads);

@@ -207,7 +207,6 @@ pub fn first_grid() -> Grid {
     Grid::CoverWork {
         per_thread: CHUNK_ITEMS as u32,
         count_tiles: true,
-        max_blocks: None,
     }
 }
 
@@ -224,7 +223,6 @@ fn walk_grid(lanes: bool) -> Grid {
         Grid::CoverWork {
             per_thread: CHUNK_ITEMS as u32,
             count_tiles: false,
-            max_blocks: None,
         }
     }
 }
