@@ -7,7 +7,8 @@
 #   SCALE=large FAMILIES=power-law,rmat SCHEDULES=merge_path,lrb ROUNDS=2 \
 #     bash scripts/gpu-ab-rounds.sh TAG
 # Environment (defaults): SCALE (medium), OPS (spmv), FAMILIES (all), SCHEDULES (all), ROUNDS
-# (2), REPS (10), BUDGET_MS (150), VARIANTS. Writes TAG-{base,new}N.jsonl/.txt and TAG-compare.txt under
+# (2), REPS (10), BUDGET_MS (150), VARIANTS, EXTRA (more lb-bench arguments, e.g. for the graph
+# ops "--sources 1 --undirected"). Writes TAG-{base,new}N.jsonl/.txt and TAG-compare.txt under
 # $OUT, packs them into $OUT/TAG.tgz, and prints the comparison of every run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,8 @@ args=(--scale "${SCALE:-medium}" --ops "${OPS:-spmv}" --reps "${REPS:-10}"
   --budget-ms "${BUDGET_MS:-150}" --energy-ms 1 --quiet)
 [ -n "${FAMILIES:-}" ] && args+=(--families "$FAMILIES")
 [ -n "${SCHEDULES:-}" ] && args+=(--schedules "$SCHEDULES")
+# shellcheck disable=SC2206 # EXTRA is a list of arguments
+[ -n "${EXTRA:-}" ] && args+=($EXTRA)
 for r in $(seq 1 "${ROUNDS:-2}"); do
   for v in ${VARIANTS:-base new}; do
     bin=.gpu/bin/lb-bench

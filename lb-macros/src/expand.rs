@@ -355,9 +355,11 @@ fn plan_tokens(p: &Plan) -> TokenStream {
             Grid::CoverWork {
                 per_thread,
                 count_tiles,
+                frontier,
             } => quote!(::lb::__private::Grid::CoverWork {
                 per_thread: #per_thread,
                 count_tiles: #count_tiles,
+                frontier: #frontier,
             }),
             Grid::PerAtoms { atoms } => quote!(::lb::__private::Grid::PerAtoms { atoms: #atoms }),
         };

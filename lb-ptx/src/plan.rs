@@ -92,7 +92,19 @@ pub enum Grid {
     /// items per thread, at least one block, times `lanes` (each lane is an independent copy of
     /// the decomposition). Never capped at the resident blocks: these kernels do not stride, and
     /// the kernels recompute the same count to find their share.
-    CoverWork { per_thread: u32, count_tiles: bool },
+    ///
+    /// `frontier`: the plan runs over a frontier, whose atoms the host does not know. Its tiles
+    /// hold at most `tiles × max_tile_atoms` atoms (more only when it repeats tiles), so the
+    /// grid covers `min(atoms, tiles × max_tile_atoms)` atoms: a frontier of a few short tiles
+    /// in a large graph launches a few blocks, not one per share of the graph's atoms. The
+    /// kernels cannot recompute that bound (the longest tile is known only on the host); the
+    /// plan's first kernel stores its block count for the others (`frontier_scan`), and a
+    /// frontier with more atoms than the bound gives each thread a larger share.
+    CoverWork {
+        per_thread: u32,
+        count_tiles: bool,
+        frontier: bool,
+    },
     /// One block per `atoms` atoms of the tile set, at least one, whatever the lanes: for a
     /// kernel whose blocks each take a run of atoms for all lanes at once (the huge-tile split's
     /// walk with lanes) and stride over the rest.
@@ -115,11 +127,18 @@ impl Grid {
             Grid::CoverWork {
                 per_thread,
                 count_tiles,
+                frontier,
             } => {
-                let work = if count_tiles {
-                    size.tiles.saturating_add(size.atoms)
+                let atoms = if frontier {
+                    size.atoms
+                        .min(size.tiles.saturating_mul(size.max_tile_atoms))
                 } else {
                     size.atoms
+                };
+                let work = if count_tiles {
+                    size.tiles.saturating_add(atoms)
+                } else {
+                    atoms
                 };
                 let per_block = u64::from(block) * u64::from(per_thread.max(1));
                 let per_lane = work.div_ceil(per_block).max(1);

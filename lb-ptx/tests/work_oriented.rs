@@ -208,11 +208,13 @@ fn plans_have_one_variant_per_index_width() {
             let main_grid = Grid::CoverWork {
                 per_thread: items,
                 count_tiles,
+                frontier: false,
             };
             // The fix-ups: one thread per block of the main kernel.
             let fixup_grid = Grid::CoverWork {
                 per_thread: items * 128,
                 count_tiles,
+                frontier: false,
             };
             let mut grids = vec![main_grid, fixup_grid];
             if merge {
@@ -284,10 +286,12 @@ fn cover_work_grid() {
     let merge = Grid::CoverWork {
         per_thread: 7,
         count_tiles: true,
+        frontier: false,
     };
     let split = Grid::CoverWork {
         per_thread: 7,
         count_tiles: false,
+        frontier: false,
     };
     assert_eq!(merge.blocks(&size, 32, &limits), 5 * 3);
     assert_eq!(split.blocks(&size, 32, &limits), 5 * 3);
@@ -301,6 +305,107 @@ fn cover_work_grid() {
         offsets: OffsetWidth::U64,
     };
     assert_eq!(merge.blocks(&empty, 256, &limits), 1);
+    // A frontier's grid covers at most `tiles × max_tile_atoms` atoms, and never more than the
+    // tile set's; an unknown longest tile leaves the tile set's atoms.
+    let frontier = Grid::CoverWork {
+        per_thread: 7,
+        count_tiles: true,
+        frontier: true,
+    };
+    let few = ProblemSize {
+        tiles: 4,
+        atoms: 1_000_000,
+        lanes: 3,
+        max_tile_atoms: 5,
+        offsets: OffsetWidth::U64,
+    };
+    let per_block = 7 * 32;
+    assert_eq!(frontier.blocks(&few, 32, &limits), 3);
+    let many = ProblemSize {
+        tiles: 100_000,
+        ..few
+    };
+    let bounded = (100_000u64 + 500_000).div_ceil(per_block) as u32;
+    assert_eq!(frontier.blocks(&many, 32, &limits), bounded * 3);
+    let long = ProblemSize {
+        max_tile_atoms: 20,
+        ..many
+    };
+    let whole = (100_000u64 + 1_000_000).div_ceil(per_block) as u32;
+    assert_eq!(frontier.blocks(&long, 32, &limits), whole * 3);
+    let unknown = ProblemSize {
+        max_tile_atoms: u64::MAX,
+        ..few
+    };
+    let whole = (4u64 + 1_000_000).div_ceil(per_block) as u32;
+    assert_eq!(frontier.blocks(&unknown, 32, &limits), whole * 3);
+    assert_eq!(
+        merge.blocks(&few, 32, &limits),
+        whole * 3,
+        "no frontier: the tile set"
+    );
+}
+
+/// A frontier of a few short tiles in a large tile set launches a grid for its own atoms (at
+/// most `tiles × longest tile`), not for the tile set's; the kernels find its size in
+/// `main_blocks`, which the first kernel stores (the simulator fills temporaries with garbage,
+/// so a kernel that read anything else would fail). Frontiers below, near and above the bound.
+#[test]
+fn frontier_grid_follows_its_tiles() {
+    let lengths: Vec<usize> = (0..6000).map(|r| (r * 7) % 9).collect();
+    let m = Matrix::from_lengths(&lengths);
+    let mut rng = support::Rng::fresh();
+    let seed = rng.0;
+    let mut pick = |n: usize| -> Vec<u32> { (0..n).map(|_| rng.range(0, 6000) as u32).collect() };
+    let cases = [
+        ("one tile", pick(1)),
+        ("forty tiles, some repeated", {
+            let mut f = pick(40);
+            f.extend_from_slice(&f.clone()[..10]);
+            f
+        }),
+        // Rows 9k + 5 have the longest tiles, 8 atoms.
+        ("longest tiles only", vec![5, 14, 5, 23]),
+        ("past the tile set's atoms", pick(4000)),
+    ];
+    let limits = DeviceLimits {
+        sm_count: 1,
+        blocks_per_sm: 1,
+    };
+    for (what, frontier) in &cases {
+        let what = &format!("{what} (LB_HUGE_SEED={seed})");
+        check_frontier_all(&m, frontier, 32, 2, what);
+        for s in SCHEDULES {
+            let (body, p) = with_frontier(spmv());
+            let o = frontier_opts(s, 32, 2, IndexWidth::U32, p);
+            let g = generate(&body, &o).unwrap();
+            let size = ProblemSize {
+                tiles: frontier.len() as u64,
+                atoms: m.nnz() as u64,
+                lanes: 1,
+                max_tile_atoms: m.longest(),
+                offsets: OffsetWidth::U64,
+            };
+            let Grid::CoverWork {
+                per_thread,
+                count_tiles,
+                frontier: true,
+            } = g.plans[0].kernels[0].grid
+            else {
+                panic!("{what}: {}: not a frontier's grid", s.name());
+            };
+            let atoms = (m.nnz() as u64).min(frontier.len() as u64 * 8);
+            let work = atoms
+                + if count_tiles {
+                    frontier.len() as u64
+                } else {
+                    0
+                };
+            let want = work.div_ceil(u64::from(per_thread) * 32).max(1);
+            let got = g.plans[0].kernels[0].grid.blocks(&size, 32, &limits);
+            assert_eq!(u64::from(got), want, "{what}: {}", s.name());
+        }
+    }
 }
 
 fn check_frontier_all(m: &Matrix, frontier: &[u32], block: u32, items: u32, what: &str) {
@@ -361,7 +466,7 @@ fn frontier_with_lanes() {
                 tiles: frontier.len() as u64,
                 atoms: m.nnz() as u64,
                 lanes: k as u64,
-                max_tile_atoms: u64::MAX,
+                max_tile_atoms: m.longest(),
                 offsets: OffsetWidth::U64,
             };
             run_plan(&g, &g.plans[0], args, size, &mut mem);

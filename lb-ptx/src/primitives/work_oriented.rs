@@ -104,13 +104,21 @@ pub fn plan_width(plan: &Plan) -> Type {
     }
 }
 
-/// The fix-up's grid: one thread per block of the main kernel, whose grid is
-/// `CoverWork { per_thread, count_tiles }`. Counting `per_thread × block` work items per thread
-/// gives `⌈work / (per_thread × block²)⌉ ≥ ⌈blocks / block⌉` blocks per lane.
-pub fn fixup_grid(per_thread: u32, block: u32, count_tiles: bool) -> Grid {
-    Grid::CoverWork {
-        per_thread: per_thread.saturating_mul(block),
-        count_tiles,
+/// The fix-up's grid: one thread per block of the main kernel, whose grid is `main`
+/// ([`Grid::CoverWork`]). Counting `per_thread × block` work items per thread gives
+/// `⌈work / (per_thread × block²)⌉ ≥ ⌈blocks / block⌉` blocks per lane, over the same work.
+pub fn fixup_grid(main: Grid, block: u32) -> Grid {
+    match main {
+        Grid::CoverWork {
+            per_thread,
+            count_tiles,
+            frontier,
+        } => Grid::CoverWork {
+            per_thread: per_thread.saturating_mul(block),
+            count_tiles,
+            frontier,
+        },
+        other => other,
     }
 }
 
@@ -140,6 +148,7 @@ pub fn plans(
     let grid = Grid::CoverWork {
         per_thread,
         count_tiles,
+        frontier: opts.tiles.is_some(),
     };
     let mut temps = common_temps(opts);
     if let Some((ty, _)) = body.reduce {
@@ -190,7 +199,7 @@ pub fn plans(
                 kernels.push(KernelPlan {
                     entry: Cow::Owned(format!("{main}_fixup")),
                     block: opts.block,
-                    grid: fixup_grid(per_thread, opts.block, count_tiles),
+                    grid: fixup_grid(grid, opts.block),
                     dynamic_shared: 0,
                     min_tile_atoms: None,
                     min_grid: Some(fixup::kernels_from(opts.block)),
@@ -406,11 +415,12 @@ pub fn select_to(b: &mut KernelBuilder, ty: Type, dst: Reg, a: Reg, c: Reg, pred
 
 /// Declares the params and computes the [`Frame`] at kernel entry.
 ///
-/// With a frontier the host sizes the grid before the frontier's atoms are known: from
-/// `ProblemSize { tiles: frontier length, atoms: nnz }`, which the kernels recompute from the
-/// `Csr`'s `nnz`. A frontier may hold more atoms than that (repeated tiles), so each thread
-/// takes `max(items_per_thread, ⌈work / (blocks × block)⌉)` items: the grid always covers the
-/// work, and surplus threads get empty shares.
+/// With a frontier the host sizes the grid before the frontier's atoms are known, for
+/// `min(nnz, frontier length × longest tile)` atoms ([`Grid::CoverWork`]), and the plan's first
+/// kernel stores the blocks per lane in `main_blocks`, which every kernel here reads. A frontier
+/// may hold more atoms than that (repeated tiles), so each thread takes
+/// `max(items_per_thread, ⌈work / (blocks × block)⌉)` items: the grid always covers the work, and
+/// surplus threads get empty shares.
 pub(crate) fn frame(
     b: &mut KernelBuilder,
     body: &Body,
@@ -439,12 +449,15 @@ pub(crate) fn frame(
     let items = i64::from(items_per_thread(opts));
     let block = i64::from(opts.block);
     let capacity = items * block;
-    let sized = if frontier {
-        with_tiles(b, layout.csr.nnz)
+    let blocks = if frontier {
+        let slot = params.temps[temp_index(plan, frontier_scan::MAIN_BLOCKS)?];
+        Some(b.ld(Space::Global, Type::U64, slot))
     } else {
-        work
+        layout
+            .lanes
+            .is_some()
+            .then(|| blocks_per_lane(b, work, capacity))
     };
-    let blocks = (frontier || layout.lanes.is_some()).then(|| blocks_per_lane(b, sized, capacity));
     let per_thread = if let Some(blocks) = blocks.filter(|_| frontier) {
         let threads = b.bin(BinOp::Mul, Type::U64, blocks, Operand::Imm(block));
         let up = b.bin(BinOp::Add, Type::U64, work, threads);

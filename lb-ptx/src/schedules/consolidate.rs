@@ -125,6 +125,7 @@ const CHILD_ITEMS: u32 = 8;
 const CHILD_GRID: Grid = Grid::CoverWork {
     per_thread: CHILD_ITEMS,
     count_tiles: false,
+    frontier: false,
 };
 /// Largest child grid a device-side launch asks for; the child's warps stride over the rest.
 const MAX_CHILD_GRID: i64 = 65_535;

@@ -49,6 +49,15 @@ pub struct Matrix {
 }
 
 impl Matrix {
+    /// Atoms of the longest row, what the runtime passes as `ProblemSize::max_tile_atoms`.
+    pub fn longest(&self) -> u64 {
+        self.offsets
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or(0)
+    }
+
     pub fn from_lengths(lengths: &[usize]) -> Matrix {
         let cols = 37;
         let mut offsets = vec![0u64];
@@ -527,7 +536,7 @@ pub fn run_frontier_reduce(
         tiles: frontier.len() as u64,
         atoms: m.nnz() as u64,
         lanes: 1,
-        max_tile_atoms: u64::MAX,
+        max_tile_atoms: m.longest(),
         offsets: OffsetWidth::U64,
     };
     run_plan(&g, &g.plans[plan_index], args, size, &mut mem);
@@ -599,7 +608,7 @@ pub fn check_frontier_visits(m: &Matrix, frontier: &[u32], base: &Options, what:
         tiles: frontier.len() as u64,
         atoms: n as u64,
         lanes: 1,
-        max_tile_atoms: u64::MAX,
+        max_tile_atoms: m.longest(),
         offsets: OffsetWidth::U64,
     };
     run_plan(&g, &g.plans[0], args, size, &mut mem);
@@ -699,7 +708,14 @@ impl Tiles {
             tiles: frontier.map_or(self.rows(), <[u32]>::len) as u64,
             atoms: self.values.len() as u64,
             lanes,
-            max_tile_atoms: u64::MAX,
+            // The runtime passes the longest tile; with a frontier it bounds the grid.
+            max_tile_atoms: frontier.map_or(u64::MAX, |_| {
+                self.offsets
+                    .windows(2)
+                    .map(|w| w[1] - w[0])
+                    .max()
+                    .unwrap_or(0)
+            }),
             offsets: OffsetWidth::U64,
         }
     }

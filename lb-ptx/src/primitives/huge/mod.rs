@@ -207,6 +207,7 @@ pub fn first_grid() -> Grid {
     Grid::CoverWork {
         per_thread: CHUNK_ITEMS as u32,
         count_tiles: true,
+        frontier: false,
     }
 }
 
@@ -223,6 +224,7 @@ fn walk_grid(lanes: bool) -> Grid {
         Grid::CoverWork {
             per_thread: CHUNK_ITEMS as u32,
             count_tiles: false,
+            frontier: false,
         }
     }
 }

@@ -29,19 +29,27 @@ use crate::{GenError, Options};
 
 /// `tile_offsets`: `len + 1` entries of the plan's offset width ([`Plan::offsets`]).
 pub const TILE_OFFSETS: &str = "tile_offsets";
+/// `main_blocks`: one u64, the main kernel's blocks per lane, stored by the first kernel.
+pub const MAIN_BLOCKS: &str = "main_blocks";
 /// `chunk_sums`: u64, one per chunk of `block` entries (at most `len + 1`).
 const CHUNK_SUMS: &str = "chunk_sums";
 const SCAN: &str = "lb_offsets_scan";
 
-/// The two temporaries the scan needs, `tile_offsets` of width `offsets`.
-pub fn temps(offsets: OffsetWidth) -> [Temp; 2] {
-    [(TILE_OFFSETS, offsets.bytes()), (CHUNK_SUMS, 8)].map(|(name, elem_bytes)| Temp {
+/// The temporaries the scan needs, `tile_offsets` of width `offsets`, and `main_blocks`.
+pub fn temps(offsets: OffsetWidth) -> [Temp; 3] {
+    let per_tile = TempCount::PerTile {
+        per_tile: 1,
+        extra: 1,
+    };
+    [
+        (TILE_OFFSETS, offsets.bytes(), per_tile),
+        (CHUNK_SUMS, 8, per_tile),
+        (MAIN_BLOCKS, 8, TempCount::Fixed(1)),
+    ]
+    .map(|(name, elem_bytes, count)| Temp {
         name: Cow::Borrowed(name),
         elem_bytes,
-        count: TempCount::PerTile {
-            per_tile: 1,
-            extra: 1,
-        },
+        count,
         zero: false,
         role: TempRole::Scratch,
     })
@@ -158,6 +166,9 @@ fn chunks_kernel(
     let stride = b.cvt(Rounding::None, Type::U64, Type::U32, nctaid);
     let up = b.bin(BinOp::Add, Type::U64, layout.tiles, Operand::Imm(block - 1));
     let chunks = b.bin(BinOp::Div, Type::U64, up, Operand::Imm(block));
+    if !offsets {
+        store_main_blocks(&mut b, &layout, &params, plan, c, tid, stride)?;
+    }
 
     let each = b.loop_begin();
     let done = b.setp(Cmp::Ge, Type::U64, c, chunks);
@@ -186,6 +197,34 @@ fn chunks_kernel(
     b.bin_to(BinOp::Add, Type::U64, c, c, stride);
     b.loop_end(each);
     Ok(b.finish())
+}
+
+/// Thread 0 of block 0 stores `main_blocks`: the grid's blocks over the lanes. This kernel's
+/// grid is the main kernel's, sized on the host from a bound of the frontier's atoms that the
+/// device cannot recompute ([`Grid::CoverWork`]'s `frontier`); every later kernel reads it.
+fn store_main_blocks(
+    b: &mut KernelBuilder,
+    layout: &Layout,
+    params: &KernelParams,
+    plan: &Plan,
+    ctaid: Reg,
+    tid: Reg,
+    grid: Reg,
+) -> Result<(), GenError> {
+    let slot = params.temps[temp_index(plan, MAIN_BLOCKS)?];
+    let first = b.bin(BinOp::Or, Type::B64, tid, ctaid);
+    let first = b.setp(Cmp::Eq, Type::U64, first, Operand::Imm(0));
+    let scope = b.if_begin(first, false);
+    let blocks = match layout.lanes {
+        Some(lanes) => {
+            let lanes = b.bin(BinOp::Max, Type::U64, lanes, Operand::Imm(1));
+            b.bin(BinOp::Div, Type::U64, grid, lanes)
+        }
+        None => grid,
+    };
+    b.st(Space::Global, Type::U64, slot, blocks);
+    b.if_end(scope);
+    Ok(())
 }
 
 /// Kernel 2: one block scans the chunk sums in place (exclusive), `block` at a time, and writes
