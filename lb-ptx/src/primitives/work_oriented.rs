@@ -241,6 +241,10 @@ pub struct Frame {
     pub blocks: Option<Reg>,
     /// The block's index inside its lane's copy of the decomposition.
     pub cta: Reg,
+    /// With lanes, the block's carry slot `lane × blocks + cta`: a lane's slots are consecutive,
+    /// the order the fix-up walks them in. Without lanes the slot is the block index
+    /// ([`carry_slot`]).
+    pub slot: Option<Reg>,
     pub tid: Reg,
     /// The lane, with `Options::lanes`.
     pub lane: Option<Reg>,
@@ -472,14 +476,20 @@ pub(crate) fn frame(
     let ctaid = b.cvt(Rounding::None, Type::U64, Type::U32, ctaid);
     let tid = b.special(Special::TidX);
     let tid = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
-    let (cta, lane) = match (layout.lanes, blocks) {
-        (Some(_), Some(blocks)) => {
-            let lane = b.bin(BinOp::Div, Type::U64, ctaid, blocks);
-            let first = b.bin(BinOp::Mul, Type::U64, lane, blocks);
-            let cta = b.bin(BinOp::Sub, Type::U64, ctaid, first);
-            (cta, Some(lane))
+    let (cta, lane, slot) = match (layout.lanes, blocks) {
+        (Some(lanes), Some(blocks)) => {
+            // Lane fastest: consecutive blocks take the same share of the work for consecutive
+            // lanes, so the blocks resident together read the same atoms and neighbouring
+            // columns of the rows they gather (a lane-major order streams the whole gathered
+            // matrix from memory once per lane).
+            let lanes = b.bin(BinOp::Max, Type::U64, lanes, Operand::Imm(1));
+            let lane = b.bin(BinOp::Rem, Type::U64, ctaid, lanes);
+            let cta = b.bin(BinOp::Div, Type::U64, ctaid, lanes);
+            let before = b.bin(BinOp::Mul, Type::U64, lane, blocks);
+            let slot = b.bin(BinOp::Add, Type::U64, before, cta);
+            (cta, Some(lane), Some(slot))
         }
-        _ => (ctaid, None),
+        _ => (ctaid, None, None),
     };
     Ok(Frame {
         w: plan_width(plan),
@@ -494,9 +504,22 @@ pub(crate) fn frame(
         block,
         blocks,
         cta,
+        slot,
         tid,
         lane,
     })
+}
+
+/// The block's carry slot (u64): [`Frame::slot`] with lanes, else `%ctaid.x` read where it is
+/// used, so the address is one `mad.wide.u32`.
+fn carry_slot(b: &mut KernelBuilder, f: &Frame) -> Reg {
+    match f.slot {
+        Some(slot) => slot,
+        None => {
+            let ctaid = b.special(Special::CtaidX);
+            b.cvt(Rounding::None, Type::U64, Type::U32, ctaid)
+        }
+    }
 }
 
 /// Thread `g` of a boundary kernel's grid (u64), one boundary per main-kernel block and one
@@ -1215,8 +1238,7 @@ pub(crate) fn block_carry(
     let not_first = b.setp(Cmp::Ne, Type::U64, f.cta, Operand::Imm(0));
     let pending = b.bin(BinOp::And, Type::Pred, open, not_first);
     let mut choice = b.if_begin(pending, false);
-    let ctaid = b.special(Special::CtaidX);
-    let slot = b.cvt(Rounding::None, Type::U64, Type::U32, ctaid);
+    let slot = carry_slot(b, f);
     let addr = b.elem_addr(slot_of(CARRY_HEADS)?, slot, size);
     b.st(Space::Global, t, addr, v.head);
     b.if_else(&mut choice);
@@ -1267,8 +1289,7 @@ pub(crate) fn block_carry(
     };
     let inside = b.setp(Cmp::Lt, Type::U64, v.position, f.layout.tiles);
     let key = b.selp(Type::U64, key, Operand::Imm(NO_CARRY), inside);
-    let ctaid = b.special(Special::CtaidX);
-    let slot = b.cvt(Rounding::None, Type::U64, Type::U32, ctaid);
+    let slot = carry_slot(b, f);
     let addr = b.elem_addr(slot_of(CARRY_KEYS)?, slot, 8);
     b.st(Space::Global, Type::U64, addr, key);
     let addr = b.elem_addr(slot_of(CARRY_VALUES)?, slot, size);
