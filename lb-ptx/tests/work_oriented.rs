@@ -379,13 +379,7 @@ fn frontier_grid_follows_its_tiles() {
             let (body, p) = with_frontier(spmv());
             let o = frontier_opts(s, 32, 2, IndexWidth::U32, p);
             let g = generate(&body, &o).unwrap();
-            let size = ProblemSize {
-                tiles: frontier.len() as u64,
-                atoms: m.nnz() as u64,
-                lanes: 1,
-                max_tile_atoms: m.longest(),
-                offsets: OffsetWidth::U64,
-            };
+            let size = frontier_size(&m, frontier);
             let Grid::CoverWork {
                 per_thread,
                 count_tiles,

@@ -243,7 +243,7 @@ pub struct Frame {
     pub cta: Reg,
     /// With lanes, the block's carry slot `lane × blocks + cta`: a lane's slots are consecutive,
     /// the order the fix-up walks them in. Without lanes the slot is the block index
-    /// ([`carry_slot`]).
+    /// (`carry_slot`).
     pub slot: Option<Reg>,
     pub tid: Reg,
     /// The lane, with `Options::lanes`.

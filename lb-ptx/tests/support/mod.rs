@@ -532,18 +532,28 @@ pub fn run_frontier_reduce(
     let nan = bytes_of(&vec![f32::from_bits(NAN_FILL); n], f32::to_le_bytes);
     let y = upload(&mut mem, &nan);
     args.extend([y, n as u64]);
-    let size = ProblemSize {
+    run_plan(
+        &g,
+        &g.plans[plan_index],
+        args,
+        frontier_size(m, frontier),
+        &mut mem,
+    );
+    read_words::<4>(&mem, y, n)
+        .into_iter()
+        .map(u32::from_le_bytes)
+        .collect()
+}
+
+/// The `ProblemSize` the runtime passes for a launch over `frontier` of `m` (one lane).
+pub fn frontier_size(m: &Matrix, frontier: &[u32]) -> ProblemSize {
+    ProblemSize {
         tiles: frontier.len() as u64,
         atoms: m.nnz() as u64,
         lanes: 1,
         max_tile_atoms: m.longest(),
         offsets: OffsetWidth::U64,
-    };
-    run_plan(&g, &g.plans[plan_index], args, size, &mut mem);
-    read_words::<4>(&mem, y, n)
-        .into_iter()
-        .map(u32::from_le_bytes)
-        .collect()
+    }
 }
 
 pub const NAN_FILL: u32 = 0x7FC0_1234;
