@@ -498,12 +498,24 @@ impl KernelBuilder {
         &mut self,
         op: AtomOp,
         ty: Type,
+        at: (Reg, i64),
+        value: impl Into<Operand>,
+    ) -> Reg {
+        self.atom(Space::Global, op, ty, at, value)
+    }
+
+    /// `atom.SPACE.OP.TY old, [base + offset], value`; returns `old` (a register of `ty`).
+    pub fn atom(
+        &mut self,
+        space: Space,
+        op: AtomOp,
+        ty: Type,
         (base, offset): (Reg, i64),
         value: impl Into<Operand>,
     ) -> Reg {
         let dst = self.reg_for(ty);
         self.emit(Op::Atom {
-            space: Space::Global,
+            space,
             op,
             ty,
             dst,

@@ -461,10 +461,23 @@ fn lrb_reorder_groups_the_tiles_by_bin() {
     assert_eq!(Lrb::bin(32), 6);
     assert_eq!(Lrb::bin(u64::MAX), 64);
     assert_eq!(Lrb::block_bin(128), 8);
-    let sizes = every_bin();
-    let t = Tiles::new(&sizes);
-    let frontier: Vec<u32> = vec![5, 0, 5, 20, 1, 13, 2, 5, 27];
-    for f in [None, Some(&frontier[..])] {
+    // Every bin once, then more tiles than the grid's threads (the count and scatter stride,
+    // one block histogram per round) with a frontier that repeats tiles.
+    let many: Vec<usize> = (0..700).map(|i| [0, 1, 3, 40, 9, 2, 200][i % 7]).collect();
+    let many_frontier: Vec<u32> = (0..900).map(|i| (i * 37 % 700) as u32).collect();
+    let cases = [
+        (every_bin(), vec![5, 0, 5, 20, 1, 13, 2, 5, 27]),
+        (many, many_frontier),
+    ];
+    for (sizes, frontier) in &cases {
+        reorder_groups_by_bin(sizes, frontier);
+    }
+}
+
+/// The reorder of `sizes`, with and without `frontier`, holds each active tile once, bin by bin.
+fn reorder_groups_by_bin(sizes: &[usize], frontier: &[u32]) {
+    let t = Tiles::new(sizes);
+    for f in [None, Some(frontier)] {
         let body = if f.is_some() { spmv_frontier() } else { spmv() };
         let o = Options {
             tiles: f.map(|_| 1),

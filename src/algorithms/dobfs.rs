@@ -18,7 +18,7 @@
 //! Both steps claim a vertex with `atomic_cas` on `depth` and push it into the next frontier's
 //! queue, so the queue's counter (read by the launch anyway) is `n_f`. The claiming lane also adds
 //! the vertex's out-degree to one of [`CLAIM_SLOTS`] counters, which only grow: their sum, taken
-//! by a one-thread reduction after each step and read as one `u64`, is the out-degree of every
+//! by a one-block reduction after each step and read as one `u64`, is the out-degree of every
 //! vertex reached so far, from which the host gets `m_f` (its growth) and `m_u` (the graph's
 //! edges minus it). The steps run through the unchecked launchers, whose only unproven indices
 //! the driver proves (the frontier holds vertices, `v % CLAIM_SLOTS` is a slot), so no error
@@ -41,8 +41,9 @@ use crate::prelude::*;
 use crate::{Error, Result};
 
 /// Counters the steps add claimed vertices' out-degrees to (vertex `v` adds to slot
-/// `v % CLAIM_SLOTS`, spread so that the atomics do not all hit one address).
-pub const CLAIM_SLOTS: usize = 32;
+/// `v % CLAIM_SLOTS`), spread over 64 cache lines so that the atomics do not queue on one
+/// (see [`EDGE_SLOTS`](super::EDGE_SLOTS)).
+pub const CLAIM_SLOTS: usize = 1024;
 
 /// The top-down step: [`bfs_visit`](fn@super::bfs_visit)'s claim of each unvisited out-neighbour,
 /// plus the claimed vertex's out-degree added to `claimed[v % claimed.len()]`.
@@ -98,8 +99,9 @@ pub fn out_degree(_g: &Csr<f32>, #[atom] _e: usize) -> u64 {
 }
 
 /// `total[r]` = the sum of `x` at the columns of row `r` of `pick`: the claim counters' sum, or
-/// one vertex's degree, for the host to read as one `u64`.
-#[load_balanced(schedule = "thread_mapped", reduce = "sum", output = "total")]
+/// one vertex's degree, for the host to read as one `u64`. A block per row: the counters are a
+/// thousand loads, one thread would chain them.
+#[load_balanced(schedule = "block_mapped", reduce = "sum", output = "total")]
 pub fn gather_sum(pick: &Csr<f32>, x: &[u64], #[atom] e: usize) -> u64 {
     x[pick.col_indices[e] as usize]
 }
@@ -324,7 +326,7 @@ fn read_sum(
     x: &DeviceBuffer<u64>,
     total: &mut DeviceBuffer<u64>,
 ) -> Result<(u64, Option<f32>)> {
-    let launch = gather_sum::launch_with(dev, Schedule::ThreadMapped, pick, x, total)?;
+    let launch = gather_sum::launch_with(dev, Schedule::BlockMapped, pick, x, total)?;
     let sum = total.download()?.first().copied().unwrap_or(0);
     Ok((sum, launch.elapsed_ms))
 }

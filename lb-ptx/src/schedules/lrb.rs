@@ -6,12 +6,14 @@
 //! Kernels, in launch order:
 //! 1. `_lrb_count`: one thread per tile adds 1 to `counts[bin]`, `bin = 64 - clz(atoms)` (0 for
 //!    an empty tile, `b + 1` for `2^b <= atoms < 2^(b+1)`), so [`Lrb::BINS`] counters cover every
-//!    64-bit count ("a counter at location b is incremented", §3.3.4).
+//!    64-bit count ("a counter at location b is incremented", §3.3.4). The adds go to a block's
+//!    histogram in shared memory first, and the block adds each of its nonzero bins once.
 //! 2. `_lrb_scan`: one thread turns the counts into bin starts (exclusive scan, the total last)
 //!    and the counts into scatter cursors.
-//! 3. `_lrb_scatter`: one thread per tile takes the next slot of its bin with an atomic add on
-//!    the cursor and writes its tile id there. The scatter is **not stable**: the order inside a
-//!    bin depends on timing. Results do not: each tile is reduced by one group in a fixed order.
+//! 3. `_lrb_scatter`: one thread per tile takes the next slot of its bin and writes its tile id
+//!    there: its rank in the block's shared histogram, after a run the block reserved with one
+//!    atomic add on the bin's cursor. The scatter is **not stable**: the order inside a bin
+//!    depends on timing. Results do not: each tile is reduced by one group in a fixed order.
 //! 4. `_lrb_thread`, `_lrb_warp`, `_lrb_block`: the bins of tiles below 32 atoms, one thread per
 //!    tile walking its atoms in order (bitwise the sequential loop; the threads take these tiles
 //!    in tile-set order, skipping the larger ones, so their accesses stay coalesced where the
@@ -210,22 +212,32 @@ impl ScheduleTemplate for Lrb {
             let params = KernelParams::declare(&mut b, body, plan)?;
             let t = |k: usize| params.temps[first + k];
             match name {
-                "count" | "scatter" => {
+                "count" => {
                     let layout = Layout::new(&mut b, body, opts, &params)?;
+                    let hist = Histogram::declare(&mut b, kp.block);
+                    hist.zero(&mut b);
+                    b.emit(Op::BarSync);
                     let gs = b.grid_stride_begin(layout.tiles);
                     let tile = layout.tile(&mut b, &params, gs.item, opts.checked, gs.next);
-                    let (begin, end) = layout.atoms(&mut b, tile);
-                    let size = b.bin(BinOp::Sub, Type::U64, end, begin);
-                    let lz = b.un(UnOp::Clz, Type::B64, size);
-                    let bin = b.bin(BinOp::Sub, Type::U32, Operand::Imm(64), lz);
-                    let bin = b.cvt(Rounding::None, Type::U64, Type::U32, bin);
-                    let addr = b.elem_addr(t(COUNTS), bin, 8);
-                    let slot = atom_add(&mut b, addr);
-                    if name == "scatter" {
-                        let at = b.elem_addr(t(PERM), slot, 8);
-                        b.st(Space::Global, Type::U64, at, tile);
-                    }
+                    let bin = tile_bin(&mut b, &layout, tile);
+                    hist.add(&mut b, bin);
                     b.grid_stride_end(gs);
+                    b.emit(Op::BarSync);
+                    hist.each_bin(&mut b, &mut |b, bin, count| {
+                        let addr = b.elem_addr(t(COUNTS), bin, 8);
+                        b.atom_global(AtomOp::Add, Type::U64, (addr, 0), count);
+                    });
+                }
+                "scatter" => {
+                    let layout = Layout::new(&mut b, body, opts, &params)?;
+                    scatter(
+                        &mut b,
+                        &params,
+                        &layout,
+                        opts.checked,
+                        kp.block,
+                        [t(COUNTS), t(PERM)],
+                    );
                 }
                 "scan" => {
                     let tid = b.special(Special::TidX);
@@ -312,9 +324,163 @@ fn split_bin(threshold: u64) -> u32 {
     }
 }
 
-/// `atom.global.add.u64 old, [addr], 1`; returns `old`.
-fn atom_add(b: &mut KernelBuilder, addr: Reg) -> Reg {
-    b.atom_global(AtomOp::Add, Type::U64, (addr, 0), Operand::Imm(1))
+/// The bin of `tile`: the bit length of its atom count (u64).
+fn tile_bin(b: &mut KernelBuilder, layout: &Layout, tile: Reg) -> Reg {
+    let (begin, end) = layout.atoms(b, tile);
+    let size = b.bin(BinOp::Sub, Type::U64, end, begin);
+    let lz = b.un(UnOp::Clz, Type::B64, size);
+    let bin = b.bin(BinOp::Sub, Type::U32, Operand::Imm(64), lz);
+    b.cvt(Rounding::None, Type::U64, Type::U32, bin)
+}
+
+/// A block's counts per bin in shared memory, plus a slot past the last bin that counts nothing
+/// (where a thread without a tile adds). The count and scatter kernels add a tile to its bin
+/// here and make one global atomic per (block, bin) instead of one per tile: on a power-law
+/// graph most tiles fall into three or four bins, and one global atomic per tile queued on those
+/// few addresses, 4 ms each for the count and the scatter of 6.5 M tiles on an H100.
+struct Histogram {
+    base: Reg,
+    tid: Reg,
+    block: u32,
+}
+
+const HISTOGRAM: &str = "lb_lrb_histogram";
+const BIN_BASES: &str = "lb_lrb_bin_bases";
+
+impl Histogram {
+    fn declare(b: &mut KernelBuilder, block: u32) -> Histogram {
+        b.shared(HISTOGRAM, 8, (Lrb::BINS + 1) * 8);
+        let base = b.mov(Type::U64, Operand::Symbol(HISTOGRAM.into()));
+        let tid = b.special(Special::TidX);
+        let tid = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
+        Histogram { base, tid, block }
+    }
+
+    /// `f(bin, value)` in the threads `bin, bin + block, ..` for every bin below [`Lrb::BINS`],
+    /// `value` the bin's count. No barrier.
+    fn each_bin(&self, b: &mut KernelBuilder, f: &mut dyn FnMut(&mut KernelBuilder, Reg, Reg)) {
+        let bin = b.mov(Type::U64, self.tid);
+        let bins = b.loop_begin();
+        let done = b.setp(Cmp::Ge, Type::U64, bin, Operand::Imm(Lrb::BINS.into()));
+        b.break_if(&bins, done, false);
+        let addr = b.elem_addr(self.base, bin, 8);
+        let count = b.ld(Space::Shared, Type::U64, addr);
+        let some = b.setp(Cmp::Ne, Type::U64, count, Operand::Imm(0));
+        let scope = b.if_begin(some, false);
+        f(b, bin, count);
+        b.if_end(scope);
+        b.bin_to(
+            BinOp::Add,
+            Type::U64,
+            bin,
+            bin,
+            Operand::Imm(self.block.into()),
+        );
+        b.loop_end(bins);
+    }
+
+    /// Zeroes every slot, the spare one included. No barrier.
+    fn zero(&self, b: &mut KernelBuilder) {
+        let slot = b.mov(Type::U64, self.tid);
+        let slots = b.loop_begin();
+        let done = b.setp(Cmp::Gt, Type::U64, slot, Operand::Imm(Lrb::BINS.into()));
+        b.break_if(&slots, done, false);
+        let addr = b.elem_addr(self.base, slot, 8);
+        b.st(Space::Shared, Type::U64, addr, Operand::Imm(0));
+        b.bin_to(
+            BinOp::Add,
+            Type::U64,
+            slot,
+            slot,
+            Operand::Imm(self.block.into()),
+        );
+        b.loop_end(slots);
+    }
+
+    /// Adds one to `bin` (u64, at most [`Lrb::BINS`]); returns the count before.
+    fn add(&self, b: &mut KernelBuilder, bin: Reg) -> Reg {
+        let addr = b.elem_addr(self.base, bin, 8);
+        b.atom(
+            Space::Shared,
+            AtomOp::Add,
+            Type::U64,
+            (addr, 0),
+            Operand::Imm(1),
+        )
+    }
+}
+
+/// `_lrb_scatter`: the block takes `block` tiles at a time (every thread the same number of
+/// rounds, so that the barriers are uniform); each tile gets its rank within its bin in the
+/// block from the shared histogram, the block reserves each bin's run of slots with one atomic
+/// on the bin's cursor (`cursors`, the scan's output), and each tile writes its id at its run's
+/// start plus its rank.
+fn scatter(
+    b: &mut KernelBuilder,
+    params: &KernelParams,
+    layout: &Layout,
+    checked: bool,
+    block: u32,
+    [cursors, perm]: [Reg; 2],
+) {
+    let hist = Histogram::declare(b, block);
+    b.shared(BIN_BASES, 8, Lrb::BINS * 8);
+    let bases = b.mov(Type::U64, Operand::Symbol(BIN_BASES.into()));
+    let ctaid = b.special(Special::CtaidX);
+    let nctaid = b.special(Special::NctaidX);
+    let first = b.bin(BinOp::MulWide, Type::U32, ctaid, Operand::Imm(block.into()));
+    let stride = b.bin(
+        BinOp::MulWide,
+        Type::U32,
+        nctaid,
+        Operand::Imm(block.into()),
+    );
+    let round = b.mov(Type::U64, first);
+    let rounds = b.loop_begin();
+    let done = b.setp(Cmp::Ge, Type::U64, round, layout.tiles);
+    b.break_if(&rounds, done, false);
+    hist.zero(b);
+    b.emit(Op::BarSync);
+    let item = b.bin(BinOp::Add, Type::U64, round, hist.tid);
+    let bin = b.mov(Type::U64, Operand::Imm(Lrb::BINS.into()));
+    let tile = b.mov(Type::U64, Operand::Imm(0));
+    let skip = b.label();
+    let past = b.setp(Cmp::Ge, Type::U64, item, layout.tiles);
+    b.bra_if(past, false, skip);
+    let t = layout.tile(b, params, item, checked, skip);
+    let tb = tile_bin(b, layout, t);
+    b.emit(Op::Mov {
+        ty: Type::U64,
+        dst: tile,
+        src: t.into(),
+    });
+    b.emit(Op::Mov {
+        ty: Type::U64,
+        dst: bin,
+        src: tb.into(),
+    });
+    b.place(skip);
+    let rank = hist.add(b, bin);
+    b.emit(Op::BarSync);
+    hist.each_bin(b, &mut |b, bin, count| {
+        let cursor = b.elem_addr(cursors, bin, 8);
+        let run = b.atom_global(AtomOp::Add, Type::U64, (cursor, 0), count);
+        let at = b.elem_addr(bases, bin, 8);
+        b.st(Space::Shared, Type::U64, at, run);
+    });
+    b.emit(Op::BarSync);
+    let binned = b.setp(Cmp::Lt, Type::U64, bin, Operand::Imm(Lrb::BINS.into()));
+    let scope = b.if_begin(binned, false);
+    let at = b.elem_addr(bases, bin, 8);
+    let run = b.ld(Space::Shared, Type::U64, at);
+    let slot = b.bin(BinOp::Add, Type::U64, run, rank);
+    let at = b.elem_addr(perm, slot, 8);
+    b.st(Space::Global, Type::U64, at, tile);
+    b.if_end(scope);
+    // The next round zeroes the histogram that this one's stores read.
+    b.emit(Op::BarSync);
+    b.bin_to(BinOp::Add, Type::U64, round, round, stride);
+    b.loop_end(rounds);
 }
 
 /// `starts[bin]`.
