@@ -84,6 +84,10 @@ pub struct Record {
     /// For "tuned": launches after which the tuning time is paid back against the heuristic's
     /// pick (`None` when the heuristic picked as well, or on the simulator).
     pub payback_launches: Option<f64>,
+    /// For "tuned": each candidate's cost as the tuner measured it (ms on a GPU, the busiest
+    /// thread's instructions on the simulator), cheapest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tuner_costs: Option<Vec<(String, f64)>>,
     /// "ok" or "failed" (an error, or a result off the CPU reference); failed runs are not timed.
     pub status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -175,6 +179,7 @@ impl Record {
             picked: None,
             tuning_ms: None,
             payback_launches: None,
+            tuner_costs: None,
             status: "ok",
             error: None,
             kernels: Vec::new(),

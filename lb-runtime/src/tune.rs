@@ -2,9 +2,10 @@
 //! every generated schedule, keeps the fastest with the tile set, and records it on disk so that
 //! another process does not measure again (docs/tuning.md).
 //!
-//! The cost of a candidate is its GPU time (CUDA events, the median of three to nine timed runs,
-//! more for shorter kernels, after one that warms its module and caches), or on the simulator the busiest thread's instructions of
-//! a run after that first one, the measure lb-bench ranks simulator runs by. Only kernels whose every candidate run leaves the
+//! The cost of a candidate is its GPU time (CUDA events, the median of 3 to 21 timed runs, more
+//! for shorter kernels, taken in rounds across the candidates after one run of each that warms
+//! its module and caches), or on the simulator the busiest thread's instructions of a run after
+//! that first one, the measure lb-bench ranks simulator runs by. Only kernels whose every candidate run leaves the
 //! same result are tuned: a `reduce` kernel with no `&mut` slice, queue or frontier (its output
 //! is overwritten whole by each run, the winner's run last). Any other kernel keeps the
 //! heuristic (`Picked::Rule`): running it several times would apply its atomics and pushes
@@ -21,6 +22,7 @@ use crate::cache::TempCache;
 use crate::device::{lock, Device};
 use crate::error::{Error, Result};
 use crate::heuristic::choose_schedule;
+use crate::launch::Launch;
 use crate::stats::TileStats;
 use crate::stream::{Pending, Stream};
 
@@ -45,7 +47,7 @@ pub enum Picked {
     /// Measured by this launch: each candidate with its cost (ms on a GPU, the busiest
     /// thread's instructions on the simulator), fastest first. A candidate that cannot run the
     /// problem is left out. On a GPU the heuristic's pick runs unless another candidate was more
-    /// than 3% faster, so the schedule run may not be the first listed.
+    /// than 1% faster, so the schedule run may not be the first listed.
     Tuned(Vec<(Schedule, f64)>),
     /// Measured by an earlier launch on this tile set.
     Cached,
@@ -251,64 +253,171 @@ enum Outcome {
     Reported,
 }
 
-/// Runs candidate `s` on `tuner`: once to load its module and fill the tile set's caches (whose
-/// producer kernels later launches skip), then measured. A candidate whose first run already
-/// took more than [`HOPELESS`] times the best cost so far is not run again: that run is its
-/// cost (a schedule without a huge-tile split can take seconds on a row of millions of atoms).
-/// A fault is returned as an error.
-fn cost(run: &mut RunFn<'_>, tuner: &Stream, s: Schedule, gpu: bool, best: f64) -> Result<Outcome> {
-    let mut once = || match run(tuner, s).and_then(Pending::wait) {
+/// One run of candidate `s` on `tuner`, waited for: its launch, or what the run says about
+/// tuning. A fault is returned as an error.
+fn run_once(
+    run: &mut RunFn<'_>,
+    tuner: &Stream,
+    s: Schedule,
+) -> Result<std::result::Result<Launch, Outcome>> {
+    match run(tuner, s).and_then(Pending::wait) {
         Ok(l) => Ok(Ok(l)),
         Err(Error::Shape(_)) => Ok(Err(Outcome::Skip)),
         Err(Error::OutOfBounds { .. } | Error::QueueOverflow { .. }) => Ok(Err(Outcome::Reported)),
         Err(e) => Err(e),
-    };
-    let first = match once()? {
-        Ok(l) => l,
-        Err(outcome) => return Ok(outcome),
-    };
-    if !gpu {
-        return Ok(match once()? {
-            Ok(l) => l
-                .sim
-                .and_then(|stats| stats.per_thread_instructions.iter().max().copied())
-                .map_or(Outcome::Skip, |n| Outcome::Cost(n as f64)),
-            Err(outcome) => outcome,
-        });
     }
-    let Some(first_ms) = first.elapsed_ms.map(f64::from) else {
-        return Ok(Outcome::Skip);
-    };
-    if first_ms > HOPELESS * best {
-        return Ok(Outcome::Cost(first_ms));
-    }
-    // The median of a few runs, more for short kernels: a run lasting microseconds varies by a
-    // few percent from one launch to the next (about a millisecond's worth at most).
-    let runs = match first_ms {
-        ms if ms < 0.1 => 9,
-        ms if ms < 1.0 => 5,
-        _ => 3,
-    };
-    let mut times = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        match once()? {
-            Ok(l) => match l.elapsed_ms {
-                Some(ms) => times.push(f64::from(ms)),
-                None => return Ok(Outcome::Skip),
-            },
-            Err(outcome) => return Ok(outcome),
-        }
-    }
-    times.sort_by(f64::total_cmp);
-    Ok(Outcome::Cost(times[times.len() / 2]))
 }
 
-/// A first run this many times slower than the best candidate so far ends the candidate.
+/// The simulator's cost of candidate `s`: the busiest thread's instructions of a run after one
+/// that fills the tile set's caches (whose producer kernels later launches skip).
+fn sim_cost(run: &mut RunFn<'_>, tuner: &Stream, s: Schedule) -> Result<Outcome> {
+    if let Err(outcome) = run_once(run, tuner, s)? {
+        return Ok(outcome);
+    }
+    Ok(match run_once(run, tuner, s)? {
+        Ok(l) => l
+            .sim
+            .and_then(|stats| stats.per_thread_instructions.iter().max().copied())
+            .map_or(Outcome::Skip, |n| Outcome::Cost(n as f64)),
+        Err(outcome) => outcome,
+    })
+}
+
+/// The simulator's cost of every candidate in `order`; `None` if a candidate reported a bad
+/// argument ([`Outcome::Reported`]), which ends tuning.
+fn sim_costs(
+    run: &mut RunFn<'_>,
+    tuner: &Stream,
+    order: impl Iterator<Item = Schedule>,
+) -> Result<Option<Vec<(Schedule, f64)>>> {
+    let mut costs = Vec::new();
+    for s in order {
+        match sim_cost(run, tuner, s)? {
+            Outcome::Cost(c) => costs.push((s, c)),
+            Outcome::Skip => {}
+            Outcome::Reported => return Ok(None),
+        }
+    }
+    Ok(Some(costs))
+}
+
+/// A candidate being timed on a GPU.
+struct Timed {
+    schedule: Schedule,
+    /// Its timed runs so far, ms.
+    times: Vec<f64>,
+    /// How many timed runs it gets.
+    runs: usize,
+    /// Under [`SHORT_MS`]: its turn in a round starts with an untimed run.
+    short: bool,
+}
+
+impl Timed {
+    fn new(schedule: Schedule, first_ms: f64) -> Timed {
+        let short = first_ms < SHORT_MS;
+        let runs = match first_ms {
+            _ if short => 21,
+            ms if ms < 1.0 => 7,
+            _ => 3,
+        };
+        Timed {
+            schedule,
+            times: vec![first_ms],
+            runs,
+            short,
+        }
+    }
+
+    /// The candidate's turn in a round: one timed run, or for a short kernel an untimed run and
+    /// two timed ones. Right after another candidate's kernels, a kernel of a few microseconds
+    /// can run measurably slower, by an amount that depends on which candidate ran before (H100:
+    /// 24 → 40 µs after an 11 ms kernel); an application repeating one launch does not pay that,
+    /// so the run that does is not timed. `false`: a run reported a bad argument.
+    fn round(&mut self, run: &mut RunFn<'_>, tuner: &Stream) -> Result<bool> {
+        if self.short && run_once(run, tuner, self.schedule)?.is_err() {
+            return Ok(false);
+        }
+        let timed = if self.short { 2 } else { 1 };
+        for _ in 0..timed {
+            if self.times.len() == self.runs {
+                break;
+            }
+            match run_once(run, tuner, self.schedule)? {
+                Ok(l) => match l.elapsed_ms {
+                    Some(ms) => self.times.push(f64::from(ms)),
+                    None => self.runs = self.times.len(),
+                },
+                Err(_) => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// A candidate whose first timed run took less than this (ms) is a short kernel: more timed
+/// runs, whose launch-to-launch variation is a larger fraction of their time (a few percent of
+/// a 10 µs kernel, under one percent of a millisecond one), each turn in a round warmed first.
+const SHORT_MS: f64 = 0.1;
+
+/// The GPU cost of every candidate in `order`, in ms; `None` if a candidate reported a bad
+/// argument ([`Outcome::Reported`]), which ends tuning.
+///
+/// Each candidate runs once to load its module and fill the tile set's caches, then once timed.
+/// A candidate whose timed run took more than [`HOPELESS`] times the best so far is not run
+/// again: that run is its cost (a schedule without a huge-tile split can take seconds on a row of
+/// millions of atoms). The others then take turns in rounds ([`Timed::round`]) until each has
+/// its timed runs (21 for a short kernel, 7 under a millisecond, else 3), and the median
+/// counts: in rounds, a drift of the GPU's clocks or of another process's load during tuning
+/// touches every candidate alike instead of whichever ran then.
+fn gpu_costs(
+    run: &mut RunFn<'_>,
+    tuner: &Stream,
+    order: impl Iterator<Item = Schedule>,
+) -> Result<Option<Vec<(Schedule, f64)>>> {
+    let mut hopeless = Vec::new();
+    let mut timed: Vec<Timed> = Vec::new();
+    let mut best = f64::INFINITY;
+    for s in order {
+        let first = match run_once(run, tuner, s)? {
+            Ok(_) => run_once(run, tuner, s)?,
+            Err(outcome) => Err(outcome),
+        };
+        let first = match first {
+            Ok(l) => l,
+            Err(Outcome::Skip) => continue,
+            Err(_) => return Ok(None),
+        };
+        let Some(ms) = first.elapsed_ms.map(f64::from) else {
+            continue;
+        };
+        if ms > HOPELESS * best {
+            hopeless.push((s, ms));
+            continue;
+        }
+        best = best.min(ms);
+        timed.push(Timed::new(s, ms));
+    }
+    while timed.iter().any(|t| t.times.len() < t.runs) {
+        for t in timed.iter_mut().filter(|t| t.times.len() < t.runs) {
+            if !t.round(run, tuner)? {
+                return Ok(None);
+            }
+        }
+    }
+    let mut costs = hopeless;
+    for mut t in timed {
+        t.times.sort_by(f64::total_cmp);
+        costs.push((t.schedule, t.times[t.times.len() / 2]));
+    }
+    Ok(Some(costs))
+}
+
+/// A first timed run this many times slower than the best candidate so far ends the candidate.
 const HOPELESS: f64 = 4.0;
 
 /// The heuristic's pick stays unless another candidate is faster by more than this fraction:
-/// below it, the difference is within what repeated runs of one kernel vary by.
-const MARGIN: f64 = 0.03;
+/// below it, the difference is within what the medians of interleaved runs of one kernel vary by.
+const MARGIN: f64 = 0.01;
 
 /// Launches one candidate schedule on the given stream, timed, on the caller's arguments.
 pub type RunFn<'a> = dyn FnMut(&Stream, Schedule) -> Result<Pending> + 'a;
@@ -350,20 +459,17 @@ pub fn pick_schedule(
     let tuner = dev.new_stream()?;
     tuner.wait_for(stream)?;
     let gpu = dev.is_gpu();
-    let mut costs: Vec<(Schedule, f64)> = Vec::with_capacity(k.schedules.len());
     // The heuristic's pick first: its cost bounds how long the others are given.
     let order = std::iter::once(rule).chain(k.schedules.iter().copied().filter(|&s| s != rule));
-    for s in order {
-        let best = costs.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
-        match cost(run, &tuner, s, gpu, best)? {
-            Outcome::Cost(c) => costs.push((s, c)),
-            Outcome::Skip => {}
-            Outcome::Reported => {
-                stream.wait_for(&tuner)?;
-                return Ok((rule, Picked::Rule));
-            }
-        }
-    }
+    let measured = if gpu {
+        gpu_costs(run, &tuner, order)?
+    } else {
+        sim_costs(run, &tuner, order)?
+    };
+    let Some(mut costs) = measured else {
+        stream.wait_for(&tuner)?;
+        return Ok((rule, Picked::Rule));
+    };
     stream.wait_for(&tuner)?;
     costs.sort_by(|a, b| a.1.total_cmp(&b.1));
     let Some(&(fastest, fastest_cost)) = costs.first() else {
