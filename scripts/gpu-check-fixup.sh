@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repo root: the checks for the work-oriented schedules'
-# in-kernel fix-up (merge_path, nonzero_split, the three searches, two_phase, multi_phase).
+# in-kernel fix-up (merge_path, nonzero_split, two_phase, multi_phase).
 # Steps, in the order given: `ab` (SpMV on the medium corpus, every schedule, with the "before"
 # binary .gpu/bin/lb-bench-base and the current one in the same session), `ab-small` and
 # `ab-medium` (the same on that corpus, both binaries twice, alternating), `sanitize`
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/gpu-checks-lib.sh
 . scripts/gpu-checks-lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-work="merge_path,nonzero_split,direct_search,local_warp_search,block_search,two_phase,multi_phase"
+work="merge_path,nonzero_split,two_phase,multi_phase"
 for t in "$@"; do
   case $t in
     ab) bash scripts/gpu-ab-spmm.sh spmv ;;

@@ -10,7 +10,16 @@ import json
 import math
 import sys
 
-NOT_CANDIDATES = ("auto", "tuned", "cusparse")
+# Not schedules `auto` or the tuner choose among: the picks themselves, cuSPARSE, and the
+# schedules written outside lb that `lb-bench --custom` adds (examples/custom-schedules).
+NOT_CANDIDATES = (
+    "auto",
+    "tuned",
+    "cusparse",
+    "direct_search",
+    "local_warp_search",
+    "block_search",
+)
 
 
 def main(paths):

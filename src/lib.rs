@@ -43,6 +43,7 @@ pub use lb_runtime::*;
 extern crate self as lb;
 
 pub mod algorithms;
+pub mod schedule;
 
 /// The user guide: the pages of `docs/guide/`, one module each. Their examples are doc tests,
 /// run on the simulator where there is no GPU.
@@ -82,6 +83,7 @@ pub mod __private {
     pub use lb_ptx::plan::{
         Grid, KernelPlan, Plan, ProblemSize, Select, Temp, TempCount, TempRole,
     };
+    pub use lb_ptx::user::UserSchedule;
     pub use lb_ptx::Schedule;
     pub use lb_runtime::*;
     pub use std::borrow::Cow;

@@ -171,6 +171,11 @@ pub struct Cli {
     /// other thresholds. They are not candidates of `auto`'s oracle.
     #[arg(long)]
     pub variants: bool,
+    /// Also time the schedules written outside lb in `examples/custom-schedules` (Busato &
+    /// Bombieri's `direct_search`, `local_warp_search`, `block_search`) on SpMV and SpMM, through
+    /// the generated `launch_custom`: rows of their own names, not candidates of `auto`.
+    #[arg(long)]
+    pub custom: bool,
     /// Also time every SpMV, SpMM, SSSP and BFS schedule through the unsafe unchecked launcher
     /// (`launch_with_unchecked`, kernels without bounds tests; for the graph ops the drivers
     /// `sssp_unchecked`/`bfs_unchecked`), reported as `<schedule>+unchecked` rows and summarised

@@ -7,6 +7,7 @@ use std::io::{BufWriter, IsTerminal, Write};
 use indicatif::{ProgressBar, ProgressStyle};
 use lb::multi::Devices;
 use lb::prelude::*;
+use lb::schedule::UserSchedule;
 
 use crate::baseline::{CuCsr, Cusparse, Power, SPMM_ALGS, SPMV_ALGS};
 use crate::corpus::{self, Family, Matrix};
@@ -240,6 +241,7 @@ impl Problem {
                 Subject::Unchecked(s) => unsafe {
                     hspmm::launch_with_unchecked(&self.dev, s, &h.da, &h.dx, k, &mut h.dy)
                 },
+                Subject::User(s) => hspmm::launch_custom(&self.dev, s, &h.da, &h.dx, k, &mut h.dy),
                 Subject::Variant(v) => Err(lb::Error::Shape(format!(
                     "the variant `{}` is SpMV only",
                     v.name
@@ -254,6 +256,12 @@ impl Problem {
                 spmm::launch_with(&self.dev, s, &self.da, &self.dx, k, &mut self.dy)
             }
             (Subject::Variant(v), _) => (v.launch)(&self.dev, &self.da, &self.dx, &mut self.dy),
+            (Subject::User(s), None) => {
+                spmv::launch_custom(&self.dev, s, &self.da, &self.dx, &mut self.dy)
+            }
+            (Subject::User(s), Some(k)) => {
+                spmm::launch_custom(&self.dev, s, &self.da, &self.dx, k, &mut self.dy)
+            }
             // SAFETY: every access of both bodies is proven in bounds by the host checks that
             // the unchecked launchers still make (`x` and `b` cover the columns, times `k`),
             // so their kernels are the safe ones and there is nothing left to the caller.
@@ -298,13 +306,15 @@ impl Problem {
     }
 }
 
-/// What one run launches: a schedule of the `auto` list, a tuned variant (SpMV only), or a
-/// schedule through the unchecked launcher (`--unchecked`).
+/// What one run launches: a schedule of the `auto` list, a tuned variant (SpMV only), a
+/// schedule through the unchecked launcher (`--unchecked`), or a schedule written outside lb
+/// (`--custom`).
 #[derive(Clone, Copy)]
 enum Subject {
     Schedule(Schedule),
     Variant(&'static Variant),
     Unchecked(Schedule),
+    User(&'static dyn UserSchedule),
 }
 
 impl Subject {
@@ -313,6 +323,7 @@ impl Subject {
             Subject::Schedule(s) => s.name().into(),
             Subject::Variant(v) => v.name.into(),
             Subject::Unchecked(s) => format!("{}{}", s.name(), variants::UNCHECKED),
+            Subject::User(s) => s.name().into(),
         }
     }
 }
@@ -550,6 +561,11 @@ fn run_one(
             out.push(measure(cli, &mut p, Subject::Unchecked(s), &base, gpu));
         }
     }
+    if cli.custom {
+        for s in lb_custom_schedules::ALL {
+            out.push(measure(cli, &mut p, Subject::User(s), &base, gpu));
+        }
+    }
     if cli.variants && op.k().is_none() {
         for v in variants::SPMV {
             out.push(measure(cli, &mut p, Subject::Variant(v), &base, gpu));
@@ -603,6 +619,12 @@ fn subject_of(name: &str) -> Option<Subject> {
                 .iter()
                 .find(|v| v.name == name)
                 .map(Subject::Variant)
+        })
+        .or_else(|| {
+            lb_custom_schedules::ALL
+                .into_iter()
+                .find(|s| s.name() == name)
+                .map(Subject::User)
         })
 }
 

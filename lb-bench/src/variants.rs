@@ -109,7 +109,11 @@ pub const UNCHECKED: &str = "+unchecked";
 /// that the device-resident drivers replaced (`crate::host_loop`).
 pub const HOST_LOOP: &str = "+host_loop";
 
-/// Whether `name` is a variant's or an unchecked run's (not a schedule `auto` can pick).
+/// Whether `name` is a variant's, an unchecked or host-loop run's, or a schedule written outside
+/// lb (`--custom`): not a schedule `auto` can pick.
 pub fn is_variant(name: &str) -> bool {
-    name.ends_with(UNCHECKED) || name.ends_with(HOST_LOOP) || SPMV.iter().any(|v| v.name == name)
+    name.ends_with(UNCHECKED)
+        || name.ends_with(HOST_LOOP)
+        || SPMV.iter().any(|v| v.name == name)
+        || lb_custom_schedules::ALL.iter().any(|s| s.name() == name)
 }

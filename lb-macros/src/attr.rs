@@ -373,7 +373,7 @@ fn parse_schedules(lit: &LitStr) -> syn::Result<Vec<Schedule>> {
             errors.push(syn::Error::new(
                 lit.span(),
                 format!(
-                    "unknown schedule `{name}`{hint}; the schedules are: {}, group_mapped(N) for N a power of two from 2 to 1024, \"auto\" for the heuristic's set, or \"every\" for all of them",
+                    "unknown schedule `{name}`{hint}; the schedules are: {}, group_mapped(N) for N a power of two from 2 to 1024, \"auto\" for the heuristic's set, or \"every\" for all of them (a schedule written outside lb is not named here: pass it to the generated `launch_custom`)",
                     known.join(", ")
                 ),
             ));

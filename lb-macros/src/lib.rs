@@ -53,8 +53,9 @@ use proc_macro2::TokenStream as TokenStream2;
 /// …) -> T`: the types to instantiate it for, `"f32, f64"`; each instantiation is the kernel
 /// family `spmv_f32`, … with `T` replaced everywhere, and a module `spmv` names them `spmv::f32`,
 /// …), `schedule` (a name, `"a, b"`, `"auto"` for the built-in schedules the heuristic and tuning
-/// choose among (the default), or `"every"` for those plus `direct_search`, `local_warp_search`
-/// and `block_search`),
+/// choose among (the default), or `"every"` for those plus the built-in schedules registered as
+/// tested everywhere but left out of `"auto"` (`lb::Schedule::EXTRA`, none at present); a
+/// schedule written outside lb is not named here but passed to the generated `launch_custom`),
 /// `reduce` (`"sum"`, `"min"`, `"max"`) with `output` (the output slice's name) and optionally
 /// `epilogue` (a closure `|tile, value| ...`, or `|tile, value, old| ...` reading the output's
 /// old value, applied once to each tile's final value; see docs/kernel-language.md), `tiles` (a
@@ -93,9 +94,11 @@ use proc_macro2::TokenStream as TokenStream2;
 /// to write instead.
 ///
 /// Generated next to the function: a module of the same name and visibility with `PTX`,
-/// `SCHEDULES`, `PLANS`, `UNCHECKED_PLANS`, `DEFAULT`, `cpu(...)` (the sequential reference,
-/// calling the function for every atom), `launch(dev, ...)` and `launch_with(dev, schedule,
-/// ...)`, and their `unsafe` twins `launch_unchecked` and `launch_with_unchecked`. The module
+/// `SCHEDULES`, `PLANS`, `UNCHECKED_PLANS`, `DEFAULT`, `IR` (the lowered body and options),
+/// `cpu(...)` (the sequential reference, calling the function for every atom), `launch(dev,
+/// ...)` and `launch_with(dev, schedule, ...)`, their `unsafe` twins `launch_unchecked` and
+/// `launch_with_unchecked`, and `launch_custom(dev, &schedule, ...)` for a schedule written
+/// outside lb (`lb::schedule`), built from `IR` at its first launch. The module
 /// names nothing of its surroundings (the reference calls a copy of the function whose types are
 /// spelled from `::lb`), so a kernel may be declared at module level or inside a function body;
 /// not inside an `impl` or a trait, which cannot hold a module (rustc says so, pointing at the

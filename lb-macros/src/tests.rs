@@ -635,10 +635,11 @@ fn attribute_rules() {
     for s in Schedule::EXTRA {
         assert!(!Schedule::ALL.contains(s) && args.schedules.contains(s));
     }
-    let args = attr::parse(quote!(
-        schedule = "direct_search, local_warp_search, block_search"
-    ));
-    assert_eq!(args.unwrap().schedules, Schedule::EXTRA);
+    // The searches of Busato & Bombieri are user schedules now (`launch_custom`), not names.
+    let err = attr::parse(quote!(schedule = "direct_search")).unwrap_err();
+    assert!(err
+        .to_string()
+        .starts_with("unknown schedule `direct_search`"));
     let err = attr::parse(quote!(schedule = "auto, every")).unwrap_err();
     assert!(err.to_string().contains("write one alone"));
     let args = attr::parse(quote!()).unwrap();
@@ -807,6 +808,7 @@ fn expansion_has_the_contracts_items() {
             "UNCHECKED_PLANS",
             "DEFAULT",
             "REDUCTION",
+            "IR",
             "PARAM_NAMES",
             "cpu",
             "launch",
@@ -817,7 +819,10 @@ fn expansion_has_the_contracts_items() {
             "launch_with",
             "launch_unchecked",
             "launch_with_unchecked",
-            "__lb_run"
+            "launch_custom",
+            "launch_custom_async",
+            "__lb_run",
+            "__lb_run_in"
         ]
     );
 }
@@ -831,7 +836,10 @@ fn fallback_keeps_the_names() {
     let out = expand::fallback(reduce_sum(), item, err).to_string();
     assert!(out.contains("compile_error"));
     assert!(
-        out.contains("pub fn cpu") && out.contains("pub fn launch_with"),
+        out.contains("pub fn cpu")
+            && out.contains("pub fn launch_with")
+            && out.contains("pub fn launch_custom")
+            && out.contains("pub const IR"),
         "{out}"
     );
     assert!(

@@ -12,7 +12,7 @@
 /// or of the output, never the type of an expression or a local. A load of one yields an `F32`
 /// (exactly), a store or the output rounds an `F32` to nearest even: the arithmetic between
 /// them is single precision.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Ty {
     Bool,
     I32,
@@ -81,7 +81,7 @@ impl Ty {
 }
 
 /// How the contributions of a tile's atoms are combined.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Reduce {
     Sum,
     Min,
@@ -98,7 +98,7 @@ pub enum Reduce {
 /// - `Coo` (atoms sorted by row, tiles are rows): `row_offsets` (→ u64, `num_rows + 1`, computed
 ///   from the sorted row indices when the matrix is uploaded: the tile offsets every schedule
 ///   needs), `row_indices` (→ u32), `col_indices` (→ u32), `values`, `num_rows`, `num_cols`, `nnz`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum TileSetKind {
     Csr,
     Csc,
@@ -119,7 +119,7 @@ impl TileSetKind {
 /// Fields of a tile set that a body may read; which exist depends on the [`TileSetKind`]
 /// (`Csr`: `row_offsets`, `col_indices`; `Csc`: `col_offsets`, `row_indices`; `Coo`:
 /// `row_indices`, `col_indices`; all: `values`, `num_rows`, `num_cols`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum CsrField {
     /// `row_offsets: [usize]` — `num_rows + 1` entries.
     RowOffsets,
@@ -146,14 +146,14 @@ pub enum CsrField {
 ///   counter) and `capacity` (u64, in items). A push claims slot `count` by an atomic add; a slot
 ///   at or past `capacity` is not written but still counted, so the host sees an overflow.
 /// - `Scalar(ty)`: one slot; `bool` is passed as `.u32` (0 or 1), `usize` as `.u64`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Param {
     /// The Rust name, used to name the PTX params (`{name}_ptr`, `{name}_len`, …).
     pub name: String,
     pub kind: ParamKind,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum ParamKind {
     TileSet {
         kind: TileSetKind,
@@ -169,7 +169,7 @@ pub enum ParamKind {
 }
 
 /// The index values a schedule hands to the body (all `usize`, i.e. `U64`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum IndexRole {
     Tile,
     Atom,
@@ -179,7 +179,7 @@ pub enum IndexRole {
 }
 
 /// Something that can be indexed: a slice parameter or a field of the tile-set parameter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ArrayRef {
     /// Index into `Body::params` (must be a `Slice`).
     Param(usize),
@@ -190,16 +190,30 @@ pub enum ArrayRef {
 /// A local variable: index into `Body::locals`.
 pub type LocalId = usize;
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Lit {
     Bool(bool),
     /// Integer literal; the expression's `ty` says its width and sign.
     Int(i128),
     /// Float literal; the expression's `ty` says f32 or f64.
-    Float(f64),
+    Float(#[serde(with = "float_bits")] f64),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// A float literal by its bits: `T::INFINITY` and NaN survive the trip through the body IR's
+/// serialized form (JSON has no spelling for them).
+mod float_bits {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(v.to_bits())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        u64::deserialize(d).map(f64::from_bits)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum UnaryOp {
     /// `-x`
     Neg,
@@ -207,7 +221,7 @@ pub enum UnaryOp {
     Not,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum BinaryOp {
     Add,
     Sub,
@@ -233,7 +247,7 @@ pub enum BinaryOp {
 
 /// Float and integer methods of the body subset (`x.min(y)`, `x.sqrt()`, `x.mul_add(a, b)`).
 /// The receiver is the first operand; the result has the expression's type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Method {
     Min,
     Max,
@@ -297,7 +311,7 @@ impl Method {
 }
 
 /// Atomic read-modify-writes on a slice element; they return the old value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum AtomicOp {
     Add,
     Min,
@@ -307,13 +321,13 @@ pub enum AtomicOp {
     Cas,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Expr {
     pub ty: Ty,
     pub kind: ExprKind,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum ExprKind {
     Lit(Lit),
     Local(LocalId),
@@ -367,13 +381,13 @@ pub enum ExprKind {
 }
 
 /// A block whose last expression (if any) is its value.
-#[derive(Clone, Debug, PartialEq, Default)]
+#[derive(Clone, Debug, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Block {
     pub stmts: Vec<Stmt>,
     pub value: Option<Box<Expr>>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Stmt {
     /// `let x = e;`, `x = e;` and compound assignment (lowered to `x = x op e`).
     Assign {
@@ -420,7 +434,7 @@ pub enum Stmt {
 }
 
 /// The whole atom function.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Body {
     /// The Rust function's name, used in kernel entry names.
     pub name: String,
@@ -452,7 +466,7 @@ pub struct Body {
 /// parameter `params.len()` is the reduced value and, with `reads_old`, `params.len() + 1` the
 /// output's old value. Its index roles are `Tile` and, with `lanes`, `Lane`. It only computes
 /// a value: no store, atomic or push.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Epilogue {
     /// Types of its own locals, indexed by `LocalId`.
     pub locals: Vec<Ty>,
@@ -559,7 +573,9 @@ impl Block {
 }
 
 /// Which of the body's accesses a kernel built with [`crate::Options::checked`] tests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum Guards {
     /// Every load, store and atomic, each reporting its own index (the attribute's
     /// `checked = true`).

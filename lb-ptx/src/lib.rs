@@ -13,11 +13,14 @@ pub mod primitives;
 pub mod ptxas;
 pub mod schedules;
 pub mod sim;
+pub mod user;
 
 pub use schedules::{Schedule, ScheduleTemplate};
 
 /// Index width of the work-oriented schedules' search arithmetic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 pub enum IndexWidth {
     U32,
     U64,
@@ -27,7 +30,7 @@ pub enum IndexWidth {
 }
 
 /// Options from the attribute that shape the generated code.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Options {
     /// The schedules to generate, in order (no duplicates).
     pub schedules: Vec<Schedule>,
@@ -72,7 +75,7 @@ pub struct LeftOut {
 
 /// The knobs of single schedules, from the attribute's keys of the same names. A schedule reads
 /// only its own; `None` means the default its template documents.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Tuning {
     /// `binning`: tiles with at least this many atoms are gathered by the whole block.
     pub block_threshold: Option<u64>,
@@ -188,6 +191,53 @@ pub struct SafeGenerated {
 /// frontier (`opts.tiles`) its entries, which no host check sees. When nothing is left to test,
 /// the safe kernels are the unchecked ones, built once.
 pub fn generate_safe(body: &body::Body, opts: &Options) -> Result<SafeGenerated, GenError> {
+    safe_generation(body, opts, &add_kernels)
+}
+
+/// The kernels of a schedule written outside lb ([`user::UserSchedule`]) for the safe and the
+/// unchecked entry points, as [`generate_safe`] builds the built-in ones: one module holding
+/// only that schedule's kernels (`opts.schedules` is not read).
+pub fn generate_user(
+    body: &body::Body,
+    opts: &Options,
+    schedule: &dyn user::UserSchedule,
+) -> Result<SafeGenerated, GenError> {
+    let name = user::checked_name(schedule)?;
+    let opts = Options {
+        schedules: Vec::new(),
+        leave_out_oversized: false,
+        ..opts.clone()
+    };
+    let add =
+        |body: &body::Body, opts: &Options, kernels: &mut Vec<ir::Kernel>, _: &mut Vec<LeftOut>| {
+            check_kernel(body, opts)?;
+            let built = build_schedule(body, opts, name, schedule)?;
+            if built.is_empty() {
+                return Err(GenError::Unsupported(format!(
+                    "schedule `{name}` returned no plan for `{}`",
+                    body.name
+                )));
+            }
+            push_kernels(kernels, name, built)
+        };
+    safe_generation(body, &opts, &add)
+}
+
+/// Adds the kernels and returns the plans of the schedules a generation covers.
+type AddKernels<'a> = dyn Fn(
+        &body::Body,
+        &Options,
+        &mut Vec<ir::Kernel>,
+        &mut Vec<LeftOut>,
+    ) -> Result<Vec<plan::Plan>, GenError>
+    + 'a;
+
+/// [`generate_safe`] over the schedules `add` builds.
+fn safe_generation(
+    body: &body::Body,
+    opts: &Options,
+    add: &AddKernels<'_>,
+) -> Result<SafeGenerated, GenError> {
     let proven = body::Guards::Unproven { lanes: opts.lanes };
     let guards = if opts.checked {
         body::Guards::Every
@@ -206,14 +256,16 @@ pub fn generate_safe(body: &body::Body, opts: &Options) -> Result<SafeGenerated,
     let unchecked_gathers = safe.gathers(proven);
     let tests = opts.checked || opts.tiles.is_some() || !safe.unproven_params(guards).is_empty();
     if !tests {
-        let g = generate(&safe, &unchecked_opts)?;
+        let mut kernels = Vec::new();
+        let mut left_out = Vec::new();
+        let plans = add(&safe, &unchecked_opts, &mut kernels, &mut left_out)?;
         return Ok(SafeGenerated {
-            ptx: g.ptx,
-            plans: g.plans,
+            ptx: module(opts, kernels),
+            plans,
             unchecked: None,
             gathers,
             unchecked_gathers,
-            left_out: g.left_out,
+            left_out,
         });
     }
     let safe_opts = Options {
@@ -226,7 +278,7 @@ pub fn generate_safe(body: &body::Body, opts: &Options) -> Result<SafeGenerated,
     };
     let mut kernels = Vec::new();
     let mut left_out = Vec::new();
-    let plans = add_kernels(&safe, &safe_opts, &mut kernels, &mut left_out)?;
+    let plans = add(&safe, &safe_opts, &mut kernels, &mut left_out)?;
     // The unchecked twins of the schedules kept: their kernels are the safe ones without the
     // tests, so they never need more registers, and none is left out on its own.
     let twin_opts = Options {
@@ -239,7 +291,7 @@ pub fn generate_safe(body: &body::Body, opts: &Options) -> Result<SafeGenerated,
         leave_out_oversized: false,
         ..unchecked_opts
     };
-    let unchecked = add_kernels(&twin, &twin_opts, &mut kernels, &mut Vec::new())?;
+    let unchecked = add(&twin, &twin_opts, &mut kernels, &mut Vec::new())?;
     Ok(SafeGenerated {
         ptx: module(opts, kernels),
         plans,
@@ -261,12 +313,12 @@ fn module(opts: &Options, kernels: Vec<ir::Kernel>) -> String {
 }
 
 /// `Err` naming the first of `kernels` that declares more than [`MAX_REGISTERS`].
-fn within_registers(schedule: Schedule, kernels: &[ir::Kernel]) -> Result<(), GenError> {
+fn within_registers(schedule: &'static str, kernels: &[ir::Kernel]) -> Result<(), GenError> {
     for k in kernels {
         let registers: u64 = k.reg_counts.iter().map(|&n| u64::from(n)).sum();
         if registers > u64::from(MAX_REGISTERS) {
             return Err(GenError::TooManyRegisters {
-                schedule: schedule.name(),
+                schedule,
                 kernel: k.name.clone(),
                 registers,
             });
@@ -284,6 +336,32 @@ fn add_kernels(
     kernels: &mut Vec<ir::Kernel>,
     left_out: &mut Vec<LeftOut>,
 ) -> Result<Vec<plan::Plan>, GenError> {
+    check_kernel(body, opts)?;
+    let mut plans = Vec::with_capacity(opts.schedules.len());
+    for (i, &schedule) in opts.schedules.iter().enumerate() {
+        if opts.schedules[..i].contains(&schedule) {
+            let name = schedule.name();
+            return Err(GenError::Unsupported(format!(
+                "schedule `{name}` is listed twice"
+            )));
+        }
+        match build_schedule(body, opts, schedule.name(), schedule.template()) {
+            Err(e @ GenError::TooManyRegisters { .. }) if opts.leave_out_oversized => {
+                if left_out.iter().all(|l| l.schedule != schedule) {
+                    left_out.push(LeftOut {
+                        schedule,
+                        why: e.to_string(),
+                    });
+                }
+            }
+            built => plans.extend(push_kernels(kernels, schedule.name(), built?)?),
+        }
+    }
+    Ok(plans)
+}
+
+/// The checks of the kernel itself, before any schedule: its target and its name.
+fn check_kernel(body: &body::Body, opts: &Options) -> Result<(), GenError> {
     if !target_ok(&opts.target) {
         return Err(GenError::BadTarget(opts.target.clone()));
     }
@@ -294,60 +372,56 @@ fn add_kernels(
             body.name
         )));
     }
-    let mut plans = Vec::with_capacity(opts.schedules.len());
-    for (i, &schedule) in opts.schedules.iter().enumerate() {
-        if opts.schedules[..i].contains(&schedule) {
-            let name = schedule.name();
-            return Err(GenError::Unsupported(format!(
-                "schedule `{name}` is listed twice"
-            )));
-        }
-        if !(32..=1024).contains(&opts.block) || !opts.block.is_power_of_two() {
-            return Err(GenError::BadBlock {
-                schedule: schedule.name(),
-                block: opts.block,
-                why: "threads per block must be a power of two from 32 to 1024".into(),
-            });
-        }
-        let template = schedule.template();
-        let mut built = Vec::new();
-        for plan in template.plans(body, opts)? {
-            let plan_kernels = template.kernels(body, opts, &plan)?;
-            built.push((plan, plan_kernels));
-        }
-        let fits = built
-            .iter()
-            .try_for_each(|(_, ks)| within_registers(schedule, ks));
-        match fits {
-            Err(e) if opts.leave_out_oversized => {
-                if left_out.iter().all(|l| l.schedule != schedule) {
-                    left_out.push(LeftOut {
-                        schedule,
-                        why: e.to_string(),
-                    });
-                }
-                continue;
-            }
-            fits => fits?,
-        }
-        for (plan, plan_kernels) in built {
-            // Plans of one schedule may share kernels (`multi_phase`'s variants share all but
-            // their partition): a kernel is emitted once per entry name.
-            for kernel in plan_kernels {
-                match kernels.iter().find(|k: &&ir::Kernel| k.name == kernel.name) {
-                    None => kernels.push(kernel),
-                    Some(same) if *same == kernel => {}
-                    Some(_) => {
-                        return Err(GenError::Unsupported(format!(
-                            "two plans of `{}` build different kernels named `{}`",
-                            schedule.name(),
-                            kernel.name
-                        )))
-                    }
+    Ok(())
+}
+
+/// Every plan of one schedule with its kernels (through the IR passes); `Err` when the block
+/// size is not one lb supports or a kernel declares more than [`MAX_REGISTERS`].
+fn build_schedule(
+    body: &body::Body,
+    opts: &Options,
+    name: &'static str,
+    template: &dyn ScheduleTemplate,
+) -> Result<Vec<(plan::Plan, Vec<ir::Kernel>)>, GenError> {
+    if !(32..=1024).contains(&opts.block) || !opts.block.is_power_of_two() {
+        return Err(GenError::BadBlock {
+            schedule: name,
+            block: opts.block,
+            why: "threads per block must be a power of two from 32 to 1024".into(),
+        });
+    }
+    let mut built = Vec::new();
+    for plan in template.plans(body, opts)? {
+        let plan_kernels = template.kernels(body, opts, &plan)?;
+        within_registers(name, &plan_kernels)?;
+        built.push((plan, plan_kernels));
+    }
+    Ok(built)
+}
+
+/// Appends the kernels of `built` to `kernels`, each entry name once, and returns the plans.
+fn push_kernels(
+    kernels: &mut Vec<ir::Kernel>,
+    name: &str,
+    built: Vec<(plan::Plan, Vec<ir::Kernel>)>,
+) -> Result<Vec<plan::Plan>, GenError> {
+    let mut plans = Vec::with_capacity(built.len());
+    for (plan, plan_kernels) in built {
+        // Plans of one schedule may share kernels (`multi_phase`'s variants share all but
+        // their partition): a kernel is emitted once per entry name.
+        for kernel in plan_kernels {
+            match kernels.iter().find(|k: &&ir::Kernel| k.name == kernel.name) {
+                None => kernels.push(kernel),
+                Some(same) if *same == kernel => {}
+                Some(_) => {
+                    return Err(GenError::Unsupported(format!(
+                        "two plans of `{name}` build different kernels named `{}`",
+                        kernel.name
+                    )))
                 }
             }
-            plans.push(plan);
         }
+        plans.push(plan);
     }
     Ok(plans)
 }

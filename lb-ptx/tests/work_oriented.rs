@@ -1,5 +1,6 @@
-//! The work-oriented schedules (`merge_path`, `nonzero_split`, `direct_search`,
-//! `local_warp_search`, `block_search`) on the simulator against CPU loops:
+//! The work-oriented schedules (`merge_path`, `nonzero_split`) on the simulator against CPU
+//! loops (the searches built on the same primitives, `examples/custom-schedules`, have their own
+//! tests there):
 //! sums within a tolerance (a split tile is summed in pieces), min/max and visits exactly, on
 //! adversarial and random tile sets, tiles spanning hundreds of blocks, and frontiers (empty,
 //! repeated, out of order, giant tiles, lanes); determinism, the 64-bit variant, plans, ptxas and
@@ -16,15 +17,9 @@ use lb_ptx::{generate, ptxas, GenError, IndexWidth, Options, Schedule};
 use proptest::prelude::*;
 use support::*;
 
-/// The work-oriented schedules: merge path, nonzero split and the searches of Busato & Bombieri
-/// §2.4.1-3, which share the walk, carry-out and fix-up and differ in how a thread finds its tile.
-const SCHEDULES: [Schedule; 5] = [
-    Schedule::MergePath,
-    Schedule::NonzeroSplit,
-    Schedule::DirectSearch,
-    Schedule::LocalWarpSearch,
-    Schedule::BlockSearch,
-];
+/// The built-in work-oriented schedules: merge path and nonzero split, which share the walk,
+/// carry-out and fix-up and differ in how a thread finds its tile.
+const SCHEDULES: [Schedule; 2] = [Schedule::MergePath, Schedule::NonzeroSplit];
 
 /// Every body on `m` under both schedules, with block size `block` and `items` per thread.
 fn check_all(m: &Matrix, block: u32, items: u32, what: &str) {
@@ -49,9 +44,7 @@ fn adversarial_tile_sets() {
     }
 }
 
-/// Long runs of empty tiles inside one share: a warp of `local_warp_search` slides its window
-/// over them 32 tiles at a time, and a block of `block_search` finds more tiles than it can
-/// stage and searches global memory instead.
+/// Long runs of empty tiles inside one share: a thread's walk crosses hundreds of empty tiles.
 #[test]
 fn long_runs_of_empty_tiles() {
     let mut rows = vec![0usize; 5000];
@@ -586,18 +579,6 @@ fn snapshot_nonzero_split_spmv_u64() {
     )
     .unwrap();
     insta::assert_snapshot!(g.ptx);
-}
-
-#[test]
-fn snapshot_searches_spmv_u32() {
-    for s in [
-        Schedule::DirectSearch,
-        Schedule::LocalWarpSearch,
-        Schedule::BlockSearch,
-    ] {
-        let g = generate(&spmv(), &opts(s, 256, 1, IndexWidth::U32)).unwrap();
-        insta::assert_snapshot!(format!("spmv_{}_u32", s.name()), g.ptx);
-    }
 }
 
 #[test]

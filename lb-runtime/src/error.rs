@@ -63,6 +63,14 @@ pub enum Error {
     /// allocating inside a capture, …); the message says what to do instead.
     #[error("stream capture: {0}")]
     Capture(String),
+    /// A schedule written outside lb ([`crate::UserSchedule`]) could not build its kernels
+    /// for a kernel; the message says why (lb-ptx's generation error).
+    #[error("schedule `{schedule}` cannot build the kernel `{kernel}`: {message}")]
+    UserSchedule {
+        schedule: String,
+        kernel: String,
+        message: String,
+    },
     /// Host data that does not form a valid sparse matrix.
     #[error("invalid matrix: {0}")]
     InvalidMatrix(String),

@@ -28,6 +28,7 @@ mod queue;
 mod stats;
 mod stream;
 mod tune;
+mod user;
 
 pub use buffer::{DeviceBuffer, Element};
 pub use cache::TempCache;
@@ -49,6 +50,8 @@ pub use launch::{
 };
 /// The width of a device tile set's offsets (`DeviceCsr::offset_width`, `upload_with_offsets`).
 pub use lb_ptx::plan::OffsetWidth;
+/// The trait of a schedule written outside lb.
+pub use lb_ptx::user::UserSchedule;
 pub use mtx::{
     parse_mtx, parse_mtx_bytes, parse_mtx_dense, parse_mtx_dense_bytes, read_mtx, read_mtx_dense,
     write_mtx, DenseMatrix, MtxValue,
@@ -64,3 +67,4 @@ pub use sprs;
 pub use stats::TileStats;
 pub use stream::{Graph, Pending, Stream, Workspace};
 pub use tune::{pick_schedule, AutoKernel, Picked, RunFn, Tuning};
+pub use user::{plan_names, user_kernels, UserKernels};

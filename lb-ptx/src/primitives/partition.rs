@@ -32,7 +32,6 @@ use crate::plan::{KernelPlan, Plan, Select, Temp, TempCount, TempRole};
 use crate::primitives::work_oriented::{
     self, boundary_thread, global_end, narrow, select_to, temp_index, widen, Frame, Share, TileEnds,
 };
-use crate::schedules::Schedule;
 use crate::{GenError, IndexWidth, Options};
 
 /// `block_starts`: u64, one per block of the main kernel plus one. It is the plan's last
@@ -41,11 +40,11 @@ const BLOCK_STARTS: &str = "block_starts";
 /// The block's staged tile end offsets.
 const STAGED_ENDS: &str = "lb_staged_ends";
 /// Static shared memory every target offers a block.
-pub(crate) const SHARED_LIMIT: u32 = 48 * 1024;
+pub const SHARED_LIMIT: u32 = 48 * 1024;
 
 /// The shared memory of a two-phase block: its staged tile offsets (64-bit unless the plans are
 /// 32-bit only), its carry scan, and `buffer` more bytes.
-pub(crate) fn shared_bytes(body: &Body, opts: &Options, buffer: u64) -> u64 {
+pub fn shared_bytes(body: &Body, opts: &Options, buffer: u64) -> u64 {
     let width = if opts.index == IndexWidth::U32 { 4 } else { 8 };
     let scan = body.reduce.map_or(0, |(ty, _)| u64::from(ty.size()) + 4);
     let staged = u64::from(work_oriented::items_per_thread(opts)) * width;
@@ -154,10 +153,10 @@ fn interpolation_step(b: &mut KernelBuilder, w: Type, offset: Reg, n: Reg, rise:
 /// temporaries, once per `(variant, select)`. Variants differ only in their partition kernel,
 /// whose entry carries the variant's name; the others are shared (one copy in the module,
 /// see [`crate::generate`]).
-pub(crate) fn plans(
+pub fn plans(
     body: &Body,
     opts: &Options,
-    schedule: Schedule,
+    schedule: &'static str,
     variants: &[(&str, Option<Select>)],
     buffer: u64,
 ) -> Result<Vec<Plan>, GenError> {
@@ -169,7 +168,7 @@ pub(crate) fn plans(
             String::new()
         };
         return Err(GenError::BadBlock {
-            schedule: schedule.name(),
+            schedule,
             block: opts.block,
             why: format!(
                 "a block stages `block × items_per_thread` tile offsets and scans its carries in \
@@ -178,7 +177,7 @@ pub(crate) fn plans(
             ),
         });
     }
-    let prefix = format!("{}_{}_", body.name, schedule.name());
+    let prefix = format!("{}_{schedule}_", body.name);
     let at = if opts.tiles.is_some() { 3 } else { 0 };
     let mut out = Vec::new();
     for base in work_oriented::plans(body, opts, schedule, false)? {
@@ -232,7 +231,7 @@ pub(crate) fn plans(
 
 /// The kernels of a two-phase plan: the frontier scan (with `tiles`), the partition, the `main`
 /// kernel, and the fix-up when the body reduces.
-pub(crate) fn build(
+pub fn build(
     body: &Body,
     opts: &Options,
     plan: &Plan,
@@ -255,7 +254,7 @@ pub(crate) fn build(
 }
 
 /// `items_per_thread × block` (u64): the atoms of one block.
-pub(crate) fn chunk(b: &mut KernelBuilder, f: &Frame) -> Reg {
+pub fn chunk(b: &mut KernelBuilder, f: &Frame) -> Reg {
     match f.per_thread {
         Operand::Imm(n) => b.mov(Type::U64, Operand::Imm(n * f.block)),
         ref share => b.bin(BinOp::Mul, Type::U64, share.clone(), Operand::Imm(f.block)),
@@ -298,7 +297,7 @@ fn partition_kernel(
 
 /// A block's tiles, `block_starts[c] .. block_starts[c + 1]` (`lo..hi`, width `Frame::w`), and
 /// where their end offsets are read: staged in shared memory when they fit.
-pub(crate) struct Staged {
+pub struct Staged {
     pub lo: Reg,
     pub hi: Reg,
     pub ends: TileEnds,
@@ -308,7 +307,7 @@ pub(crate) struct Staged {
 /// `Frame::capacity` entries (B&B §2.4.4: "all the threads of each block load the corresponding
 /// chunks into the shared memory"), coalesced: consecutive threads load consecutive offsets.
 /// Ends with a barrier.
-pub(crate) fn stage(b: &mut KernelBuilder, f: &Frame) -> Staged {
+pub fn stage(b: &mut KernelBuilder, f: &Frame) -> Staged {
     let starts = *f
         .params
         .temps
@@ -323,7 +322,7 @@ pub(crate) fn stage(b: &mut KernelBuilder, f: &Frame) -> Staged {
 
 /// [`stage`] for the block's tiles `s0 .. s1` (u64, block-uniform), however the block found
 /// them. Ends with a barrier.
-pub(crate) fn stage_range(b: &mut KernelBuilder, f: &Frame, (s0, s1): (Reg, Reg)) -> Staged {
+pub fn stage_range(b: &mut KernelBuilder, f: &Frame, (s0, s1): (Reg, Reg)) -> Staged {
     let w = f.w;
     let stage = f.capacity as u32;
     b.shared(STAGED_ENDS, 8, stage * w.size());
@@ -349,27 +348,21 @@ pub(crate) fn stage_range(b: &mut KernelBuilder, f: &Frame, (s0, s1): (Reg, Reg)
 
 /// The number of the block's tiles that end at or before atom `a` (width `Frame::w`, inside
 /// the block's atoms), counted from tile 0: where a share starting or ending at `a` stands.
-pub(crate) fn tiles_before(
-    b: &mut KernelBuilder,
-    f: &Frame,
-    st: &Staged,
-    search: Search,
-    a: Reg,
-) -> Reg {
+pub fn tiles_before(b: &mut KernelBuilder, f: &Frame, st: &Staged, search: Search, a: Reg) -> Reg {
     let mut end = |b: &mut KernelBuilder, i: Reg| work_oriented::tile_end(b, f, &st.ends, i);
     tiles_ending_by(b, f.w, search, a, (st.lo, st.hi), &mut end)
 }
 
 /// The expansion phase's search (B&B §2.4.4, §3.2): the block stages its tiles' end offsets
 /// ([`stage`]), then each thread finds the tiles of its first and last atom there with `search`.
-pub(crate) fn share(b: &mut KernelBuilder, f: &Frame, search: Search) -> Share {
+pub fn share(b: &mut KernelBuilder, f: &Frame, search: Search) -> Share {
     let st = stage(b, f);
     share_staged(b, f, &st, search)
 }
 
 /// The thread's share of [`share`], searched with `search` in the block's tiles `st`, however
 /// they were staged.
-pub(crate) fn share_staged(b: &mut KernelBuilder, f: &Frame, st: &Staged, search: Search) -> Share {
+pub fn share_staged(b: &mut KernelBuilder, f: &Frame, st: &Staged, search: Search) -> Share {
     let w = f.w;
     let first = b.bin(BinOp::Mul, Type::U64, f.cta, Operand::Imm(f.block));
     let thread = b.bin(BinOp::Add, Type::U64, first, f.tid);
@@ -384,7 +377,7 @@ pub(crate) fn share_staged(b: &mut KernelBuilder, f: &Frame, st: &Staged, search
 /// The share of the `len` atoms from `start` (u64), clipped to `limit` (u64, inside the
 /// block's atoms), and the tiles where it starts and ends, found with `search` in the block's
 /// staged offsets.
-pub(crate) fn range_share(
+pub fn range_share(
     b: &mut KernelBuilder,
     f: &Frame,
     st: &Staged,

@@ -62,7 +62,7 @@ use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole
 use crate::primitives::walker::{KeptAtoms, Walker};
 use crate::primitives::warp::shfl;
 use crate::primitives::Layout;
-use crate::schedules::{common_temps, Schedule};
+use crate::schedules::common_temps;
 use crate::{GenError, IndexWidth, Options};
 
 /// The share of a thread when `Options::items_per_thread` is left at 1 (merge path: tiles plus
@@ -122,12 +122,13 @@ pub fn fixup_grid(main: Grid, block: u32) -> Grid {
     }
 }
 
-/// One plan per index width `opts.index` asks for, 32-bit first. `count_tiles`: whether a tile
+/// One plan per index width `opts.index` asks for, 32-bit first, for the schedule named
+/// `schedule` (the plans' name and the prefix of their entries). `count_tiles`: whether a tile
 /// counts as a work item (merge path) or only atoms do (nonzero split).
 pub fn plans(
     body: &Body,
     opts: &Options,
-    schedule: Schedule,
+    schedule: &'static str,
     count_tiles: bool,
 ) -> Result<Vec<Plan>, GenError> {
     let per_thread = items_per_thread(opts);
@@ -181,7 +182,7 @@ pub fn plans(
             if opts.tiles.is_some() {
                 temps.extend(frontier_scan::temps(offsets));
             }
-            let main = format!("{}_{}_{suffix}", body.name, schedule.name());
+            let main = format!("{}_{schedule}_{suffix}", body.name);
             let mut kernels = Vec::new();
             if opts.tiles.is_some() {
                 kernels.extend(frontier_scan::kernel_plans(&main, opts.block, grid));
@@ -207,7 +208,7 @@ pub fn plans(
                 });
             }
             Plan {
-                schedule: Cow::Borrowed(schedule.name()),
+                schedule: Cow::Borrowed(schedule),
                 kernels: Cow::Owned(kernels),
                 temps: Cow::Owned(temps),
                 index_limit,

@@ -125,7 +125,7 @@ impl ScheduleTemplate for MultiPhase {
         partition::plans(
             body,
             &shape.chunked(opts),
-            Schedule::MultiPhase,
+            Schedule::MultiPhase.name(),
             &variants,
             shape.buffer_bytes(body, opts),
         )

@@ -25,7 +25,7 @@ impl ScheduleTemplate for TwoPhase {
     }
 
     fn plans(&self, body: &Body, opts: &Options) -> Result<Vec<Plan>, GenError> {
-        partition::plans(body, opts, Schedule::TwoPhase, &[("", None)], 0)
+        partition::plans(body, opts, Schedule::TwoPhase.name(), &[("", None)], 0)
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {

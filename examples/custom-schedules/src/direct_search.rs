@@ -15,44 +15,31 @@
 //! That independence is what sets it apart from `nonzero_split`, which takes its end from the
 //! next thread's search. Thread 0 starts at tile 0 so that it also finishes the empty tiles at the
 //! front. The walk, carry-out and deterministic fix-up are the primitives layer's
-//! ([`crate::primitives::work_oriented`]).
+//! ([`lb::schedule::primitives::work_oriented`]).
 
-use super::{Schedule, ScheduleTemplate};
-use crate::body::Body;
-use crate::builder::KernelBuilder;
-use crate::ir::{BinOp, Cmp, Kernel, Operand, Reg, Type};
-use crate::plan::Plan;
-use crate::primitives::partition::{tiles_ending_by, Search};
-use crate::primitives::work_oriented::{self, global_end, narrow, Frame, Share, TileEnds};
-use crate::{GenError, Options};
+use lb::schedule::builder::KernelBuilder;
+use lb::schedule::ir::{BinOp, Cmp, Kernel, Operand, Type};
+use lb::schedule::plan::Plan;
+use lb::schedule::primitives::work_oriented::{self, narrow, Frame, Share, TileEnds};
+use lb::schedule::{Body, GenError, Options, ScheduleTemplate};
 
-/// The `direct_search` template.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct DirectSearch;
+work_oriented_schedule! {
+    /// The `direct_search` schedule.
+    DirectSearch => NAME = "direct_search"
+}
 
 impl ScheduleTemplate for DirectSearch {
     fn plan(&self, body: &Body, opts: &Options) -> Result<Plan, GenError> {
-        let mut plans = self.plans(body, opts)?;
-        Ok(plans.remove(0))
+        crate::first_plan(self.plans(body, opts)?)
     }
 
     fn plans(&self, body: &Body, opts: &Options) -> Result<Vec<Plan>, GenError> {
-        work_oriented::plans(body, opts, Schedule::DirectSearch, false)
+        work_oriented::plans(body, opts, NAME, false)
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
         work_oriented::build(body, opts, plan, false, share)
     }
-}
-
-/// The number of tiles whose end offset is at most `a` (width `Frame::w`), by a lower-bound
-/// binary search of the whole offset array in global memory.
-fn search(b: &mut KernelBuilder, f: &Frame, a: Reg) -> Reg {
-    let w = f.w;
-    let lo = b.mov(w, Operand::Imm(0));
-    let hi = narrow(b, w, f.layout.tiles);
-    let mut end = |b: &mut KernelBuilder, i: Reg| global_end(b, f, i);
-    tiles_ending_by(b, w, Search::LowerBound, a, (lo, hi), &mut end)
 }
 
 fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
@@ -64,8 +51,8 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
     let stop = b.bin(BinOp::Add, Type::U64, a0, f.per_thread.clone());
     let a1 = b.bin(BinOp::Min, Type::U64, stop, f.atoms);
     let (a0, a1) = (narrow(b, w, a0), narrow(b, w, a1));
-    let after = search(b, f, a0);
-    let i1 = search(b, f, a1);
+    let after = crate::global_search(b, f, a0);
+    let i1 = crate::global_search(b, f, a1);
     let front = b.setp(Cmp::Eq, Type::U64, thread, Operand::Imm(0));
     let zero = b.mov(w, Operand::Imm(0));
     let i0 = b.selp(w, zero, after, front);

@@ -24,61 +24,48 @@
 //! still unresolved searches again, until a vote finds the whole warp resolved. A run of empty
 //! tiles inside one warp's atoms therefore costs a window per 32 tiles. The end of a thread's
 //! share is the next thread's search; the walk, carry-out and deterministic fix-up are the
-//! primitives layer's ([`crate::primitives::work_oriented`]).
+//! primitives layer's ([`lb::schedule::primitives::work_oriented`]).
 
-use super::{Schedule, ScheduleTemplate};
-use crate::body::Body;
-use crate::builder::KernelBuilder;
-use crate::ir::{
+use lb::schedule::builder::KernelBuilder;
+use lb::schedule::ir::{
     BinOp, Cmp, Kernel, Op, Operand, Reg, RegClass, Rounding, ShflMode, Type, VoteMode,
 };
-use crate::plan::Plan;
-use crate::primitives::partition::{tiles_ending_by, Search};
-use crate::primitives::warp::shfl;
-use crate::primitives::work_oriented::{
+use lb::schedule::plan::Plan;
+use lb::schedule::primitives::warp::shfl;
+use lb::schedule::primitives::work_oriented::{
     self, global_end, narrow, select_to, Frame, Share, TileEnds,
 };
-use crate::{GenError, Options};
+use lb::schedule::{Body, GenError, Options, ScheduleTemplate};
 
 /// The window: one tile end per lane of a warp.
 const WINDOW: i64 = 32;
 
-/// The `local_warp_search` template.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct LocalWarpSearch;
+work_oriented_schedule! {
+    /// The `local_warp_search` schedule.
+    LocalWarpSearch => NAME = "local_warp_search"
+}
 
 impl ScheduleTemplate for LocalWarpSearch {
     fn plan(&self, body: &Body, opts: &Options) -> Result<Plan, GenError> {
-        let mut plans = self.plans(body, opts)?;
-        Ok(plans.remove(0))
+        crate::first_plan(self.plans(body, opts)?)
     }
 
     fn plans(&self, body: &Body, opts: &Options) -> Result<Vec<Plan>, GenError> {
         if !opts.block.is_multiple_of(32) {
             return Err(GenError::BadBlock {
-                schedule: Schedule::LocalWarpSearch.name(),
+                schedule: NAME,
                 block: opts.block,
                 why: "every warp searches a window of 32 tile offsets, so the block must be \
                       whole warps"
                     .into(),
             });
         }
-        work_oriented::plans(body, opts, Schedule::LocalWarpSearch, false)
+        work_oriented::plans(body, opts, NAME, false)
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
         work_oriented::build(body, opts, plan, false, share)
     }
-}
-
-/// The number of tiles whose end offset is at most `a` (width `Frame::w`), by a lower-bound
-/// binary search of the whole offset array in global memory.
-fn global_search(b: &mut KernelBuilder, f: &Frame, a: Reg) -> Reg {
-    let w = f.w;
-    let lo = b.mov(w, Operand::Imm(0));
-    let hi = narrow(b, w, f.layout.tiles);
-    let mut end = |b: &mut KernelBuilder, i: Reg| global_end(b, f, i);
-    tiles_ending_by(b, w, Search::LowerBound, a, (lo, hi), &mut end)
 }
 
 /// The first atom (width `Frame::w`) of the share of thread `thread` (u64).
@@ -118,7 +105,7 @@ fn window_search(b: &mut KernelBuilder, f: &Frame, (lane, thread): (Reg, Reg), a
     let base = b.mov(w, Operand::Imm(0));
     let scope = b.if_begin(lead, false);
     let aw = first_atom(b, f, warp_thread);
-    let found = global_search(b, f, aw);
+    let found = crate::global_search(b, f, aw);
     b.mov_to(w, base, found);
     b.if_end(scope);
     let base = shfl(b, ShflMode::Idx, base, w, Operand::Imm(0));
@@ -186,7 +173,7 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
     let i1 = work_oriented::from_next_thread(b, f, after, &mut |b| {
         let past = b.bin(BinOp::Add, Type::U64, first, Operand::Imm(f.block));
         let end = first_atom(b, f, past);
-        global_search(b, f, end)
+        crate::global_search(b, f, end)
     });
     let front = b.setp(Cmp::Eq, Type::U64, thread, Operand::Imm(0));
     let zero = b.mov(w, Operand::Imm(0));

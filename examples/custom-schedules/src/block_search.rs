@@ -17,35 +17,33 @@
 //! binary-searches the staged offsets for the tile of its first atom; the end of its share is the
 //! next thread's search. Unlike `two_phase` (§2.4.4) there is no partition kernel: every block
 //! searches for its own boundaries. The walk, carry-out and deterministic fix-up are the
-//! primitives layer's ([`crate::primitives::work_oriented`]).
+//! primitives layer's ([`lb::schedule::primitives::work_oriented`]).
 
-use super::{Schedule, ScheduleTemplate};
-use crate::body::Body;
-use crate::builder::KernelBuilder;
-use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Space, Type};
-use crate::plan::Plan;
-use crate::primitives::partition::{self, tiles_ending_by, Search, SHARED_LIMIT};
-use crate::primitives::work_oriented::{self, global_end, narrow, widen, Frame, Share};
-use crate::{GenError, Options};
+use lb::schedule::builder::KernelBuilder;
+use lb::schedule::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Space, Type};
+use lb::schedule::plan::Plan;
+use lb::schedule::primitives::partition::{self, tiles_ending_by, Search, SHARED_LIMIT};
+use lb::schedule::primitives::work_oriented::{self, global_end, narrow, widen, Frame, Share};
+use lb::schedule::{Body, GenError, Options, ScheduleTemplate};
 
 /// The block's first and end tile (u64 each), passed from thread 0 to the block.
 const BLOCK_RANGE: &str = "lb_block_range";
 
-/// The `block_search` template.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BlockSearch;
+work_oriented_schedule! {
+    /// The `block_search` schedule.
+    BlockSearch => NAME = "block_search"
+}
 
 impl ScheduleTemplate for BlockSearch {
     fn plan(&self, body: &Body, opts: &Options) -> Result<Plan, GenError> {
-        let mut plans = self.plans(body, opts)?;
-        Ok(plans.remove(0))
+        crate::first_plan(self.plans(body, opts)?)
     }
 
     fn plans(&self, body: &Body, opts: &Options) -> Result<Vec<Plan>, GenError> {
         let bytes = partition::shared_bytes(body, opts, 16);
         if bytes > u64::from(SHARED_LIMIT) {
             return Err(GenError::BadBlock {
-                schedule: Schedule::BlockSearch.name(),
+                schedule: NAME,
                 block: opts.block,
                 why: format!(
                     "a block stages `block × items_per_thread` tile offsets and scans its \
@@ -54,7 +52,7 @@ impl ScheduleTemplate for BlockSearch {
                 ),
             });
         }
-        work_oriented::plans(body, opts, Schedule::BlockSearch, false)
+        work_oriented::plans(body, opts, NAME, false)
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
