@@ -21,7 +21,7 @@ fi
 rm -rf "$out"
 mkdir -p "$out/bin"
 # Test binaries that exercise a device: they take the GPU through Device::default() there.
-gpu_tests=(kernels tile_sets apps device_launch device gpu tuning offsets bounds misuse streams cg autotune spmm_lanes epilogue body_language generic graph_apps near_far safety half multi_device searches)
+gpu_tests=(kernels tile_sets apps device_launch device gpu tuning offsets bounds misuse streams cg autotune spmm_lanes epilogue body_language generic graph_apps near_far safety half multi_device searches ell)
 cargo build --release --examples
 # The benchmark tool (docs/benchmarks.md).
 cargo build --release -p lb-bench

@@ -17,7 +17,7 @@ mod matching;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
-use lb_ptx::body::{AtomicOp, CsrField, Lit, LocalId, Method, TileSetKind, UnaryOp};
+use lb_ptx::body::{AtomicOp, Lit, LocalId, Method, TileSetKind, UnaryOp};
 use proc_macro2::TokenStream;
 use quote::ToTokens;
 use syn::{BinOp, Expr, Pat, Stmt, UnOp};
@@ -967,7 +967,7 @@ impl Checker<'_> {
                 match &self.sig.params[i].role {
                     Role::Slice { elem, mutable } => Some((Array::Slice { param: i, mutable: *mutable }, *elem)),
                     Role::TileSet { kind, .. } => {
-                        let arrays = arrays_of(*kind).map(|(f, _, _)| format!("`{name}.{f}[i]`")).join(", ");
+                        let arrays = arrays_of(*kind).iter().map(|(f, _, _)| format!("`{name}.{f}[i]`")).collect::<Vec<_>>().join(", ");
                         self.err_at(&base, format!("index one of the tile set's arrays: {arrays}"))
                     }
                     Role::Queue => self.err_at(&base, format!("`{name}` is a queue and cannot be indexed: push to it (`{name}.push(v)`)")),
@@ -983,7 +983,11 @@ impl Checker<'_> {
                         Some((Array::Field { param, field }, elem.unwrap_or(value)))
                     }
                     None => {
-                        let list = arrays.map(|(n, _, _)| format!("`{n}`")).join(", ");
+                        let list = arrays
+                            .iter()
+                            .map(|(n, _, _)| format!("`{n}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ");
                         self.err_at(&f.member, format!("`{name}` is not an array of a `{}` tile set: the arrays are {list}", kind.name()))
                     }
                 }
@@ -1039,16 +1043,16 @@ impl Checker<'_> {
     fn field_value(&mut self, f: &syn::ExprField) -> Option<TExpr> {
         let (param, kind, _) = self.tile_set_of(&f.base)?;
         let name = member_name(&f.member);
-        let field = match name.as_str() {
-            "num_rows" => CsrField::NumRows,
-            "num_cols" => CsrField::NumCols,
-            other if arrays_of(kind).iter().any(|(n, _, _)| *n == other) => {
+        let scalar = scalars_of(kind).iter().find(|(n, _)| *n == name);
+        let field = match (scalar, name.as_str()) {
+            (Some(&(_, field)), _) => field,
+            (None, other) if arrays_of(kind).iter().any(|(n, _, _)| *n == other) => {
                 return self.err_at(
                     &f,
                     "index the tile set's arrays (`a.values[nz]`): they cannot be used whole",
                 )
             }
-            other => {
+            (None, other) => {
                 return self.err_at(
                     &f.member,
                     format!(

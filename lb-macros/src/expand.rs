@@ -3,7 +3,7 @@
 //! (docs/runtime-contract.md). On error, [`fallback`] emits stand-ins with the same names so one
 //! mistake shows one error instead of a cascade at every use.
 
-use lb_ptx::body::{Body, Gather, GatherBound, Guards, IndexRole, Reduce, Ty};
+use lb_ptx::body::{Body, Gather, GatherBound, Guards, IndexRole, Reduce, TileSetKind, Ty};
 use lb_ptx::plan::{Grid, OffsetWidth, Plan, Select, TempCount, TempRole};
 use lb_ptx::{GenError, Options, SafeGenerated, Schedule};
 use proc_macro2::{Span, TokenStream};
@@ -165,9 +165,10 @@ fn user_fn(func: &ItemFn) -> ItemFn {
     f
 }
 
-/// The index roles and the `tiles` / `lanes` parameters are there for the schedule: a body that
-/// does not read them (SpMV never reads its `#[tile]`) is normal, not a mistake to warn about;
-/// nor is a parameter only the epilogue reads.
+/// The tile set, the index roles and the `tiles` / `lanes` parameters are there for the
+/// schedule: a body that does not read them (SpMV never reads its `#[tile]`, a `&Tiles` kernel
+/// seldom its tile set) is normal, not a mistake to warn about; nor is a parameter only the
+/// epilogue reads.
 fn allow_schedule_params(f: &mut ItemFn, sig: &Sig, epilogue: Option<&Checked>) {
     let for_epilogue = epilogue.map_or_else(Vec::new, Checked::reads);
     let for_schedule: Vec<&syn::Ident> = sig
@@ -175,7 +176,7 @@ fn allow_schedule_params(f: &mut ItemFn, sig: &Sig, epilogue: Option<&Checked>) 
         .iter()
         .enumerate()
         .filter(|(i, p)| {
-            matches!(p.role, Role::Index(_))
+            matches!(p.role, Role::Index(_) | Role::TileSet { .. })
                 || sig.tiles == Some(*i)
                 || sig.lanes == Some(*i)
                 || for_epilogue.contains(&sig.body_index(*i))
@@ -499,6 +500,21 @@ fn half_path(t: Ty) -> TokenStream {
 fn param_type(role: &Role, device: bool, half: Option<Ty>) -> TokenStream {
     let elem = |t: STy| half.map_or_else(|| prim(t), half_path);
     match (role, device) {
+        (
+            Role::TileSet {
+                kind: TileSetKind::Tiles,
+                ..
+            },
+            false,
+        ) => quote!(&::lb::__private::Tiles),
+        // Any format that keeps the tile-set contract.
+        (
+            Role::TileSet {
+                kind: TileSetKind::Tiles,
+                ..
+            },
+            true,
+        ) => quote!(&dyn ::lb::__private::DeviceTileSet),
         (Role::TileSet { kind, value }, device) => {
             let t = elem(*value);
             let prefix = if device { "Device" } else { "" };

@@ -543,6 +543,10 @@ fn find_named(
 fn describe(role: &Role) -> String {
     match role {
         Role::Index(_) => "an index role".to_string(),
+        Role::TileSet {
+            kind: TileSetKind::Tiles,
+            ..
+        } => "a `&Tiles`".to_string(),
         Role::TileSet { kind, value } => format!("a `&{}<{}>`", kind.name(), value.name()),
         Role::Queue => "a `&mut Queue`".to_string(),
         Role::Slice {
@@ -582,7 +586,7 @@ fn param_role(ty: &Type) -> syn::Result<Role> {
     let unsupported = || {
         syn::Error::new_spanned(
             ty,
-            format!("unsupported parameter type: write the tile set as `&Csr<T>`, `&Csc<T>` or `&Coo<T>`, inputs as `&[T]`, outputs as `&mut [T]` (T one of {ELEMENTS}), a queue as `&mut Queue`, or a scalar by value ({SCALARS})"),
+            format!("unsupported parameter type: write the tile set as `&Csr<T>`, `&Csc<T>`, `&Coo<T>` or `&Tiles`, inputs as `&[T]`, outputs as `&mut [T]` (T one of {ELEMENTS}), a queue as `&mut Queue`, or a scalar by value ({SCALARS})"),
         )
     };
     match ty {
@@ -606,6 +610,21 @@ fn param_role(ty: &Type) -> syn::Result<Role> {
                     };
                     let name = last.ident.to_string();
                     match name.as_str() {
+                        "Tiles" => {
+                            if r.mutability.is_some() || !last.arguments.is_empty() {
+                                return Err(syn::Error::new_spanned(
+                                    ty,
+                                    "the tile-set contract is read-only and has no value type: \
+                                     take it as `&Tiles`",
+                                ));
+                            }
+                            // No values: the type slot is never read (a `Tiles` body reads no
+                            // per-atom field), and `u32` is the width of its indices.
+                            Ok(Role::TileSet {
+                                kind: TileSetKind::Tiles,
+                                value: STy::U32,
+                            })
+                        }
                         "Csr" | "Csc" | "Coo" => {
                             let kind = match name.as_str() {
                                 "Csr" => TileSetKind::Csr,

@@ -1146,3 +1146,47 @@ fn a_deep_epilogue_is_refused_up_front() {
         "{err}"
     );
 }
+
+/// `&Tiles` is the tile-set contract alone: read-only, no value type, only `tile_offsets` and
+/// `num_tiles` to read; the format's arrays are ordinary slices.
+#[test]
+fn the_tile_set_contract_has_its_own_fields_and_no_value_type() {
+    let body = lower_fn(
+        reduce_sum(),
+        quote! {
+            fn f(a: &Tiles, v: &[f32], #[tile] t: usize, #[rank] k: usize, #[atom] nz: usize) -> f32 {
+                let n = a.tile_offsets[t + 1] - a.tile_offsets[t] + a.num_tiles;
+                v[nz + k] * n as f32
+            }
+        },
+    )
+    .unwrap();
+    assert!(matches!(
+        body.params[0].kind,
+        ParamKind::TileSet {
+            kind: lb_ptx::body::TileSetKind::Tiles,
+            ..
+        }
+    ));
+    for (item, says) in [
+        (
+            quote!(fn f(a: &Tiles, #[atom] nz: usize) -> f32 { a.values[nz] }),
+            "`values` is not an array of a `Tiles` tile set: the arrays are `tile_offsets`",
+        ),
+        (
+            quote!(fn f(a: &Tiles, #[atom] nz: usize) -> f32 { a.num_rows as f32 }),
+            "a `Tiles` tile set has no field `num_rows`: its fields are `tile_offsets`, `num_tiles`",
+        ),
+        (
+            quote!(fn f(a: &mut Tiles, #[atom] nz: usize) -> f32 { 1.0 }),
+            "take it as `&Tiles`",
+        ),
+        (
+            quote!(fn f(a: &Tiles<f32>, #[atom] nz: usize) -> f32 { 1.0 }),
+            "take it as `&Tiles`",
+        ),
+    ] {
+        let errs = errors(lower_fn(reduce_sum(), item.clone()));
+        assert!(errs.iter().any(|e| e.contains(says)), "{item}: {errs:?}");
+    }
+}

@@ -13,28 +13,41 @@ pub(crate) fn fields_of(kind: TileSetKind) -> &'static str {
         TileSetKind::Csr => "`values`, `col_indices`, `row_offsets`, `num_rows`, `num_cols`",
         TileSetKind::Csc => "`values`, `row_indices`, `col_offsets`, `num_rows`, `num_cols`",
         TileSetKind::Coo => "`values`, `row_indices`, `col_indices`, `num_rows`, `num_cols`",
+        TileSetKind::Tiles => "`tile_offsets`, `num_tiles`",
     }
 }
 
 /// The array fields of a tile set of `kind`: name, field, and whether its elements are the
 /// values (`None`) or an index type.
-pub(crate) fn arrays_of(kind: TileSetKind) -> [(&'static str, CsrField, Option<STy>); 3] {
-    let values = ("values", CsrField::Values, None);
+pub(crate) fn arrays_of(kind: TileSetKind) -> &'static [(&'static str, CsrField, Option<STy>)] {
+    const VALUES: (&str, CsrField, Option<STy>) = ("values", CsrField::Values, None);
     match kind {
-        TileSetKind::Csr => [
-            values,
+        TileSetKind::Csr => &[
+            VALUES,
             ("col_indices", CsrField::ColIndices, Some(STy::U32)),
             ("row_offsets", CsrField::RowOffsets, Some(STy::Usize)),
         ],
-        TileSetKind::Csc => [
-            values,
+        TileSetKind::Csc => &[
+            VALUES,
             ("row_indices", CsrField::RowIndices, Some(STy::U32)),
             ("col_offsets", CsrField::ColOffsets, Some(STy::Usize)),
         ],
-        TileSetKind::Coo => [
-            values,
+        TileSetKind::Coo => &[
+            VALUES,
             ("row_indices", CsrField::RowIndices, Some(STy::U32)),
             ("col_indices", CsrField::ColIndices, Some(STy::U32)),
+        ],
+        TileSetKind::Tiles => &[("tile_offsets", CsrField::RowOffsets, Some(STy::Usize))],
+    }
+}
+
+/// The scalar fields of a tile set of `kind`: name and field.
+pub(crate) fn scalars_of(kind: TileSetKind) -> &'static [(&'static str, CsrField)] {
+    match kind {
+        TileSetKind::Tiles => &[("num_tiles", CsrField::NumRows)],
+        _ => &[
+            ("num_rows", CsrField::NumRows),
+            ("num_cols", CsrField::NumCols),
         ],
     }
 }

@@ -98,11 +98,15 @@ pub enum Reduce {
 /// - `Coo` (atoms sorted by row, tiles are rows): `row_offsets` (→ u64, `num_rows + 1`, computed
 ///   from the sorted row indices when the matrix is uploaded: the tile offsets every schedule
 ///   needs), `row_indices` (→ u32), `col_indices` (→ u32), `values`, `num_rows`, `num_cols`, `nnz`.
+/// - `Tiles` (the tile-set contract alone, for formats written outside lb): `tile_offsets` (→
+///   u64, `num_tiles + 1`), `num_tiles`, `num_atoms`. It has no per-atom arrays: the format's
+///   own arrays are the kernel's other parameters, indexed from the tile and the atom's rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum TileSetKind {
     Csr,
     Csc,
     Coo,
+    Tiles,
 }
 
 impl TileSetKind {
@@ -112,13 +116,15 @@ impl TileSetKind {
             TileSetKind::Csr => "Csr",
             TileSetKind::Csc => "Csc",
             TileSetKind::Coo => "Coo",
+            TileSetKind::Tiles => "Tiles",
         }
     }
 }
 
 /// Fields of a tile set that a body may read; which exist depends on the [`TileSetKind`]
 /// (`Csr`: `row_offsets`, `col_indices`; `Csc`: `col_offsets`, `row_indices`; `Coo`:
-/// `row_indices`, `col_indices`; all: `values`, `num_rows`, `num_cols`).
+/// `row_indices`, `col_indices`; all three: `values`, `num_rows`, `num_cols`; `Tiles`:
+/// `tile_offsets` as `RowOffsets` and `num_tiles` as `NumRows`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum CsrField {
     /// `row_offsets: [usize]` — `num_rows + 1` entries.
@@ -140,7 +146,7 @@ pub enum CsrField {
 /// A kernel parameter of the body, in the order of the user's function (index roles excluded).
 ///
 /// ABI (kernel `.param` slots, in order), shared by `codegen`, the macro and the runtime:
-/// - `TileSet`: six slots (`Csr`, `Csc`) or seven (`Coo`), see [`TileSetKind`].
+/// - `TileSet`: six slots (`Csr`, `Csc`), seven (`Coo`) or three (`Tiles`), see [`TileSetKind`].
 /// - `Slice`: two slots, pointer (u64) then length in elements (u64).
 /// - `Queue`: three slots, `items` (u64 pointer to u32), `count` (u64 pointer to one u64
 ///   counter) and `capacity` (u64, in items). A push claims slot `count` by an atomic add; a slot

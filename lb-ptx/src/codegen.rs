@@ -192,6 +192,50 @@ pub fn offset_addr(b: &mut KernelBuilder, width: OffsetWidth, base: Reg, index: 
     b.elem_addr(base, index, width.bytes())
 }
 
+/// Declares and loads the `.param` slots of tile-set parameter `n` of `kind`, in the order of
+/// the ABI of [`TileSetKind`].
+fn declare_tile_set(b: &mut KernelBuilder, n: &str, kind: TileSetKind) -> ParamRegs {
+    let (offsets, first, second) = match kind {
+        TileSetKind::Csr => ("row_offsets", None, "col_indices"),
+        TileSetKind::Csc => ("col_offsets", None, "row_indices"),
+        TileSetKind::Coo => ("row_offsets", Some("row_indices"), "col_indices"),
+        TileSetKind::Tiles => {
+            let offsets = b.load_param(format!("{n}_tile_offsets"), Type::U64);
+            let tiles = b.load_param(format!("{n}_num_tiles"), Type::U64);
+            let atoms = b.load_param(format!("{n}_num_atoms"), Type::U64);
+            // A `Tiles` has no per-atom arrays and no second dimension. The CSR view's registers
+            // that it lacks alias its own and are never read: its body reads no per-atom field
+            // (`field_array` refuses them), and schedules read only the offsets and the counts.
+            return ParamRegs::TileSet {
+                kind,
+                regs: CsrRegs {
+                    row_offsets: offsets,
+                    col_indices: offsets,
+                    values: offsets,
+                    num_rows: tiles,
+                    num_cols: tiles,
+                    nnz: atoms,
+                },
+                row_indices: None,
+            };
+        }
+    };
+    let row_offsets = b.load_param(format!("{n}_{offsets}"), Type::U64);
+    let row_indices = first.map(|f| b.load_param(format!("{n}_{f}"), Type::U64));
+    ParamRegs::TileSet {
+        kind,
+        regs: CsrRegs {
+            row_offsets,
+            col_indices: b.load_param(format!("{n}_{second}"), Type::U64),
+            values: b.load_param(format!("{n}_values"), Type::U64),
+            num_rows: b.load_param(format!("{n}_num_rows"), Type::U64),
+            num_cols: b.load_param(format!("{n}_num_cols"), Type::U64),
+            nnz: b.load_param(format!("{n}_nnz"), Type::U64),
+        },
+        row_indices,
+    }
+}
+
 pub(crate) fn is_ptx_ident(s: &str) -> bool {
     let mut chars = s.chars();
     let first_ok = match chars.next() {
@@ -220,28 +264,7 @@ impl KernelParams {
             }
             let n = &p.name;
             regs.push(match p.kind {
-                ParamKind::TileSet { kind, .. } => {
-                    // Slot order is the ABI of `TileSetKind`.
-                    let (offsets, first, second) = match kind {
-                        TileSetKind::Csr => ("row_offsets", None, "col_indices"),
-                        TileSetKind::Csc => ("col_offsets", None, "row_indices"),
-                        TileSetKind::Coo => ("row_offsets", Some("row_indices"), "col_indices"),
-                    };
-                    let row_offsets = b.load_param(format!("{n}_{offsets}"), Type::U64);
-                    let row_indices = first.map(|f| b.load_param(format!("{n}_{f}"), Type::U64));
-                    ParamRegs::TileSet {
-                        kind,
-                        regs: CsrRegs {
-                            row_offsets,
-                            col_indices: b.load_param(format!("{n}_{second}"), Type::U64),
-                            values: b.load_param(format!("{n}_values"), Type::U64),
-                            num_rows: b.load_param(format!("{n}_num_rows"), Type::U64),
-                            num_cols: b.load_param(format!("{n}_num_cols"), Type::U64),
-                            nnz: b.load_param(format!("{n}_nnz"), Type::U64),
-                        },
-                        row_indices,
-                    }
-                }
+                ParamKind::TileSet { kind, .. } => declare_tile_set(b, n, kind),
                 ParamKind::Queue => ParamRegs::Queue {
                     items: b.load_param(format!("{n}_items"), Type::U64),
                     count: b.load_param(format!("{n}_count"), Type::U64),
@@ -305,7 +328,7 @@ impl KernelParams {
     pub fn csr(&self, p: usize) -> Result<CsrRegs, GenError> {
         let (kind, regs, _) = self.tile_set(p)?;
         Ok(match kind {
-            TileSetKind::Csr | TileSetKind::Coo => regs,
+            TileSetKind::Csr | TileSetKind::Coo | TileSetKind::Tiles => regs,
             TileSetKind::Csc => CsrRegs {
                 num_rows: regs.num_cols,
                 num_cols: regs.num_rows,
@@ -761,7 +784,7 @@ pub fn array_info(
             };
             let (kind, regs, row_indices) = params.tile_set(p)?;
             let (base, elem) = match (kind, field) {
-                (TileSetKind::Csr, CsrField::RowOffsets)
+                (TileSetKind::Csr | TileSetKind::Tiles, CsrField::RowOffsets)
                 | (TileSetKind::Csc, CsrField::ColOffsets) => (regs.row_offsets, Ty::U64),
                 (TileSetKind::Csr | TileSetKind::Coo, CsrField::ColIndices)
                 | (TileSetKind::Csc, CsrField::RowIndices) => (regs.col_indices, Ty::U32),
@@ -769,6 +792,9 @@ pub fn array_info(
                     Some(r) => (r, Ty::U32),
                     None => return unsupported("a `Coo` parameter without `row_indices`"),
                 },
+                (TileSetKind::Tiles, _) => {
+                    return unsupported(format!("a `Tiles` tile set has no field `{field:?}`"))
+                }
                 (_, CsrField::Values) => (regs.values, value),
                 (_, CsrField::NumRows | CsrField::NumCols) => {
                     return unsupported(format!("`{field:?}` is a scalar field, not an array"))

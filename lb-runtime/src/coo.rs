@@ -6,11 +6,11 @@
 //! them as the first slot of its kernel ABI (`lb_ptx::body::TileSetKind`).
 
 use crate::buffer::{DeviceBuffer, Element};
-use crate::cache::TempCache;
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::formats::{zero_offsets, DeviceOffsets};
+use crate::formats::zero_offsets;
 use crate::stats::TileStats;
+use crate::tiles::DeviceTiles;
 use lb_ptx::plan::OffsetWidth;
 
 /// Coordinate format, sorted by row. Fields are public: kernel bodies read them as plain Rust.
@@ -111,16 +111,14 @@ impl<T> Coo<T> {
 /// A [`Coo`] in device memory, with its row offsets (ABI in `lb_ptx::body::TileSetKind`).
 #[derive(Debug)]
 pub struct DeviceCoo<T: Element> {
-    /// Computed at upload; 32-bit or 64-bit, see [`DeviceOffsets`].
-    pub(crate) row_offsets: DeviceOffsets,
+    /// The row offsets computed at upload (32-bit or 64-bit, see [`crate::DeviceOffsets`]),
+    /// statistics and cache.
+    pub(crate) tiles: DeviceTiles,
     pub(crate) row_indices: DeviceBuffer<u32>,
     pub(crate) col_indices: DeviceBuffer<u32>,
     pub(crate) values: DeviceBuffer<T>,
     num_rows: usize,
     num_cols: usize,
-    stats: TileStats,
-    /// Temporaries that depend only on this tile set (see `TempCache`).
-    pub(crate) cache: TempCache,
 }
 
 impl<T: Element> DeviceCoo<T> {
@@ -140,9 +138,7 @@ impl<T: Element> DeviceCoo<T> {
         coo.validate()?;
         let row_offsets = coo.row_offsets()?;
         Ok(DeviceCoo {
-            cache: TempCache::default(),
-            stats: TileStats::of_offsets(coo.num_cols as u64, &row_offsets),
-            row_offsets: DeviceOffsets::upload(dev, &row_offsets, coo.values.len(), width)?,
+            tiles: DeviceTiles::of_valid(dev, &row_offsets, coo.num_cols, width)?,
             row_indices: dev.upload(&coo.row_indices)?,
             col_indices: dev.upload(&coo.col_indices)?,
             values: dev.upload(&coo.values)?,
@@ -154,7 +150,7 @@ impl<T: Element> DeviceCoo<T> {
     /// Tiles, the other dimension, atoms, mean and longest tile, as measured at upload (what
     /// `schedule = "auto"` picks a schedule from).
     pub fn stats(&self) -> &TileStats {
-        &self.stats
+        self.tiles.stats()
     }
 
     pub fn num_rows(&self) -> usize {
@@ -171,7 +167,7 @@ impl<T: Element> DeviceCoo<T> {
 
     /// How the derived row offsets are stored on the device.
     pub fn offset_width(&self) -> OffsetWidth {
-        self.row_offsets.width()
+        self.tiles.offset_width()
     }
 
     pub fn device(&self) -> &Device {

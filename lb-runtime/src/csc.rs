@@ -4,14 +4,13 @@
 use std::ops::Range;
 
 use crate::buffer::{DeviceBuffer, Element};
-use crate::cache::TempCache;
 use crate::device::Device;
 use crate::error::Result;
-use crate::formats::DeviceOffsets;
 use crate::formats::{validate_compressed, Axes};
 use lb_ptx::plan::OffsetWidth;
 
 use crate::stats::TileStats;
+use crate::tiles::DeviceTiles;
 
 /// Compressed sparse columns. Fields are public: kernel bodies read them as plain Rust.
 ///
@@ -74,15 +73,12 @@ impl<T> Csc<T> {
 /// A [`Csc`] in device memory (ABI in `lb_ptx::body::TileSetKind`).
 #[derive(Debug)]
 pub struct DeviceCsc<T: Element> {
-    /// 32-bit or 64-bit, see [`DeviceOffsets`].
-    pub(crate) col_offsets: DeviceOffsets,
+    /// The column offsets (32-bit or 64-bit, see [`crate::DeviceOffsets`]), statistics and cache.
+    pub(crate) tiles: DeviceTiles,
     pub(crate) row_indices: DeviceBuffer<u32>,
     pub(crate) values: DeviceBuffer<T>,
     num_rows: usize,
     num_cols: usize,
-    stats: TileStats,
-    /// Temporaries that depend only on this tile set (see `TempCache`).
-    pub(crate) cache: TempCache,
 }
 
 impl<T: Element> DeviceCsc<T> {
@@ -101,9 +97,7 @@ impl<T: Element> DeviceCsc<T> {
     fn upload_inner(dev: &Device, csc: &Csc<T>, width: Option<OffsetWidth>) -> Result<Self> {
         csc.validate()?;
         Ok(DeviceCsc {
-            cache: TempCache::default(),
-            stats: TileStats::of_offsets(csc.num_rows as u64, &csc.col_offsets),
-            col_offsets: DeviceOffsets::upload(dev, &csc.col_offsets, csc.values.len(), width)?,
+            tiles: DeviceTiles::of_valid(dev, &csc.col_offsets, csc.num_rows, width)?,
             row_indices: dev.upload(&csc.row_indices)?,
             values: dev.upload(&csc.values)?,
             num_rows: csc.num_rows,
@@ -114,7 +108,7 @@ impl<T: Element> DeviceCsc<T> {
     /// Tiles, the other dimension, atoms, mean and longest tile, as measured at upload (what
     /// `schedule = "auto"` picks a schedule from).
     pub fn stats(&self) -> &TileStats {
-        &self.stats
+        self.tiles.stats()
     }
 
     pub fn num_rows(&self) -> usize {
@@ -131,7 +125,7 @@ impl<T: Element> DeviceCsc<T> {
 
     /// How the column offsets are stored on the device.
     pub fn offset_width(&self) -> OffsetWidth {
-        self.col_offsets.width()
+        self.tiles.offset_width()
     }
 
     pub fn device(&self) -> &Device {
@@ -140,7 +134,7 @@ impl<T: Element> DeviceCsc<T> {
 
     /// Copies the matrix back to the host (validated).
     pub fn download(&self) -> Result<Csc<T>> {
-        let col_offsets = self.col_offsets.download("column offset")?;
+        let col_offsets = self.tiles.offsets.download("column offset")?;
         Csc::new(
             self.num_rows,
             self.num_cols,

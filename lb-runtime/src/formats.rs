@@ -9,12 +9,12 @@ use std::ops::{AddAssign, Range};
 use lb_ptx::plan::OffsetWidth;
 
 use crate::buffer::{DeviceBuffer, Element};
-use crate::cache::TempCache;
 use crate::coo::{Coo, DeviceCoo};
 use crate::csc::{Csc, DeviceCsc};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::stats::TileStats;
+use crate::tiles::{DeviceTileSet, DeviceTiles};
 
 /// Compressed sparse rows. Fields are public: kernel bodies read them as plain Rust.
 ///
@@ -261,6 +261,13 @@ impl DeviceOffsets {
         self.len() == 0
     }
 
+    pub(crate) fn device(&self) -> &Device {
+        match self {
+            DeviceOffsets::U32(b) => b.device(),
+            DeviceOffsets::U64(b) => b.device(),
+        }
+    }
+
     /// Copies the offsets back as `usize`; `what` names them in the error of one that does not
     /// fit.
     pub(crate) fn download(&self, what: &str) -> Result<Vec<usize>> {
@@ -279,16 +286,11 @@ impl DeviceOffsets {
 /// A [`Csr`] in device memory; kernels receive its three arrays and three sizes.
 #[derive(Debug)]
 pub struct DeviceCsr<T: Element> {
-    /// 32-bit or 64-bit, see [`DeviceOffsets`].
-    pub(crate) row_offsets: DeviceOffsets,
+    /// The row offsets (32-bit or 64-bit, see [`DeviceOffsets`]), statistics and cache.
+    pub(crate) tiles: DeviceTiles,
     pub(crate) col_indices: DeviceBuffer<u32>,
     pub(crate) values: DeviceBuffer<T>,
-    num_rows: usize,
     num_cols: usize,
-    /// Computed once at upload for the `auto` heuristic.
-    stats: TileStats,
-    /// Temporaries that depend only on this tile set (see `TempCache`).
-    cache: TempCache,
 }
 
 impl<T: Element> DeviceCsr<T> {
@@ -308,23 +310,20 @@ impl<T: Element> DeviceCsr<T> {
     fn upload_inner(dev: &Device, csr: &Csr<T>, width: Option<OffsetWidth>) -> Result<Self> {
         csr.validate()?;
         Ok(DeviceCsr {
-            cache: TempCache::default(),
-            row_offsets: DeviceOffsets::upload(dev, &csr.row_offsets, csr.nnz(), width)?,
+            tiles: DeviceTiles::of_valid(dev, &csr.row_offsets, csr.num_cols, width)?,
             col_indices: dev.upload(&csr.col_indices)?,
             values: dev.upload(&csr.values)?,
-            num_rows: csr.num_rows,
             num_cols: csr.num_cols,
-            stats: TileStats::of_csr(csr),
         })
     }
 
     /// Rows, columns, nonzeros, mean and longest row, as measured at upload.
     pub fn stats(&self) -> &TileStats {
-        &self.stats
+        self.tiles.stats()
     }
 
     pub fn num_rows(&self) -> usize {
-        self.num_rows
+        self.tiles.num_tiles()
     }
 
     pub fn num_cols(&self) -> usize {
@@ -337,7 +336,7 @@ impl<T: Element> DeviceCsr<T> {
 
     /// How the row offsets are stored on the device.
     pub fn offset_width(&self) -> OffsetWidth {
-        self.row_offsets.width()
+        self.tiles.offset_width()
     }
 
     /// The device holding the matrix.
@@ -347,9 +346,9 @@ impl<T: Element> DeviceCsr<T> {
 
     /// Copies the matrix back to the host (validated: a kernel may have written into it).
     pub fn download(&self) -> Result<Csr<T>> {
-        let row_offsets = self.row_offsets.download("row offset")?;
+        let row_offsets = self.tiles.offsets.download("row offset")?;
         Csr::new(
-            self.num_rows,
+            self.num_rows(),
             self.num_cols,
             row_offsets,
             self.col_indices.download()?,
@@ -366,16 +365,6 @@ pub trait TileSet {
     /// come from its sorted row indices, so the CPU reference needs no offsets array and cannot
     /// fail for want of memory.
     fn tile_atoms(&self, tile: usize) -> Range<usize>;
-}
-
-/// A device tile set as a launcher sizes it.
-pub trait DeviceTileSet {
-    fn num_tiles(&self) -> usize;
-    fn num_atoms(&self) -> usize;
-    /// How the tile offsets are stored on the device: only plans reading that width run.
-    fn offset_width(&self) -> OffsetWidth;
-    /// The temporaries cached with this tile set (`TempRole::Cached`).
-    fn temp_cache(&self) -> &TempCache;
 }
 
 impl<T> TileSet for Csr<T> {
@@ -409,47 +398,20 @@ impl<T> TileSet for Coo<T> {
 }
 
 impl<T: Element> DeviceTileSet for DeviceCsr<T> {
-    fn num_tiles(&self) -> usize {
-        self.num_rows()
-    }
-    fn num_atoms(&self) -> usize {
-        self.nnz()
-    }
-    fn offset_width(&self) -> OffsetWidth {
-        self.offset_width()
-    }
-    fn temp_cache(&self) -> &TempCache {
-        &self.cache
+    fn tiles(&self) -> &DeviceTiles {
+        &self.tiles
     }
 }
 
 impl<T: Element> DeviceTileSet for DeviceCsc<T> {
-    fn num_tiles(&self) -> usize {
-        self.num_cols()
-    }
-    fn num_atoms(&self) -> usize {
-        self.nnz()
-    }
-    fn offset_width(&self) -> OffsetWidth {
-        self.offset_width()
-    }
-    fn temp_cache(&self) -> &TempCache {
-        &self.cache
+    fn tiles(&self) -> &DeviceTiles {
+        &self.tiles
     }
 }
 
 impl<T: Element> DeviceTileSet for DeviceCoo<T> {
-    fn num_tiles(&self) -> usize {
-        self.num_rows()
-    }
-    fn num_atoms(&self) -> usize {
-        self.nnz()
-    }
-    fn offset_width(&self) -> OffsetWidth {
-        self.offset_width()
-    }
-    fn temp_cache(&self) -> &TempCache {
-        &self.cache
+    fn tiles(&self) -> &DeviceTiles {
+        &self.tiles
     }
 }
 

@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::formats::DeviceCsr;
 use crate::queue::DeviceQueue;
 use crate::stream::{Pending, Stream, WsBuf, ALIGN, FLAG_REGION};
+use crate::tiles::{DeviceTileSet, DeviceTiles};
 use crate::tune::Picked;
 
 /// One kernel parameter's value, in the type of its `.param`.
@@ -93,7 +94,7 @@ impl<T: Element> KernelArg for DeviceBuffer<T> {
 /// Row offsets, column indices and values (addresses), then rows, columns and nonzeros.
 impl<T: Element> KernelArg for DeviceCsr<T> {
     fn push_args(&self, out: &mut Vec<ArgValue>) {
-        out.push(ArgValue::U64(self.row_offsets.device_addr()));
+        out.push(ArgValue::U64(self.tiles.offsets.device_addr()));
         out.push(ArgValue::U64(self.col_indices.device_addr()));
         out.push(ArgValue::U64(self.values.device_addr()));
         out.push(ArgValue::U64(self.num_rows() as u64));
@@ -109,7 +110,7 @@ impl<T: Element> KernelArg for DeviceCsr<T> {
 /// Column offsets, row indices and values (addresses), then rows, columns and nonzeros.
 impl<T: Element> KernelArg for DeviceCsc<T> {
     fn push_args(&self, out: &mut Vec<ArgValue>) {
-        out.push(ArgValue::U64(self.col_offsets.device_addr()));
+        out.push(ArgValue::U64(self.tiles.offsets.device_addr()));
         out.push(ArgValue::U64(self.row_indices.device_addr()));
         out.push(ArgValue::U64(self.values.device_addr()));
         out.push(ArgValue::U64(self.num_rows() as u64));
@@ -126,7 +127,7 @@ impl<T: Element> KernelArg for DeviceCsc<T> {
 /// then rows, columns and nonzeros.
 impl<T: Element> KernelArg for DeviceCoo<T> {
     fn push_args(&self, out: &mut Vec<ArgValue>) {
-        out.push(ArgValue::U64(self.row_offsets.device_addr()));
+        out.push(ArgValue::U64(self.tiles.offsets.device_addr()));
         out.push(ArgValue::U64(self.row_indices.device_addr()));
         out.push(ArgValue::U64(self.col_indices.device_addr()));
         out.push(ArgValue::U64(self.values.device_addr()));
@@ -137,6 +138,30 @@ impl<T: Element> KernelArg for DeviceCoo<T> {
 
     fn on_device(&self, dev: &Device) -> bool {
         dev.same(self.device())
+    }
+}
+
+/// The tile offsets (address), then tiles and atoms: the `Tiles` slots.
+impl KernelArg for DeviceTiles {
+    fn push_args(&self, out: &mut Vec<ArgValue>) {
+        out.push(ArgValue::U64(self.offsets.device_addr()));
+        out.push(ArgValue::U64(self.num_tiles() as u64));
+        out.push(ArgValue::U64(self.num_atoms() as u64));
+    }
+
+    fn on_device(&self, dev: &Device) -> bool {
+        dev.same(self.device())
+    }
+}
+
+/// Any format, through the tile-set contract: its [`DeviceTiles`]' slots.
+impl KernelArg for dyn DeviceTileSet + '_ {
+    fn push_args(&self, out: &mut Vec<ArgValue>) {
+        self.tiles().push_args(out);
+    }
+
+    fn on_device(&self, dev: &Device) -> bool {
+        self.tiles().on_device(dev)
     }
 }
 

@@ -27,6 +27,7 @@ mod precision;
 mod queue;
 mod stats;
 mod stream;
+mod tiles;
 mod tune;
 mod user;
 
@@ -39,7 +40,7 @@ pub use csc::{Csc, DeviceCsc};
 pub use cudarc;
 pub use device::{Device, Transferred};
 pub use error::{Error, Result};
-pub use formats::{Csr, DeviceCsr, DeviceOffsets, DeviceTileSet, TileSet};
+pub use formats::{Csr, DeviceCsr, DeviceOffsets, TileSet};
 /// The 16-bit float types of the `half` crate, which device buffers and kernels take as
 /// storage for f32 arithmetic ([`HalfElement`]).
 pub use half;
@@ -66,5 +67,6 @@ pub use queue::{DeviceQueue, Queue};
 pub use sprs;
 pub use stats::TileStats;
 pub use stream::{Graph, Pending, Stream, Workspace};
+pub use tiles::{DeviceTileSet, DeviceTiles, Tiles};
 pub use tune::{pick_schedule, AutoKernel, Picked, RunFn, Tuning};
 pub use user::{plan_names, user_kernels, UserKernels};

@@ -167,6 +167,36 @@ pub fn random_csr(shape: Shape, rows: usize, cols: usize, seed: u64) -> Csr<f32>
     Csr::new(rows, cols, offsets, col_indices, values).expect("generated matrices are valid")
 }
 
+/// Every adversarial shape at 1, 37 and 700 rows, and one row of 20 000 atoms among 49 short or
+/// empty ones: a tile spread over more than ten 256-thread blocks at 7 atoms per thread, whose
+/// carries a work-oriented fix-up combines. Named for messages, seeds included.
+pub fn adversarial_matrices(seed: u64) -> Vec<(String, Csr<f32>)> {
+    let mut out = Vec::new();
+    for (i, &shape) in SHAPES.iter().enumerate() {
+        for (rows, cols) in [(1, 1), (37, 19), (700, 300)] {
+            let seed = seed.wrapping_add((i * 1000 + rows) as u64);
+            out.push((
+                format!("{shape:?} {rows}x{cols} seed {seed}"),
+                random_csr(shape, rows, cols, seed),
+            ));
+        }
+    }
+    let mut lengths = vec![0usize; 50];
+    lengths[20] = 20_000;
+    lengths[21] = 3;
+    let mut offsets = vec![0usize];
+    for l in &lengths {
+        offsets.push(offsets.last().unwrap() + l);
+    }
+    let atoms = *offsets.last().unwrap();
+    let cols: Vec<u32> = (0..atoms as u32).map(|i| i % 97).collect();
+    out.push((
+        format!("one row of 20000 atoms, seed {seed}"),
+        Csr::new(50, 97, offsets, cols, random_vec(atoms, seed ^ 5)).unwrap(),
+    ));
+    out
+}
+
 pub fn random_vec(n: usize, seed: u64) -> Vec<f32> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()

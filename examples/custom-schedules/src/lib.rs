@@ -85,6 +85,7 @@ fn global_search(b: &mut KernelBuilder, f: &Frame, a: Reg) -> Reg {
 
 mod block_search;
 mod direct_search;
+pub mod ell;
 mod local_warp_search;
 
 pub use block_search::BlockSearch;

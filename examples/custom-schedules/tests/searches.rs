@@ -26,42 +26,11 @@ fn fresh_seed() -> u64 {
     rand::random()
 }
 
-/// The shapes of lb's tests at a few sizes, with one row spanning many 256-thread blocks.
-fn matrices(seed: u64) -> Vec<(String, Csr<f32>)> {
-    let mut out = Vec::new();
-    for (i, &shape) in SHAPES.iter().enumerate() {
-        for (rows, cols) in [(1, 1), (37, 19), (700, 300)] {
-            let seed = seed.wrapping_add((i * 1000 + rows) as u64);
-            out.push((
-                format!("{shape:?} {rows}x{cols} seed {seed}"),
-                random_csr(shape, rows, cols, seed),
-            ));
-        }
-    }
-    // 20 000 atoms in one row among empty ones: a share of 7 atoms per thread spreads it over
-    // more than ten blocks, whose carries the fix-up combines.
-    let mut lengths = vec![0usize; 50];
-    lengths[20] = 20_000;
-    lengths[21] = 3;
-    let mut offsets = vec![0usize];
-    for l in &lengths {
-        offsets.push(offsets.last().unwrap() + l);
-    }
-    let atoms = *offsets.last().unwrap();
-    let cols: Vec<u32> = (0..atoms as u32).map(|i| i % 97).collect();
-    let values = random_vec(atoms, seed ^ 5);
-    out.push((
-        format!("one row of 20000 atoms, seed {seed}"),
-        Csr::new(50, 97, offsets, cols, values).unwrap(),
-    ));
-    out
-}
-
 #[test]
 fn sums_match_the_f64_reference_on_every_shape() {
     let dev = device();
     let seed = fresh_seed();
-    for (what, a) in matrices(seed) {
+    for (what, a) in adversarial_matrices(seed) {
         let x = random_vec(a.num_cols, seed ^ 1);
         let (da, dx) = (
             DeviceCsr::upload(&dev, &a).unwrap(),
@@ -81,7 +50,7 @@ fn sums_match_the_f64_reference_on_every_shape() {
 fn min_and_max_are_exact() {
     let dev = device();
     let seed = fresh_seed();
-    for (what, a32) in matrices(seed) {
+    for (what, a32) in adversarial_matrices(seed) {
         let a = to_f64(&a32);
         let x: Vec<f64> = random_vec(a.num_cols, seed ^ 2)
             .into_iter()
@@ -111,7 +80,7 @@ fn min_and_max_are_exact() {
 fn side_effects_visit_every_atom_once() {
     let dev = device();
     let seed = fresh_seed();
-    for (what, a) in matrices(seed) {
+    for (what, a) in adversarial_matrices(seed) {
         let mut counts_ref = vec![0u32; a.num_cols];
         let mut sums_ref = vec![0.0f32; a.num_cols];
         scatter::cpu(&a, &mut counts_ref, &mut sums_ref);
@@ -144,7 +113,7 @@ fn side_effects_visit_every_atom_once() {
 fn lanes_match_the_f64_reference() {
     let dev = device();
     let seed = fresh_seed();
-    for (what, a) in matrices(seed).into_iter().step_by(2) {
+    for (what, a) in adversarial_matrices(seed).into_iter().step_by(2) {
         for k in [1usize, 3, 32, 33] {
             let b = random_vec(a.num_cols * k, seed ^ 3);
             let (da, db) = (
@@ -221,7 +190,7 @@ fn frontiers_empty_repeated_and_out_of_order() {
 fn coo_and_csc_tile_sets() {
     let dev = device();
     let seed = fresh_seed();
-    for (what, a) in matrices(seed).into_iter().step_by(3) {
+    for (what, a) in adversarial_matrices(seed).into_iter().step_by(3) {
         let x = random_vec(a.num_cols, seed ^ 6);
         let coo = a.to_coo().unwrap();
         let mut want = vec![0.0f32; a.num_rows];
