@@ -72,7 +72,7 @@ pub mod prelude {
     pub use lb_runtime::intrinsics::{atomic_add, atomic_cas, atomic_exch, atomic_max, atomic_min};
     pub use lb_runtime::{
         bf16, f16, Coo, Csc, Csr, Device, DeviceBuffer, DeviceCoo, DeviceCsc, DeviceCsr,
-        DeviceQueue, Launch, Pending, Queue, Stream,
+        DeviceQueue, DeviceTileSet, DeviceTiles, Launch, Pending, Queue, Stream, Tiles,
     };
 }
 

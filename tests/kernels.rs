@@ -8,7 +8,6 @@ mod common;
 
 use common::*;
 use lb::prelude::*;
-use lb::DeviceTileSet;
 use proptest::prelude::*;
 
 fn device() -> Device {

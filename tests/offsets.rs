@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use lb::__private::ProblemSize;
 use lb::prelude::*;
-use lb::{execute, ArgValue, DeviceTileSet, Error, KernelArg, OffsetWidth};
+use lb::{execute, ArgValue, Error, KernelArg, OffsetWidth};
 
 fn device() -> Device {
     Device::simulator()

@@ -15,7 +15,7 @@
 //! `#[rank]`), reading the format's arrays, which it takes as ordinary slices.
 
 use lb::prelude::*;
-use lb::{DeviceTileSet, DeviceTiles, Element, Tiles};
+use lb::Element;
 
 /// Rows per slice: one warp's worth, so that the rows of a slice read one entry each from one
 /// contiguous run of slots. The kernels below spell it as the literal `32`, which this checks.

@@ -14,7 +14,6 @@ mod common;
 
 use common::*;
 use lb::prelude::*;
-use lb::{DeviceTileSet, DeviceTiles, Tiles};
 use lb_custom_schedules::ell::{sell_spmm, sell_spmv, DeviceSlicedEll, SlicedEll, SLICE};
 use lb_custom_schedules::ALL;
 
