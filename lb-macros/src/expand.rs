@@ -1084,6 +1084,21 @@ fn run_fn(func: &ItemFn, sig: &Sig, g: &SafeGenerated) -> TokenStream {
         let id = &p.ident;
         quote!(::lb::__private::KernelArg::push_args(&#id, &mut __lb_args);)
     });
+    // A format written outside lb answers `DeviceTileSet::tiles` with its own code, which could
+    // answer differently from call to call: the launch takes the `DeviceTiles` once, and every
+    // size, check and argument below reads that one (whose `tiles` is itself).
+    let take_tiles = sig.body_params().find_map(|p| match p.role {
+        Role::TileSet {
+            kind: TileSetKind::Tiles,
+            ..
+        } => {
+            let id = &p.ident;
+            Some(quote! {
+                let #id: &dyn ::lb::__private::DeviceTileSet = ::lb::__private::DeviceTileSet::tiles(#id);
+            })
+        }
+        _ => None,
+    });
     let out_push = sig
         .output
         .as_ref()
@@ -1147,7 +1162,8 @@ fn run_fn(func: &ItemFn, sig: &Sig, g: &SafeGenerated) -> TokenStream {
     // SAFETY (of the `unsafe` call of `submit` below, whose comment cannot travel in tokens):
     // `PTX` and `PLANS` are generated from the same parameter list as `#pushes` and `#out_push`,
     // so the arguments are the kernels' parameters in order and type; every argument's device
-    // was checked (`#device_checks`), the tile set was validated at upload, the output and every
+    // was checked (`#device_checks`), the tile set was validated at upload (a `&Tiles` parameter
+    // is one `DeviceTiles`, taken once, `#take_tiles`), the output and every
     // gathered slice were compared with what indexes them (`#shape_check`, `#gather_checks`; under
     // `checked = true` the kernels test each access instead), the unchecked plans run only from
     // the `unsafe` entry points, whose callers answer for what their `# Safety` names, and the
@@ -1175,6 +1191,7 @@ fn run_fn(func: &ItemFn, sig: &Sig, g: &SafeGenerated) -> TokenStream {
         /// among the plans of `schedule` (the unchecked ones when `__lb_unchecked`), the launch
         /// and the queue checks.
         fn __lb_run_in(stream: &::lb::__private::Stream, __lb_kernels: &'static ::lb::__private::UserKernels, schedule: &::core::primitive::str, __lb_unchecked: ::core::primitive::bool, __lb_mode: ::lb::__private::Submit, #(#params),*) -> ::lb::__private::Result<::lb::__private::Pending> {
+            #take_tiles
             let __lb_size = ::lb::__private::ProblemSize {
                 tiles: #tiles as ::core::primitive::u64,
                 atoms: ::lb::__private::DeviceTileSet::num_atoms(#a) as ::core::primitive::u64,

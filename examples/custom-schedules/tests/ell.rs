@@ -287,3 +287,50 @@ fn modules_assemble_without_spills() {
         lb::schedule::ptxas::assert_assembles(&format!("sell_spmv / {}", s.name()), module.ptx);
     }
 }
+
+/// A format whose `tiles` answers differently from call to call: three short tiles, then a
+/// thousand long ones, alternately.
+struct Fickle {
+    few: DeviceTiles,
+    many: DeviceTiles,
+    calls: std::cell::Cell<usize>,
+}
+
+impl DeviceTileSet for Fickle {
+    fn tiles(&self) -> &DeviceTiles {
+        let n = self.calls.get();
+        self.calls.set(n + 1);
+        if n.is_multiple_of(2) {
+            &self.few
+        } else {
+            &self.many
+        }
+    }
+}
+
+/// A launch reads one answer: its sizes, checks and kernel arguments agree, so a format that
+/// answers differently gets a launch over one of its answers or an `Err`, never kernels walking a
+/// thousand tiles into an output checked against three.
+#[test]
+fn a_format_that_answers_differently_is_read_once() {
+    let dev = Device::default();
+    let fickle = Fickle {
+        few: DeviceTiles::upload(&dev, &Tiles::from_lengths(&[2, 0, 5]).unwrap()).unwrap(),
+        many: DeviceTiles::upload(&dev, &Tiles::from_lengths(&[40; 1000]).unwrap()).unwrap(),
+        calls: std::cell::Cell::new(0),
+    };
+    for &schedule in tile_length::SCHEDULES {
+        for start in 0..2 {
+            fickle.calls.set(start);
+            let mut len = dev.upload(&[9u64; 3]).unwrap();
+            match tile_length::launch_with(&dev, schedule, &fickle, &mut len) {
+                Ok(_) => assert_eq!(dev.download(&len).unwrap(), [2, 0, 5], "{schedule}"),
+                Err(lb::Error::Shape(msg)) => {
+                    assert!(msg.contains("1000"), "{schedule}: {msg}");
+                    assert_eq!(dev.download(&len).unwrap(), [9; 3], "{schedule}");
+                }
+                Err(e) => panic!("{schedule}: {e}"),
+            }
+        }
+    }
+}
