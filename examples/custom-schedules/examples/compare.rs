@@ -8,19 +8,18 @@
 
 mod common;
 
-use common::{matrices, median, reps, verify};
+use common::{matrices, median, reps, spmv, verify};
 use lb::prelude::*;
 use lb::schedule::UserSchedule;
 use lb_custom_schedules::ALL;
 
-#[load_balanced(
-    schedule = "merge_path, nonzero_split, two_phase, multi_phase",
-    reduce = "sum",
-    output = "y"
-)]
-fn spmv(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
-    a.values[nz] * x[a.col_indices[nz] as usize]
-}
+/// lb's built-in work-oriented schedules, the searches' family.
+const WORK_ORIENTED: [Schedule; 4] = [
+    Schedule::MergePath,
+    Schedule::NonzeroSplit,
+    Schedule::TwoPhase,
+    Schedule::MultiPhase,
+];
 
 fn main() -> lb::Result<()> {
     let reps = reps();
@@ -36,7 +35,7 @@ fn main() -> lb::Result<()> {
         let (da, dx) = (DeviceCsr::upload(&dev, a)?, dev.upload(&x)?);
         let mut dy = dev.zeros::<f32>(a.num_rows)?;
         let mut rows: Vec<(String, f32)> = Vec::new();
-        for &s in spmv::SCHEDULES {
+        for s in WORK_ORIENTED {
             let mut times = Vec::new();
             for i in 0..=reps {
                 let l = spmv::launch_with(&dev, s, &da, &dx, &mut dy)?;

@@ -8,18 +8,17 @@
 
 mod common;
 
-use common::{matrices, median, reps, verify};
+use common::{matrices, median, reps, spmv, verify};
 use lb::prelude::*;
 use lb_custom_schedules::ell::{sell_spmv, DeviceSlicedEll, SlicedEll};
 
-#[load_balanced(
-    schedule = "thread_mapped, warp_mapped, merge_path, lrb",
-    reduce = "sum",
-    output = "y"
-)]
-fn csr_spmv(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
-    a.values[nz] * x[a.col_indices[nz] as usize]
-}
+/// The schedules compared: one per family of lb's built-ins.
+const SCHEDULES: [Schedule; 4] = [
+    Schedule::ThreadMapped,
+    Schedule::WarpMapped,
+    Schedule::MergePath,
+    Schedule::Lrb,
+];
 
 /// The median time (µs) of `reps` launches after a warm-up one.
 fn time(reps: usize, mut launch: impl FnMut() -> lb::Result<Launch>) -> lb::Result<f32> {
@@ -55,9 +54,9 @@ fn main() -> lb::Result<()> {
         );
         let mut dy = dev.zeros::<f32>(a.num_rows)?;
         let (so, c, v) = (de.slice_offsets(), de.cols(), de.values());
-        for &schedule in csr_spmv::SCHEDULES {
+        for schedule in SCHEDULES {
             let csr = time(reps, || {
-                csr_spmv::launch_with(&dev, schedule, &da, &dx, &mut dy)
+                spmv::launch_with(&dev, schedule, &da, &dx, &mut dy)
             })?;
             verify(a, &x, &dev.download(&dy)?, schedule.name())?;
             let sell = time(reps, || {

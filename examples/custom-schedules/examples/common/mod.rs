@@ -1,7 +1,13 @@
-//! What the examples share: the `--reps` argument, the matrices (the medium corpus's shapes on a
+//! What the examples share: the SpMV kernel on CSR, the `--reps` argument, the matrices (the medium corpus's shapes on a
 //! GPU, 100× smaller on the simulator), the median and the check against an f64 reference.
 
 use lb::prelude::*;
+
+/// y = A·x on CSR, under every built-in schedule.
+#[load_balanced(schedule = "every", reduce = "sum", output = "y")]
+pub fn spmv(a: &Csr<f32>, x: &[f32], #[atom] nz: usize) -> f32 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
 
 /// `--reps N` from the command line (20 when absent, at least 1).
 pub fn reps() -> usize {
