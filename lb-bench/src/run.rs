@@ -603,6 +603,12 @@ fn run_one(
 /// Kernels whose fastest schedule takes less than this (ms) are timed again in rounds.
 const SHORT_MS: f64 = 0.1;
 
+/// Timed runs per contender at least, whatever `--reps` says, when a problem is retimed: the
+/// medians of 10 runs in rounds of the same two 9–10 µs kernels ranked them 3–5% apart in either
+/// order between two runs (H100, large corpus, `tiny-100x100`), where the tuner's playoff gives
+/// its close candidates 101 runs.
+const SHORT_RUNS: usize = 100;
+
 /// A schedule more than this many times slower than the fastest cannot be the fastest after
 /// retiming; the tuner gives up on such a candidate at the same ratio.
 const CONTENDER: f64 = 4.0;
@@ -630,8 +636,8 @@ fn subject_of(name: &str) -> Option<Subject> {
 
 /// Times the contenders of a short problem again in rounds and gives `auto` and `tuned` their
 /// pick's new time. A contender is a record within [`CONTENDER`] times the fastest; in each
-/// round it runs three times, the first untimed, until it has `--reps` timed runs (rounded up
-/// to even), and the median counts.
+/// round it runs three times, the first untimed, until it has `--reps` timed runs (at least
+/// [`SHORT_RUNS`], rounded up to even), and the median counts.
 ///
 /// A kernel of a few microseconds is mostly its launch, whose time moves by 10–20% between
 /// stretches of a run (the host's and the GPU's clocks): timed one schedule after the other,
@@ -666,7 +672,7 @@ fn retime_short(cli: &Cli, p: &mut Problem, out: &mut [Record], g: &Gpu) {
         })
         .collect();
     let before: Vec<Option<f64>> = out.iter().map(|r| r.median_ms).collect();
-    let runs = 2 * cli.reps.max(3).div_ceil(2);
+    let runs = 2 * cli.reps.max(SHORT_RUNS).div_ceil(2);
     let mut times = vec![Vec::with_capacity(runs); timed.len()];
     for _ in 0..runs / 2 {
         for (t, &(_, s)) in times.iter_mut().zip(&timed) {
