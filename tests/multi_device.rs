@@ -439,7 +439,12 @@ fn spmv_and_spmm_on_every_gpu() {
     let devices = Devices::cuda_all().expect("GPUs");
     assert!(devices.count() >= 2, "{devices:?}");
     let transports: &[Transport] = if devices.peer_access() {
-        &[Transport::PeerStores, Transport::PeerCopy, Transport::Nccl]
+        &[
+            Transport::PeerStores,
+            Transport::PeerCopy,
+            Transport::PeerKernel,
+            Transport::Nccl,
+        ]
     } else {
         &[Transport::Nccl]
     };

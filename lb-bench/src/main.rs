@@ -227,8 +227,9 @@ pub struct Cli {
         value_parser = clap::value_parser!(u16).range(1..=256))]
     pub chunks: Vec<u16>,
     /// With `--devices`: how the all-gather travels between GPUs, comma-separated: `stores`
-    /// (the kernels store their rows into every GPU's copy), `peer` (copy engines over peer
-    /// access, after the kernels), `nccl` (NCCL broadcasts). Default: the group's own.
+    /// (the kernels store their rows into every GPU's copy), `kernel` (a copy kernel on each GPU
+    /// pushes its rows, after the kernels), `peer` (copy engines over peer access, after the
+    /// kernels), `nccl` (NCCL broadcasts). Default: the group's own.
     #[arg(long = "transport", value_name = "T", value_delimiter = ',', value_parser = transport)]
     pub transports: Vec<Transport>,
     /// With `--devices`: also SpMV on a generated matrix this many times larger than the first
@@ -267,14 +268,15 @@ fn non_negative(text: &str) -> Result<f64, String> {
     }
 }
 
-/// `--transport`: `stores`, `peer` or `nccl`.
+/// `--transport`: `stores`, `kernel`, `peer` or `nccl`.
 fn transport(text: &str) -> Result<Transport, String> {
     match text {
         "stores" => Ok(Transport::PeerStores),
+        "kernel" => Ok(Transport::PeerKernel),
         "peer" => Ok(Transport::PeerCopy),
         "nccl" => Ok(Transport::Nccl),
         _ => Err(format!(
-            "`{text}` is not a transport: `stores`, `peer` or `nccl`"
+            "`{text}` is not a transport: `stores`, `kernel`, `peer` or `nccl`"
         )),
     }
 }

@@ -211,6 +211,7 @@ fn measure(
 pub(crate) fn transport_name(t: Transport) -> &'static str {
     match t {
         Transport::PeerStores => "stores",
+        Transport::PeerKernel => "kernel",
         Transport::PeerCopy => "peer",
         Transport::Nccl => "nccl",
     }

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use cudarc::driver::{result as driver, sys as driver_sys, CudaEvent, CudaStream};
 use cudarc::nccl::{result as nccl, sys as nccl_sys};
 
+use super::push;
 use crate::buffer::{DeviceBuffer, Element};
 use crate::device::{Backend, Device};
 use crate::error::{Error, Result};
@@ -46,6 +47,13 @@ pub enum Transport {
     /// threads store rows in the middle of their walks, one scattered element at a time
     /// (docs/multi-gpu.md has the measurements).
     PeerStores,
+    /// Each device pushes its pieces into every peer's copy with a copy kernel of its own
+    /// (16-byte loads of the piece, stores over the link into every destination), on its side
+    /// stream after the kernels that made them. The copy engines of [`Transport::PeerCopy`]
+    /// used under half of NVLink's bandwidth between H100s; stores from the SMs are how NCCL's
+    /// kernels fill the link. The kernel takes SMs from the compute it overlaps. Needs peer
+    /// access between every pair of the group.
+    PeerKernel,
 }
 
 /// How the devices exchange data.
@@ -783,8 +791,21 @@ fn push_pieces<T: Element>(
 ) -> Result<()> {
     let err = driver_error("copying a piece of an all-gather to a peer GPU");
     let gpus: Vec<_> = devices.iter().map(gpu_of).collect::<Result<_>>()?;
+    let mut by_engine = Vec::new();
+    for p in pieces.iter().filter(|p| p.count > 0) {
+        let to: Vec<u64> = dst
+            .iter()
+            .map(|into| into.device_addr() + (p.dst_at * T::SIZE) as u64)
+            .filter(|&to| to != p.src)
+            .collect();
+        if g.transport == Transport::PeerKernel && push::aligned_alike(p.src, &to) {
+            push_by_kernel(g, gpus[p.root], p.root, p.src, p.count * T::SIZE, &to)?;
+        } else {
+            by_engine.push(p);
+        }
+    }
     for (j, into) in dst.iter().enumerate() {
-        for p in pieces.iter().filter(|p| p.count > 0) {
+        for p in by_engine.iter().copied() {
             let to = into.device_addr() + (p.dst_at * T::SIZE) as u64;
             let bytes = p.count * T::SIZE;
             // A device's own piece is copied on its side stream (which waited for the step's
@@ -821,6 +842,35 @@ fn push_pieces<T: Element>(
             }
             .map_err(&err)?;
         }
+    }
+    Ok(())
+}
+
+/// Pushes the `bytes` at `src` on device `root` (`gpu`) into every address of `to` with the copy
+/// kernel ([`push`]), on the root's side stream, which waits for the kernels that made the piece
+/// (`after_compute`, or the caller's fence) and which the devices' streams wait for (`end`).
+fn push_by_kernel(
+    g: &Gpus,
+    gpu: &crate::device::Gpu,
+    root: usize,
+    src: u64,
+    bytes: usize,
+    to: &[u64],
+) -> Result<()> {
+    let module = gpu.module(&push::PTX)?;
+    let f = module.function(push::ENTRY, 0)?;
+    let grid = push::grid(bytes, gpu.sm_count);
+    for batch in to.chunks(push::MAX_DESTINATIONS) {
+        let mut params = vec![src, bytes as u64, batch.len() as u64];
+        params.extend_from_slice(batch);
+        params.resize(3 + push::MAX_DESTINATIONS, 0);
+        // The caller checked that the piece lies inside its root's buffer and that each
+        // destination has room for it; peer access between every pair of the group (which this
+        // transport requires) lets the root's kernel store into its peers' memory. The side
+        // stream is ordered after the kernels that write the piece and before the devices'
+        // next work, so neither side is in use while the kernel runs. The kernel takes the 11
+        // parameters given: the source, the length, the count and eight addresses.
+        module.launch(f, &g.side[root], grid, push::BLOCK, 0, &mut params)?;
     }
     Ok(())
 }

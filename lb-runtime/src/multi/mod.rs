@@ -25,6 +25,7 @@
 mod collective;
 mod csr;
 mod partition;
+mod push;
 
 use std::sync::{Arc, Mutex};
 
@@ -112,9 +113,9 @@ impl Devices {
         }
     }
 
-    /// Chooses how all-gathers move data between the group's GPUs. [`Transport::PeerCopy`] or
-    /// [`Transport::PeerStores`] on GPUs without peer access between every pair is an error
-    /// that says so.
+    /// Chooses how all-gathers move data between the group's GPUs. [`Transport::PeerCopy`],
+    /// [`Transport::PeerKernel`] or [`Transport::PeerStores`] on GPUs without peer access
+    /// between every pair is an error that says so.
     pub fn set_transport(&self, transport: Transport) -> Result<()> {
         if transport != Transport::Nccl && !self.peer_access() {
             return Err(Error::Shape(
