@@ -129,6 +129,8 @@ struct DeviceGraph {
     ranked: Option<PageRankGraph>,
     /// `nearfar`: the factor of Δ (`--delta-factor`).
     delta_factor: f32,
+    /// `dobfs`: the switch's constants (`--direction`).
+    direction: Direction,
 }
 
 /// What one run gave: the driver's record, its error against the reference, and (`dobfs`) its
@@ -184,7 +186,7 @@ impl Reference {
             }
             Reference::DirectionDepth(want) => {
                 let gt = dg.transpose.as_ref().ok_or_else(|| missing("transpose"))?;
-                let r = bfs_direction_optimizing(dev, g, gt, source, s, Direction::default())?;
+                let r = bfs_direction_optimizing(dev, g, gt, source, s, dg.direction)?;
                 let error = exact(&r.depth == want);
                 return Ok(Outcome {
                     run: r.run,
@@ -295,7 +297,7 @@ pub fn run_graph(
                 .collect()
         }
     };
-    let dg = match upload(dev, &g, op, cli.delta_factor) {
+    let dg = match upload(dev, &g, op, cli) {
         Ok(dg) => dg,
         Err(e) => return vec![base.failed(format!("setting up: {e}"))],
     };
@@ -343,7 +345,7 @@ pub fn run_graph(
 
 /// `g` on the device, with the transpose (`dobfs`) or PageRank's upload (`pagerank`) when `op`
 /// reads them.
-fn upload(dev: &Device, g: &Csr<f32>, op: Op, delta_factor: f32) -> lb::Result<DeviceGraph> {
+fn upload(dev: &Device, g: &Csr<f32>, op: Op, cli: &Cli) -> lb::Result<DeviceGraph> {
     Ok(DeviceGraph {
         g: DeviceCsr::upload(dev, g)?,
         transpose: match op {
@@ -354,7 +356,8 @@ fn upload(dev: &Device, g: &Csr<f32>, op: Op, delta_factor: f32) -> lb::Result<D
             Op::Pagerank => Some(PageRankGraph::upload(dev, g)?),
             _ => None,
         },
-        delta_factor,
+        delta_factor: cli.delta_factor,
+        direction: cli.direction,
     })
 }
 

@@ -200,6 +200,11 @@ pub struct Cli {
     /// `nearfar`: the factor c of Near-Far's Δ = c · mean weight / mean degree.
     #[arg(long, default_value_t = 32.0, value_parser = positive_f32)]
     pub delta_factor: f32,
+    /// `dobfs`: the switch's α and β as `ALPHA:BETA` (Beamer et al.'s 14:24 by default): pull
+    /// when the frontier's out-edges exceed the unexplored edges over α, push again when the
+    /// frontier shrinks below the vertices over β.
+    #[arg(long, value_name = "ALPHA:BETA", default_value = "14:24", value_parser = direction)]
+    pub direction: lb::algorithms::Direction,
     /// Instead of the per-call timings: N back-to-back SpMV calls of each schedule (and of
     /// cuSPARSE) on one stream, timed end to end on the host and replayed from CUDA graphs;
     /// reports wall µs per call next to the kernel time (docs/streams.md).
@@ -279,6 +284,23 @@ fn transport(text: &str) -> Result<Transport, String> {
             "`{text}` is not a transport: `stores`, `kernel`, `peer` or `nccl`"
         )),
     }
+}
+
+/// `--direction`: `ALPHA:BETA`, α at least 0 and β above 0 (either may be `inf`).
+fn direction(text: &str) -> Result<lb::algorithms::Direction, String> {
+    let (a, b) = text
+        .split_once(':')
+        .ok_or_else(|| format!("`{text}` is not ALPHA:BETA (say 14:24)"))?;
+    let number = |t: &str| {
+        t.trim()
+            .parse::<f64>()
+            .map_err(|e| format!("`{t}` in `{text}` is not a number: {e}"))
+    };
+    let (alpha, beta) = (number(a)?, number(b)?);
+    if alpha.is_nan() || beta.is_nan() || alpha < 0.0 || beta <= 0.0 {
+        return Err(format!("`{text}`: α must be at least 0 and β above 0"));
+    }
+    Ok(lb::algorithms::Direction { alpha, beta })
 }
 
 /// `--oversize`: a factor above 1 (the matrix must not fit one GPU) and not absurd.
