@@ -259,6 +259,66 @@ fn simulator_graph_apps_pass() {
     }
 }
 
+/// `--direction` reaches DO-BFS: α = 0 never pulls, α = β = ∞ pulls every step; a malformed
+/// switch is refused by name.
+#[test]
+fn the_direction_switch_reaches_dobfs() {
+    for (direction, all_pull) in [("0:24", false), ("inf:inf", true)] {
+        let json = std::env::temp_dir().join(format!(
+            "lb-bench-direction-{}-{all_pull}.jsonl",
+            std::process::id()
+        ));
+        let out = bench()
+            .args([
+                "--sim",
+                "--quiet",
+                "--ops",
+                "dobfs",
+                "--families",
+                "road-grid",
+                "--schedules",
+                "thread_mapped",
+                "--sources",
+                "1",
+                "--direction",
+                direction,
+            ])
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(&json).unwrap();
+        std::fs::remove_file(&json).ok();
+        let row: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(row["status"], "ok", "{row}");
+        let iterations = row["iterations"].as_u64().unwrap();
+        let pulls = row["pull_iterations"].as_u64().unwrap();
+        assert!(iterations > 1, "{row}");
+        assert_eq!(
+            pulls,
+            if all_pull { iterations } else { 0 },
+            "{direction}: {row}"
+        );
+    }
+    for value in ["14", "x:24", "14:0", "-1:24", "nan:24"] {
+        let out = bench()
+            .args(["--sim", "--ops", "dobfs", &format!("--direction={value}")])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{value}: {err}");
+        assert!(
+            err.contains("--direction") && !err.contains("panicked"),
+            "{value}: {err}"
+        );
+    }
+}
+
 #[test]
 fn help_documents_every_option() {
     let out = bench().arg("--help").output().unwrap();
@@ -273,6 +333,7 @@ fn help_documents_every_option() {
         "--mtx",
         "--seed",
         "--sources",
+        "--direction",
         "--host-loop",
         "--undirected",
         "--reps",

@@ -409,16 +409,8 @@ fn gpu_costs(
     if !rounds(&mut timed, run, tuner)? {
         return Ok(None);
     }
-    // A playoff among the short kernels that came within a few percent of the best: their
-    // medians of 21 runs are that far apart between two measurements of the same pair.
-    let best = timed
-        .iter()
-        .map(Timed::median)
-        .fold(f64::INFINITY, f64::min);
-    let close: Vec<usize> = (0..timed.len())
-        .filter(|&i| timed[i].short && timed[i].median() <= PLAYOFF * best)
-        .collect();
-    if close.len() > 1 {
+    let close = playoff(&timed);
+    if !close.is_empty() {
         for &i in &close {
             timed[i].runs = PLAYOFF_RUNS;
         }
@@ -429,6 +421,24 @@ fn gpu_costs(
     let mut costs = hopeless;
     costs.extend(timed.iter().map(|t| (t.schedule, t.median())));
     Ok(Some(costs))
+}
+
+/// The candidates that play off: the short kernels within [`PLAYOFF`] of the best median, when
+/// there are at least two (their medians of 21 runs are that far apart between two measurements
+/// of the same pair); none otherwise.
+fn playoff(timed: &[Timed]) -> Vec<usize> {
+    let best = timed
+        .iter()
+        .map(Timed::median)
+        .fold(f64::INFINITY, f64::min);
+    let close: Vec<usize> = (0..timed.len())
+        .filter(|&i| timed[i].short && timed[i].median() <= PLAYOFF * best)
+        .collect();
+    if close.len() > 1 {
+        close
+    } else {
+        Vec::new()
+    }
 }
 
 /// Turns in rounds until every candidate has its timed runs; `false`: a run reported a bad
@@ -544,6 +554,36 @@ mod tests {
         assert_eq!(entries[&key], "merge_path");
         assert!(read_file(&dir.join("missing.tsv")).is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn timed(schedule: Schedule, times: &[f64]) -> Timed {
+        let mut t = Timed::new(schedule, times[0]);
+        t.times = times.to_vec();
+        t
+    }
+
+    #[test]
+    fn short_candidates_within_five_percent_of_the_best_play_off() {
+        let close = [
+            timed(Schedule::ThreadMapped, &[0.0100, 0.0090, 0.0110]),
+            timed(Schedule::WarpMapped, &[0.0104, 0.0104, 0.0104]),
+            timed(Schedule::MergePath, &[0.0110, 0.0107, 0.0200]),
+            timed(Schedule::BlockMapped, &[0.0107, 0.0103, 0.0103]),
+        ];
+        // Medians 10.0, 10.4, 11.0 and 10.3 µs: the first, second and fourth are within 5%.
+        assert_eq!(playoff(&close), vec![0, 1, 3]);
+        // The best alone within 5%: nothing to play off.
+        let alone = [
+            timed(Schedule::ThreadMapped, &[0.0100]),
+            timed(Schedule::WarpMapped, &[0.0106]),
+        ];
+        assert!(playoff(&alone).is_empty());
+        // Kernels of a millisecond are not short: their medians of 7 runs decide.
+        let long = [
+            timed(Schedule::ThreadMapped, &[1.00]),
+            timed(Schedule::WarpMapped, &[1.01]),
+        ];
+        assert!(playoff(&long).is_empty());
     }
 
     #[test]
