@@ -23,6 +23,22 @@ fn succeeded(out: &std::process::Output) -> String {
     stdout
 }
 
+/// Runs lb-bench with `args` and `--json` into a file of its own (`tag` names it), checks that
+/// it succeeded, and returns the JSON lines it wrote (the file removed).
+fn json_lines(tag: &str, args: &[&str]) -> String {
+    let json = std::env::temp_dir().join(format!("lb-bench-{tag}-{}.jsonl", std::process::id()));
+    let out = bench()
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    succeeded(&out);
+    let text = std::fs::read_to_string(&json).unwrap();
+    std::fs::remove_file(&json).ok();
+    text
+}
+
 #[test]
 fn simulator_run_reports_every_schedule_as_json_lines() {
     let dir = std::env::temp_dir().join(format!("lb-bench-test-{}", std::process::id()));
@@ -121,34 +137,20 @@ fn simulator_graph_ops_pass_every_schedule_unchecked_too() {
 }
 
 fn graph_ops_pass_every_schedule(unchecked: bool) {
-    let json = std::env::temp_dir().join(format!(
-        "lb-bench-graph-{}-{unchecked}.jsonl",
-        std::process::id()
-    ));
-    let out = bench()
-        .args([
-            "--sim",
-            "--quiet",
-            "--ops",
-            "sssp,bfs",
-            "--scale",
-            "small",
-            "--families",
-            "road,regular",
-        ])
-        .args(
-            unchecked
-                .then_some(["--unchecked", "--host-loop"])
-                .into_iter()
-                .flatten(),
-        )
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    succeeded(&out);
-    let text = std::fs::read_to_string(&json).unwrap();
-    std::fs::remove_file(&json).ok();
+    let mut args = vec![
+        "--sim",
+        "--quiet",
+        "--ops",
+        "sssp,bfs",
+        "--scale",
+        "small",
+        "--families",
+        "road,regular",
+    ];
+    if unchecked {
+        args.extend(["--unchecked", "--host-loop"]);
+    }
+    let text = json_lines(&format!("graph-{unchecked}"), &args);
     let mut schedules: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
     for line in text.lines() {
         let v: serde_json::Value =
@@ -202,9 +204,9 @@ fn graph_ops_pass_every_schedule(unchecked: bool) {
 /// and none of them (nor `road-grid`) in a default run.
 #[test]
 fn simulator_graph_apps_pass() {
-    let json = std::env::temp_dir().join(format!("lb-bench-apps-{}.jsonl", std::process::id()));
-    let out = bench()
-        .args([
+    let text = json_lines(
+        "apps",
+        &[
             "--sim",
             "--quiet",
             "--ops",
@@ -215,15 +217,8 @@ fn simulator_graph_apps_pass() {
             "thread_mapped",
             "--sources",
             "2",
-        ])
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}");
-    let text = std::fs::read_to_string(&json).unwrap();
-    std::fs::remove_file(&json).ok();
+        ],
+    );
     let rows: BTreeMap<String, serde_json::Value> = text
         .lines()
         .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
@@ -264,12 +259,9 @@ fn simulator_graph_apps_pass() {
 #[test]
 fn the_direction_switch_reaches_dobfs() {
     for (direction, all_pull) in [("0:24", false), ("inf:inf", true)] {
-        let json = std::env::temp_dir().join(format!(
-            "lb-bench-direction-{}-{all_pull}.jsonl",
-            std::process::id()
-        ));
-        let out = bench()
-            .args([
+        let text = json_lines(
+            &format!("direction-{all_pull}"),
+            &[
                 "--sim",
                 "--quiet",
                 "--ops",
@@ -282,18 +274,8 @@ fn the_direction_switch_reaches_dobfs() {
                 "1",
                 "--direction",
                 direction,
-            ])
-            .arg("--json")
-            .arg(&json)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+            ],
         );
-        let text = std::fs::read_to_string(&json).unwrap();
-        std::fs::remove_file(&json).ok();
         let row: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
         assert_eq!(row["status"], "ok", "{row}");
         let iterations = row["iterations"].as_u64().unwrap();
