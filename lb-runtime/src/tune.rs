@@ -9,8 +9,7 @@
 //! simulator runs by. Only kernels whose every candidate run leaves the same result are tuned: a
 //! `reduce` kernel with no `&mut` slice, queue or frontier (its output is overwritten whole by
 //! each run, the winner's run last). Any other kernel keeps the heuristic (`Picked::Rule`):
-//! running it several times would apply its atomics and pushes
-//! several times.
+//! running it several times would apply its atomics and pushes several times.
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};

@@ -49,10 +49,11 @@ pub enum Transport {
     PeerStores,
     /// Each device pushes its pieces into every peer's copy with a copy kernel of its own
     /// (16-byte loads of the piece, stores over the link into every destination), on its side
-    /// stream after the kernels that made them. The copy engines of [`Transport::PeerCopy`]
-    /// used under half of NVLink's bandwidth between H100s; stores from the SMs are how NCCL's
-    /// kernels fill the link. The kernel takes SMs from the compute it overlaps. Needs peer
-    /// access between every pair of the group.
+    /// stream after the kernels that made them. Needs peer access between every pair of the
+    /// group. On four H200s with NVLink it made the all-gather alone 12–29% shorter than
+    /// [`Transport::PeerCopy`] on regular rows and no shorter on R-MAT; in an iteration, where
+    /// it takes SMs from the next chunk's kernels, it won as often as it lost
+    /// (docs/multi-gpu.md).
     PeerKernel,
 }
 

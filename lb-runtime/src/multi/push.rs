@@ -3,7 +3,8 @@
 //!
 //! The copy engines moved an all-gather's pieces at 95–140 GB/s per direction between H100s with
 //! NVLink (docs/multi-gpu.md), under half the link; stores from the SMs are how NCCL's kernels
-//! fill it. Each thread loads 16 bytes of the piece once (`ld.global.nc.v4`) and stores them into
+//! fill it, so this kernel tries them (measured against the copy engines in docs/multi-gpu.md).
+//! Each thread loads 16 bytes of the piece once (`ld.global.nc.v4`) and stores them into
 //! every destination (up to [`MAX_DESTINATIONS`] per launch), so the piece is read once however
 //! many peers receive it. The bytes before the source's first 16-byte boundary and after its last
 //! one are copied one by one by the first threads; every destination must lie at the source's
