@@ -794,12 +794,16 @@ fn push_pieces<T: Element>(
     let gpus: Vec<_> = devices.iter().map(gpu_of).collect::<Result<_>>()?;
     let mut by_engine = Vec::new();
     for p in pieces.iter().filter(|p| p.count > 0) {
+        if g.transport != Transport::PeerKernel {
+            by_engine.push(p);
+            continue;
+        }
         let to: Vec<u64> = dst
             .iter()
             .map(|into| into.device_addr() + (p.dst_at * T::SIZE) as u64)
             .filter(|&to| to != p.src)
             .collect();
-        if g.transport == Transport::PeerKernel && push::aligned_alike(p.src, &to) {
+        if push::aligned_alike(p.src, &to) {
             push_by_kernel(g, gpus[p.root], p.root, p.src, p.count * T::SIZE, &to)?;
         } else {
             by_engine.push(p);
