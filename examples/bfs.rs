@@ -15,7 +15,7 @@
 mod common;
 #[path = "common/traversal.rs"]
 mod traversal;
-use lb::algorithms::{bfs, bfs_direction_optimizing, bfs_levels, schedules, Direction};
+use lb::algorithms::{bfs, bfs_direction_optimizing, bfs_levels, schedules, Direction, DoBfsGraph};
 use lb::prelude::*;
 use std::process::ExitCode;
 
@@ -28,8 +28,8 @@ fn run(args: &traversal::Args) -> lb::Result<bool> {
     let dev = Device::default();
     println!("device: {}", dev.name());
     let dg = DeviceCsr::upload(&dev, &g)?;
-    let gt = if args.direction_optimizing {
-        Some(DeviceCsc::upload(&dev, &g.to_csc()?)?)
+    let directed = if args.direction_optimizing {
+        Some(DoBfsGraph::upload(&dev, &g)?)
     } else {
         None
     };
@@ -40,11 +40,10 @@ fn run(args: &traversal::Args) -> lb::Result<bool> {
         let ok = r.depth == want;
         all_ok &= ok;
         traversal::print_row(schedule.name(), &r.run, ok);
-        if let Some(gt) = &gt {
+        if let Some(directed) = &directed {
             let d = bfs_direction_optimizing(
                 &dev,
-                &dg,
-                gt,
+                directed,
                 args.source,
                 schedule,
                 Direction::default(),

@@ -12,7 +12,7 @@ use graphs::{check_traffic, nasty_graph};
 use lb::algorithms::{
     bfs, bfs_direction_optimizing, bfs_levels, components_union_find, connected_components,
     dijkstra, pagerank, pagerank_reference, schedules, sssp, sssp_near_far, Delta, Direction,
-    PageRankGraph, PageRankOptions,
+    DoBfsGraph, DoBfsLevel, PageRankGraph, PageRankOptions,
 };
 use lb::prelude::*;
 use lb::Error;
@@ -34,7 +34,7 @@ fn star(leaves: usize) -> Csr<f32> {
 fn check_dobfs(g: &Csr<f32>, source: usize, schedules: &[Schedule]) {
     let dev = Device::default();
     let dg = DeviceCsr::upload(&dev, g).unwrap();
-    let gt = DeviceCsc::upload(&dev, &g.to_csc().unwrap()).unwrap();
+    let directed = DoBfsGraph::upload(&dev, g).unwrap();
     let want = bfs_levels(g, source);
     for &s in schedules {
         let push = bfs(&dev, &dg, source, s).unwrap();
@@ -45,7 +45,7 @@ fn check_dobfs(g: &Csr<f32>, source: usize, schedules: &[Schedule]) {
             ("pull only", Direction::PULL_ONLY),
         ] {
             let what = format!("dobfs {name} {}", s.name());
-            let r = bfs_direction_optimizing(&dev, &dg, &gt, source, s, d).unwrap();
+            let r = bfs_direction_optimizing(&dev, &directed, source, s, d).unwrap();
             assert_eq!(r.depth, want, "{what}: depths");
             assert_eq!(r.run.iterations, push.run.iterations, "{what}: iterations");
             assert_eq!(r.run.edges, push.run.edges, "{what}: traversed edges");
@@ -58,7 +58,24 @@ fn check_dobfs(g: &Csr<f32>, source: usize, schedules: &[Schedule]) {
                 assert_eq!(r.pull_iterations, 0, "{what}");
             }
             check_traffic(&what, &r.run, 16);
+            check_levels(&what, g, &want, &r.levels);
         }
+    }
+}
+
+/// Each step reached the vertices of the next depth, and ran over the frontier (top-down) or
+/// every vertex (bottom-up).
+fn check_levels(what: &str, g: &Csr<f32>, want: &[u32], levels: &[DoBfsLevel]) {
+    let at = |d: u32| want.iter().filter(|&&x| x == d).count() as u64;
+    for (i, l) in levels.iter().enumerate() {
+        let level = i as u32;
+        assert_eq!(l.reached, at(level + 1), "{what}: step {i} reached");
+        let tiles = if l.pulled {
+            g.num_rows as u64
+        } else {
+            at(level)
+        };
+        assert_eq!(l.tiles, tiles, "{what}: step {i}'s tiles");
     }
 }
 
@@ -92,28 +109,14 @@ fn dobfs_edge_cases() {
 fn dobfs_switches_direction() {
     let dev = Device::default();
     let g = star(2000);
-    let dg = DeviceCsr::upload(&dev, &g).unwrap();
-    let gt = DeviceCsc::upload(&dev, &g.to_csc().unwrap()).unwrap();
-    let r = bfs_direction_optimizing(
-        &dev,
-        &dg,
-        &gt,
-        0,
-        Schedule::ThreadMapped,
-        Direction::default(),
-    )
-    .unwrap();
+    let dg = DoBfsGraph::upload(&dev, &g).unwrap();
+    let r = bfs_direction_optimizing(&dev, &dg, 0, Schedule::ThreadMapped, Direction::default())
+        .unwrap();
     assert_eq!(r.depth, bfs_levels(&g, 0));
     assert!(r.pull_iterations > 0, "{r:?}");
-    let pushed = bfs_direction_optimizing(
-        &dev,
-        &dg,
-        &gt,
-        5,
-        Schedule::ThreadMapped,
-        Direction::PUSH_ONLY,
-    )
-    .unwrap();
+    let pushed =
+        bfs_direction_optimizing(&dev, &dg, 5, Schedule::ThreadMapped, Direction::PUSH_ONLY)
+            .unwrap();
     assert_eq!((pushed.push_iterations, pushed.pull_iterations), (3, 0));
 }
 
@@ -121,28 +124,24 @@ fn dobfs_switches_direction() {
 fn dobfs_bad_inputs_are_errors() {
     let dev = Device::default();
     let g = nasty_graph(20, 1, 3, 5);
-    let dg = DeviceCsr::upload(&dev, &g).unwrap();
-    let gt = DeviceCsc::upload(&dev, &g.to_csc().unwrap()).unwrap();
+    let dg = DoBfsGraph::upload(&dev, &g).unwrap();
     let s = Schedule::ThreadMapped;
     let d = Direction::default();
     assert!(matches!(
-        bfs_direction_optimizing(&dev, &dg, &gt, 20, s, d),
+        bfs_direction_optimizing(&dev, &dg, 20, s, d),
         Err(Error::Shape(_))
     ));
-    let other = nasty_graph(20, 1, 1, 6);
-    let other_t = DeviceCsc::upload(&dev, &other.to_csc().unwrap()).unwrap();
-    if other.nnz() != g.nnz() {
-        assert!(matches!(
-            bfs_direction_optimizing(&dev, &dg, &other_t, 0, s, d),
-            Err(Error::Shape(_))
-        ));
-    }
+    let wide = Csr::from_triplets(3, 4, vec![(0, 3, 1.0)]).unwrap();
+    assert!(matches!(
+        DoBfsGraph::upload(&dev, &wide),
+        Err(Error::Shape(_))
+    ));
     let nan = Direction {
         alpha: f64::NAN,
         beta: 24.0,
     };
     assert!(matches!(
-        bfs_direction_optimizing(&dev, &dg, &gt, 0, s, nan),
+        bfs_direction_optimizing(&dev, &dg, 0, s, nan),
         Err(Error::Shape(_))
     ));
 }

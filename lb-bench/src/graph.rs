@@ -8,7 +8,8 @@
 use lb::algorithms::{
     bfs, bfs_direction_optimizing, bfs_levels, bfs_unchecked, components_union_find,
     connected_components, dijkstra, pagerank, pagerank_reference, schedules, sssp, sssp_near_far,
-    sssp_unchecked, Delta, Direction, PageRankGraph, PageRankOptions, Traversal,
+    sssp_unchecked, Delta, Direction, DoBfsGraph, DoBfsLevel, PageRankGraph, PageRankOptions,
+    Traversal,
 };
 use lb::prelude::*;
 use rand::seq::IndexedRandom;
@@ -123,8 +124,8 @@ enum Reference {
 /// The graph on the device in the forms the ops read.
 struct DeviceGraph {
     g: DeviceCsr<f32>,
-    /// `dobfs`: the transpose, as a CSC.
-    transpose: Option<DeviceCsc<f32>>,
+    /// `dobfs`: its own upload (the transpose, the degrees).
+    directed: Option<DoBfsGraph>,
     /// `pagerank`: its own upload (CSC, inverse degrees).
     ranked: Option<PageRankGraph>,
     /// `nearfar`: the factor of Δ (`--delta-factor`).
@@ -139,6 +140,7 @@ struct Outcome {
     run: Traversal,
     error: f64,
     pulls: Option<usize>,
+    levels: Option<Vec<DoBfsLevel>>,
 }
 
 /// PageRank's settings in every row: the defaults (damping 0.85, L1 tolerance 1e-5).
@@ -185,13 +187,17 @@ impl Reference {
                 (r.run, exact(&r.depth == want))
             }
             Reference::DirectionDepth(want) => {
-                let gt = dg.transpose.as_ref().ok_or_else(|| missing("transpose"))?;
-                let r = bfs_direction_optimizing(dev, g, gt, source, s, dg.direction)?;
+                let directed = dg
+                    .directed
+                    .as_ref()
+                    .ok_or_else(|| missing("DO-BFS graph"))?;
+                let r = bfs_direction_optimizing(dev, directed, source, s, dg.direction)?;
                 let error = exact(&r.depth == want);
                 return Ok(Outcome {
                     run: r.run,
                     error,
                     pulls: Some(r.pull_iterations),
+                    levels: Some(r.levels),
                 });
             }
             Reference::Labels(want) => {
@@ -217,6 +223,7 @@ impl Reference {
             run,
             error,
             pulls: None,
+            levels: None,
         })
     }
 }
@@ -343,13 +350,13 @@ pub fn run_graph(
     out
 }
 
-/// `g` on the device, with the transpose (`dobfs`) or PageRank's upload (`pagerank`) when `op`
+/// `g` on the device, with DO-BFS's upload (`dobfs`) or PageRank's upload (`pagerank`) when `op`
 /// reads them.
 fn upload(dev: &Device, g: &Csr<f32>, op: Op, cli: &Cli) -> lb::Result<DeviceGraph> {
     Ok(DeviceGraph {
         g: DeviceCsr::upload(dev, g)?,
-        transpose: match op {
-            Op::Dobfs => Some(DeviceCsc::upload(dev, &g.to_csc()?)?),
+        directed: match op {
+            Op::Dobfs => Some(DoBfsGraph::upload(dev, g)?),
             _ => None,
         },
         ranked: match op {
@@ -443,6 +450,9 @@ fn measure(
                 Ok(o) => {
                     kernel.push(f64::from(o.run.elapsed_ms.unwrap_or(f32::NAN)));
                     wall.push(o.run.wall_ms);
+                    if t.reps == 0 {
+                        r.levels = o.levels.map(|l| l.iter().map(level_record).collect());
+                    }
                 }
                 Err(e) => return r.failed(format!("{from}, while timing: {e}")),
             }
@@ -464,6 +474,17 @@ fn measure(
         r.gteps_wall = Some(t.edges as f64 / (t.wall_ms * 1e-3) / 1e9);
     }
     r
+}
+
+/// A DO-BFS step as the JSON record holds it.
+fn level_record(l: &DoBfsLevel) -> (&'static str, u64, u64, f32) {
+    let direction = if l.pulled { "pull" } else { "push" };
+    (
+        direction,
+        l.tiles,
+        l.reached,
+        l.kernel_ms.unwrap_or(f32::NAN),
+    )
 }
 
 fn median(v: &mut [f64]) -> f64 {

@@ -142,6 +142,10 @@ pub struct Record {
     /// `dobfs`: the bottom-up (pull) iterations among `iterations`, summed over the sources.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pull_iterations: Option<usize>,
+    /// `dobfs` on a GPU: the steps of the last timed search from the first source, each as
+    /// (direction, tiles its kernel ran over, vertices reached, kernel ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub levels: Option<Vec<(&'static str, u64, u64, f32)>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sim_instructions: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -201,6 +205,7 @@ impl Record {
             gteps_wall: None,
             bytes_per_iteration: None,
             pull_iterations: None,
+            levels: None,
             sim_instructions: None,
             sim_instr_per_atom: None,
             sim_busiest_over_mean: None,

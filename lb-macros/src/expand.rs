@@ -850,6 +850,10 @@ fn launchers(
             pub unsafe fn launch_with_unchecked(dev: &::lb::__private::Device, schedule: ::lb::__private::Schedule, #(#params),*) -> ::lb::__private::Result<::lb::__private::Launch> {
                 ::core::unreachable!()
             }
+            #[allow(unsafe_code)]
+            pub unsafe fn launch_with_unchecked_async(stream: &::lb::__private::Stream, schedule: ::lb::__private::Schedule, #(#params),*) -> ::lb::__private::Result<::lb::__private::Pending> {
+                ::core::unreachable!()
+            }
             pub fn launch_async(stream: &::lb::__private::Stream, #(#params),*) -> ::lb::__private::Result<::lb::__private::Pending> {
                 ::core::unreachable!()
             }
@@ -977,6 +981,16 @@ fn launchers(
         #[allow(unsafe_code)]
         pub unsafe fn launch_with_unchecked(dev: &::lb::__private::Device, schedule: ::lb::__private::Schedule, #(#params),*) -> ::lb::__private::Result<::lb::__private::Launch> {
             self::__lb_run(&dev.stream(), schedule, true, ::lb::__private::Submit::Timed, #(#names),*)?.wait()
+        }
+
+        /// `launch_with_unchecked` on `stream`, without waiting; see `launch_async`.
+        ///
+        /// # Safety
+        ///
+        #[doc = #safety_doc]
+        #[allow(unsafe_code)]
+        pub unsafe fn launch_with_unchecked_async(stream: &::lb::__private::Stream, schedule: ::lb::__private::Schedule, #(#params),*) -> ::lb::__private::Result<::lb::__private::Pending> {
+            self::__lb_run(stream, schedule, true, ::lb::__private::Submit::Enqueue, #(#names),*)
         }
 
         /// Runs the kernels of `schedule`, a schedule written outside lb (`lb::schedule`): its

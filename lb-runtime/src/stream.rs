@@ -577,7 +577,8 @@ impl Stream {
         self.state.timing.store(on, Ordering::Relaxed);
     }
 
-    pub(crate) fn timing(&self) -> bool {
+    /// Whether asynchronous launches are timed ([`set_timing`](Self::set_timing)).
+    pub fn timing(&self) -> bool {
         self.state.timing.load(Ordering::Relaxed)
     }
 

@@ -3,26 +3,32 @@
 //! frontier's out-edges) while the frontier is small, bottom-up steps ("pull": every unvisited
 //! vertex looks for a parent in the frontier among its in-edges) while it is large.
 //!
-//! # The switch rule (Beamer et al., §4)
+//! # The switch rule (Beamer et al., §4, as their GAP benchmark suite's `bfs.cc` implements it)
 //!
 //! Before each step the driver knows the frontier's vertex count `n_f`, the out-edges of its
-//! vertices `m_f`, and the out-edges of the vertices not reached yet `m_u`:
+//! vertices `m_f`, and an upper bound `m_u` on the out-edges not examined yet:
 //!
 //! - push → pull when `m_f > m_u / α` (α = 14): the frontier's edges outnumber the share of the
 //!   unexplored edges a bottom-up step would examine;
 //! - pull → push when the frontier shrinks (`n_f` below the previous step's) and `n_f < n / β`
 //!   (β = 24), so a tail of small frontiers is not paid for with whole-graph scans.
 //!
+//! `m_u` starts at the graph's edges and each top-down step subtracts the `m_f` it expands; `m_f`
+//! is known after a top-down step (the degrees its claims added up). After a bottom-up phase
+//! `m_f` is set to 1, so the next step pushes and measures it: the GAP suite's `scout_count = 1`,
+//! which spares the bottom-up steps any counting on the host's behalf.
+//!
 //! # Counters on the device, 16 bytes per iteration
 //!
 //! Both steps claim a vertex with `atomic_cas` on `depth` and push it into the next frontier's
 //! queue, so the queue's counter (read by the launch anyway) is `n_f`. The claiming lane also adds
-//! the vertex's out-degree to one of [`CLAIM_SLOTS`] counters, which only grow: their sum, taken
-//! by a one-block reduction after each step and read as one `u64`, is the out-degree of every
-//! vertex reached so far, from which the host gets `m_f` (its growth) and `m_u` (the graph's
-//! edges minus it). The steps run through the unchecked launchers, whose only unproven indices
-//! the driver proves (the frontier holds vertices, `v % CLAIM_SLOTS` is a slot), so no error
-//! flag is read: an iteration moves the counter (8 bytes) and the sum (8), nothing else.
+//! the vertex's out-degree to one of [`CLAIM_SLOTS`] counters, which only grow (one array for
+//! each direction). After a top-down step a one-block reduction sums the top-down counters,
+//! enqueued behind the step, and the host reads that one `u64` in the same synchronization: its
+//! growth is `m_f`. A bottom-up step reads its queue counter and no sum. The steps run through the
+//! unchecked launchers, whose only unproven indices the driver proves (the frontier holds
+//! vertices, `v % CLAIM_SLOTS` is a slot), so no error flag is read: an iteration moves at most
+//! 16 bytes. The two sums are read once more at the end, for the traversed edges.
 //!
 //! # The cost of the bottom-up step
 //!
@@ -30,13 +36,21 @@
 //! frontier. A body here is the work of one in-edge (an atom), and the schedule, not the body,
 //! decides which atoms run, so no atom can cancel its siblings. Each atom first reads its
 //! vertex's depth and stops there when the vertex is already claimed: atoms that run after the
-//! claim (later in the same thread under `thread_mapped`, later warps or blocks under the other
-//! schedules) cost one load instead of two and an atomic. The step's tiles are all the vertices,
-//! so a reached vertex still costs its in-edges' atoms that one load each.
+//! claim (later in the same thread under `thread_mapped` and `merge_path`, later warps or blocks
+//! under the others) cost one load instead of two and an atomic. The step's tiles are all the
+//! vertices, so a reached vertex still costs its in-edges' atoms that one load each.
+//!
+//! Running the later bottom-up steps over a list of the vertices still unvisited instead (built
+//! by the step before, as Gunrock's DO-BFS filters its unvisited queue) was measured and is not
+//! done: on an H100, on the large power law and R-MAT, such a step took 1.3–3.3× the time of a
+//! step over every vertex under `merge_path` and `lrb`. A frontier's grid is sized on the host
+//! by a bound that a hub makes the whole graph, the frontier adds its scan kernels, and under the
+//! schedules that run a vertex's atoms side by side most vertices reached in a step were still
+//! listed for the next (docs/benchmarks.md, twenty-fifth session).
 
 use std::time::Instant;
 
-use super::driver::{pushed, stamp, start, Traversal};
+use super::driver::{pushed_into, stamp, start, Traversal};
 use crate::prelude::*;
 use crate::{Error, Result};
 
@@ -92,15 +106,9 @@ pub fn dobfs_pull(
     }
 }
 
-/// `degree[u]` = the out-degree of `u`: each edge counts one.
-#[load_balanced(schedule = "auto", reduce = "sum", output = "degree")]
-pub fn out_degree(_g: &Csr<f32>, #[atom] _e: usize) -> u64 {
-    1
-}
-
-/// `total[r]` = the sum of `x` at the columns of row `r` of `pick`: the claim counters' sum, or
-/// one vertex's degree, for the host to read as one `u64`. A block per row: the counters are a
-/// thousand loads, one thread would chain them.
+/// `total[r]` = the sum of `x` at the columns of row `r` of `pick`: the claim counters' sum, for
+/// the host to read as one `u64`. A block per row: the counters are a thousand loads, one thread
+/// would chain them.
 #[load_balanced(schedule = "block_mapped", reduce = "sum", output = "total")]
 pub fn gather_sum(pick: &Csr<f32>, x: &[u64], #[atom] e: usize) -> u64 {
     x[pick.col_indices[e] as usize]
@@ -139,6 +147,77 @@ impl Direction {
     };
 }
 
+/// A graph ready for [`bfs_direction_optimizing`], uploaded once and searched from any number
+/// of sources: its out-edges (a CSR, the top-down step's tile set), its in-edges (the CSC of the
+/// same edges, the bottom-up step's), every vertex's out-degree (on the device for the claims,
+/// on the host for the source's) and a one-row tile set over the claim counters (their sum).
+pub struct DoBfsGraph {
+    out_edges: DeviceCsr<f32>,
+    in_edges: DeviceCsc<f32>,
+    degree: DeviceBuffer<u64>,
+    host_degree: Vec<u64>,
+    slots: DeviceCsr<f32>,
+}
+
+impl DoBfsGraph {
+    /// Uploads `g` (entry (u, v) is an edge u → v; values are ignored), which must be square
+    /// with fewer than 2³² vertices.
+    pub fn upload(dev: &Device, g: &Csr<f32>) -> Result<DoBfsGraph> {
+        if g.num_rows != g.num_cols || u32::try_from(g.num_rows).is_err() {
+            return Err(Error::Shape(format!(
+                "dobfs: a graph's adjacency matrix is square with fewer than 2^32 vertices, \
+                 this one is {} × {}",
+                g.num_rows, g.num_cols
+            )));
+        }
+        let host_degree: Vec<u64> = (0..g.num_rows).map(|u| g.row(u).len() as u64).collect();
+        let slots: Vec<u32> = (0..CLAIM_SLOTS as u32).collect();
+        let slots = Csr::new(
+            1,
+            CLAIM_SLOTS,
+            vec![0, CLAIM_SLOTS],
+            slots,
+            vec![0.0; CLAIM_SLOTS],
+        )?;
+        Ok(DoBfsGraph {
+            out_edges: DeviceCsr::upload(dev, g)?,
+            in_edges: DeviceCsc::upload(dev, &g.to_csc()?)?,
+            degree: dev.upload(&host_degree)?,
+            host_degree,
+            slots: DeviceCsr::upload(dev, &slots)?,
+        })
+    }
+
+    /// The out-edges, as uploaded.
+    pub fn graph(&self) -> &DeviceCsr<f32> {
+        &self.out_edges
+    }
+
+    /// The in-edges: the transpose, as a CSC.
+    pub fn transpose(&self) -> &DeviceCsc<f32> {
+        &self.in_edges
+    }
+
+    /// The vertex count.
+    pub fn num_vertices(&self) -> usize {
+        self.host_degree.len()
+    }
+}
+
+/// One step of a direction-optimizing search.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DoBfsLevel {
+    /// A bottom-up step; else top-down.
+    pub pulled: bool,
+    /// The tiles its kernel ran over: the frontier's vertices (top-down) or every vertex
+    /// (bottom-up).
+    pub tiles: u64,
+    /// The vertices it reached: the next frontier.
+    pub reached: u64,
+    /// Its kernels' time (the claim counters' sum included), on a GPU.
+    pub kernel_ms: Option<f32>,
+}
+
 /// What [`bfs_direction_optimizing`] computed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DoBfsResult {
@@ -151,91 +230,77 @@ pub struct DoBfsResult {
     pub push_iterations: usize,
     /// Bottom-up steps.
     pub pull_iterations: usize,
+    /// Every step, in order.
+    pub levels: Vec<DoBfsLevel>,
 }
 
-/// Hop counts from `source` by direction-optimizing BFS: `g` is the graph, `gt` its transpose
-/// as a CSC (`g.to_csc()`, whose column `v` lists the in-edges of `v`), `schedule` runs both
-/// steps. The depths are [`bfs`](super::bfs)'s.
-///
-/// `gt` must hold the same edges as `g`: its shape and edge count are checked, its entries
-/// cannot be without a download, and a different graph gives wrong depths (never an invalid
-/// memory access: every index is in range for any uploaded CSC of that shape).
+/// Hop counts from `source` by direction-optimizing BFS on `g` (see [`DoBfsGraph`]), with
+/// `schedule` running both steps. The depths are [`bfs`](super::bfs)'s.
 ///
 /// ```
-/// use lb::algorithms::{bfs_direction_optimizing, bfs_levels, Direction};
+/// use lb::algorithms::{bfs_direction_optimizing, bfs_levels, Direction, DoBfsGraph};
 /// use lb::prelude::*;
 ///
 /// let g = lb::generate::power_law(300, 300, 6.0, 7);
 /// let dev = Device::default();
-/// let dg = DeviceCsr::upload(&dev, &g)?;
-/// let gt = DeviceCsc::upload(&dev, &g.to_csc()?)?;
-/// let r = bfs_direction_optimizing(&dev, &dg, &gt, 0, Schedule::ThreadMapped, Direction::default())?;
+/// let dg = DoBfsGraph::upload(&dev, &g)?;
+/// let r = bfs_direction_optimizing(&dev, &dg, 0, Schedule::ThreadMapped, Direction::default())?;
 /// assert_eq!(r.depth, bfs_levels(&g, 0));
 /// assert_eq!(r.push_iterations + r.pull_iterations, r.run.iterations);
 /// # Ok::<(), lb::Error>(())
 /// ```
 pub fn bfs_direction_optimizing(
     dev: &Device,
-    g: &DeviceCsr<f32>,
-    gt: &DeviceCsc<f32>,
+    g: &DoBfsGraph,
     source: usize,
     schedule: Schedule,
     direction: Direction,
 ) -> Result<DoBfsResult> {
     let clock = Instant::now();
-    let source = start(g, source, "dobfs")?;
-    check_transpose(g, gt)?;
+    let source = start(&g.out_edges, source, "dobfs")?;
     check_direction(&direction)?;
-    let n = g.num_rows();
+    let n = g.num_vertices();
     let mut depth = dev.filled(n, u32::MAX)?;
     dev.write_at(&mut depth, source as usize, &[0])?;
-    let mut degree = dev.zeros::<u64>(n)?;
-    out_degree::launch_with(dev, schedule, g, &mut degree)?;
-    let mut total = dev.zeros::<u64>(1)?;
-    let source_degree = read_sum(dev, &one_row(dev, &[source], n)?, &degree, &mut total)?.0;
-    let mut steps = Steps {
-        dev,
-        schedule,
-        frontier: dev.upload(&[source])?,
-        current: DeviceQueue::new(dev, n)?,
-        next: DeviceQueue::new(dev, n)?,
-        claimed: dev.zeros::<u64>(CLAIM_SLOTS)?,
-        slots: one_row(
-            dev,
-            &(0..CLAIM_SLOTS as u32).collect::<Vec<_>>(),
-            CLAIM_SLOTS,
-        )?,
-        total,
-    };
+    let mut steps = Steps::new(dev, g, schedule, source)?;
+    let _timing = Timing::on(dev.stream());
     let mut out = DoBfsResult {
         depth: Vec::new(),
         run: Traversal::default(),
         push_iterations: 0,
         pull_iterations: 0,
+        levels: Vec::new(),
     };
     let before = dev.transferred();
-    let edges = g.nnz() as u64;
-    // The frontier's vertices, their out-edges, and the out-edges of every vertex reached.
-    let (mut len, mut frontier_edges, mut reached_edges) = (1u64, source_degree, source_degree);
+    let source_degree = g.host_degree[source as usize];
+    // The frontier's vertices and out-edges, the bound on the edges not examined, and the
+    // top-down counters' sum when last read.
+    let (mut len, mut frontier_edges) = (1u64, source_degree);
+    let (mut unexplored, mut pushed_sum) = (g.out_edges.nnz() as u64, 0u64);
     let (mut previous_len, mut pulling) = (0u64, false);
     while len > 0 {
-        let unexplored = edges.saturating_sub(reached_edges);
         pulling = if pulling {
             len >= previous_len || len as f64 >= n as f64 / direction.beta
         } else {
             frontier_edges as f64 > unexplored as f64 / direction.alpha
         };
         let level = stamp(out.run.iterations, "dobfs")? - 1;
-        let (pushed_now, ms) = steps.step(g, gt, &degree, &mut depth, level, len, pulling)?;
-        let (sum, sum_ms) = steps.claimed_sum()?;
-        if let Some(ms) = ms {
-            *out.run.elapsed_ms.get_or_insert(0.0) += ms + sum_ms.unwrap_or(0.0);
+        let step = if pulling {
+            frontier_edges = 1;
+            steps.pull(&mut depth, level)?
+        } else {
+            unexplored = unexplored.saturating_sub(frontier_edges);
+            let (step, sum) = steps.push(&mut depth, level, len)?;
+            frontier_edges = sum - pushed_sum;
+            pushed_sum = sum;
+            step
+        };
+        if let Some(ms) = step.kernel_ms {
+            *out.run.elapsed_ms.get_or_insert(0.0) += ms;
         }
-        let now = source_degree + sum;
-        frontier_edges = now.saturating_sub(reached_edges);
-        reached_edges = now;
+        out.levels.push(step);
         previous_len = len;
-        len = pushed_now;
+        len = step.reached;
         out.run.iterations += 1;
         if pulling {
             out.pull_iterations += 1;
@@ -246,118 +311,164 @@ pub fn bfs_direction_optimizing(
     let moved = dev.transferred().since(before);
     out.run.bytes_to_host = moved.to_host;
     out.run.bytes_to_device = moved.to_device;
-    out.run.edges = reached_edges;
+    out.run.edges = source_degree + steps.claimed_edges()?;
     out.depth = depth.download()?;
     out.run.wall_ms = clock.elapsed().as_secs_f64() * 1e3;
     Ok(out)
 }
 
-/// The device state of the loop that is not the result: the frontier queues, the claim
-/// counters and their one-row sum.
+/// The device state of the loop that is not the result: the frontier queues, the claim counters
+/// of each direction and their sum.
 struct Steps<'a> {
     dev: &'a Device,
+    g: &'a DoBfsGraph,
     schedule: Schedule,
     /// The first frontier, the source alone.
     frontier: DeviceBuffer<u32>,
     current: DeviceQueue,
     next: DeviceQueue,
-    claimed: DeviceBuffer<u64>,
-    /// One row over the claim counters, for [`gather_sum`].
-    slots: DeviceCsr<f32>,
+    pushed: DeviceBuffer<u64>,
+    pulled: DeviceBuffer<u64>,
     total: DeviceBuffer<u64>,
 }
 
-impl Steps<'_> {
-    /// One step from the frontier at `level` (of `len` vertices) in the chosen direction: the
-    /// next frontier's size and the step's kernel time. The queues then swap.
-    #[allow(clippy::too_many_arguments)]
-    fn step(
+impl<'a> Steps<'a> {
+    fn new(dev: &'a Device, g: &'a DoBfsGraph, schedule: Schedule, source: u32) -> Result<Self> {
+        let n = g.num_vertices();
+        Ok(Steps {
+            dev,
+            g,
+            schedule,
+            frontier: dev.upload(&[source])?,
+            current: DeviceQueue::new(dev, n)?,
+            next: DeviceQueue::new(dev, n)?,
+            pushed: dev.zeros::<u64>(CLAIM_SLOTS)?,
+            pulled: dev.zeros::<u64>(CLAIM_SLOTS)?,
+            total: dev.zeros::<u64>(1)?,
+        })
+    }
+
+    /// A top-down step from the frontier at `level` (of `len` vertices), and the top-down claim
+    /// counters' sum after it. The queues then swap.
+    fn push(
         &mut self,
-        g: &DeviceCsr<f32>,
-        gt: &DeviceCsc<f32>,
-        degree: &DeviceBuffer<u64>,
         depth: &mut DeviceBuffer<u32>,
         level: u32,
         len: u64,
-        pulling: bool,
-    ) -> Result<(u64, Option<f32>)> {
-        let (dev, schedule) = (self.dev, self.schedule);
+    ) -> Result<(DoBfsLevel, u64)> {
+        let (dev, g) = (self.dev, self.g);
+        let stream = dev.stream();
         self.next.clear()?;
-        let (next, claimed) = (&mut self.next, &mut self.claimed);
-        let launch = if pulling {
-            // SAFETY: the pull's only unproven index is `claimed[v % claimed.len()]`, and
-            // `claimed` has CLAIM_SLOTS > 0 entries.
-            unsafe {
-                dobfs_pull::launch_with_unchecked(
-                    dev, schedule, gt, degree, depth, level, next, claimed,
-                )
-            }?
+        let frontier = if level == 0 {
+            &self.frontier
         } else {
-            let frontier = if level == 0 {
-                &self.frontier
-            } else {
-                self.current.slots(len)
-            };
-            // SAFETY: besides `claimed[v % claimed.len()]` (CLAIM_SLOTS > 0 entries), the push's
-            // unproven indices are its frontier's entries: the source, which `start` checked,
-            // or vertices a step pushed: column indices of the square `g` (validated at upload)
-            // or tiles of `gt`, whose column count `check_transpose` made `g`'s vertex count.
-            unsafe {
-                dobfs_push::launch_with_unchecked(
-                    dev, schedule, g, frontier, degree, depth, level, next, claimed,
-                )
-            }?
+            self.current.slots(len)
         };
+        // SAFETY: besides `claimed[v % claimed.len()]` (CLAIM_SLOTS > 0 entries), the push's
+        // unproven indices are its frontier's entries: the source, which `start` checked, or
+        // vertices a step pushed: column indices of the square graph (validated at upload) or
+        // tiles of its transpose, whose columns are the same vertices.
+        let step = unsafe {
+            dobfs_push::launch_with_unchecked_async(
+                &stream,
+                self.schedule,
+                &g.out_edges,
+                frontier,
+                &g.degree,
+                depth,
+                level,
+                &mut self.next,
+                &mut self.pushed,
+            )
+        }?;
+        let (sum, sum_ms) = read_sum(&stream, &g.slots, &self.pushed, &mut self.total)?;
+        let step = step.wait()?;
         std::mem::swap(&mut self.current, &mut self.next);
-        Ok((pushed(&launch)?, launch.elapsed_ms))
+        let level = DoBfsLevel {
+            pulled: false,
+            tiles: len,
+            reached: pushed_into(&step, "next")?,
+            kernel_ms: add_ms(step.elapsed_ms, sum_ms),
+        };
+        Ok((level, sum))
     }
 
-    /// The claim counters' sum (one `u64` read) and its kernel's time.
-    fn claimed_sum(&mut self) -> Result<(u64, Option<f32>)> {
-        read_sum(self.dev, &self.slots, &self.claimed, &mut self.total)
+    /// A bottom-up step at `level` over every vertex. The frontier queues swap.
+    fn pull(&mut self, depth: &mut DeviceBuffer<u32>, level: u32) -> Result<DoBfsLevel> {
+        let g = self.g;
+        self.next.clear()?;
+        // SAFETY: the pull's only unproven index is `claimed[v % claimed.len()]` (CLAIM_SLOTS > 0
+        // entries).
+        let step = unsafe {
+            dobfs_pull::launch_with_unchecked(
+                self.dev,
+                self.schedule,
+                &g.in_edges,
+                &g.degree,
+                depth,
+                level,
+                &mut self.next,
+                &mut self.pulled,
+            )
+        }?;
+        std::mem::swap(&mut self.current, &mut self.next);
+        Ok(DoBfsLevel {
+            pulled: true,
+            tiles: g.num_vertices() as u64,
+            reached: pushed_into(&step, "next")?,
+            kernel_ms: step.elapsed_ms,
+        })
+    }
+
+    /// The out-degrees of every vertex either direction claimed: both counters' sums.
+    fn claimed_edges(&mut self) -> Result<u64> {
+        let stream = self.dev.stream();
+        let (g, total) = (self.g, &mut self.total);
+        let pushed = read_sum(&stream, &g.slots, &self.pushed, total)?.0;
+        let pulled = read_sum(&stream, &g.slots, &self.pulled, total)?.0;
+        Ok(pushed + pulled)
     }
 }
 
+/// Times the asynchronous launches of a stream while it lives (a top-down step is enqueued
+/// with its sum, then both are waited on once, and its kernel time is a level's record), and
+/// puts the stream's setting back when dropped, on every return path.
+struct Timing {
+    stream: Stream,
+    was: bool,
+}
+
+impl Timing {
+    fn on(stream: Stream) -> Timing {
+        let was = stream.timing();
+        stream.set_timing(true);
+        Timing { stream, was }
+    }
+}
+
+impl Drop for Timing {
+    fn drop(&mut self) {
+        self.stream.set_timing(self.was);
+    }
+}
+
+/// Two kernel times, `None` unless both are known.
+fn add_ms(a: Option<f32>, b: Option<f32>) -> Option<f32> {
+    Some(a? + b?)
+}
+
 /// The sum of `x` over the columns of the one-row `pick`, stored in `total` and read as one
-/// `u64`, with its kernel's time.
+/// `u64` (one synchronization of `stream`, which also finishes what was enqueued before), with
+/// its kernel's time when the stream times launches.
 fn read_sum(
-    dev: &Device,
+    stream: &Stream,
     pick: &DeviceCsr<f32>,
     x: &DeviceBuffer<u64>,
     total: &mut DeviceBuffer<u64>,
 ) -> Result<(u64, Option<f32>)> {
-    let launch = gather_sum::launch_with(dev, Schedule::BlockMapped, pick, x, total)?;
+    let launch = gather_sum::launch_with_async(stream, Schedule::BlockMapped, pick, x, total)?;
     let sum = total.download()?.first().copied().unwrap_or(0);
-    Ok((sum, launch.elapsed_ms))
-}
-
-/// A one-row tile set whose atoms are `columns` (below `width`), for [`gather_sum`].
-fn one_row(dev: &Device, columns: &[u32], width: usize) -> Result<DeviceCsr<f32>> {
-    let csr = Csr::new(
-        1,
-        width,
-        vec![0, columns.len()],
-        columns.to_vec(),
-        vec![0.0; columns.len()],
-    )?;
-    DeviceCsr::upload(dev, &csr)
-}
-
-/// `gt` has `g`'s shape and edge count, as `g`'s transpose must.
-fn check_transpose(g: &DeviceCsr<f32>, gt: &DeviceCsc<f32>) -> Result<()> {
-    if (gt.num_rows(), gt.num_cols(), gt.nnz()) != (g.num_rows(), g.num_cols(), g.nnz()) {
-        return Err(Error::Shape(format!(
-            "dobfs: the transpose is {} × {} with {} edges, the graph {} × {} with {}: \
-             upload `g.to_csc()` of the same graph",
-            gt.num_rows(),
-            gt.num_cols(),
-            gt.nnz(),
-            g.num_rows(),
-            g.num_cols(),
-            g.nnz()
-        )));
-    }
-    Ok(())
+    Ok((sum, launch.wait()?.elapsed_ms))
 }
 
 /// α and β are positive (infinity allowed: a direction that never switches) and not NaN.

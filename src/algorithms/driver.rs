@@ -193,6 +193,20 @@ pub(super) fn pushed(launch: &Launch) -> Result<u64> {
     }
 }
 
+/// The pushes the launch counted into its queue parameter `param`.
+pub(super) fn pushed_into(launch: &Launch, param: &str) -> Result<u64> {
+    launch
+        .pushed
+        .iter()
+        .find(|(p, _)| *p == param)
+        .map(|&(_, n)| n)
+        .ok_or_else(|| {
+            Error::Shape(format!(
+                "a frontier launch reported no counter for its queue `{param}`"
+            ))
+        })
+}
+
 /// A tile set of `n` rows of one atom each: [`collect_marked`]'s, one thread per vertex.
 pub(super) fn one_per_vertex(dev: &Device, n: usize) -> Result<DeviceCsr<f32>> {
     let csr = Csr::new(n, 1, (0..=n).collect(), vec![0; n], vec![0.0; n])?;
