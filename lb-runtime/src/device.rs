@@ -465,6 +465,18 @@ impl Device {
         self.write_raw_at(&mut buf.raw, offset * T::SIZE, &le_bytes(data))
     }
 
+    /// Sets every element of `buf` to zero (`false`, `0`, `0.0`) on the device, ordered after
+    /// earlier work on the device's stream; no host wait.
+    pub fn zero<T: Element>(&self, buf: &mut DeviceBuffer<T>) -> Result<()> {
+        if !self.same(buf.device()) {
+            return Err(Error::DeviceMismatch {
+                what: "the buffer zeroed".into(),
+            });
+        }
+        let bytes = buf.len() * T::SIZE;
+        self.zero_raw(&mut buf.raw, bytes)
+    }
+
     /// Copies a buffer back to the host. Waits for all earlier work on the device.
     pub fn download<T: Element>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
         if !self.same(buf.device()) {
