@@ -30,28 +30,28 @@
 //! vertices, `v % CLAIM_SLOTS` is a slot), so no error flag is read: an iteration moves at most
 //! 16 bytes. The two sums are read once more at the end, for the traversed edges.
 //!
-//! # The cost of the bottom-up step
+//! # The bottom-up step is Beamer's scan
 //!
 //! Beamer's bottom-up step stops scanning a vertex's in-edges at its first parent in the
-//! frontier. A body here is the work of one in-edge (an atom), and the schedule, not the body,
-//! decides which atoms run, so no atom can cancel its siblings. Each atom first reads its
-//! vertex's depth and stops there when the vertex is already claimed: atoms that run after the
-//! claim (later in the same thread under `thread_mapped` and `merge_path`, later warps or blocks
-//! under the others) cost one load instead of two and an atomic. The step's tiles are all the
-//! vertices, so a reached vertex still costs its in-edges' atoms that one load each.
+//! frontier, and that early exit is what makes it cheap: in the step that reaches most of a
+//! scale-free graph, most vertices find a parent among their first few in-edges. So the pull is
+//! his loop as written, one thread per vertex ([`dobfs_pull`], `thread_mapped` over a tile set of
+//! one atom per vertex), and the `schedule` the caller picks balances the top-down steps. A
+//! vertex already reached costs one load; a hub is reached early (it is everyone's neighbour),
+//! so its long in-edge list is seldom scanned.
 //!
-//! An atom tests its in-neighbour `u` against the frontier as a flag per vertex (`front[u]`, one
-//! byte, set by the step before with the claim) rather than as `depth[u] == level`: the random
-//! reads then touch a quarter of the bytes, which made the large steps 5–10% faster on an H100.
-//! Two flag arrays alternate by level; the one a step writes is zeroed on the device first.
+//! The pull was first an lb kernel over the in-edges (one atom per edge, balanced by the
+//! schedule). A body is one atom and cannot cancel its siblings, so every in-edge of every
+//! vertex was scheduled and an atom after the claim still cost a load; measured on an H100
+//! (docs/benchmarks.md, twenty-fifth session), that step was latency-bound with each thread's
+//! atoms one after another, and took 2.2× (power law) to 6× (R-MAT's later steps) the scan's
+//! time. A list of the unvisited vertices for the later steps (Gunrock's filter) was slower
+//! still under the schedules whose frontier grids a hub makes the whole graph's.
 //!
-//! Running the later bottom-up steps over a list of the vertices still unvisited instead (built
-//! by the step before, as Gunrock's DO-BFS filters its unvisited queue) was measured and is not
-//! done: on an H100, on the large power law and R-MAT, such a step took 1.3–3.3× the time of a
-//! step over every vertex under `merge_path` and `lrb`. A frontier's grid is sized on the host
-//! by a bound that a hub makes the whole graph, the frontier adds its scan kernels, and under the
-//! schedules that run a vertex's atoms side by side most vertices reached in a step were still
-//! listed for the next (docs/benchmarks.md, twenty-fifth session).
+//! The parent test reads the frontier as a flag per vertex (`front[u]`, one byte, set by the step
+//! before with the claim) rather than as `depth[u] == level`: the random reads touch a quarter
+//! of the bytes. Two flag arrays alternate by level; the one a step writes is zeroed on the
+//! device first.
 
 use std::time::Instant;
 
@@ -89,14 +89,16 @@ pub fn dobfs_push(
     }
 }
 
-/// The bottom-up step over the transpose: tiles are all the vertices, atoms their in-edges. An
-/// unvisited vertex with a parent in the frontier (`front[u]`) is claimed once (the `cas`),
-/// pushed, marked in `mark`, and its out-degree added to `claimed[v % claimed.len()]`; an atom
-/// of a claimed vertex stops after one load (see the module docs).
-#[load_balanced(schedule = "auto")]
+/// Beamer's bottom-up step as written (§3): one thread per vertex (`vertices` has one atom per
+/// vertex) scans the vertex's in-edges (`in_sources[in_offsets[v]..in_offsets[v + 1]]`) in order
+/// and stops at the first parent in the frontier. The thread owns its vertex in this step, so
+/// the claim is a plain store.
+#[load_balanced(schedule = "thread_mapped")]
 #[allow(clippy::too_many_arguments)]
 pub fn dobfs_pull(
-    gt: &Csc<f32>,
+    vertices: &Tiles,
+    in_offsets: &[u64],
+    in_sources: &[u32],
     degree: &[u64],
     depth: &mut [u32],
     level: u32,
@@ -105,14 +107,20 @@ pub fn dobfs_pull(
     mark: &mut [bool],
     claimed: &mut [u64],
     #[tile] v: usize,
-    #[atom] e: usize,
+    #[atom] _e: usize,
 ) {
     if depth[v] == u32::MAX {
-        let u = gt.row_indices[e] as usize;
-        if front[u] && atomic_cas(&mut depth[v], u32::MAX, level + 1) == u32::MAX {
-            next.push(v as u32);
-            mark[v] = true;
-            atomic_add(&mut claimed[v % claimed.len()], degree[v]);
+        let end = in_offsets[v + 1] as usize;
+        let mut e = in_offsets[v] as usize;
+        while e < end {
+            if front[in_sources[e] as usize] {
+                depth[v] = level + 1;
+                next.push(v as u32);
+                mark[v] = true;
+                atomic_add(&mut claimed[v % claimed.len()], degree[v]);
+                break;
+            }
+            e += 1;
         }
     }
 }
@@ -159,12 +167,15 @@ impl Direction {
 }
 
 /// A graph ready for [`bfs_direction_optimizing`], uploaded once and searched from any number
-/// of sources: its out-edges (a CSR, the top-down step's tile set), its in-edges (the CSC of the
-/// same edges, the bottom-up step's), every vertex's out-degree (on the device for the claims,
-/// on the host for the source's) and a one-row tile set over the claim counters (their sum).
+/// of sources: its out-edges (a CSR, the top-down step's tile set), its in-edges (the transpose's
+/// offsets and sources, which the bottom-up step scans), a tile set of one atom per vertex (the
+/// bottom-up step's threads), every vertex's out-degree (on the device for the claims, on the
+/// host for the source's) and a one-row tile set over the claim counters (their sum).
 pub struct DoBfsGraph {
     out_edges: DeviceCsr<f32>,
-    in_edges: DeviceCsc<f32>,
+    vertices: DeviceTiles,
+    in_offsets: DeviceBuffer<u64>,
+    in_sources: DeviceBuffer<u32>,
     degree: DeviceBuffer<u64>,
     host_degree: Vec<u64>,
     slots: DeviceCsr<f32>,
@@ -190,9 +201,13 @@ impl DoBfsGraph {
             slots,
             vec![0.0; CLAIM_SLOTS],
         )?;
+        let csc = g.to_csc()?;
+        let in_offsets: Vec<u64> = csc.col_offsets.iter().map(|&o| o as u64).collect();
         Ok(DoBfsGraph {
             out_edges: DeviceCsr::upload(dev, g)?,
-            in_edges: DeviceCsc::upload(dev, &g.to_csc()?)?,
+            vertices: DeviceTiles::upload(dev, &Tiles::new((0..=g.num_rows).collect())?)?,
+            in_offsets: dev.upload(&in_offsets)?,
+            in_sources: dev.upload(&csc.row_indices)?,
             degree: dev.upload(&host_degree)?,
             host_degree,
             slots: DeviceCsr::upload(dev, &slots)?,
@@ -202,11 +217,6 @@ impl DoBfsGraph {
     /// The out-edges, as uploaded.
     pub fn graph(&self) -> &DeviceCsr<f32> {
         &self.out_edges
-    }
-
-    /// The in-edges: the transpose, as a CSC.
-    pub fn transpose(&self) -> &DeviceCsc<f32> {
-        &self.in_edges
     }
 
     /// The vertex count.
@@ -417,13 +427,17 @@ impl<'a> Steps<'a> {
         let g = self.g;
         self.next.clear()?;
         let (front, mark) = split_marks(self.dev, &mut self.marks, level)?;
-        // SAFETY: the pull's only unproven index is `claimed[v % claimed.len()]` (CLAIM_SLOTS > 0
-        // entries).
+        // SAFETY: `in_offsets` holds the n + 1 column offsets of a validated CSC (so
+        // `in_offsets[v + 1]` is in range for a vertex `v`, and every `e` below it indexes
+        // `in_sources`), whose row indices are vertices (`front[u]`); `claimed` has
+        // CLAIM_SLOTS > 0 entries.
         let step = unsafe {
             dobfs_pull::launch_with_unchecked(
                 self.dev,
-                self.schedule,
-                &g.in_edges,
+                Schedule::ThreadMapped,
+                &g.vertices,
+                &g.in_offsets,
+                &g.in_sources,
                 &g.degree,
                 depth,
                 level,
