@@ -120,6 +120,31 @@ fn dobfs_switches_direction() {
     assert_eq!((pushed.push_iterations, pushed.pull_iterations), (3, 0));
 }
 
+/// One prepared graph searched from several sources in turn (each search reuses the buffers the
+/// last one left): every search starts clean.
+#[test]
+fn dobfs_searches_in_turn_start_clean() {
+    let dev = Device::default();
+    let g = nasty_graph(200, 3, 4, 0x5eed);
+    let dg = DoBfsGraph::upload(&dev, &g).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    for round in 0..8 {
+        let source = rng.random_range(0..200);
+        let d = [Direction::default(), Direction::PULL_ONLY][round % 2];
+        let r = bfs_direction_optimizing(&dev, &dg, source, Schedule::MergePath, d).unwrap();
+        assert_eq!(
+            r.depth,
+            bfs_levels(&g, source),
+            "round {round}, source {source}"
+        );
+        let reached: u64 = (0..200)
+            .filter(|&v| r.depth[v] != u32::MAX)
+            .map(|v| g.row(v).len() as u64)
+            .sum();
+        assert_eq!(r.run.edges, reached, "round {round}: traversed edges");
+    }
+}
+
 #[test]
 fn dobfs_bad_inputs_are_errors() {
     let dev = Device::default();

@@ -401,7 +401,9 @@ impl Device {
         self.inner.device_work.load(Ordering::Acquire)
     }
 
-    pub(crate) fn same(&self, other: &Device) -> bool {
+    /// Whether both handles are clones of one `Device` (the same context, streams and caches),
+    /// whose buffers each other's launches may take.
+    pub fn same(&self, other: &Device) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
@@ -465,16 +467,22 @@ impl Device {
         self.write_raw_at(&mut buf.raw, offset * T::SIZE, &le_bytes(data))
     }
 
-    /// Sets every element of `buf` to zero (`false`, `0`, `0.0`) on the device, ordered after
-    /// earlier work on the device's stream; no host wait.
-    pub fn zero<T: Element>(&self, buf: &mut DeviceBuffer<T>) -> Result<()> {
+    /// Sets every element of `buf` to `value`, ordered after earlier work on the device's
+    /// stream and without a host wait: [`filled`](Self::filled) for a buffer that exists (state
+    /// reset between two runs of an algorithm without allocating it again).
+    pub fn fill<T: Element>(&self, buf: &mut DeviceBuffer<T>, value: T) -> Result<()> {
         if !self.same(buf.device()) {
             return Err(Error::DeviceMismatch {
-                what: "the buffer zeroed".into(),
+                what: "the buffer filled".into(),
             });
         }
-        let bytes = buf.len() * T::SIZE;
-        self.zero_raw(&mut buf.raw, bytes)
+        let pattern = to_bytes(&[value]);
+        if pattern.iter().all(|&b| b == 0) {
+            let bytes = buf.len() * T::SIZE;
+            return self.zero_raw(&mut buf.raw, bytes);
+        }
+        let n = buf.len();
+        self.fill_raw(&mut buf.raw, &pattern, n)
     }
 
     /// Copies a buffer back to the host. Waits for all earlier work on the device.

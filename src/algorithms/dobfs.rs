@@ -53,6 +53,7 @@
 //! of the bytes. Two flag arrays alternate by level; the one a step writes is zeroed on the
 //! device first.
 
+use std::sync::Mutex;
 use std::time::Instant;
 
 use super::driver::{pushed_into, stamp, start, Traversal};
@@ -171,6 +172,10 @@ impl Direction {
 /// offsets and sources, which the bottom-up step scans), a tile set of one atom per vertex (the
 /// bottom-up step's threads), every vertex's out-degree (on the device for the claims, on the
 /// host for the source's) and a one-row tile set over the claim counters (their sum).
+///
+/// It also keeps the device buffers of its last search (the depths, the frontier queues and
+/// flags, the counters) and resets them on the device for the next one, so a search from a new
+/// source allocates nothing; searches that run at once on one graph each get their own.
 pub struct DoBfsGraph {
     out_edges: DeviceCsr<f32>,
     vertices: DeviceTiles,
@@ -179,6 +184,8 @@ pub struct DoBfsGraph {
     degree: DeviceBuffer<u64>,
     host_degree: Vec<u64>,
     slots: DeviceCsr<f32>,
+    /// The last search's buffers, for the next (`None` while a search holds them).
+    scratch: Mutex<Option<Scratch>>,
 }
 
 impl DoBfsGraph {
@@ -211,6 +218,7 @@ impl DoBfsGraph {
             degree: dev.upload(&host_degree)?,
             host_degree,
             slots: DeviceCsr::upload(dev, &slots)?,
+            scratch: Mutex::new(None),
         })
     }
 
@@ -222,6 +230,25 @@ impl DoBfsGraph {
     /// The vertex count.
     pub fn num_vertices(&self) -> usize {
         self.host_degree.len()
+    }
+
+    /// The buffers of a search from `source` on `dev`, reset: the last search's when it left
+    /// them on the same device, else new ones (a search running meanwhile holds them).
+    fn scratch(&self, dev: &Device, source: u32) -> Result<Scratch> {
+        let kept = self.scratch.lock().ok().and_then(|mut slot| slot.take());
+        let mut scratch = match kept {
+            Some(s) if s.depth.device().same(dev) => s,
+            _ => Scratch::new(dev, self.num_vertices())?,
+        };
+        scratch.reset(dev, source)?;
+        Ok(scratch)
+    }
+
+    /// Keeps a finished search's buffers for the next.
+    fn keep(&self, scratch: Scratch) {
+        if let Ok(mut slot) = self.scratch.lock() {
+            *slot = Some(scratch);
+        }
     }
 }
 
@@ -281,9 +308,13 @@ pub fn bfs_direction_optimizing(
     let source = start(&g.out_edges, source, "dobfs")?;
     check_direction(&direction)?;
     let n = g.num_vertices();
-    let mut depth = dev.filled(n, u32::MAX)?;
-    dev.write_at(&mut depth, source as usize, &[0])?;
-    let mut steps = Steps::new(dev, g, schedule, source)?;
+    let Scratch { mut depth, buffers } = g.scratch(dev, source)?;
+    let mut steps = Steps {
+        dev,
+        g,
+        schedule,
+        b: buffers,
+    };
     let _timing = Timing::on(dev.stream());
     let mut out = DoBfsResult {
         depth: Vec::new(),
@@ -334,16 +365,25 @@ pub fn bfs_direction_optimizing(
     out.run.bytes_to_device = moved.to_device;
     out.run.edges = source_degree + steps.claimed_edges()?;
     out.depth = depth.download()?;
+    g.keep(Scratch {
+        depth,
+        buffers: steps.b,
+    });
     out.run.wall_ms = clock.elapsed().as_secs_f64() * 1e3;
     Ok(out)
 }
 
-/// The device state of the loop that is not the result: the frontier queues, the claim counters
-/// of each direction and their sum.
+/// A search's steps: the graph, the schedule of the top-down steps and the buffers.
 struct Steps<'a> {
     dev: &'a Device,
     g: &'a DoBfsGraph,
     schedule: Schedule,
+    b: Buffers,
+}
+
+/// The device state of the loop that is not the result: the frontier queues and flags, the claim
+/// counters of each direction and their sum.
+struct Buffers {
     /// The first frontier, the source alone.
     frontier: DeviceBuffer<u32>,
     current: DeviceQueue,
@@ -356,25 +396,44 @@ struct Steps<'a> {
     total: DeviceBuffer<u64>,
 }
 
-impl<'a> Steps<'a> {
-    fn new(dev: &'a Device, g: &'a DoBfsGraph, schedule: Schedule, source: u32) -> Result<Self> {
-        let n = g.num_vertices();
-        let mut first = dev.zeros::<bool>(n)?;
-        dev.write_at(&mut first, source as usize, &[true])?;
-        Ok(Steps {
-            dev,
-            g,
-            schedule,
-            frontier: dev.upload(&[source])?,
-            current: DeviceQueue::new(dev, n)?,
-            next: DeviceQueue::new(dev, n)?,
-            marks: [first, dev.zeros::<bool>(n)?],
-            pushed: dev.zeros::<u64>(CLAIM_SLOTS)?,
-            pulled: dev.zeros::<u64>(CLAIM_SLOTS)?,
-            total: dev.zeros::<u64>(1)?,
+/// Everything a search writes on the device, kept by its [`DoBfsGraph`] for the next search.
+struct Scratch {
+    depth: DeviceBuffer<u32>,
+    buffers: Buffers,
+}
+
+impl Scratch {
+    fn new(dev: &Device, n: usize) -> Result<Scratch> {
+        Ok(Scratch {
+            depth: dev.zeros(n)?,
+            buffers: Buffers {
+                frontier: dev.zeros(1)?,
+                current: DeviceQueue::new(dev, n)?,
+                next: DeviceQueue::new(dev, n)?,
+                marks: [dev.zeros(n)?, dev.zeros(n)?],
+                pushed: dev.zeros(CLAIM_SLOTS)?,
+                pulled: dev.zeros(CLAIM_SLOTS)?,
+                total: dev.zeros(1)?,
+            },
         })
     }
 
+    /// The state before a search from `source`, set on the device: every depth unknown but the
+    /// source's, the source alone in the first frontier and its flags, the counters at zero.
+    /// (The queues are cleared by each step, and `marks[1]` by the first.)
+    fn reset(&mut self, dev: &Device, source: u32) -> Result<()> {
+        let (b, at) = (&mut self.buffers, source as usize);
+        dev.fill(&mut self.depth, u32::MAX)?;
+        dev.write_at(&mut self.depth, at, &[0])?;
+        dev.write_at(&mut b.frontier, 0, &[source])?;
+        dev.fill(&mut b.marks[0], false)?;
+        dev.write_at(&mut b.marks[0], at, &[true])?;
+        dev.fill(&mut b.pushed, 0)?;
+        dev.fill(&mut b.pulled, 0)
+    }
+}
+
+impl<'a> Steps<'a> {
     /// A top-down step from the frontier at `level` (of `len` vertices), and the top-down claim
     /// counters' sum after it. The queues then swap.
     fn push(
@@ -385,12 +444,12 @@ impl<'a> Steps<'a> {
     ) -> Result<(DoBfsLevel, u64)> {
         let (dev, g) = (self.dev, self.g);
         let stream = dev.stream();
-        self.next.clear()?;
-        let (_, mark) = split_marks(dev, &mut self.marks, level)?;
+        self.b.next.clear()?;
+        let (_, mark) = split_marks(dev, &mut self.b.marks, level)?;
         let frontier = if level == 0 {
-            &self.frontier
+            &self.b.frontier
         } else {
-            self.current.slots(len)
+            self.b.current.slots(len)
         };
         // SAFETY: besides `claimed[v % claimed.len()]` (CLAIM_SLOTS > 0 entries), the push's
         // unproven indices are its frontier's entries: the source, which `start` checked, or
@@ -405,14 +464,14 @@ impl<'a> Steps<'a> {
                 &g.degree,
                 depth,
                 level,
-                &mut self.next,
+                &mut self.b.next,
                 mark,
-                &mut self.pushed,
+                &mut self.b.pushed,
             )
         }?;
-        let (sum, sum_ms) = read_sum(&stream, &g.slots, &self.pushed, &mut self.total)?;
+        let (sum, sum_ms) = read_sum(&stream, &g.slots, &self.b.pushed, &mut self.b.total)?;
         let step = step.wait()?;
-        std::mem::swap(&mut self.current, &mut self.next);
+        std::mem::swap(&mut self.b.current, &mut self.b.next);
         let level = DoBfsLevel {
             pulled: false,
             tiles: len,
@@ -425,8 +484,8 @@ impl<'a> Steps<'a> {
     /// A bottom-up step at `level` over every vertex. The frontier queues swap.
     fn pull(&mut self, depth: &mut DeviceBuffer<u32>, level: u32) -> Result<DoBfsLevel> {
         let g = self.g;
-        self.next.clear()?;
-        let (front, mark) = split_marks(self.dev, &mut self.marks, level)?;
+        self.b.next.clear()?;
+        let (front, mark) = split_marks(self.dev, &mut self.b.marks, level)?;
         // SAFETY: `in_offsets` holds the n + 1 column offsets of a validated CSC (so
         // `in_offsets[v + 1]` is in range for a vertex `v`, and every `e` below it indexes
         // `in_sources`), whose row indices are vertices (`front[u]`); `claimed` has
@@ -442,12 +501,12 @@ impl<'a> Steps<'a> {
                 depth,
                 level,
                 front,
-                &mut self.next,
+                &mut self.b.next,
                 mark,
-                &mut self.pulled,
+                &mut self.b.pulled,
             )
         }?;
-        std::mem::swap(&mut self.current, &mut self.next);
+        std::mem::swap(&mut self.b.current, &mut self.b.next);
         Ok(DoBfsLevel {
             pulled: true,
             tiles: g.num_vertices() as u64,
@@ -459,9 +518,9 @@ impl<'a> Steps<'a> {
     /// The out-degrees of every vertex either direction claimed: both counters' sums.
     fn claimed_edges(&mut self) -> Result<u64> {
         let stream = self.dev.stream();
-        let (g, total) = (self.g, &mut self.total);
-        let pushed = read_sum(&stream, &g.slots, &self.pushed, total)?.0;
-        let pulled = read_sum(&stream, &g.slots, &self.pulled, total)?.0;
+        let (g, total) = (self.g, &mut self.b.total);
+        let pushed = read_sum(&stream, &g.slots, &self.b.pushed, total)?.0;
+        let pulled = read_sum(&stream, &g.slots, &self.b.pulled, total)?.0;
         Ok(pushed + pulled)
     }
 }
@@ -501,7 +560,7 @@ fn split_marks<'m>(
     } else {
         (odd, even)
     };
-    dev.zero(mark)?;
+    dev.fill(mark, false)?;
     Ok((&*front, mark))
 }
 
