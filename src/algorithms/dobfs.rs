@@ -555,7 +555,7 @@ fn split_marks<'m>(
     level: u32,
 ) -> Result<(&'m DeviceBuffer<bool>, &'m mut DeviceBuffer<bool>)> {
     let [even, odd] = marks;
-    let (front, mark) = if level % 2 == 0 {
+    let (front, mark) = if level.is_multiple_of(2) {
         (even, odd)
     } else {
         (odd, even)
