@@ -38,7 +38,7 @@
 
 use std::time::Instant;
 
-use super::driver::{one_per_vertex, stamp, start, Traversal, EDGE_SLOTS};
+use super::driver::{one_per_vertex, pushed_into, stamp, start, Traversal, EDGE_SLOTS};
 use crate::prelude::*;
 use crate::{Error, Result};
 
@@ -407,21 +407,7 @@ impl Piles<'_> {
 /// the kernel time.
 fn piles_after(launch: &Launch, far: &str) -> Result<Step> {
     Ok((
-        (pushed_to(launch, "near")?, pushed_to(launch, far)?),
+        (pushed_into(launch, "near")?, pushed_into(launch, far)?),
         launch.elapsed_ms,
     ))
-}
-
-/// The pushes the launch counted into its queue parameter `param`.
-fn pushed_to(launch: &Launch, param: &str) -> Result<u64> {
-    launch
-        .pushed
-        .iter()
-        .find(|(p, _)| *p == param)
-        .map(|&(_, n)| n)
-        .ok_or_else(|| {
-            Error::Shape(format!(
-                "sssp_near_far: the launch reported no counter for `{param}`"
-            ))
-        })
 }
