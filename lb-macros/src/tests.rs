@@ -819,6 +819,7 @@ fn expansion_has_the_contracts_items() {
             "launch_with",
             "launch_unchecked",
             "launch_with_unchecked",
+            "launch_with_unchecked_async",
             "launch_custom",
             "launch_custom_async",
             "__lb_run",
