@@ -454,7 +454,7 @@ impl<'a> Steps<'a> {
         // SAFETY: besides `claimed[v % claimed.len()]` (CLAIM_SLOTS > 0 entries), the push's
         // unproven indices are its frontier's entries: the source, which `start` checked, or
         // vertices a step pushed: column indices of the square graph (validated at upload) or
-        // tiles of its transpose, whose columns are the same vertices.
+        // tiles of the one-atom-per-vertex tile set, which has one tile per vertex.
         let step = unsafe {
             dobfs_push::launch_with_unchecked_async(
                 &stream,
