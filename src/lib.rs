@@ -72,7 +72,8 @@ pub mod prelude {
     pub use lb_runtime::intrinsics::{atomic_add, atomic_cas, atomic_exch, atomic_max, atomic_min};
     pub use lb_runtime::{
         bf16, f16, Coo, Csc, Csr, Device, DeviceBuffer, DeviceCoo, DeviceCsc, DeviceCsr,
-        DeviceQueue, DeviceTileSet, DeviceTiles, Launch, Pending, Queue, Stream, Tiles,
+        DeviceQueue, DeviceTileSet, DeviceTiles, HostBuffer, HostDestination, Launch, Pending,
+        Queue, Stream, Tiles,
     };
 }
 
@@ -81,7 +82,7 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use lb_ptx::plan::{
-        Grid, KernelPlan, Plan, ProblemSize, Select, Temp, TempCount, TempRole,
+        FrontierGrid, Grid, KernelPlan, Plan, ProblemSize, Select, Temp, TempCount, TempRole,
     };
     pub use lb_ptx::user::UserSchedule;
     pub use lb_ptx::Schedule;

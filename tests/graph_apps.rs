@@ -10,9 +10,10 @@ mod graphs;
 
 use graphs::{check_traffic, nasty_graph};
 use lb::algorithms::{
-    bfs, bfs_direction_optimizing, bfs_levels, components_union_find, connected_components,
-    dijkstra, pagerank, pagerank_reference, schedules, sssp, sssp_near_far, Delta, Direction,
-    DoBfsGraph, DoBfsLevel, PageRankGraph, PageRankOptions,
+    bfs, bfs_direction_optimizing, bfs_direction_optimizing_into, bfs_into, bfs_levels,
+    components_union_find, connected_components, dijkstra, pagerank, pagerank_reference, schedules,
+    sssp, sssp_near_far, BfsResult, Delta, Direction, DoBfsGraph, DoBfsLevel, DoBfsResult,
+    PageRankGraph, PageRankOptions,
 };
 use lb::prelude::*;
 use lb::Error;
@@ -142,6 +143,57 @@ fn dobfs_searches_in_turn_start_clean() {
             .map(|v| g.row(v).len() as u64)
             .sum();
         assert_eq!(r.run.edges, reached, "round {round}: traversed edges");
+    }
+}
+
+/// The `_into` drivers write into results kept across searches, in a `Vec` or page-locked
+/// memory, on two graphs of different sizes in turn (so every buffer changes length), from fresh
+/// random sources: the depths are the queue BFS's and the records the allocating drivers'.
+#[test]
+fn searches_into_kept_results() {
+    let dev = Device::default();
+    let mut rng = ChaCha8Rng::seed_from_u64(rand::random());
+    let seed = rng.random::<u64>();
+    let graphs = [
+        nasty_graph(200, 3, 4, seed),
+        nasty_graph(57, 2, 5, seed ^ 1),
+    ];
+    let device: Vec<_> = graphs
+        .iter()
+        .map(|g| {
+            (
+                DeviceCsr::upload(&dev, g).unwrap(),
+                DoBfsGraph::upload(&dev, g).unwrap(),
+            )
+        })
+        .collect();
+    let mut pinned: BfsResult<HostBuffer<u32>> = BfsResult::default();
+    let mut plain: BfsResult = BfsResult::default();
+    let mut direction: DoBfsResult<HostBuffer<u32>> = DoBfsResult::default();
+    let s = Schedule::MergePath;
+    for round in 0..6 {
+        let (g, (dg, dog)) = (&graphs[round % 2], &device[round % 2]);
+        let source = rng.random_range(0..g.num_rows);
+        let what = format!("round {round}, source {source} (seed {seed})");
+        let want = bfs_levels(g, source);
+        bfs_into(&dev, dg, source, s, &mut pinned).unwrap();
+        bfs_into(&dev, dg, source, s, &mut plain).unwrap();
+        let fresh = bfs(&dev, dg, source, s).unwrap();
+        assert_eq!(pinned.depth, want, "{what}: pinned");
+        assert_eq!(plain.depth, want, "{what}: vec");
+        assert_eq!(pinned.run.edges, fresh.run.edges, "{what}");
+        assert_eq!(plain.run.iterations, fresh.run.iterations, "{what}");
+        bfs_direction_optimizing_into(&dev, dog, source, s, Direction::default(), &mut direction)
+            .unwrap();
+        let fresh = bfs_direction_optimizing(&dev, dog, source, s, Direction::default()).unwrap();
+        assert_eq!(direction.depth, want, "{what}: direction-optimizing");
+        assert_eq!(direction.levels.len(), fresh.levels.len(), "{what}");
+        assert_eq!(direction.run.edges, fresh.run.edges, "{what}");
+        assert_eq!(
+            direction.push_iterations + direction.pull_iterations,
+            direction.run.iterations,
+            "{what}"
+        );
     }
 }
 

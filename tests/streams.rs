@@ -432,6 +432,29 @@ fn gpu_queue_overflow_after_wait() {
     queue_overflow_after_wait(&gpu());
 }
 
+/// A bool buffer whose bytes the user's own code set to values other than 0 and 1 reads back as
+/// valid `bool`s (any nonzero byte is `true`) into every host destination.
+#[test]
+#[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
+fn gpu_bool_bytes_read_back_as_bools() {
+    let ctx = lb::cudarc::driver::CudaContext::new(0).unwrap();
+    let stream = ctx.new_stream().unwrap();
+    let dev = Device::from_cudarc(stream.clone()).unwrap();
+    let bytes = stream.clone_htod(&[0u8, 1, 2, 255, 0, 7]).unwrap();
+    // SAFETY: the six bytes are read back only through lb, which never reads them as `bool`
+    // before mapping each to 0 or 1.
+    let bools = unsafe { stream.upgrade_device_ptr::<bool>(bytes.leak(), 6) };
+    let b = lb::DeviceBuffer::from_cudarc(&dev, bools).unwrap();
+    let want = [false, true, true, true, false, true];
+    assert_eq!(b.download().unwrap(), want);
+    let mut v = Vec::new();
+    b.download_into(&mut v).unwrap();
+    assert_eq!(v, want);
+    let mut h = dev.host_buffer::<bool>(6).unwrap();
+    dev.download_to(&b, &mut h).unwrap();
+    assert_eq!(&h[..], want);
+}
+
 /// The user's cudarc context, stream and slices: lb runs on them without a copy, the slice
 /// comes back with lb's results, and a slice of another context is refused.
 #[test]

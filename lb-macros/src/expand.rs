@@ -4,7 +4,7 @@
 //! mistake shows one error instead of a cascade at every use.
 
 use lb_ptx::body::{Body, Gather, GatherBound, Guards, IndexRole, Reduce, TileSetKind, Ty};
-use lb_ptx::plan::{Grid, OffsetWidth, Plan, Select, TempCount, TempRole};
+use lb_ptx::plan::{FrontierGrid, Grid, OffsetWidth, Plan, Select, TempCount, TempRole};
 use lb_ptx::{GenError, Options, SafeGenerated, Schedule};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
@@ -365,11 +365,18 @@ fn plan_tokens(p: &Plan) -> TokenStream {
                 per_thread,
                 count_tiles,
                 frontier,
-            } => quote!(::lb::__private::Grid::CoverWork {
-                per_thread: #per_thread,
-                count_tiles: #count_tiles,
-                frontier: #frontier,
-            }),
+            } => {
+                let frontier = match frontier {
+                    FrontierGrid::No => quote!(::lb::__private::FrontierGrid::No),
+                    FrontierGrid::Bounded => quote!(::lb::__private::FrontierGrid::Bounded),
+                    FrontierGrid::Strided => quote!(::lb::__private::FrontierGrid::Strided),
+                };
+                quote!(::lb::__private::Grid::CoverWork {
+                    per_thread: #per_thread,
+                    count_tiles: #count_tiles,
+                    frontier: #frontier,
+                })
+            }
             Grid::PerAtoms { atoms } => quote!(::lb::__private::Grid::PerAtoms { atoms: #atoms }),
         };
         quote! {

@@ -93,22 +93,41 @@ pub enum Grid {
     /// the decomposition). Never capped at the resident blocks: these kernels do not stride, and
     /// the kernels recompute the same count to find their share.
     ///
-    /// `frontier`: the plan runs over a frontier, whose atoms the host does not know. Its tiles
-    /// hold at most `tiles × max_tile_atoms` atoms (more only when it repeats tiles), so the
-    /// grid covers `min(atoms, tiles × max_tile_atoms)` atoms: a frontier of a few short tiles
-    /// in a large graph launches a few blocks, not one per share of the graph's atoms. The
-    /// kernels cannot recompute that bound (the longest tile is known only on the host); the
-    /// plan's first kernel stores its block count for the others (`frontier_scan`), and a
-    /// frontier with more atoms than the bound gives each thread a larger share.
+    /// `frontier`: whether the plan runs over a frontier, and how its grid follows it
+    /// ([`FrontierGrid`]).
     CoverWork {
         per_thread: u32,
         count_tiles: bool,
-        frontier: bool,
+        frontier: FrontierGrid,
     },
     /// One block per `atoms` atoms of the tile set, at least one, whatever the lanes: for a
     /// kernel whose blocks each take a run of atoms for all lanes at once (the huge-tile split's
     /// walk with lanes) and stride over the rest.
     PerAtoms { atoms: u32 },
+}
+
+/// How a work-oriented grid ([`Grid::CoverWork`]) follows a frontier, whose atoms are summed on
+/// the device after the host has sized the grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrontierGrid {
+    /// No frontier: the grid covers the tile set's atoms.
+    No,
+    /// The frontier's tiles hold at most `tiles × max_tile_atoms` atoms (more only when it
+    /// repeats tiles), so the grid covers `min(atoms, tiles × max_tile_atoms)` atoms: a frontier
+    /// of a few short tiles in a large graph launches a few blocks, not one per share of the
+    /// graph's atoms. The kernels cannot recompute that bound (the longest tile is known only on
+    /// the host); the plan's first kernel stores its block count for the others
+    /// (`frontier_scan`), and a frontier with more atoms than the bound gives each thread a
+    /// larger share. For plans whose blocks keep per-block results (a reducing body's carries).
+    Bounded,
+    /// The same bound, but never more blocks than are resident at once: the main kernel's blocks
+    /// stride over the shares of the atoms the frontier really has, found by the device's scan
+    /// of its tile sizes, each share the default size. On a graph with hubs the bound is the
+    /// whole graph for nearly every frontier; this grid costs one resident wave however small
+    /// the frontier is, and a large frontier keeps the default share per thread (a grid capped
+    /// at a fixed size without striding lost up to 2× on frontiers of tens of millions of atoms,
+    /// docs/benchmarks.md, issue 17's capped grids). For plans without per-block results.
+    Strided,
 }
 
 impl Grid {
@@ -129,11 +148,11 @@ impl Grid {
                 count_tiles,
                 frontier,
             } => {
-                let atoms = if frontier {
-                    size.atoms
-                        .min(size.tiles.saturating_mul(size.max_tile_atoms))
-                } else {
-                    size.atoms
+                let atoms = match frontier {
+                    FrontierGrid::No => size.atoms,
+                    FrontierGrid::Bounded | FrontierGrid::Strided => size
+                        .atoms
+                        .min(size.tiles.saturating_mul(size.max_tile_atoms)),
                 };
                 let work = if count_tiles {
                     size.tiles.saturating_add(atoms)
@@ -141,7 +160,12 @@ impl Grid {
                     atoms
                 };
                 let per_block = u64::from(block) * u64::from(per_thread.max(1));
-                let per_lane = work.div_ceil(per_block).max(1);
+                let mut per_lane = work.div_ceil(per_block).max(1);
+                if frontier == FrontierGrid::Strided {
+                    let resident =
+                        u64::from(limits.sm_count.max(1)) * u64::from(limits.blocks_per_sm.max(1));
+                    per_lane = per_lane.min(resident);
+                }
                 per_lane
                     .saturating_mul(size.lanes.max(1))
                     .min(u64::from(u32::MAX)) as u32

@@ -11,7 +11,9 @@ mod support;
 
 use codegen_common::*;
 use lb_ptx::body::*;
-use lb_ptx::plan::{DeviceLimits, Grid, OffsetWidth, ProblemSize, TempCount, TempRole};
+use lb_ptx::plan::{
+    DeviceLimits, FrontierGrid, Grid, OffsetWidth, ProblemSize, TempCount, TempRole,
+};
 use lb_ptx::sim::{self, Memory};
 use lb_ptx::{generate, ptxas, GenError, IndexWidth, Options, Schedule};
 use proptest::prelude::*;
@@ -201,13 +203,13 @@ fn plans_have_one_variant_per_index_width() {
             let main_grid = Grid::CoverWork {
                 per_thread: items,
                 count_tiles,
-                frontier: false,
+                frontier: FrontierGrid::No,
             };
             // The fix-ups: one thread per block of the main kernel.
             let fixup_grid = Grid::CoverWork {
                 per_thread: items * 128,
                 count_tiles,
-                frontier: false,
+                frontier: FrontierGrid::No,
             };
             let mut grids = vec![main_grid, fixup_grid];
             if merge {
@@ -279,12 +281,12 @@ fn cover_work_grid() {
     let merge = Grid::CoverWork {
         per_thread: 7,
         count_tiles: true,
-        frontier: false,
+        frontier: FrontierGrid::No,
     };
     let split = Grid::CoverWork {
         per_thread: 7,
         count_tiles: false,
-        frontier: false,
+        frontier: FrontierGrid::No,
     };
     assert_eq!(merge.blocks(&size, 32, &limits), 5 * 3);
     assert_eq!(split.blocks(&size, 32, &limits), 5 * 3);
@@ -303,7 +305,7 @@ fn cover_work_grid() {
     let frontier = Grid::CoverWork {
         per_thread: 7,
         count_tiles: true,
-        frontier: true,
+        frontier: FrontierGrid::Bounded,
     };
     let few = ProblemSize {
         tiles: 4,
@@ -337,6 +339,81 @@ fn cover_work_grid() {
         whole * 3,
         "no frontier: the tile set"
     );
+    // A strided frontier grid: the same bound, but at most the resident blocks per lane.
+    let strided = Grid::CoverWork {
+        per_thread: 7,
+        count_tiles: true,
+        frontier: FrontierGrid::Strided,
+    };
+    let resident = DeviceLimits {
+        sm_count: 4,
+        blocks_per_sm: 2,
+    };
+    assert_eq!(strided.blocks(&few, 32, &resident), 3, "under the bound");
+    assert_eq!(
+        strided.blocks(&long, 32, &resident),
+        8 * 3,
+        "the resident blocks"
+    );
+    assert_eq!(strided.blocks(&empty, 32, &resident), 1);
+}
+
+/// Which frontier grid a work-oriented plan asks for: strided for `merge_path` and
+/// `nonzero_split` over a frontier with a body that does not reduce (their main kernel keeps
+/// nothing per block), bounded for a reducing body and for the searches (whose partition and
+/// carries are counted per block), none without a frontier.
+#[test]
+fn frontier_grid_kinds() {
+    let searches = [Schedule::TwoPhase, Schedule::MultiPhase];
+    for s in SCHEDULES.into_iter().chain(searches) {
+        let main_grid = |body: &Body, frontier: bool| {
+            let o = opts(s, 32, 2, IndexWidth::U32);
+            let (body, o) = if frontier {
+                let (body, p) = with_frontier(body.clone());
+                (
+                    body,
+                    Options {
+                        tiles: Some(p),
+                        ..o
+                    },
+                )
+            } else {
+                (body.clone(), o)
+            };
+            let g = generate(&body, &o).unwrap();
+            let plan = &g.plans[0];
+            // The main kernel: after the partition or the frontier scan, before the fix-up.
+            let main = plan
+                .kernels
+                .iter()
+                .rev()
+                .find(|k| !k.entry.ends_with("_fixup"))
+                .unwrap();
+            match main.grid {
+                Grid::CoverWork { frontier, .. } => frontier,
+                other => panic!("{}: {other:?}", s.name()),
+            }
+        };
+        let strides = matches!(s, Schedule::MergePath | Schedule::NonzeroSplit);
+        let visiting = if strides {
+            FrontierGrid::Strided
+        } else {
+            FrontierGrid::Bounded
+        };
+        assert_eq!(main_grid(&visit_seen(), true), visiting, "{}", s.name());
+        assert_eq!(
+            main_grid(&spmv_reduce(Reduce::Sum), true),
+            FrontierGrid::Bounded,
+            "{}",
+            s.name()
+        );
+        assert_eq!(
+            main_grid(&visit_seen(), false),
+            FrontierGrid::No,
+            "{}",
+            s.name()
+        );
+    }
 }
 
 /// A frontier of a few short tiles in a large tile set launches a grid for its own atoms (at
@@ -376,7 +453,7 @@ fn frontier_grid_follows_its_tiles() {
             let Grid::CoverWork {
                 per_thread,
                 count_tiles,
-                frontier: true,
+                frontier: FrontierGrid::Bounded,
             } = g.plans[0].kernels[0].grid
             else {
                 panic!("{what}: {}: not a frontier's grid", s.name());
@@ -605,5 +682,122 @@ proptest! {
     ) {
         let m = Matrix::from_lengths(&rows);
         check_all(&m, block, items, "random");
+    }
+}
+
+/// `fn visit_lanes(a, visits: &mut [u32], k: u64, #[atom] nz, #[lane] l) { visits[nz * k + l] += 1 }`.
+fn visit_lanes() -> Body {
+    let at = bin(
+        BinaryOp::Add,
+        Ty::U64,
+        bin(
+            BinaryOp::Mul,
+            Ty::U64,
+            index(IndexRole::Atom),
+            e(Ty::U64, ExprKind::Scalar(2)),
+        ),
+        index(IndexRole::Lane),
+    );
+    Body {
+        name: "visit_lanes".into(),
+        params: vec![
+            csr("a", Ty::F32),
+            slice("visits", Ty::U32, true),
+            param("k", ParamKind::Scalar(Ty::U64)),
+        ],
+        roles: vec![IndexRole::Atom, IndexRole::Lane],
+        locals: vec![],
+        block: Block {
+            stmts: vec![Stmt::Expr(atomic(
+                AtomicOp::Add,
+                Ty::U32,
+                ArrayRef::Param(1),
+                at,
+                vec![int(Ty::U32, 1)],
+            ))],
+            value: None,
+        },
+        reduce: None,
+        guards: Guards::Every,
+        out_storage: None,
+        epilogue: None,
+    }
+}
+
+/// A strided frontier grid ([`FrontierGrid::Strided`]): fewer resident blocks than the
+/// frontier's shares, so each block takes several virtual blocks, with and without lanes (lane
+/// fastest), on frontiers with repeated tiles, empty tiles and one tile longer than a block's
+/// share. Every atom of every entry is visited once per entry and lane.
+#[test]
+fn strided_frontier_blocks_cover_every_share() {
+    let m = Matrix::from_lengths(&[0, 5, 400, 0, 0, 120, 1, 2, 0, 77, 3, 0, 9]);
+    let mut rng = support::Rng::fresh();
+    let seed = rng.0;
+    let random: Vec<u32> = (0..300).map(|_| rng.range(0, 13) as u32).collect();
+    let frontiers = [vec![2u32], vec![9, 2, 2, 0, 5, 1, 3, 4], random];
+    for frontier in &frontiers {
+        for k in [1usize, 3, 33] {
+            for resident in [1u32, 2, 5] {
+                for s in SCHEDULES {
+                    let what = format!(
+                        "{} k = {k}, {resident} resident, {} entries (LB_HUGE_SEED={seed})",
+                        s.name(),
+                        frontier.len()
+                    );
+                    let (body, p) = with_frontier(visit_lanes());
+                    let o = Options {
+                        lanes: Some(2),
+                        ..frontier_opts(s, 32, 2, IndexWidth::U32, p)
+                    };
+                    let g = generate(&body, &o).unwrap();
+                    let plan = &g.plans[0];
+                    let main = plan.kernels.last().unwrap();
+                    assert!(
+                        matches!(
+                            main.grid,
+                            Grid::CoverWork {
+                                frontier: FrontierGrid::Strided,
+                                ..
+                            }
+                        ),
+                        "{what}: {:?}",
+                        main.grid
+                    );
+                    let mut mem = Memory::new();
+                    let mut args = csr_args_at(&mut mem, &m, plan.offsets);
+                    let n = m.nnz() * k;
+                    let visits = upload(&mut mem, &vec![0u8; 4 * n]);
+                    args.extend([visits, n as u64, k as u64]);
+                    args.extend([
+                        upload(&mut mem, &bytes_of(frontier, u32::to_le_bytes)),
+                        frontier.len() as u64,
+                    ]);
+                    let size = ProblemSize {
+                        tiles: frontier.len() as u64,
+                        atoms: m.nnz() as u64,
+                        lanes: k as u64,
+                        max_tile_atoms: m.longest(),
+                        offsets: OffsetWidth::U64,
+                    };
+                    let module = sim::parse(&g.ptx).unwrap();
+                    let runner = Runner::resident(resident, usize::MAX);
+                    let grid = main.grid.blocks(&size, main.block, &runner.limits);
+                    assert!(grid <= resident * k as u32, "{what}: {grid} blocks");
+                    runner.run(&module, plan, args, size, &mut mem);
+                    let visits: Vec<u32> = read_words::<4>(&mem, visits, n)
+                        .into_iter()
+                        .map(u32::from_le_bytes)
+                        .collect();
+                    for r in 0..m.rows() {
+                        let times = frontier.iter().filter(|&&t| t as usize == r).count() as u32;
+                        for nz in m.atoms(r) {
+                            for l in 0..k {
+                                assert_eq!(visits[nz * k + l], times, "{what}: atom {nz} lane {l}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }

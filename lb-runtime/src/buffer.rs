@@ -28,6 +28,10 @@ pub trait Element: Copy + Send + Sync + 'static + sealed::Sealed {
     fn write_le(self, out: &mut Vec<u8>);
     /// Reads one value from exactly [`Self::SIZE`] little-endian bytes.
     fn read_le(bytes: &[u8]) -> Self;
+    /// Whether every bit pattern of [`Self::SIZE`] bytes is a value, so a copy from the device
+    /// may land in the host's memory as is (`bool`: no, a byte other than 0 or 1 is not a Rust
+    /// `bool`; a kernel of the user's, through `DeviceBuffer::from_cudarc`, may write one).
+    const ANY_BITS: bool = true;
 }
 
 macro_rules! numeric_element {
@@ -64,6 +68,7 @@ impl sealed::Sealed for bool {}
 impl Element for bool {
     const TY: Option<Ty> = Some(Ty::Bool);
     const SIZE: usize = 1;
+    const ANY_BITS: bool = false;
     fn write_le(self, out: &mut Vec<u8>) {
         out.push(u8::from(self));
     }
@@ -96,10 +101,6 @@ pub(crate) fn le_bytes<T: Element>(values: &[T]) -> std::borrow::Cow<'_, [u8]> {
     } else {
         std::borrow::Cow::Owned(to_bytes(values))
     }
-}
-
-pub(crate) fn from_bytes<T: Element>(bytes: &[u8]) -> Vec<T> {
-    bytes.chunks_exact(T::SIZE).map(T::read_le).collect()
 }
 
 /// Where the bytes of a buffer live.
@@ -183,6 +184,12 @@ impl<T: Element> DeviceBuffer<T> {
     /// Copies the buffer back to the host (same as [`Device::download`]).
     pub fn download(&self) -> Result<Vec<T>> {
         self.raw.dev.download(self)
+    }
+
+    /// Copies the buffer back into `out`, reusing its allocation (same as
+    /// [`Device::download_into`]).
+    pub fn download_into(&self, out: &mut Vec<T>) -> Result<()> {
+        self.raw.dev.download_into(self, out)
     }
 
     /// Overwrites the buffer with `data` in place, without allocating device memory: a new

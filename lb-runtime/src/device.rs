@@ -13,7 +13,7 @@ use lb_ptx::ir::Module;
 use lb_ptx::plan::DeviceLimits;
 use lb_ptx::sim::Memory;
 
-use crate::buffer::{from_bytes, le_bytes, to_bytes, DeviceBuffer, Element, RawBuffer, Storage};
+use crate::buffer::{le_bytes, to_bytes, DeviceBuffer, Element, RawBuffer, Storage};
 use crate::cuda::GpuModule;
 use crate::error::{Error, Result};
 use crate::stream::{Stream, StreamState};
@@ -487,16 +487,35 @@ impl Device {
 
     /// Copies a buffer back to the host. Waits for all earlier work on the device.
     pub fn download<T: Element>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
+        let mut values = Vec::new();
+        self.download_into(buf, &mut values)?;
+        Ok(values)
+    }
+
+    /// [`Self::download`] into `out`, replacing its contents and reusing its allocation when
+    /// it is large enough. A loop that downloads a result of the same size every iteration
+    /// then writes into host memory it has already touched: on a virtual machine a first
+    /// touch costs a page fault per 4 KiB page, about 0.8 ms per MB on the machine
+    /// docs/benchmarks.md measured (twenty-fifth session), more than the copy itself.
+    ///
+    /// ```
+    /// let dev = lb_runtime::Device::simulator();
+    /// let b = dev.upload(&[1u32, 2, 3])?;
+    /// let mut out = vec![9; 100];
+    /// dev.download_into(&b, &mut out)?;
+    /// assert_eq!(out, [1, 2, 3]);
+    /// # Ok::<(), lb_runtime::Error>(())
+    /// ```
+    pub fn download_into<T: Element>(&self, buf: &DeviceBuffer<T>, out: &mut Vec<T>) -> Result<()> {
         if !self.same(buf.device()) {
             return Err(Error::DeviceMismatch {
                 what: "the buffer to download".into(),
             });
         }
         // The buffer's length, not its allocation: a queue's `slots` is a prefix of its slots.
-        let values = self.read_typed(&buf.raw, buf.len())?;
+        self.read_typed_into(&buf.raw, buf.len(), out)?;
         // The read waited for the device's stream: its launches' reports are due now.
-        self.stream().run_checks()?;
-        Ok(values)
+        self.stream().run_checks()
     }
 
     /// Copies `src` into `dst` on the device (same length), ordered after earlier work: e.g. a
@@ -755,46 +774,85 @@ impl Device {
     /// straight into the returned vector: no byte buffer to allocate, fill and convert, which
     /// for a result of millions of elements was most of the read.
     pub(crate) fn read_typed<T: Element>(&self, raw: &RawBuffer, len: usize) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        self.read_typed_into(raw, len, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Self::read_typed`] into `out`, whose allocation is reused when it is large enough: the
+    /// host pages a result lands in are then pages the process has already touched.
+    pub(crate) fn read_typed_into<T: Element>(
+        &self,
+        raw: &RawBuffer,
+        len: usize,
+        out: &mut Vec<T>,
+    ) -> Result<()> {
         let n = len.min(raw.bytes / T::SIZE);
+        out.clear();
         match (&raw.storage, &self.inner.backend) {
-            (Storage::Gpu { slice, stream }, Backend::Gpu(_))
-                if cfg!(target_endian = "little") && n > 0 =>
+            (Storage::Gpu { .. }, Backend::Gpu(_))
+                if cfg!(target_endian = "little") && T::ANY_BITS && n > 0 =>
             {
-                let bytes = n * T::SIZE;
-                self.count_to_host(bytes);
-                let mut out: Vec<T> = Vec::with_capacity(n);
-                // The stream's context must be the current one (another GPU's may be).
-                stream
-                    .context()
-                    .bind_to_thread()
-                    .map_err(|e| Error::cuda("binding the GPU's context", e))?;
-                let (src, record) = slice.device_ptr(stream);
-                // SAFETY: `out` has room for `n` elements, `bytes` bytes, and the allocation
-                // holds at least that many (`n` is capped above); nothing reads `out` before the
-                // stream is synchronized below, and it stays empty if that fails. The sealed
-                // element types are primitive numbers, so every byte pattern the device holds
-                // is a value, in the host's (little-endian) layout.
-                let r = unsafe {
-                    sys::cuMemcpyDtoHAsync_v2(
-                        out.as_mut_ptr().cast(),
-                        src,
-                        bytes,
-                        stream.cu_stream(),
-                    )
-                };
-                drop(record);
-                r.result()
-                    .map_err(|e| Error::cuda("copying from the GPU", e))?;
-                // A kernel fault before the copy also surfaces here.
-                stream
-                    .synchronize()
-                    .map_err(|e| Error::cuda("copying from the GPU", e))?;
+                out.reserve(n);
+                // SAFETY: `out` is empty with room for `n` elements, `n * T::SIZE` bytes, which
+                // nothing reads before the copy has completed (it stays empty if it fails).
+                // Every byte pattern the device holds is a value of `T` (`T::ANY_BITS`), in the
+                // host's (little-endian) layout.
+                unsafe { self.copy_raw_to_host(raw, out.as_mut_ptr().cast(), n * T::SIZE) }?;
                 // SAFETY: the copy of all `n` elements has completed.
                 unsafe { out.set_len(n) };
-                Ok(out)
+                Ok(())
             }
-            _ => Ok(from_bytes(&self.read_raw_prefix(raw, n * T::SIZE)?)),
+            _ => {
+                let bytes = self.read_raw_prefix(raw, n * T::SIZE)?;
+                out.extend(bytes.chunks_exact(T::SIZE).map(T::read_le));
+                Ok(())
+            }
         }
+    }
+
+    /// Copies the first `bytes` bytes of the GPU buffer `raw` to `dst` and waits for the copy.
+    /// An error when `raw` is not a buffer of this GPU or is shorter.
+    ///
+    /// # Safety
+    ///
+    /// `dst` must be valid for `bytes` bytes of writes, and nothing may access them until this
+    /// returns.
+    pub(crate) unsafe fn copy_raw_to_host(
+        &self,
+        raw: &RawBuffer,
+        dst: *mut u8,
+        bytes: usize,
+    ) -> Result<()> {
+        let (Storage::Gpu { slice, stream }, Backend::Gpu(_)) = (&raw.storage, &self.inner.backend)
+        else {
+            return Err(Error::DeviceMismatch {
+                what: "the buffer read".into(),
+            });
+        };
+        if bytes > raw.bytes {
+            return Err(Error::Shape(format!(
+                "reading {bytes} bytes from a buffer of {}",
+                raw.bytes
+            )));
+        }
+        self.count_to_host(bytes);
+        // The stream's context must be the current one (another GPU's may be).
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| Error::cuda("binding the GPU's context", e))?;
+        let (src, record) = slice.device_ptr(stream);
+        // SAFETY: the allocation holds at least `bytes` bytes (checked above) and `dst` takes
+        // `bytes` (the caller's contract), untouched until the stream is synchronized below.
+        let r = unsafe { sys::cuMemcpyDtoHAsync_v2(dst.cast(), src, bytes, stream.cu_stream()) };
+        drop(record);
+        r.result()
+            .map_err(|e| Error::cuda("copying from the GPU", e))?;
+        // A kernel fault before the copy also surfaces here.
+        stream
+            .synchronize()
+            .map_err(|e| Error::cuda("copying from the GPU", e))
     }
 
     pub(crate) fn read_raw_prefix(&self, raw: &RawBuffer, bytes: usize) -> Result<Vec<u8>> {

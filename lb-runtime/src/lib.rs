@@ -17,6 +17,7 @@ mod error;
 mod formats;
 pub mod generate;
 pub mod heuristic;
+mod host;
 #[cfg(any(feature = "sprs", feature = "nalgebra-sparse"))]
 mod interop;
 pub mod intrinsics;
@@ -46,6 +47,7 @@ pub use formats::{Csr, DeviceCsr, DeviceOffsets, TileSet};
 pub use half;
 pub use half::{bf16, f16};
 pub use heuristic::choose_schedule;
+pub use host::{HostBuffer, HostDestination};
 pub use launch::{
     execute, execute_cached, submit, ArgValue, Job, KernelArg, KernelLaunch, Launch, Submit,
 };

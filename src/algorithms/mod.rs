@@ -44,11 +44,11 @@ mod nearfar;
 mod pagerank;
 mod sssp;
 
-pub use bfs::{bfs, bfs_levels, bfs_unchecked, bfs_visit, bfs_with_capacity, BfsResult};
+pub use bfs::{bfs, bfs_into, bfs_levels, bfs_unchecked, bfs_visit, bfs_with_capacity, BfsResult};
 pub use cc::{cc_hook, components_union_find, connected_components, CcResult};
 pub use dobfs::{
-    bfs_direction_optimizing, dobfs_pull, dobfs_push, Direction, DoBfsGraph, DoBfsLevel,
-    DoBfsResult, CLAIM_SLOTS,
+    bfs_direction_optimizing, bfs_direction_optimizing_into, dobfs_pull, dobfs_push, Direction,
+    DoBfsGraph, DoBfsLevel, DoBfsResult, CLAIM_SLOTS,
 };
 pub use driver::{collect_marked, schedules, Traversal, EDGE_SLOTS};
 pub use nearfar::{

@@ -50,7 +50,7 @@ pub mod frontier_scan;
 use std::borrow::Cow;
 
 use crate::body::{Body, IndexRole, Reduce, Ty};
-use crate::builder::KernelBuilder;
+use crate::builder::{KernelBuilder, LoopScope};
 use crate::codegen::{
     emit_body, load_offset, load_offset_as, offset_addr, ptx_type, reduce_combine, reduce_identity,
     AtomContext, KernelParams,
@@ -58,7 +58,7 @@ use crate::codegen::{
 use crate::ir::{
     Address, BinOp, Cmp, Kernel, Label, Op, Operand, Reg, Rounding, ShflMode, Space, Special, Type,
 };
-use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
+use crate::plan::{FrontierGrid, Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::walker::{KeptAtoms, Walker};
 use crate::primitives::warp::shfl;
 use crate::primitives::Layout;
@@ -125,11 +125,36 @@ pub fn fixup_grid(main: Grid, block: u32) -> Grid {
 /// One plan per index width `opts.index` asks for, 32-bit first, for the schedule named
 /// `schedule` (the plans' name and the prefix of their entries). `count_tiles`: whether a tile
 /// counts as a work item (merge path) or only atoms do (nonzero split).
+///
+/// Over a frontier their grid is [`FrontierGrid::Bounded`].
 pub fn plans(
     body: &Body,
     opts: &Options,
     schedule: &'static str,
     count_tiles: bool,
+) -> Result<Vec<Plan>, GenError> {
+    plans_of(body, opts, schedule, count_tiles, false)
+}
+
+/// [`plans`] for a schedule whose main kernel is [`main_kernel`] with a share found from
+/// [`Frame::cta`] and [`Frame::tid`] alone: over a frontier, with a body that does not reduce (a
+/// reducing body keeps a carry per block, counted by the host), its blocks stride over the
+/// frontier's shares ([`FrontierGrid::Strided`]).
+pub fn strided_plans(
+    body: &Body,
+    opts: &Options,
+    schedule: &'static str,
+    count_tiles: bool,
+) -> Result<Vec<Plan>, GenError> {
+    plans_of(body, opts, schedule, count_tiles, true)
+}
+
+fn plans_of(
+    body: &Body,
+    opts: &Options,
+    schedule: &'static str,
+    count_tiles: bool,
+    strides: bool,
 ) -> Result<Vec<Plan>, GenError> {
     let per_thread = items_per_thread(opts);
     // (index arithmetic, offsets): a tile set small enough for 32-bit offsets is admitted by
@@ -146,10 +171,15 @@ pub fn plans(
             (IndexWidth::U64, OffsetWidth::U64),
         ],
     };
+    let frontier = match opts.tiles {
+        None => FrontierGrid::No,
+        Some(_) if strides && body.reduce.is_none() => FrontierGrid::Strided,
+        Some(_) => FrontierGrid::Bounded,
+    };
     let grid = Grid::CoverWork {
         per_thread,
         count_tiles,
-        frontier: opts.tiles.is_some(),
+        frontier,
     };
     let mut temps = common_temps(opts);
     if let Some((ty, _)) = body.reduce {
@@ -249,6 +279,9 @@ pub struct Frame {
     pub tid: Reg,
     /// The lane, with `Options::lanes`.
     pub lane: Option<Reg>,
+    /// With [`FrontierGrid::Strided`], the rounds the main kernel's blocks stride over; `cta`
+    /// and `lane` are set at the head of each ([`BlockStride::begin`]).
+    pub stride: Option<BlockStride>,
 }
 
 /// A thread's range in merge-path coordinates (registers of width `Frame::w`), and where the walk
@@ -436,6 +469,15 @@ pub(crate) fn frame(
     let params = KernelParams::declare(b, body, plan)?;
     let layout = Layout::new(b, body, opts, &params)?;
     let frontier = opts.tiles.is_some();
+    let strided = plan.kernels.iter().any(|k| {
+        matches!(
+            k.grid,
+            Grid::CoverWork {
+                frontier: FrontierGrid::Strided,
+                ..
+            }
+        )
+    });
     let offsets = if frontier {
         params.temps[temp_index(plan, frontier_scan::TILE_OFFSETS)?]
     } else {
@@ -454,7 +496,9 @@ pub(crate) fn frame(
     let items = i64::from(items_per_thread(opts));
     let block = i64::from(opts.block);
     let capacity = items * block;
-    let blocks = if frontier {
+    let blocks = if strided {
+        Some(blocks_per_lane(b, work, capacity))
+    } else if frontier {
         let slot = params.temps[temp_index(plan, frontier_scan::MAIN_BLOCKS)?];
         Some(b.ld(Space::Global, Type::U64, slot))
     } else {
@@ -463,7 +507,7 @@ pub(crate) fn frame(
             .is_some()
             .then(|| blocks_per_lane(b, work, capacity))
     };
-    let per_thread = if let Some(blocks) = blocks.filter(|_| frontier) {
+    let per_thread = if let Some(blocks) = blocks.filter(|_| frontier && !strided) {
         let threads = b.bin(BinOp::Mul, Type::U64, blocks, Operand::Imm(block));
         let up = b.bin(BinOp::Add, Type::U64, work, threads);
         let up = b.bin(BinOp::Sub, Type::U64, up, Operand::Imm(1));
@@ -477,6 +521,16 @@ pub(crate) fn frame(
     let ctaid = b.cvt(Rounding::None, Type::U64, Type::U32, ctaid);
     let tid = b.special(Special::TidX);
     let tid = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
+    if strided {
+        return Ok(strided_frame(
+            b,
+            (layout, params),
+            (offsets, atoms, work),
+            blocks,
+            plan,
+            opts,
+        ));
+    }
     let (cta, lane, slot) = match (layout.lanes, blocks) {
         (Some(lanes), Some(blocks)) => {
             // Lane fastest: consecutive blocks take the same share of the work for consecutive
@@ -508,7 +562,95 @@ pub(crate) fn frame(
         slot,
         tid,
         lane,
+        stride: None,
     })
+}
+
+/// The frame of a main kernel whose blocks stride over a frontier's shares
+/// ([`FrontierGrid::Strided`]): `cta` and `lane` are set at the head of each round of
+/// [`BlockStride::begin`], from the virtual block `index`, which starts at `%ctaid.x` and
+/// advances by `%nctaid.x` up to `blocks × lanes`.
+fn strided_frame(
+    b: &mut KernelBuilder,
+    (layout, params): (Layout, KernelParams),
+    (offsets, atoms, work): (Reg, Reg, Reg),
+    blocks: Option<Reg>,
+    plan: &Plan,
+    opts: &Options,
+) -> Frame {
+    let blocks = blocks.expect("a strided frame counts its blocks");
+    let items = i64::from(items_per_thread(opts));
+    let block = i64::from(opts.block);
+    let ctaid = b.special(Special::CtaidX);
+    let index = b.cvt(Rounding::None, Type::U64, Type::U32, ctaid);
+    let total = match layout.lanes {
+        Some(lanes) => {
+            let lanes = b.bin(BinOp::Max, Type::U64, lanes, Operand::Imm(1));
+            b.bin(BinOp::Mul, Type::U64, blocks, lanes)
+        }
+        None => blocks,
+    };
+    let tid = b.special(Special::TidX);
+    let tid = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
+    let cta = b.reg_for(Type::U64);
+    let lane = layout.lanes.map(|_| b.reg_for(Type::U64));
+    Frame {
+        w: plan_width(plan),
+        layout,
+        params,
+        offsets,
+        frontier: true,
+        atoms,
+        work,
+        per_thread: Operand::Imm(items),
+        capacity: items * block,
+        block,
+        blocks: Some(blocks),
+        cta,
+        slot: None,
+        tid,
+        lane,
+        stride: Some(BlockStride { index, total }),
+    }
+}
+
+/// A main kernel's blocks striding over the virtual blocks of a frontier's decomposition
+/// ([`FrontierGrid::Strided`]): virtual block `index` (lane fastest with lanes, as
+/// [`frame`] orders a grid) of `total`.
+#[derive(Clone, Copy)]
+pub struct BlockStride {
+    index: Reg,
+    total: Reg,
+}
+
+impl BlockStride {
+    /// Opens a round: leaves the loop when the virtual blocks are done, else sets the frame's
+    /// `cta` and `lane` for this one. The test is uniform over the block, so the round's
+    /// barriers are reached by every thread.
+    pub fn begin(&self, b: &mut KernelBuilder, f: &Frame) -> LoopScope {
+        let rounds = b.loop_begin();
+        let done = b.setp(Cmp::Ge, Type::U64, self.index, self.total);
+        b.break_if(&rounds, done, false);
+        match (f.layout.lanes, f.lane) {
+            (Some(lanes), Some(lane)) => {
+                let lanes = b.bin(BinOp::Max, Type::U64, lanes, Operand::Imm(1));
+                b.bin_to(BinOp::Rem, Type::U64, lane, self.index, lanes);
+                b.bin_to(BinOp::Div, Type::U64, f.cta, self.index, lanes);
+            }
+            _ => b.mov_to(Type::U64, f.cta, self.index),
+        }
+        rounds
+    }
+
+    /// Closes the round: a barrier (the next round's neighbour exchange must not overwrite a
+    /// value a slower warp still reads), then the next virtual block.
+    pub fn end(&self, b: &mut KernelBuilder, rounds: LoopScope) {
+        b.emit(Op::BarSync);
+        let nctaid = b.special(Special::NctaidX);
+        let stride = b.cvt(Rounding::None, Type::U64, Type::U32, nctaid);
+        b.bin_to(BinOp::Add, Type::U64, self.index, self.index, stride);
+        b.loop_end(rounds);
+    }
 }
 
 /// The block's carry slot (u64): [`Frame::slot`] with lanes, else `%ctaid.x` read where it is
@@ -617,6 +759,7 @@ pub fn main_kernel(
     let back = usize::from(body.reduce.is_some());
     let mut b = KernelBuilder::new(entry_from_back(plan, back));
     let f = frame(&mut b, body, opts, plan, count_tiles)?;
+    let rounds = f.stride.map(|stride| (stride, stride.begin(&mut b, &f)));
     let s = share(&mut b, &f);
     let lane = lane_index(&mut b, body, &f);
     let wants_rank = body.roles.contains(&IndexRole::Rank);
@@ -687,6 +830,9 @@ pub fn main_kernel(
             g.store(&mut b, &f, body, (reduce.0, lane), opts.checked)?;
         }
         fixup::in_kernel(&mut b, &f, plan, body, opts.checked)?;
+    }
+    if let Some((stride, scope)) = rounds {
+        stride.end(&mut b, scope);
     }
     Ok(b.finish())
 }

@@ -67,7 +67,7 @@ use crate::ir::{
     Address, AtomOp, BinOp, Cmp, DeviceFunc, Kernel, Label, LdCache, Op, Operand, Param,
     ParamDeclTy, Reg, RegClass, Rounding, ShflMode, Space, Special, Type, UnOp, VoteMode,
 };
-use crate::plan::{Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
+use crate::plan::{FrontierGrid, Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::huge;
 use crate::primitives::layout::{per_lane_blocking, Blocking};
 use crate::primitives::walker::tile_lanes;
@@ -125,7 +125,7 @@ const CHILD_ITEMS: u32 = 8;
 const CHILD_GRID: Grid = Grid::CoverWork {
     per_thread: CHILD_ITEMS,
     count_tiles: false,
-    frontier: false,
+    frontier: FrontierGrid::No,
 };
 /// Largest child grid a device-side launch asks for; the child's warps stride over the rest.
 const MAX_CHILD_GRID: i64 = 65_535;

@@ -57,7 +57,7 @@ impl ScheduleTemplate for MergePath {
                 ),
             });
         }
-        let mut plans = work_oriented::plans(body, opts, Schedule::MergePath.name(), true)?;
+        let mut plans = work_oriented::strided_plans(body, opts, Schedule::MergePath.name(), true)?;
         if opts.tiles.is_none() {
             for plan in &mut plans {
                 with_partition(plan);

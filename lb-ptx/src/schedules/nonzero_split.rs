@@ -34,7 +34,7 @@ impl ScheduleTemplate for NonzeroSplit {
     }
 
     fn plans(&self, body: &Body, opts: &Options) -> Result<Vec<Plan>, GenError> {
-        work_oriented::plans(body, opts, Schedule::NonzeroSplit.name(), false)
+        work_oriented::strided_plans(body, opts, Schedule::NonzeroSplit.name(), false)
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {

@@ -85,7 +85,7 @@ use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
 use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, ShflMode, Space, Special, Type};
 use crate::plan::{
-    twin_base, Grid, KernelPlan, OffsetWidth, Plan, Select, Temp, TempCount, TempRole,
+    twin_base, FrontierGrid, Grid, KernelPlan, OffsetWidth, Plan, Select, Temp, TempCount, TempRole,
 };
 use crate::primitives::layout::{Blocking, LANE_BLOCKING};
 use crate::primitives::walker::Walker;
@@ -207,7 +207,7 @@ pub fn first_grid() -> Grid {
     Grid::CoverWork {
         per_thread: CHUNK_ITEMS as u32,
         count_tiles: true,
-        frontier: false,
+        frontier: FrontierGrid::No,
     }
 }
 
@@ -224,7 +224,7 @@ fn walk_grid(lanes: bool) -> Grid {
         Grid::CoverWork {
             per_thread: CHUNK_ITEMS as u32,
             count_tiles: false,
-            frontier: false,
+            frontier: FrontierGrid::No,
         }
     }
 }
