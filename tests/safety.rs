@@ -4,6 +4,9 @@
 //! Each check runs on the simulator here and, in the `gpu_*` twins (ignored without
 //! `--include-ignored`), on CUDA GPU 0. Inputs are fresh random per run (the seed is printed).
 
+mod capture;
+
+use capture::{alone, shared};
 use lb::prelude::*;
 use lb::{Error, KernelArg};
 
@@ -328,12 +331,14 @@ fn sim_queue_launches_in_a_graph() {
 #[test]
 #[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
 fn gpu_streams_wait_for_the_device() {
+    let _gpu = shared();
     streams_wait_for_the_device(&gpu());
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
 fn gpu_queue_launches_in_a_graph() {
+    let _gpu = alone();
     queue_launches_in_a_graph(&gpu());
 }
 
@@ -342,6 +347,7 @@ fn gpu_queue_launches_in_a_graph() {
 #[test]
 #[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
 fn gpu_device_dropped_after_an_async_launch() {
+    let _gpu = shared();
     let s = seed();
     let a = lb::generate::power_law(20_000, 20_000, 16.0, s);
     let x = lb::generate::random_vector(20_000, s ^ 1);

@@ -3,8 +3,10 @@
 //! `scripts/gpu-run.sh` passes), on CUDA GPU 0. Inputs are fresh random per run (the seed is
 //! printed).
 
+mod capture;
 mod common;
 
+use capture::{alone, shared};
 use common::{assert_spmv_close, random_csr, random_vec, spmv, spmv_checked, Shape};
 use lb::prelude::*;
 use lb::{Error, Stream, Workspace};
@@ -371,6 +373,7 @@ fn sim_queue_counter_reaches_the_launch() {
 #[test]
 #[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
 fn gpu_queue_counter_reaches_the_launch() {
+    let _gpu = shared();
     queue_counter_reaches_the_launch(&gpu());
 }
 
@@ -393,42 +396,49 @@ fn sim_has_no_cudarc_side() {
 #[test]
 #[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
 fn gpu_async_launch_waits() {
+    let _gpu = shared();
     async_launch_waits(&gpu());
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
 fn gpu_error_flag_after_wait() {
+    let _gpu = shared();
     error_flag_after_wait(&gpu());
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
 fn gpu_workspace_reused_1000_times() {
+    let _gpu = shared();
     workspace_reused(&gpu(), 1000);
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
 fn gpu_user_workspace() {
+    let _gpu = shared();
     user_workspace(&gpu());
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
 fn gpu_two_streams() {
+    let _gpu = shared();
     two_streams(&gpu());
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
 fn gpu_graph_replays() {
+    let _gpu = alone();
     graph_replays(&gpu());
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
 fn gpu_queue_overflow_after_wait() {
+    let _gpu = shared();
     queue_overflow_after_wait(&gpu());
 }
 
@@ -437,6 +447,7 @@ fn gpu_queue_overflow_after_wait() {
 #[test]
 #[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
 fn gpu_bool_bytes_read_back_as_bools() {
+    let _gpu = shared();
     let ctx = lb::cudarc::driver::CudaContext::new(0).unwrap();
     let stream = ctx.new_stream().unwrap();
     let dev = Device::from_cudarc(stream.clone()).unwrap();
@@ -460,6 +471,7 @@ fn gpu_bool_bytes_read_back_as_bools() {
 #[test]
 #[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
 fn gpu_cudarc_interop() {
+    let _gpu = shared();
     let ctx = lb::cudarc::driver::CudaContext::new(0).unwrap();
     let user_stream = ctx.new_stream().unwrap();
     let dev = Device::from_cudarc(user_stream.clone()).unwrap();

@@ -28,6 +28,17 @@ fn variants(s: Schedule) -> usize {
         .len()
 }
 
+/// The plans of `s` over a frontier (32-bit index): `multi_phase` picks its search on the
+/// device there, so it has one.
+fn frontier_variants(s: Schedule) -> usize {
+    let (body, p) = with_frontier(spmv());
+    let o = Options {
+        tiles: Some(p),
+        ..opts(s, 32, 1, IndexWidth::U32)
+    };
+    generate(&body, &o).unwrap().plans.len()
+}
+
 /// Every body on `m` under both schedules and every search variant, with block size `block`
 /// and `items` per thread.
 fn check_all(m: &Matrix, block: u32, items: u32, what: &str) {
@@ -153,7 +164,7 @@ fn check_frontier_tuned(
         let o = tuned(s, block, items, is);
         for r in [Reduce::Sum, Reduce::Min, Reduce::Max] {
             let body = spmv_reduce(r);
-            for p in 0..variants(s) {
+            for p in 0..frontier_variants(s) {
                 let got = run_frontier_reduce(&body, m, frontier, &o, p);
                 check_frontier(&got, m, frontier, r, &format!("{what} plan {p}"));
             }
@@ -645,5 +656,66 @@ proptest! {
     ) {
         let m = Matrix::from_lengths(&rows);
         check_all_tuned(&m, block, items, Some(is), "random");
+    }
+}
+
+/// Over a frontier `multi_phase` has one plan per index width, whose partition picks its search
+/// on the device: the frontier scan sums `min(size, 2^16)²` into `tile_squares`, and the
+/// partition applies B&B §3.1.2's rule to the frontier's mean and spread. Frontiers on each side
+/// of the rule (uniform short tiles, spread ones, one giant tile, empty) give the CPU loop's
+/// results, and `tile_squares` holds the host's sum.
+#[test]
+fn multi_phase_frontier_measures_its_spread() {
+    let (body, p) = with_frontier(visit_seen());
+    let o = Options {
+        tiles: Some(p),
+        ..opts(Schedule::MultiPhase, 32, 2, IndexWidth::U32)
+    };
+    let g = generate(&body, &o).unwrap();
+    assert_eq!(g.plans.len(), 1);
+    let plan = &g.plans[0];
+    assert_eq!(plan.select, None);
+    let names: Vec<&str> = plan.temps.iter().map(|t| t.name.as_ref()).collect();
+    let squares = names.iter().position(|&n| n == "tile_squares").unwrap();
+    assert_eq!(names.last(), Some(&"block_starts"));
+    let lengths: Vec<usize> = (0..400)
+        .map(|r| match (r, r % 10) {
+            (0, _) => 70_000,
+            (_, 0) => 40,
+            (_, 1..=3) => 0,
+            (_, k) => k,
+        })
+        .collect();
+    let m = Matrix::from_lengths(&lengths);
+    let mut rng = support::Rng::fresh();
+    let seed = rng.0;
+    let spread: Vec<u32> = (0..150).map(|_| rng.range(1, 400) as u32).collect();
+    let cases: [(&str, Vec<u32>); 4] = [
+        ("uniform short tiles", (0..40).map(|k| 10 * k + 5).collect()),
+        ("spread tiles", spread),
+        ("one giant tile", vec![0]),
+        ("empty", vec![]),
+    ];
+    for (what, frontier) in &cases {
+        let what = format!("{what} (LB_HUGE_SEED={seed})");
+        check_frontier_visits(&m, frontier, &o, &what);
+        let module = sim::parse(&g.ptx).unwrap();
+        let mut mem = Memory::new();
+        let mut args = csr_args_at(&mut mem, &m, plan.offsets);
+        let n = m.nnz();
+        for bytes in [4, 8, 8] {
+            args.extend([upload(&mut mem, &vec![0u8; bytes * n]), n as u64]);
+        }
+        args.extend([
+            upload(&mut mem, &bytes_of(frontier, u32::to_le_bytes)),
+            frontier.len() as u64,
+        ]);
+        let runner = Runner::resident(2, usize::MAX);
+        let (temps, _) = runner.run(&module, plan, args, frontier_size(&m, frontier), &mut mem);
+        let want: u64 = frontier
+            .iter()
+            .map(|&t| (lengths[t as usize] as u64).min(1 << 16).pow(2))
+            .sum();
+        assert_eq!(read_u64(&mem, temps[squares], 1), [want], "{what}");
     }
 }

@@ -29,6 +29,7 @@ use crate::body::Body;
 use crate::builder::KernelBuilder;
 use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Type};
 use crate::plan::{KernelPlan, Plan, Select, Temp, TempCount, TempRole};
+use crate::primitives::work_oriented::frontier_scan;
 use crate::primitives::work_oriented::{
     self, boundary_thread, global_end, narrow, select_to, temp_index, widen, Frame, Share, TileEnds,
 };
@@ -238,9 +239,59 @@ pub fn build(
     search: Search,
     main: Kernel,
 ) -> Result<Vec<Kernel>, GenError> {
+    build_with(body, opts, plan, Choice::Fixed(search), main)
+}
+
+/// [`build`] for a plan over a frontier that has [`with_squares`]: the partition picks its
+/// search on the device from the frontier's tile sizes, by B&B §3.1.2's rule (interpolation
+/// when the mean, rounded up, is at most `max_avg` atoms and the standard deviation at most
+/// `max_std_dev`), which the host applies to a whole tile set's statistics
+/// ([`Select::Spread`]). The choice is uniform over the grid, and both searches find the same
+/// boundaries, so it changes only how fast they are found.
+pub fn build_measured(
+    body: &Body,
+    opts: &Options,
+    plan: &Plan,
+    (max_avg, max_std_dev): (u64, u64),
+    main: Kernel,
+) -> Result<Vec<Kernel>, GenError> {
+    let choice = Choice::Measured {
+        max_avg,
+        max_std_dev,
+    };
+    build_with(body, opts, plan, choice, main)
+}
+
+/// How a partition kernel searches.
+#[derive(Clone, Copy)]
+enum Choice {
+    Fixed(Search),
+    /// By the frontier's spread, on the device ([`build_measured`]).
+    Measured {
+        max_avg: u64,
+        max_std_dev: u64,
+    },
+}
+
+/// Puts the frontier's [`frontier_scan::TILE_SQUARES`] among the plan's temporaries, before
+/// `block_starts`, which stays last.
+pub fn with_squares(plan: &mut Plan) {
+    let mut temps = plan.temps.to_vec();
+    let last = temps.len().saturating_sub(1);
+    temps.insert(last, frontier_scan::squares_temp());
+    plan.temps = Cow::Owned(temps);
+}
+
+fn build_with(
+    body: &Body,
+    opts: &Options,
+    plan: &Plan,
+    search: Choice,
+    main: Kernel,
+) -> Result<Vec<Kernel>, GenError> {
     let mut kernels = Vec::new();
     let at = if opts.tiles.is_some() {
-        kernels.extend(work_oriented::frontier_scan::kernels(body, opts, plan)?);
+        kernels.extend(frontier_scan::kernels(body, opts, plan)?);
         3
     } else {
         0
@@ -270,7 +321,7 @@ fn partition_kernel(
     opts: &Options,
     plan: &Plan,
     at: usize,
-    search: Search,
+    search: Choice,
 ) -> Result<Kernel, GenError> {
     let mut b = KernelBuilder::new(plan.kernels[at].entry.as_ref());
     let f = work_oriented::frame(&mut b, body, opts, plan, false)?;
@@ -285,7 +336,24 @@ fn partition_kernel(
     let lo = b.mov(w, Operand::Imm(0));
     let hi = narrow(&mut b, w, f.layout.tiles);
     let mut end = |b: &mut KernelBuilder, i: Reg| global_end(b, &f, i);
-    let start = tiles_ending_by(&mut b, w, search, a, (lo, hi), &mut end);
+    let start = match search {
+        Choice::Fixed(search) => tiles_ending_by(&mut b, w, search, a, (lo, hi), &mut end),
+        Choice::Measured {
+            max_avg,
+            max_std_dev,
+        } => {
+            let interpolates = spread_is_low(&mut b, &f, plan, (max_avg, max_std_dev))?;
+            let start = b.reg_for(w);
+            let mut choice = b.if_begin(interpolates, false);
+            let found = tiles_ending_by(&mut b, w, Search::Interpolation, a, (lo, hi), &mut end);
+            b.mov_to(w, start, found);
+            b.if_else(&mut choice);
+            let found = tiles_ending_by(&mut b, w, Search::LowerBound, a, (lo, hi), &mut end);
+            b.mov_to(w, start, found);
+            b.if_end(choice);
+            start
+        }
+    };
     let start = widen(&mut b, w, start);
     let front = b.setp(Cmp::Eq, Type::U64, g, Operand::Imm(0));
     let start = b.selp(Type::U64, Operand::Imm(0), start, front);
@@ -293,6 +361,36 @@ fn partition_kernel(
     b.st(Space::Global, Type::U64, addr, start);
     b.place(done);
     Ok(b.finish())
+}
+
+/// Whether the frontier's tile sizes satisfy B&B §3.1.2's rule for the interpolation search
+/// (a predicate): `⌈atoms / len⌉ ≤ max_avg` and a variance `squares / len − mean²` of at most
+/// `max_std_dev²`, from the frontier scan's total (`tile_offsets[len]`) and
+/// [`frontier_scan::TILE_SQUARES`]. An empty frontier interpolates, as the host's rule does.
+fn spread_is_low(
+    b: &mut KernelBuilder,
+    f: &Frame,
+    plan: &Plan,
+    (max_avg, max_std_dev): (u64, u64),
+) -> Result<Reg, GenError> {
+    let k = frontier_scan::squares_slot(plan).ok_or_else(|| {
+        GenError::Unsupported("a measured partition needs the frontier's `tile_squares`".into())
+    })?;
+    let squares = b.ld(Space::Global, Type::U64, f.params.temps[k]);
+    let len = b.bin(BinOp::Max, Type::U64, f.layout.tiles, Operand::Imm(1));
+    let up = b.bin(BinOp::Add, Type::U64, f.atoms, len);
+    let up = b.bin(BinOp::Sub, Type::U64, up, Operand::Imm(1));
+    let avg = b.bin(BinOp::Div, Type::U64, up, len);
+    let small = b.setp(Cmp::Le, Type::U64, avg, Operand::Imm(max_avg as i64));
+    let as_f64 = |b: &mut KernelBuilder, r: Reg| b.cvt(Rounding::Rn, Type::F64, Type::U64, r);
+    let (n, sum, sq) = (as_f64(b, len), as_f64(b, f.atoms), as_f64(b, squares));
+    let mean = b.bin(BinOp::Div, Type::F64, sum, n);
+    let second = b.bin(BinOp::Div, Type::F64, sq, n);
+    let mean_sq = b.bin(BinOp::Mul, Type::F64, mean, mean);
+    let variance = b.bin(BinOp::Sub, Type::F64, second, mean_sq);
+    let limit = (max_std_dev as f64).powi(2);
+    let even = b.setp(Cmp::Le, Type::F64, variance, Operand::F64(limit.to_bits()));
+    Ok(b.bin(BinOp::And, Type::Pred, small, even))
 }
 
 /// A block's tiles, `block_starts[c] .. block_starts[c + 1]` (`lo..hi`, width `Frame::w`), and

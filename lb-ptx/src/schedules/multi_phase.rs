@@ -119,28 +119,53 @@ impl ScheduleTemplate for MultiPhase {
         Ok(plans.remove(0))
     }
 
+    /// Over a frontier, one plan per index width, whose partition picks its search on the
+    /// device ([`partition::build_measured`]): the host knows the tile set's statistics,
+    /// not the frontier's.
     fn plans(&self, body: &Body, opts: &Options) -> Result<Vec<Plan>, GenError> {
         let variants = VARIANTS.map(|(name, _, select)| (name, Some(select)));
+        let variants: &[(&str, Option<Select>)] = if opts.tiles.is_some() {
+            &[("", None)]
+        } else {
+            &variants
+        };
         let shape = Shape::of(body, opts)?;
-        partition::plans(
+        let mut plans = partition::plans(
             body,
             &shape.chunked(opts),
             Schedule::MultiPhase.name(),
-            &variants,
+            variants,
             shape.buffer_bytes(body, opts),
-        )
+        )?;
+        if opts.tiles.is_some() {
+            for plan in &mut plans {
+                partition::with_squares(plan);
+            }
+        }
+        Ok(plans)
     }
 
     fn build(&self, body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
-        let search = VARIANTS
-            .iter()
-            .find(|&&(_, _, select)| plan.select == Some(select))
-            .map(|&(_, search, _)| search)
-            .ok_or_else(|| GenError::Unsupported("not a plan of `multi_phase`".into()))?;
+        let search = match opts.tiles {
+            Some(_) => None,
+            None => Some(
+                VARIANTS
+                    .iter()
+                    .find(|&&(_, _, select)| plan.select == Some(select))
+                    .map(|&(_, search, _)| search)
+                    .ok_or_else(|| GenError::Unsupported("not a plan of `multi_phase`".into()))?,
+            ),
+        };
         let shape = Shape::of(body, opts)?;
         let chunked = shape.chunked(opts);
         let main = expansion_kernel(body, opts, &chunked, plan, shape)?;
-        partition::build(body, &chunked, plan, search, main)
+        match search {
+            Some(search) => partition::build(body, &chunked, plan, search, main),
+            None => {
+                let rule = (THRESHOLD_AVG, THRESHOLD_SD);
+                partition::build_measured(body, &chunked, plan, rule, main)
+            }
+        }
     }
 }
 
