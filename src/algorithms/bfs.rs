@@ -68,7 +68,7 @@ pub fn bfs(
 /// let g = lb::generate::power_law(300, 300, 6.0, 7);
 /// let dev = Device::default();
 /// let dg = DeviceCsr::upload(&dev, &g)?;
-/// let mut r = BfsResult::default();
+/// let mut r: BfsResult = BfsResult::default();
 /// for source in [0, 5] {
 ///     bfs_into(&dev, &dg, source, Schedule::MergePath, &mut r)?;
 ///     assert_eq!(r.depth, bfs_levels(&g, source));

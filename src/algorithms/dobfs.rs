@@ -324,7 +324,7 @@ pub fn bfs_direction_optimizing(
 /// let g = lb::generate::power_law(300, 300, 6.0, 7);
 /// let dev = Device::default();
 /// let dg = DoBfsGraph::upload(&dev, &g)?;
-/// let mut r = DoBfsResult::default();
+/// let mut r: DoBfsResult = DoBfsResult::default();
 /// for source in [0, 5] {
 ///     bfs_direction_optimizing_into(&dev, &dg, source, Schedule::MergePath, Direction::default(), &mut r)?;
 ///     assert_eq!(r.depth, bfs_levels(&g, source));
