@@ -616,7 +616,7 @@ fn strided_frame(
 
 /// A main kernel's blocks striding over the virtual blocks of a frontier's decomposition
 /// ([`FrontierGrid::Strided`]): virtual block `index` (lane fastest with lanes, as
-/// [`frame`] orders a grid) of `total`.
+/// `frame` orders a grid) of `total`.
 #[derive(Clone, Copy)]
 pub struct BlockStride {
     index: Reg,
