@@ -14,7 +14,10 @@
 //!   the host, is the bottleneck).
 //! - `lb host`: `enqueue − kernels × driver`, the host time lb adds per call beyond the driver's
 //!   own launch cost (`driver`: `cuLaunchKernel` of an empty kernel with as many parameters,
-//!   timed in the same run, once per matrix).
+//!   timed right after the row's loop).
+//!
+//! Every loop runs [`ROUNDS`] times; each column is its median round (`enqueue` the enqueue
+//! time of the round whose wall time is the median).
 //!
 //! One line per (matrix, schedule) on stdout, and one JSON object per line into `--json`.
 
@@ -31,6 +34,26 @@ use crate::run::spmv;
 
 /// Launches per captured graph (replayed N / this many times).
 const GRAPH_LAUNCHES: usize = 100;
+
+/// Each loop (lb's, its graph's, cuSPARSE's, the driver's empty kernel) runs this many times and
+/// reports its median round: one loop of 1000 calls on a GPU machine's host varies by up to a
+/// microsecond per call between runs, as much as the host cost being measured.
+const ROUNDS: usize = 5;
+
+/// The driver's cost of enqueueing an empty kernel, µs: the median of [`ROUNDS`] loops of
+/// `calls` launches (`None` on the simulator).
+fn driver_us(dev: &Device, calls: usize) -> Result<Option<f64>, String> {
+    let rounds = (0..ROUNDS)
+        .map(|_| driver_floor::launch_us(dev, calls))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(median_by(rounds.into_iter().flatten().collect(), |&us| us))
+}
+
+/// The median of `rounds` by `key` (the upper one of an even count).
+fn median_by<T: Copy>(mut rounds: Vec<T>, key: impl Fn(&T) -> f64) -> Option<T> {
+    rounds.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    rounds.get(rounds.len() / 2).copied()
+}
 
 #[derive(Serialize)]
 struct LoopRecord {
@@ -52,6 +75,8 @@ struct LoopRecord {
     kernels: usize,
     /// Enqueue time minus `kernels` × the driver's own launch time, µs.
     lb_host_us: Option<f64>,
+    /// The driver's own launch time that `lb_host_us` subtracts, timed after the row's loop, µs.
+    driver_us: Option<f64>,
     error: Option<String>,
 }
 
@@ -66,18 +91,11 @@ pub fn run(
 ) -> usize {
     let mut failed = 0;
     let mut out = json;
-    let driver = match driver_floor::launch_us(dev, calls) {
-        Ok(us) => {
-            if let Some(us) = us {
-                println!("lb-bench: the driver enqueues an empty kernel in {us:.2} µs");
-            }
-            us
-        }
-        Err(e) => {
-            println!("lb-bench: timing the driver's empty launch failed: {e}");
-            None
-        }
-    };
+    match driver_us(dev, calls) {
+        Ok(Some(us)) => println!("lb-bench: the driver enqueues an empty kernel in {us:.2} µs"),
+        Ok(None) => {}
+        Err(e) => println!("lb-bench: timing the driver's empty launch failed: {e}"),
+    }
     println!(
         "{:<28} {:<22} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
         "matrix", "schedule", "kernel", "enqueue", "wall", "graph", "over", "lb host"
@@ -85,9 +103,7 @@ pub fn run(
     for m in matrices {
         let mut records = Vec::new();
         for &s in schedules {
-            records.push(
-                lb_loop(dev, m, s, calls, driver).unwrap_or_else(|e| failure(m, s.name(), e)),
-            );
+            records.push(lb_loop(dev, m, s, calls).unwrap_or_else(|e| failure(m, s.name(), e)));
         }
         if let Some(cs) = cusparse {
             records.push(
@@ -134,6 +150,7 @@ fn failure(m: &Matrix, schedule: &str, e: String) -> LoopRecord {
         graph_wall_us: None,
         kernels: 0,
         lb_host_us: None,
+        driver_us: None,
         error: Some(e),
     }
 }
@@ -153,13 +170,7 @@ fn spmv_error(a: &Csr<f32>, x: &[f32], got: &[f32]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-fn lb_loop(
-    dev: &Device,
-    m: &Matrix,
-    s: Schedule,
-    calls: usize,
-    driver_us: Option<f64>,
-) -> Result<LoopRecord, String> {
+fn lb_loop(dev: &Device, m: &Matrix, s: Schedule, calls: usize) -> Result<LoopRecord, String> {
     let e = |e: lb::Error| e.to_string();
     let a = &m.csr;
     let x = lb::generate::random_vector(a.num_cols, 11);
@@ -181,15 +192,23 @@ fn lb_loop(
     let kernel_us = times.get(times.len() / 2).copied();
     let stream = dev.stream();
     let per_call = |t: Instant| t.elapsed().as_secs_f64() * 1e6 / calls.max(1) as f64;
-    let start = Instant::now();
-    for _ in 0..calls {
-        // SpMV's kernels test nothing, so a dropped Pending leaves no report behind; a fault
-        // would still surface at the synchronization below.
-        drop(spmv::launch_with_async(&stream, s, &da, &dx, &mut dy).map_err(e)?);
+    let mut rounds = Vec::with_capacity(ROUNDS);
+    for _ in 0..ROUNDS {
+        let start = Instant::now();
+        for _ in 0..calls {
+            // SpMV's kernels test nothing, so a dropped Pending leaves no report behind; a fault
+            // would still surface at the synchronization below.
+            drop(spmv::launch_with_async(&stream, s, &da, &dx, &mut dy).map_err(e)?);
+        }
+        let enqueue_us = per_call(start);
+        stream.synchronize().map_err(e)?;
+        rounds.push((enqueue_us, per_call(start)));
     }
-    let enqueue_us = per_call(start);
-    stream.synchronize().map_err(e)?;
-    let wall_us = per_call(start);
+    let (enqueue_us, wall_us) = median_by(rounds, |r| r.1).ok_or("no loop ran")?;
+    // The host's speed drifts over a run by as much as lb's own cost: the driver's floor is
+    // timed right after the loop it is subtracted from. A timing that fails leaves the column
+    // empty rather than the row.
+    let driver_us = driver_us(dev, calls).ok().flatten();
     let graph_wall_us = if dev.is_gpu() {
         // CUDA's legacy default stream (the device's) cannot be captured: use a stream of its
         // own, ordered after the uploads.
@@ -217,6 +236,7 @@ fn lb_loop(
         graph_wall_us,
         kernels,
         lb_host_us: driver_us.map(|d| enqueue_us - kernels as f64 * d),
+        driver_us,
         error: None,
     })
 }
@@ -243,13 +263,17 @@ fn graph_loop(
     unsafe { graph.launch() }?;
     stream.synchronize()?;
     let replays = calls.div_ceil(per_graph);
-    let start = Instant::now();
-    for _ in 0..replays {
-        // SAFETY: as above.
-        unsafe { graph.launch() }?;
+    let mut rounds = Vec::with_capacity(ROUNDS);
+    for _ in 0..ROUNDS {
+        let start = Instant::now();
+        for _ in 0..replays {
+            // SAFETY: as above.
+            unsafe { graph.launch() }?;
+        }
+        stream.synchronize()?;
+        rounds.push(start.elapsed().as_secs_f64() * 1e6 / (replays * per_graph) as f64);
     }
-    stream.synchronize()?;
-    Ok(start.elapsed().as_secs_f64() * 1e6 / (replays * per_graph) as f64)
+    Ok(median_by(rounds, |&us| us).unwrap_or(f64::NAN))
 }
 
 fn cusparse_loop(
@@ -267,7 +291,10 @@ fn cusparse_loop(
     let mut best: Option<((f64, f64), f64)> = None;
     for (alg, _) in SPMV_ALGS {
         let kernel_ms = cs.spmv(&ca, &dx, &mut dy, alg, 5)?;
-        let loop_ms = cs.spmv_loop(&ca, &dx, &mut dy, alg, calls)?;
+        let rounds = (0..ROUNDS)
+            .map(|_| cs.spmv_loop(&ca, &dx, &mut dy, alg, calls))
+            .collect::<Result<Vec<_>, _>>()?;
+        let loop_ms = median_by(rounds, |r| r.1).ok_or("no loop ran")?;
         if best.is_none_or(|((_, w), _)| loop_ms.1 < w) {
             best = Some((loop_ms, kernel_ms));
         }
@@ -290,6 +317,7 @@ fn cusparse_loop(
         graph_wall_us: None,
         kernels: 0,
         lb_host_us: None,
+        driver_us: None,
         error: None,
     })
 }

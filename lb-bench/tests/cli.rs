@@ -465,3 +465,42 @@ fn simulated_devices_sweep_chunks_and_transports() {
         );
     }
 }
+
+/// `--loop N` on the simulator: one verified row per (matrix, schedule), each loop's rounds run
+/// (no error, a positive wall time), and no GPU-only column filled in.
+#[test]
+fn loop_rows_are_verified_per_schedule() {
+    let text = json_lines(
+        "loop",
+        &[
+            "--sim",
+            "--loop",
+            "3",
+            "--families",
+            "tiny",
+            "--schedules",
+            "thread_mapped,lrb",
+        ],
+    );
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let pairs: BTreeSet<(String, String)> = rows
+        .iter()
+        .map(|r| {
+            assert!(r["error"].is_null(), "{r}");
+            assert!(r["wall_us"].as_f64().unwrap() > 0.0, "{r}");
+            assert!(r["graph_wall_us"].is_null(), "{r}");
+            (
+                r["matrix"].as_str().unwrap().to_string(),
+                r["schedule"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expected: BTreeSet<(String, String)> = ["tiny-8x8", "tiny-1x1000", "tiny-100x100"]
+        .iter()
+        .flat_map(|m| ["thread_mapped", "lrb"].map(|s| (m.to_string(), s.to_string())))
+        .collect();
+    assert_eq!(pairs, expected);
+}

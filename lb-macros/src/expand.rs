@@ -1247,7 +1247,8 @@ fn run_fn(func: &ItemFn, sig: &Sig, g: &SafeGenerated) -> TokenStream {
             #shape_check
             #gather_checks
             #(#device_checks)*
-            let mut __lb_args = ::std::vec::Vec::new();
+            // One allocation: every built-in argument takes at most a few parameters.
+            let mut __lb_args = ::std::vec::Vec::with_capacity(32);
             #(#pushes)*
             #out_push
             let __lb_job = ::lb::__private::Job {

@@ -20,12 +20,19 @@ use crate::device::lock;
 /// launch on another).
 pub(crate) type PlanKey = (usize, Cow<'static, str>, u64);
 
+/// One plan's cached buffers, in the order of its `Cached` temporaries, shared with the launches
+/// that read them.
+pub(crate) type CachedTemps = Arc<[Arc<RawBuffer>]>;
+
 /// The cached temporaries of one tile set, per plan and stream (keyed by the module text's
 /// address, the plan's first entry and the stream, so two kernels of the same name in different
 /// modules never share).
+///
+/// A tile set has one entry per plan with cached temporaries and stream it ran on, a handful:
+/// a list searched in order costs a launch less than hashing the key.
 #[derive(Default)]
 pub struct TempCache {
-    entries: Mutex<HashMap<PlanKey, Vec<Arc<RawBuffer>>>>,
+    entries: Mutex<Vec<(PlanKey, CachedTemps)>>,
     /// The schedule `auto` measured fastest here, per kernel module (its text's address and
     /// length) and lane count (`crate::tune`).
     tuned: Mutex<HashMap<TunedKey, Schedule>>,
@@ -40,13 +47,23 @@ impl TempCache {
     }
 
     /// The plan's cached buffers, in the order of its `Cached` temporaries, if a launch made them.
-    pub(crate) fn get(&self, key: &PlanKey) -> Option<Vec<Arc<RawBuffer>>> {
-        self.entries.lock().ok()?.get(key).cloned()
+    pub(crate) fn get(&self, key: &PlanKey) -> Option<CachedTemps> {
+        let entries = self.entries.lock().ok()?;
+        // The module address and the stream differ between most entries: compare them before
+        // the entry's name.
+        entries
+            .iter()
+            .find(|((ptx, entry, stream), _)| *ptx == key.0 && *stream == key.2 && *entry == key.1)
+            .map(|(_, buffers)| Arc::clone(buffers))
     }
 
     pub(crate) fn insert(&self, key: PlanKey, buffers: Vec<Arc<RawBuffer>>) {
         if let Ok(mut entries) = self.entries.lock() {
-            entries.insert(key, buffers);
+            let buffers: CachedTemps = buffers.into();
+            match entries.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, kept)) => *kept = buffers,
+                None => entries.push((key, buffers)),
+            }
         }
     }
 

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, DevicePtrMut, DriverError};
 use lb_ptx::plan::KernelPlan;
+use smallvec::SmallVec;
 
 use crate::device::lock;
 use crate::error::{Error, Result};
@@ -386,7 +387,7 @@ impl GpuModule {
         params: &mut [u64],
     ) -> Result<()> {
         self.bind()?;
-        let mut ptrs: Vec<*mut c_void> = params
+        let mut ptrs: SmallVec<[*mut c_void; 48]> = params
             .iter_mut()
             .map(|p| p as *mut u64 as *mut c_void)
             .collect();

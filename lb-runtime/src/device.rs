@@ -293,6 +293,12 @@ impl Device {
         Stream::new(self.clone(), self.inner.stream.clone())
     }
 
+    /// The state of the device's own stream, without a `Stream` (and its two reference counts)
+    /// made for it.
+    pub(crate) fn stream_state(&self) -> &StreamState {
+        &self.inner.stream
+    }
+
     /// A new stream of this device (a non-blocking CUDA stream; on the simulator, a stream of
     /// its own with its own workspace and reports). Its launches are ordered with the device's
     /// stream both ways: a launch first waits for what the device's stream did since the

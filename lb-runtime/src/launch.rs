@@ -3,6 +3,7 @@
 use cudarc::driver::{sys, CudaEvent, CudaStream};
 use lb_ptx::plan::{DeviceLimits, KernelPlan, Plan, ProblemSize, Temp, TempCount, TempRole};
 use lb_ptx::sim::{LaunchConfig, Stats};
+use smallvec::SmallVec;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -412,76 +413,213 @@ pub unsafe fn submit(
             tile_set_bits: size.offsets.bytes() * 8,
         });
     }
-    let dev = stream.device();
-    let mut prepared = prepare(dev, job.ptx, plan, size)?;
-    let first_grid = prepared.kernels.first().map_or(1, |k| k.grid);
-    let (offsets, ws_bytes) = layout(plan, size, first_grid)?;
+    let sized = SizedPlan::get(stream, job.ptx, plan, size)?;
     let mut launch = Launch {
         schedule: plan.schedule.clone(),
         kernels: Vec::new(),
         elapsed_ms: None,
         sim: None,
-        device: dev.name_arc(),
+        device: stream.device().name_arc(),
         picked: Picked::Named,
-        notes: std::mem::take(&mut prepared.notes),
+        notes: sized.notes.clone(),
         pushed: Vec::new(),
     };
     if mode == Submit::SizeOnly {
-        launch.kernels = prepared.kernels;
+        launch.kernels = sized.cold.kernels.clone();
         return Ok(Pending {
             stream: stream.clone(),
             launch,
             events: None,
-            workspace_bytes: ws_bytes,
+            workspace_bytes: sized.ws_bytes,
             pushed: Vec::new(),
         });
     }
-    let ws = stream.workspace(ws_bytes)?;
-    let temps = Temps::gather(stream, job, &ws, &offsets, first_grid)?;
-    prepared.skip(temps.warm, plan.cache_producers());
-    let counters = plan.temps.iter().any(|t| t.role == TempRole::Counters);
+    let ws = stream.workspace(sized.ws_bytes)?;
+    let temps = Temps::gather(stream, job, &ws, &sized.offsets, sized.first_grid)?;
+    let prepared = if temps.warm { &sized.warm } else { &sized.cold };
     // Counters are left zero by every launch that ran all its kernels; after one that did not,
     // they are zeroed once here.
-    let zero_counters = counters && ws.take_counters_dirty();
-    for (t, off) in plan.temps.iter().zip(&offsets) {
-        let zero = match t.role {
-            TempRole::ErrorFlag => false,
-            TempRole::Counters => zero_counters,
-            _ => t.zero,
-        };
-        if let (true, Some(off)) = (zero, off) {
-            let bytes = temp_bytes(t, size, first_grid)?;
-            ws.zero(stream, *off, bytes)?;
+    if let Some(bytes) = sized.counters {
+        if ws.take_counters_dirty() {
+            ws.zero(stream, Temp::COUNTERS_OFFSET as usize, bytes)?;
         }
     }
-    let mut params: Vec<u64> = args.iter().map(|a| a.bits()).collect();
-    params.extend(temps.addrs.iter().copied());
+    for &(off, bytes) in &sized.zeroed {
+        ws.zero(stream, off, bytes)?;
+    }
     // Every kernel declares the output's mirrors after the temporaries
     // (`KernelParams::mirrors`).
     let (mirrors, mirror_count) = stream.output_mirrors();
+    let mut params: SmallVec<[u64; PARAMS_INLINE]> = args.iter().map(|a| a.bits()).collect();
+    params.extend(temps.addrs.iter().copied());
     params.extend([mirrors, mirror_count]);
     let timed = mode == Submit::Timed || stream.timing();
     // The kernels must see what the device's stream wrote (uploads, other streams' launches).
     stream.order_after_device()?;
-    let events = run_kernels(stream, job.ptx, &prepared, &mut params, timed, &mut launch)
-        .inspect_err(|_| {
-            if counters {
-                ws.mark_counters_dirty();
-            }
-        })?;
+    let events = run_kernels(
+        stream,
+        job.ptx,
+        prepared,
+        &mut params[..],
+        timed,
+        &mut launch,
+    )
+    .inspect_err(|_| {
+        if sized.counters.is_some() {
+            ws.mark_counters_dirty();
+        }
+    })?;
     stream.order_device_after()?;
-    if plan.temps.iter().any(|t| t.role == TempRole::ErrorFlag) {
+    if sized.error_flag {
         stream.watch_flag(&ws, job.param_names);
     }
     temps.store(job);
-    launch.kernels = prepared.kernels;
+    launch.kernels = prepared.kernels.clone();
     Ok(Pending {
         stream: stream.clone(),
         launch,
         events,
-        workspace_bytes: ws_bytes,
+        workspace_bytes: sized.ws_bytes,
         pushed: Vec::new(),
     })
+}
+
+/// Kernel parameters kept on the stack: more than any built-in body's kernels take.
+const PARAMS_INLINE: usize = 48;
+
+/// Temporaries' addresses kept on the stack: more than any built-in plan has.
+const TEMPS_INLINE: usize = 16;
+
+/// The work (atoms × lanes) from which a plan's side tracks ([`KernelPlan::track`]) run on
+/// streams of their own; a smaller problem runs every kernel on the launching stream, in listed
+/// order. A side kernel costs four driver calls besides its launch (an event and a wait each
+/// way), about as much host time as four launches, and its kernels' overlap saves at most the
+/// shorter kernels' time: under about a million items each class or tier kernel takes a few
+/// microseconds on the GPU, less than those calls cost the host, and a loop of such launches is
+/// bound by the host (lb-bench `--loop`, docs/benchmarks.md, twenty-seventh session).
+const SIDE_TRACKS_MIN_WORK: u64 = 1 << 20;
+
+/// Sized plans a stream keeps ([`SizedPlan::get`]): enough for the few kernels an iterative method
+/// or a graph driver alternates between.
+const SIZED_KEPT: usize = 8;
+
+/// What a plan needs before a launch and what depends only on the plan and the problem's size:
+/// the kernels with their grids and driver handles, where the temporaries lie in the workspace,
+/// and which of them are zeroed. A loop of launches over one tile set makes it once: a stream
+/// keeps the last few ([`SIZED_KEPT`]) of plans with a `'static` kernel list, so that a launch's
+/// host work is the arguments, the workspace and the driver calls.
+pub(crate) struct SizedPlan {
+    key: Option<SizedKey>,
+    /// The kernels when the tile set's cache of the plan's temporaries is cold…
+    cold: Prepared,
+    /// …and when it is warm (the cache producers dropped).
+    warm: Prepared,
+    notes: Vec<String>,
+    offsets: Vec<Option<usize>>,
+    ws_bytes: usize,
+    first_grid: u32,
+    /// `(offset, bytes)` of each temporary zeroed before every launch.
+    zeroed: Vec<(usize, usize)>,
+    /// Bytes of the plan's counters, when it has some.
+    counters: Option<usize>,
+    /// Whether the plan has an error flag to read back.
+    error_flag: bool,
+}
+
+/// A static plan and a problem size: `(address, length)` of the module text, the kernel list
+/// and the temporaries (which identify a `'static` plan), and the size.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct SizedKey {
+    ptx: (usize, usize),
+    kernels: (usize, usize),
+    temps: (usize, usize),
+    size: ProblemSize,
+}
+
+impl SizedKey {
+    /// `None` for a plan built at run time, whose lists a later plan may reuse the memory of.
+    fn new(ptx: &'static str, plan: &Plan, size: &ProblemSize) -> Option<SizedKey> {
+        match (&plan.kernels, &plan.temps) {
+            (Cow::Borrowed(k), Cow::Borrowed(t)) => Some(SizedKey {
+                ptx: (ptx.as_ptr() as usize, ptx.len()),
+                kernels: (k.as_ptr() as usize, k.len()),
+                temps: (t.as_ptr() as usize, t.len()),
+                size: *size,
+            }),
+            _ => None,
+        }
+    }
+}
+
+impl SizedPlan {
+    /// The sized plan for `plan` over `size` on `stream`: kept from an earlier launch of the
+    /// same static plan and size, else made (and kept).
+    fn get(
+        stream: &Stream,
+        ptx: &'static str,
+        plan: &Plan,
+        size: &ProblemSize,
+    ) -> Result<Arc<SizedPlan>> {
+        let key = SizedKey::new(ptx, plan, size);
+        if let Some(key) = &key {
+            let mut kept = lock(&stream.state.sized);
+            if let Some(i) = kept.iter().rposition(|s| s.key.as_ref() == Some(key)) {
+                let hit = kept.remove(i);
+                kept.push(Arc::clone(&hit));
+                return Ok(hit);
+            }
+        }
+        let sized = Arc::new(SizedPlan::new(stream.device(), ptx, plan, size, key)?);
+        if key.is_some() {
+            let mut kept = lock(&stream.state.sized);
+            if kept.len() >= SIZED_KEPT {
+                kept.remove(0);
+            }
+            kept.push(Arc::clone(&sized));
+        }
+        Ok(sized)
+    }
+
+    fn new(
+        dev: &Device,
+        ptx: &'static str,
+        plan: &Plan,
+        size: &ProblemSize,
+        key: Option<SizedKey>,
+    ) -> Result<SizedPlan> {
+        let mut planned = prepare(dev, ptx, plan, size)?;
+        if size.atoms.saturating_mul(size.lanes.max(1)) < SIDE_TRACKS_MIN_WORK {
+            for k in &mut planned.kernels {
+                k.track = 0;
+            }
+        }
+        let first_grid = planned.kernels.first().map_or(1, |k| k.grid);
+        let (offsets, ws_bytes) = layout(plan, size, first_grid)?;
+        let mut zeroed = Vec::new();
+        let mut counters = None;
+        for (t, off) in plan.temps.iter().zip(&offsets) {
+            let Some(off) = *off else { continue };
+            match t.role {
+                TempRole::ErrorFlag => {}
+                TempRole::Counters => counters = Some(temp_bytes(t, size, first_grid)?),
+                _ if t.zero => zeroed.push((off, temp_bytes(t, size, first_grid)?)),
+                _ => {}
+            }
+        }
+        let producers = plan.cache_producers();
+        Ok(SizedPlan {
+            key,
+            cold: planned.prepared(false, producers),
+            warm: planned.prepared(true, producers),
+            notes: planned.notes,
+            offsets,
+            ws_bytes,
+            first_grid,
+            zeroed,
+            counters,
+            error_flag: plan.temps.iter().any(|t| t.role == TempRole::ErrorFlag),
+        })
+    }
 }
 
 /// The kernels of a plan as they will be launched, with their driver handles on a GPU.
@@ -489,33 +627,47 @@ struct Prepared {
     kernels: Vec<KernelLaunch>,
     gpu_functions: Vec<Function>,
     gpu_module: Option<Arc<GpuModule>>,
+}
+
+/// Every kernel of a plan with its grid for one problem size, before those without work are
+/// dropped ([`Planned::prepared`]).
+struct Planned {
+    kernels: Vec<KernelLaunch>,
+    gpu_functions: Vec<Function>,
+    gpu_module: Option<Arc<GpuModule>>,
     notes: Vec<String>,
+    /// Per kernel: whether this problem gives it work ([`KernelPlan::needed`]).
     needed: Vec<bool>,
 }
 
-impl Prepared {
-    /// Drops the kernels with nothing to do: the cache producers when the cache is warm, and
-    /// those this tile set does not need (the huge-tile split without a huge tile).
-    fn skip(&mut self, warm: bool, producers: usize) {
-        if warm {
-            let n = producers.min(self.needed.len());
-            self.needed.drain(..n);
-            self.kernels.drain(..n.min(self.kernels.len()));
-            if !self.gpu_functions.is_empty() {
-                self.gpu_functions.drain(..n.min(self.gpu_functions.len()));
-            }
-        }
-        let mut keep = self.needed.iter();
-        self.kernels.retain(|_| *keep.next().unwrap_or(&true));
-        if !self.gpu_functions.is_empty() {
-            let mut keep = self.needed.iter();
-            self.gpu_functions.retain(|_| *keep.next().unwrap_or(&true));
+impl Planned {
+    /// The kernels that have work: without the cache producers when the cache is `warm`, and
+    /// without those this tile set does not need (the huge-tile split without a huge tile).
+    fn prepared(&self, warm: bool, producers: usize) -> Prepared {
+        let dropped = if warm { producers } else { 0 };
+        let keep = |i: usize| i >= dropped && self.needed.get(i).copied().unwrap_or(true);
+        Prepared {
+            kernels: self
+                .kernels
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| keep(i))
+                .map(|(_, k)| k.clone())
+                .collect(),
+            gpu_functions: self
+                .gpu_functions
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| keep(i))
+                .map(|(_, &f)| f)
+                .collect(),
+            gpu_module: self.gpu_module.clone(),
         }
     }
 }
 
 /// Loads the module, picks the kernels (device-launch twin or host path) and sizes their grids.
-fn prepare(dev: &Device, ptx: &'static str, plan: &Plan, size: &ProblemSize) -> Result<Prepared> {
+fn prepare(dev: &Device, ptx: &'static str, plan: &Plan, size: &ProblemSize) -> Result<Planned> {
     // The device-launch twin has no huge-tile split: a tile set with a huge tile takes the host
     // path, whose split kernels spread that tile over the grid.
     let huge = plan
@@ -538,7 +690,7 @@ fn prepare(dev: &Device, ptx: &'static str, plan: &Plan, size: &ProblemSize) -> 
                 })
                 .collect();
             let first = kernels.first().map_or(1, |k| k.grid);
-            return Ok(Prepared {
+            return Ok(Planned {
                 needed: kernel_plans.iter().map(|k| k.needed(size, first)).collect(),
                 kernels,
                 gpu_functions: Vec::new(),
@@ -571,7 +723,7 @@ fn prepare(dev: &Device, ptx: &'static str, plan: &Plan, size: &ProblemSize) -> 
         });
     }
     let first = kernels.first().map_or(1, |k| k.grid);
-    Ok(Prepared {
+    Ok(Planned {
         needed: loaded
             .kernels
             .iter()
@@ -661,7 +813,7 @@ fn layout(plan: &Plan, size: &ProblemSize, first_grid: u32) -> Result<(Vec<Optio
 
 /// The temporaries' device addresses, in plan order, and the cached ones made by this launch.
 struct Temps {
-    addrs: Vec<u64>,
+    addrs: SmallVec<[u64; TEMPS_INLINE]>,
     /// The tile set's cache already held this plan's cached temporaries.
     warm: bool,
     /// Cached temporaries this launch made (stored once it is enqueued).
@@ -684,13 +836,10 @@ impl Temps {
                 .map(|k| TempCache::key(job.ptx, k.entry.clone(), stream.state.id)),
             _ => None,
         };
-        let mut warm = job
-            .cache
-            .zip(key.as_ref())
-            .and_then(|(c, key)| c.get(key))
-            .map(Vec::into_iter);
+        let kept = job.cache.zip(key.as_ref()).and_then(|(c, key)| c.get(key));
+        let mut warm = kept.as_deref().map(|buffers| buffers.iter());
         let is_warm = warm.is_some();
-        let mut addrs = Vec::with_capacity(plan.temps.len());
+        let mut addrs = SmallVec::new();
         let mut made = Vec::new();
         for (t, off) in plan.temps.iter().zip(offsets) {
             if let Some(off) = off {
@@ -698,13 +847,16 @@ impl Temps {
                 continue;
             }
             // A cached temporary: the tile set's, or a new one (zeroed on the stream when asked).
-            let buffer = match warm.as_mut() {
-                Some(cached) => cached.next().ok_or_else(|| {
-                    Error::Shape(format!(
-                        "the cache of `{}` lost temporary `{}`",
-                        plan.schedule, t.name
-                    ))
-                })?,
+            let addr = match warm.as_mut() {
+                Some(cached) => cached
+                    .next()
+                    .ok_or_else(|| {
+                        Error::Shape(format!(
+                            "the cache of `{}` lost temporary `{}`",
+                            plan.schedule, t.name
+                        ))
+                    })?
+                    .addr(),
                 None if stream.capturing() => {
                     return Err(Error::Capture(format!(
                         "`{}` would allocate its cached temporaries inside the capture: launch it once on this stream first",
@@ -718,11 +870,12 @@ impl Temps {
                     // reading uninitialised memory, only zeros.
                     let bytes = temp_bytes(t, &job.size, first_grid)?;
                     let b = Arc::new(stream.device().alloc_raw_on(stream, bytes, true)?);
-                    made.push(Arc::clone(&b));
-                    b
+                    let addr = b.addr();
+                    made.push(b);
+                    addr
                 }
             };
-            addrs.push(buffer.addr());
+            addrs.push(addr);
         }
         Ok(Temps {
             addrs,
@@ -914,5 +1067,131 @@ mod tests {
         let (kernels, notes) = choose_path(ptx, &plan("k"), Err("simulator".into()));
         assert_eq!(kernels, plan("k").kernels.to_vec());
         assert!(notes.is_empty());
+    }
+
+    /// A plan with a `'static` kernel list (what the macro emits), its second kernel on a side
+    /// track, its third only for tiles of at least 1000 atoms, and a zeroed temporary.
+    fn static_plan() -> Plan {
+        let kernel = |entry: &'static str, track: u8, min_tile_atoms: Option<u64>| KernelPlan {
+            entry: Cow::Borrowed(entry),
+            block: 64,
+            grid: Grid::CoverItems { per_thread: 1 },
+            dynamic_shared: 0,
+            min_tile_atoms,
+            min_grid: None,
+            track,
+        };
+        let kernels = vec![
+            kernel("s_main", 0, None),
+            kernel("s_side", 1, None),
+            kernel("s_huge", 0, Some(1000)),
+        ];
+        let temps = vec![Temp {
+            name: Cow::Borrowed("scratch"),
+            elem_bytes: 4,
+            count: TempCount::PerTile {
+                per_tile: 1,
+                extra: 0,
+            },
+            zero: true,
+            role: TempRole::Scratch,
+        }];
+        Plan {
+            schedule: Cow::Borrowed("static"),
+            kernels: Cow::Borrowed(Box::leak(kernels.into_boxed_slice())),
+            temps: Cow::Borrowed(Box::leak(temps.into_boxed_slice())),
+            index_limit: None,
+            select: None,
+            offsets: lb_ptx::plan::OffsetWidth::U64,
+        }
+    }
+
+    fn size(tiles: u64, atoms: u64, max_tile_atoms: u64) -> ProblemSize {
+        ProblemSize {
+            tiles,
+            atoms,
+            lanes: 1,
+            max_tile_atoms,
+            offsets: lb_ptx::plan::OffsetWidth::U64,
+        }
+    }
+
+    const PTX: &str = ".visible .entry s_main(\n.visible .entry s_side(\n.visible .entry s_huge(";
+
+    #[test]
+    fn small_problems_run_every_kernel_on_the_launching_stream() {
+        let dev = Device::simulator();
+        let plan = static_plan();
+        let tracks = |s: &ProblemSize| -> Vec<(String, u8)> {
+            let sized = SizedPlan::new(&dev, PTX, &plan, s, None).unwrap();
+            sized
+                .cold
+                .kernels
+                .iter()
+                .map(|k| (k.entry.to_string(), k.track))
+                .collect()
+        };
+        let small = size(100, SIDE_TRACKS_MIN_WORK - 1, 10);
+        assert_eq!(
+            tracks(&small),
+            [("s_main".to_string(), 0), ("s_side".to_string(), 0)]
+        );
+        let large = size(100, SIDE_TRACKS_MIN_WORK, 2000);
+        assert_eq!(
+            tracks(&large),
+            [
+                ("s_main".to_string(), 0),
+                ("s_side".to_string(), 1),
+                ("s_huge".to_string(), 0)
+            ]
+        );
+        // Lanes count as work.
+        let lanes = ProblemSize {
+            lanes: 64,
+            ..size(100, SIDE_TRACKS_MIN_WORK / 32, 10)
+        };
+        assert_eq!(tracks(&lanes)[1].1, 1);
+    }
+
+    #[test]
+    fn a_sized_plan_zeroes_its_temporaries_and_is_kept_per_size() {
+        let dev = Device::simulator();
+        let stream = dev.new_stream().unwrap();
+        let sp = static_plan();
+        let a = SizedPlan::get(&stream, PTX, &sp, &size(100, 500, 10)).unwrap();
+        assert_eq!(a.zeroed.len(), 1);
+        assert_eq!(a.zeroed[0].1, 400);
+        assert_eq!(a.offsets, [Some(a.zeroed[0].0)]);
+        assert!(a.ws_bytes >= a.zeroed[0].0 + 400);
+        let again = SizedPlan::get(&stream, PTX, &sp, &size(100, 500, 10)).unwrap();
+        assert!(Arc::ptr_eq(&a, &again));
+        // Another size is sized anew, and so is the same size on another stream.
+        let b = SizedPlan::get(&stream, PTX, &sp, &size(101, 500, 10)).unwrap();
+        assert!(!Arc::ptr_eq(&a, &b));
+        assert_eq!(b.zeroed[0].1, 404);
+        let other = dev.new_stream().unwrap();
+        let c = SizedPlan::get(&other, PTX, &sp, &size(100, 500, 10)).unwrap();
+        assert!(!Arc::ptr_eq(&a, &c));
+        // The stream keeps the most recent few: as many new sizes evict both.
+        for tiles in 0..SIZED_KEPT as u64 {
+            SizedPlan::get(&stream, PTX, &sp, &size(1000 + tiles, 500, 10)).unwrap();
+        }
+        assert_eq!(lock(&stream.state.sized).len(), SIZED_KEPT);
+        let b_again = SizedPlan::get(&stream, PTX, &sp, &size(101, 500, 10)).unwrap();
+        assert!(!Arc::ptr_eq(&b, &b_again), "an evicted size is sized anew");
+        let last = SizedPlan::get(
+            &stream,
+            PTX,
+            &sp,
+            &size(1000 + SIZED_KEPT as u64 - 1, 500, 10),
+        );
+        assert!(Arc::ptr_eq(
+            &last.unwrap(),
+            lock(&stream.state.sized).last().unwrap()
+        ));
+        // A plan built at run time is never kept: its lists' memory may be reused.
+        let owned = plan("k");
+        SizedPlan::get(&stream, ".visible .entry k(", &owned, &size(1, 1, 1)).unwrap();
+        assert_eq!(lock(&stream.state.sized).len(), SIZED_KEPT);
     }
 }

@@ -20,7 +20,7 @@ use lb_ptx::sim::{LaunchConfig, Memory};
 use crate::buffer::DeviceBuffer;
 use crate::device::{lock, Backend, Device};
 use crate::error::{Error, Result};
-use crate::launch::Launch;
+use crate::launch::{Launch, SizedPlan};
 use crate::queue::DeviceQueue;
 use crate::tune::Picked;
 
@@ -397,6 +397,9 @@ pub(crate) struct StreamState {
     capture: Mutex<Option<Captured>>,
     /// GPU-side capture in progress (the simulator's is `capture`).
     capturing: AtomicBool,
+    /// Whether `capture` holds a recording (either backend): one load where a launch would
+    /// otherwise lock `capture` to find out.
+    recording: AtomicBool,
     timing: AtomicBool,
     /// Slots for the launches' queue counters; locked only with `checks` held, so a slot is
     /// never handed out again while a check still reads it.
@@ -412,6 +415,11 @@ pub(crate) struct StreamState {
     /// `Stream::set_output_mirrors`: the address of the table of mirror bases and its length,
     /// passed to every launch (`(0, 0)`: none).
     mirrors: Mutex<(u64, u64)>,
+    /// Whether `mirrors` was ever set: until then a launch reads no lock for it.
+    mirrored: AtomicBool,
+    /// The plans last launched on this stream, sized for their problems (`launch::SizedPlan`),
+    /// most recent last.
+    pub(crate) sized: Mutex<Vec<Arc<SizedPlan>>>,
 }
 
 /// The stream of one side track of a plan (`KernelPlan::track` > 0) and the two events that
@@ -464,6 +472,7 @@ impl StreamState {
             slot: Mutex::new(Slot::default()),
             capture: Mutex::new(None),
             capturing: AtomicBool::new(false),
+            recording: AtomicBool::new(false),
             timing: AtomicBool::new(false),
             counters: Mutex::new(CounterPool::default()),
             joined: AtomicU64::new(0),
@@ -471,6 +480,8 @@ impl StreamState {
             manual: AtomicBool::new(false),
             sides: Mutex::new(Vec::new()),
             mirrors: Mutex::new((0, 0)),
+            mirrored: AtomicBool::new(false),
+            sized: Mutex::new(Vec::new()),
         }
     }
 
@@ -624,6 +635,7 @@ impl Stream {
             Some(t) => (t.device_addr(), t.len() as u64),
         };
         *lock(&self.state.mirrors) = value;
+        self.state.mirrored.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -634,6 +646,9 @@ impl Stream {
 
     /// The table of output mirrors and its length ([`Stream::set_output_mirrors`]).
     pub(crate) fn output_mirrors(&self) -> (u64, u64) {
+        if !self.state.mirrored.load(Ordering::Acquire) {
+            return (0, 0);
+        }
         *lock(&self.state.mirrors)
     }
 
@@ -666,7 +681,7 @@ impl Stream {
     /// under [`order_manually`](Self::order_manually), or while capturing (a capture cannot wait
     /// for work outside it; [`Graph::launch`] waits instead).
     pub(crate) fn order_after_device(&self) -> Result<()> {
-        let device = &self.dev.stream().state;
+        let device = self.dev.stream_state();
         if device.id == self.state.id
             || self.state.manual.load(Ordering::Relaxed)
             || self.capturing()
@@ -752,6 +767,9 @@ impl Stream {
     pub(crate) fn workspace(&self, bytes: usize) -> Result<Arc<WsBuf>> {
         let mut slot = lock(&self.state.slot);
         if let Some(buf) = slot.buf.as_ref().filter(|b| b.bytes >= bytes) {
+            if !self.state.recording.load(Ordering::Acquire) {
+                return Ok(buf.clone());
+            }
             if let Some(cap) = lock(&self.state.capture).as_mut() {
                 if !cap.workspaces.iter().any(|w| Arc::ptr_eq(w, buf)) {
                     cap.workspaces.push(buf.clone());
@@ -786,15 +804,15 @@ impl Stream {
     /// Either way the launch is noted as work of the device's stream, so that a later launch on
     /// any other stream waits for it ([`order_after_device`](Self::order_after_device)).
     pub(crate) fn order_device_after(&self) -> Result<()> {
-        let device = self.dev.stream();
+        let device = self.dev.stream_state();
         if self.capturing() {
             return Ok(());
         }
-        if device.state.id == self.state.id {
+        if device.id == self.state.id {
             self.dev.note_device_work();
             return Ok(());
         }
-        if let (Some(d), Some(me)) = (&device.state.cuda, &self.state.cuda) {
+        if let (Some(d), Some(me)) = (&device.cuda, &self.state.cuda) {
             d.join(me)
                 .map_err(|e| Error::cuda("ordering the device's stream after a launch", e))?;
         }
@@ -820,8 +838,10 @@ impl Stream {
             buf: buf.clone(),
             names,
         };
-        if let Some(cap) = lock(&self.state.capture).as_mut() {
-            cap.checks.push(check.clone());
+        if self.state.recording.load(Ordering::Acquire) {
+            if let Some(cap) = lock(&self.state.capture).as_mut() {
+                cap.checks.push(check.clone());
+            }
         }
         if self.capturing() {
             return;
@@ -834,7 +854,7 @@ impl Stream {
 
     /// Whether a capture is in progress (GPU or simulator).
     pub(crate) fn capturing(&self) -> bool {
-        self.state.capturing.load(Ordering::Relaxed) || lock(&self.state.capture).is_some()
+        self.state.capturing.load(Ordering::Relaxed) || self.state.recording.load(Ordering::Acquire)
     }
 
     /// Records a simulator kernel when capturing; `false` when it must run now.
@@ -845,6 +865,9 @@ impl Stream {
         cfg: LaunchConfig,
         params: &[u64],
     ) -> bool {
+        if !self.state.recording.load(Ordering::Acquire) {
+            return false;
+        }
         match lock(&self.state.capture).as_mut() {
             Some(cap) => {
                 cap.ops.push(SimOp::Kernel {
@@ -882,6 +905,7 @@ impl Stream {
             counters,
             counters_used: 0,
         });
+        self.state.recording.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -890,6 +914,7 @@ impl Stream {
         let captured = lock(&self.state.capture)
             .take()
             .ok_or_else(|| Error::Capture("the stream is not capturing".into()))?;
+        self.state.recording.store(false, Ordering::Release);
         let kind = match &self.state.cuda {
             Some(cuda) => {
                 self.state.capturing.store(false, Ordering::Relaxed);
