@@ -128,6 +128,45 @@ fn workspace_reused(dev: &Device, launches: usize) {
     }
 }
 
+/// Two tile sets of one size (the same row lengths, other columns and values) and a third of
+/// another size, launched in turn on one stream under every schedule: a launch's sized plan
+/// (grids, temporaries' places) is shared by problems of the same size, and a schedule's cached
+/// temporaries stay each tile set's own.
+fn same_size_tile_sets(dev: &Device) {
+    let s = seed();
+    let a = random_csr(Shape::Alternating, 120, 90, s);
+    let mut b = a.clone();
+    let other = random_csr(Shape::Alternating, 120, 90, s.wrapping_add(1));
+    for (i, (c, v)) in b.col_indices.iter_mut().zip(&mut b.values).enumerate() {
+        *c = other.col_indices[i % other.col_indices.len().max(1)] % a.num_cols as u32;
+        *v = -*v * 0.5 + 1.0;
+    }
+    let c = random_csr(Shape::Random, 77, 90, s.wrapping_add(2));
+    let uploads: Vec<_> = [&a, &b, &c]
+        .iter()
+        .map(|m| DeviceCsr::upload(dev, m).unwrap())
+        .collect();
+    let stream = dev.new_stream().unwrap();
+    for (round, &sched) in spmv::SCHEDULES
+        .iter()
+        .cycle()
+        .take(3 * spmv::SCHEDULES.len())
+        .enumerate()
+    {
+        for (k, (m, dm)) in [&a, &b, &c].into_iter().zip(&uploads).enumerate() {
+            let x = random_vec(m.num_cols, s.wrapping_add((10 * round + k) as u64));
+            let dx = dev.upload(&x).unwrap();
+            let mut dy = dev.zeros::<f32>(m.num_rows).unwrap();
+            spmv::launch_with_async(&stream, sched, dm, &dx, &mut dy)
+                .unwrap()
+                .wait()
+                .unwrap();
+            let what = format!("{sched}, round {round}, tile set {k}");
+            assert_spmv_close(m, &x, &dy.download().unwrap(), &what);
+        }
+    }
+}
+
 /// The cuSPARSE bufferSize pattern: ask the size, make it, hand it over; one too small is an
 /// error naming the size; one of another device is refused.
 fn user_workspace(dev: &Device) {
@@ -348,6 +387,18 @@ fn sim_error_flag_after_wait() {
 #[test]
 fn sim_workspace_reused_1000_times() {
     workspace_reused(&Device::simulator(), 1000);
+}
+
+#[test]
+fn sim_same_size_tile_sets() {
+    same_size_tile_sets(&Device::simulator());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: run with --include-ignored on a GPU machine"]
+fn gpu_same_size_tile_sets() {
+    let _gpu = shared();
+    same_size_tile_sets(&gpu());
 }
 
 #[test]

@@ -413,7 +413,10 @@ pub unsafe fn submit(
             tile_set_bits: size.offsets.bytes() * 8,
         });
     }
-    let sized = SizedPlan::get(stream, job.ptx, plan, size)?;
+    // A frontier launch (the one kind without the tile set's cache) has a new size nearly every
+    // time: its sized plan is not kept, so a traversal does not push the stream's other plans
+    // out.
+    let sized = SizedPlan::get(stream, job.ptx, plan, size, job.cache.is_some())?;
     let mut launch = Launch {
         schedule: plan.schedule.clone(),
         kernels: Vec::new(),
@@ -553,14 +556,15 @@ impl SizedKey {
 
 impl SizedPlan {
     /// The sized plan for `plan` over `size` on `stream`: kept from an earlier launch of the
-    /// same static plan and size, else made (and kept).
+    /// same static plan and size, else made (and kept when `keep`).
     fn get(
         stream: &Stream,
         ptx: &'static str,
         plan: &Plan,
         size: &ProblemSize,
+        keep: bool,
     ) -> Result<Arc<SizedPlan>> {
-        let key = SizedKey::new(ptx, plan, size);
+        let key = SizedKey::new(ptx, plan, size).filter(|_| keep);
         if let Some(key) = &key {
             let mut kept = lock(&stream.state.sized);
             if let Some(i) = kept.iter().rposition(|s| s.key.as_ref() == Some(key)) {
@@ -1158,32 +1162,33 @@ mod tests {
         let dev = Device::simulator();
         let stream = dev.new_stream().unwrap();
         let sp = static_plan();
-        let a = SizedPlan::get(&stream, PTX, &sp, &size(100, 500, 10)).unwrap();
+        let a = SizedPlan::get(&stream, PTX, &sp, &size(100, 500, 10), true).unwrap();
         assert_eq!(a.zeroed.len(), 1);
         assert_eq!(a.zeroed[0].1, 400);
         assert_eq!(a.offsets, [Some(a.zeroed[0].0)]);
         assert!(a.ws_bytes >= a.zeroed[0].0 + 400);
-        let again = SizedPlan::get(&stream, PTX, &sp, &size(100, 500, 10)).unwrap();
+        let again = SizedPlan::get(&stream, PTX, &sp, &size(100, 500, 10), true).unwrap();
         assert!(Arc::ptr_eq(&a, &again));
         // Another size is sized anew, and so is the same size on another stream.
-        let b = SizedPlan::get(&stream, PTX, &sp, &size(101, 500, 10)).unwrap();
+        let b = SizedPlan::get(&stream, PTX, &sp, &size(101, 500, 10), true).unwrap();
         assert!(!Arc::ptr_eq(&a, &b));
         assert_eq!(b.zeroed[0].1, 404);
         let other = dev.new_stream().unwrap();
-        let c = SizedPlan::get(&other, PTX, &sp, &size(100, 500, 10)).unwrap();
+        let c = SizedPlan::get(&other, PTX, &sp, &size(100, 500, 10), true).unwrap();
         assert!(!Arc::ptr_eq(&a, &c));
         // The stream keeps the most recent few: as many new sizes evict both.
         for tiles in 0..SIZED_KEPT as u64 {
-            SizedPlan::get(&stream, PTX, &sp, &size(1000 + tiles, 500, 10)).unwrap();
+            SizedPlan::get(&stream, PTX, &sp, &size(1000 + tiles, 500, 10), true).unwrap();
         }
         assert_eq!(lock(&stream.state.sized).len(), SIZED_KEPT);
-        let b_again = SizedPlan::get(&stream, PTX, &sp, &size(101, 500, 10)).unwrap();
+        let b_again = SizedPlan::get(&stream, PTX, &sp, &size(101, 500, 10), true).unwrap();
         assert!(!Arc::ptr_eq(&b, &b_again), "an evicted size is sized anew");
         let last = SizedPlan::get(
             &stream,
             PTX,
             &sp,
             &size(1000 + SIZED_KEPT as u64 - 1, 500, 10),
+            true,
         );
         assert!(Arc::ptr_eq(
             &last.unwrap(),
@@ -1191,7 +1196,13 @@ mod tests {
         ));
         // A plan built at run time is never kept: its lists' memory may be reused.
         let owned = plan("k");
-        SizedPlan::get(&stream, ".visible .entry k(", &owned, &size(1, 1, 1)).unwrap();
+        SizedPlan::get(&stream, ".visible .entry k(", &owned, &size(1, 1, 1), true).unwrap();
         assert_eq!(lock(&stream.state.sized).len(), SIZED_KEPT);
+        // Nor is a frontier's (`keep: false`), though its plan is static.
+        let frontier = SizedPlan::get(&stream, PTX, &sp, &size(7, 500, 10), false).unwrap();
+        assert!(frontier.key.is_none());
+        assert!(lock(&stream.state.sized)
+            .iter()
+            .all(|s| !Arc::ptr_eq(s, &frontier)));
     }
 }
