@@ -36,8 +36,8 @@ use crate::run::spmv;
 const GRAPH_LAUNCHES: usize = 100;
 
 /// Each loop (lb's, its graph's, cuSPARSE's, the driver's empty kernel) runs this many times and
-/// reports its median round: one loop of 1000 calls on a GPU machine's host varies by up to a
-/// microsecond per call between runs, as much as the host cost being measured.
+/// reports its median round: one loop of 1000 calls varies by up to a microsecond per call
+/// between runs on the H100 host of docs/benchmarks.md, as much as the host cost being measured.
 const ROUNDS: usize = 5;
 
 /// The driver's cost of enqueueing an empty kernel, µs: the median of [`ROUNDS`] loops of
