@@ -439,7 +439,10 @@ pub unsafe fn submit(
     }
     let ws = stream.workspace(sized.ws_bytes)?;
     let temps = Temps::gather(stream, job, &ws, &sized.offsets, sized.first_grid)?;
-    let prepared = if temps.warm { &sized.warm } else { &sized.cold };
+    let prepared = match &sized.warm {
+        Some(warm) if temps.warm => warm,
+        _ => &sized.cold,
+    };
     // Counters are left zero by every launch that ran all its kernels; after one that did not,
     // they are zeroed once here.
     if let Some(bytes) = sized.counters {
@@ -515,8 +518,9 @@ pub(crate) struct SizedPlan {
     key: Option<SizedKey>,
     /// The kernels when the tile set's cache of the plan's temporaries is cold…
     cold: Prepared,
-    /// …and when it is warm (the cache producers dropped).
-    warm: Prepared,
+    /// …and when it is warm (the cache producers dropped); `None` for a plan that caches
+    /// nothing, whose kernels are the same either way.
+    warm: Option<Prepared>,
     notes: Vec<String>,
     offsets: Vec<Option<usize>>,
     ws_bytes: usize,
@@ -614,7 +618,7 @@ impl SizedPlan {
         Ok(SizedPlan {
             key,
             cold: planned.prepared(false, producers),
-            warm: planned.prepared(true, producers),
+            warm: (producers > 0).then(|| planned.prepared(true, producers)),
             notes: planned.notes,
             offsets,
             ws_bytes,
@@ -1165,6 +1169,8 @@ mod tests {
         let a = SizedPlan::get(&stream, PTX, &sp, &size(100, 500, 10), true).unwrap();
         assert_eq!(a.zeroed.len(), 1);
         assert_eq!(a.zeroed[0].1, 400);
+        // Nothing is cached with the tile set: one kernel list serves a cold and a warm cache.
+        assert!(a.warm.is_none());
         assert_eq!(a.offsets, [Some(a.zeroed[0].0)]);
         assert!(a.ws_bytes >= a.zeroed[0].0 + 400);
         let again = SizedPlan::get(&stream, PTX, &sp, &size(100, 500, 10), true).unwrap();
