@@ -659,11 +659,13 @@ proptest! {
     }
 }
 
-/// Over a frontier `multi_phase` has one plan per index width, whose partition picks its search
-/// on the device: the frontier scan sums `min(size, 2^16)²` into `tile_squares`, and the
-/// partition applies B&B §3.1.2's rule to the frontier's mean and spread. Frontiers on each side
-/// of the rule (uniform short tiles, spread ones, one giant tile, empty) give the CPU loop's
-/// results, and `tile_squares` holds the host's sum.
+/// Over a frontier `multi_phase` has one plan per index width, which picks its search on the
+/// device: the frontier scan sums `min(size, 2^16)²` into `tile_squares`, and the blocks of the
+/// strided main kernel (a body that does not reduce: no partition kernel, no `block_starts`)
+/// apply B&B §3.1.2's rule to the frontier's mean and spread when they search for their tiles.
+/// Frontiers on each side of the rule (uniform short tiles, spread ones, one giant tile, empty)
+/// give the CPU loop's results, and `tile_squares` holds the host's sum. A reducing body keeps
+/// the partition kernel and `block_starts`, last among the temporaries.
 #[test]
 fn multi_phase_frontier_measures_its_spread() {
     let (body, p) = with_frontier(visit_seen());
@@ -677,7 +679,27 @@ fn multi_phase_frontier_measures_its_spread() {
     assert_eq!(plan.select, None);
     let names: Vec<&str> = plan.temps.iter().map(|t| t.name.as_ref()).collect();
     let squares = names.iter().position(|&n| n == "tile_squares").unwrap();
-    assert_eq!(names.last(), Some(&"block_starts"));
+    assert!(!names.contains(&"block_starts"), "{names:?}");
+    assert!(plan
+        .kernels
+        .iter()
+        .all(|k| !k.entry.ends_with("_partition")));
+    let (reducing, q) = with_frontier(spmv());
+    let reducing = generate(
+        &reducing,
+        &Options {
+            tiles: Some(q),
+            ..o.clone()
+        },
+    )
+    .unwrap();
+    let temps = &reducing.plans[0].temps;
+    assert_eq!(temps.last().map(|t| t.name.as_ref()), Some("block_starts"));
+    assert!(temps.iter().any(|t| t.name == "tile_squares"));
+    assert!(reducing.plans[0]
+        .kernels
+        .iter()
+        .any(|k| k.entry.ends_with("_partition")));
     let lengths: Vec<usize> = (0..400)
         .map(|r| match (r, r % 10) {
             (0, _) => 70_000,

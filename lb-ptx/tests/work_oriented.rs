@@ -358,10 +358,10 @@ fn cover_work_grid() {
     assert_eq!(strided.blocks(&empty, 32, &resident), 1);
 }
 
-/// Which frontier grid a work-oriented plan asks for: strided for `merge_path` and
-/// `nonzero_split` over a frontier with a body that does not reduce (their main kernel keeps
-/// nothing per block), bounded for a reducing body and for the searches (whose partition and
-/// carries are counted per block), none without a frontier.
+/// Which frontier grid a work-oriented plan asks for: strided over a frontier with a body that
+/// does not reduce (the main kernel keeps nothing per block; the searches' blocks find their own
+/// tiles, with no partition kernel), bounded for a reducing body (whose carries are counted per
+/// block), none without a frontier.
 #[test]
 fn frontier_grid_kinds() {
     let searches = [Schedule::TwoPhase, Schedule::MultiPhase];
@@ -394,13 +394,12 @@ fn frontier_grid_kinds() {
                 other => panic!("{}: {other:?}", s.name()),
             }
         };
-        let strides = matches!(s, Schedule::MergePath | Schedule::NonzeroSplit);
-        let visiting = if strides {
-            FrontierGrid::Strided
-        } else {
-            FrontierGrid::Bounded
-        };
-        assert_eq!(main_grid(&visit_seen(), true), visiting, "{}", s.name());
+        assert_eq!(
+            main_grid(&visit_seen(), true),
+            FrontierGrid::Strided,
+            "{}",
+            s.name()
+        );
         assert_eq!(
             main_grid(&spmv_reduce(Reduce::Sum), true),
             FrontierGrid::Bounded,
@@ -727,27 +726,37 @@ fn visit_lanes() -> Body {
 /// A strided frontier grid ([`FrontierGrid::Strided`]): fewer resident blocks than the
 /// frontier's shares, so each block takes several virtual blocks, with and without lanes (lane
 /// fastest), on frontiers with repeated tiles, empty tiles and one tile longer than a block's
-/// share. Every atom of every entry is visited once per entry and lane.
+/// share; the searches (`two_phase`, `multi_phase`) find each virtual block's tiles in the main
+/// kernel. Every atom of every entry is visited once per entry and lane.
 #[test]
 fn strided_frontier_blocks_cover_every_share() {
     let m = Matrix::from_lengths(&[0, 5, 400, 0, 0, 120, 1, 2, 0, 77, 3, 0, 9]);
     let mut rng = support::Rng::fresh();
     let seed = rng.0;
     let random: Vec<u32> = (0..300).map(|_| rng.range(0, 13) as u32).collect();
-    let frontiers = [vec![2u32], vec![9, 2, 2, 0, 5, 1, 3, 4], random];
+    // The fourth frontier's tiles are short and even, so `multi_phase` interpolates.
+    let short = vec![1u32, 6, 7, 10, 12, 6, 7, 8];
+    let frontiers = [vec![2u32], vec![9, 2, 2, 0, 5, 1, 3, 4], random, short];
+    let searches = [Schedule::TwoPhase, Schedule::MultiPhase];
+    // Blocks of one warp search both ends of their atoms in one thread, larger ones in two.
+    let cases = SCHEDULES
+        .into_iter()
+        .map(|s| (s, 32u32))
+        .chain(searches.into_iter().flat_map(|s| [(s, 32), (s, 64)]));
     for frontier in &frontiers {
         for k in [1usize, 3, 33] {
             for resident in [1u32, 2, 5] {
-                for s in SCHEDULES {
+                for (s, block) in cases.clone() {
                     let what = format!(
-                        "{} k = {k}, {resident} resident, {} entries (LB_HUGE_SEED={seed})",
+                        "{} block {block} k = {k}, {resident} resident, {} entries \
+                         (LB_HUGE_SEED={seed})",
                         s.name(),
                         frontier.len()
                     );
                     let (body, p) = with_frontier(visit_lanes());
                     let o = Options {
                         lanes: Some(2),
-                        ..frontier_opts(s, 32, 2, IndexWidth::U32, p)
+                        ..frontier_opts(s, block, 2, IndexWidth::U32, p)
                     };
                     let g = generate(&body, &o).unwrap();
                     let plan = &g.plans[0];

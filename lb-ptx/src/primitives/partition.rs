@@ -40,6 +40,9 @@ use crate::{GenError, IndexWidth, Options};
 const BLOCK_STARTS: &str = "block_starts";
 /// The block's staged tile end offsets.
 const STAGED_ENDS: &str = "lb_staged_ends";
+/// The block's first tile and the tile after its last, found by the block itself
+/// ([`stage_block`]).
+const BLOCK_RANGE: &str = "lb_block_range";
 /// Static shared memory every target offers a block.
 pub const SHARED_LIMIT: u32 = 48 * 1024;
 
@@ -149,11 +152,21 @@ fn interpolation_step(b: &mut KernelBuilder, w: Type, offset: Reg, n: Reg, rise:
     b.bin(BinOp::Min, Type::U64, step, below)
 }
 
+/// Whether a two-phase plan's main kernel strides over a frontier's virtual blocks
+/// ([`FrontierGrid::Strided`](crate::plan::FrontierGrid::Strided)): over a frontier with a body
+/// that does not reduce. Its blocks then find their tiles themselves ([`stage_block`]): the
+/// partition kernel would need one `block_starts` entry per virtual block, and their number is
+/// known only once the frontier's atoms are summed on the device.
+pub fn strides(body: &Body, opts: &Options) -> bool {
+    opts.tiles.is_some() && body.reduce.is_none()
+}
+
 /// The plans of a two-phase schedule: `work_oriented`'s (atoms as work, one per index width)
 /// with the partition kernel before the main kernel and `block_starts` last among the
 /// temporaries, once per `(variant, select)`. Variants differ only in their partition kernel,
 /// whose entry carries the variant's name; the others are shared (one copy in the module,
-/// see [`crate::generate`]).
+/// see [`crate::generate`]). A strided plan ([`strides`]) has neither the partition kernel nor
+/// `block_starts`.
 pub fn plans(
     body: &Body,
     opts: &Options,
@@ -177,6 +190,21 @@ pub fn plans(
                  or items per thread"
             ),
         });
+    }
+    if strides(body, opts) {
+        // Over a frontier, without a reducing body: each virtual block searches for its own
+        // tiles in the main kernel ([`stage_block`]), so there is no partition kernel and no
+        // `block_starts`, whose length the host could not bound.
+        let mut out = Vec::new();
+        for base in work_oriented::strided_plans(body, opts, schedule, false)? {
+            for &(_, select) in variants {
+                out.push(Plan {
+                    select,
+                    ..base.clone()
+                });
+            }
+        }
+        return Ok(out);
     }
     let prefix = format!("{}_{schedule}_", body.name);
     let at = if opts.tiles.is_some() { 3 } else { 0 };
@@ -274,11 +302,14 @@ enum Choice {
 }
 
 /// Puts the frontier's [`frontier_scan::TILE_SQUARES`] among the plan's temporaries, before
-/// `block_starts`, which stays last.
+/// `block_starts` where the plan has it (it stays last).
 pub fn with_squares(plan: &mut Plan) {
     let mut temps = plan.temps.to_vec();
-    let last = temps.len().saturating_sub(1);
-    temps.insert(last, frontier_scan::squares_temp());
+    let at = match temps.last() {
+        Some(t) if t.name == BLOCK_STARTS => temps.len() - 1,
+        _ => temps.len(),
+    };
+    temps.insert(at, frontier_scan::squares_temp());
     plan.temps = Cow::Owned(temps);
 }
 
@@ -296,7 +327,9 @@ fn build_with(
     } else {
         0
     };
-    kernels.push(partition_kernel(body, opts, plan, at, search)?);
+    if !strides(body, opts) {
+        kernels.push(partition_kernel(body, opts, plan, at, search)?);
+    }
     kernels.push(main);
     if body.reduce.is_some() {
         kernels.push(work_oriented::fixup::fixup_kernel(body, opts, plan, false)?);
@@ -335,25 +368,14 @@ fn partition_kernel(
     let a = narrow(&mut b, w, a);
     let lo = b.mov(w, Operand::Imm(0));
     let hi = narrow(&mut b, w, f.layout.tiles);
-    let mut end = |b: &mut KernelBuilder, i: Reg| global_end(b, &f, i);
-    let start = match search {
-        Choice::Fixed(search) => tiles_ending_by(&mut b, w, search, a, (lo, hi), &mut end),
+    let searcher = match search {
+        Choice::Fixed(search) => Searcher::Fixed(search),
         Choice::Measured {
             max_avg,
             max_std_dev,
-        } => {
-            let interpolates = spread_is_low(&mut b, &f, plan, (max_avg, max_std_dev))?;
-            let start = b.reg_for(w);
-            let mut choice = b.if_begin(interpolates, false);
-            let found = tiles_ending_by(&mut b, w, Search::Interpolation, a, (lo, hi), &mut end);
-            b.mov_to(w, start, found);
-            b.if_else(&mut choice);
-            let found = tiles_ending_by(&mut b, w, Search::LowerBound, a, (lo, hi), &mut end);
-            b.mov_to(w, start, found);
-            b.if_end(choice);
-            start
-        }
+        } => Searcher::Measured(spread_is_low(&mut b, &f, plan, (max_avg, max_std_dev))?),
     };
+    let start = searcher.global(&mut b, &f, a, (lo, hi));
     let start = widen(&mut b, w, start);
     let front = b.setp(Cmp::Eq, Type::U64, g, Operand::Imm(0));
     let start = b.selp(Type::U64, Operand::Imm(0), start, front);
@@ -361,6 +383,52 @@ fn partition_kernel(
     b.st(Space::Global, Type::U64, addr, start);
     b.place(done);
     Ok(b.finish())
+}
+
+/// How a block boundary is searched in the tile offsets in global memory: always the same way,
+/// or by a predicate measured on the device (interpolation when it holds, [`spread_is_low`]).
+#[derive(Clone, Copy)]
+pub enum Searcher {
+    Fixed(Search),
+    Measured(Reg),
+}
+
+impl Searcher {
+    /// The first `i` in `lo..hi` with `offsets[i + 1] > a` (width `Frame::w`), searched in
+    /// global memory ([`tiles_ending_by`]).
+    pub fn global(self, b: &mut KernelBuilder, f: &Frame, a: Reg, (lo, hi): (Reg, Reg)) -> Reg {
+        let w = f.w;
+        let mut end = |b: &mut KernelBuilder, i: Reg| global_end(b, f, i);
+        match self {
+            Searcher::Fixed(search) => tiles_ending_by(b, w, search, a, (lo, hi), &mut end),
+            Searcher::Measured(interpolates) => {
+                let start = b.reg_for(w);
+                let mut choice = b.if_begin(interpolates, false);
+                let found = tiles_ending_by(b, w, Search::Interpolation, a, (lo, hi), &mut end);
+                b.mov_to(w, start, found);
+                b.if_else(&mut choice);
+                let found = tiles_ending_by(b, w, Search::LowerBound, a, (lo, hi), &mut end);
+                b.mov_to(w, start, found);
+                b.if_end(choice);
+                start
+            }
+        }
+    }
+
+    /// The searcher of a strided plan over a frontier: by the frontier's spread when the plan
+    /// measures it ([`with_squares`], B&B §3.1.2's rule `rule`), else `search`.
+    pub fn for_plan(
+        b: &mut KernelBuilder,
+        f: &Frame,
+        plan: &Plan,
+        search: Search,
+        rule: (u64, u64),
+    ) -> Result<Searcher, GenError> {
+        Ok(match frontier_scan::squares_slot(plan) {
+            Some(_) => Searcher::Measured(spread_is_low(b, f, plan, rule)?),
+            None => Searcher::Fixed(search),
+        })
+    }
 }
 
 /// Whether the frontier's tile sizes satisfy B&B §3.1.2's rule for the interpolation search
@@ -418,6 +486,49 @@ pub fn stage(b: &mut KernelBuilder, f: &Frame) -> Staged {
     stage_range(b, f, (s0, s1))
 }
 
+/// The block's tiles staged in shared memory ([`stage_range`]): from `block_starts` ([`stage`]),
+/// or in a strided main kernel ([`strides`]), which has no partition kernel, found by the block
+/// itself with `searcher`. Two threads search global memory at once, one for each end of the
+/// block's atoms (thread 0 and the first thread of the second warp, or thread 0 for both in a
+/// block of one warp), as the partition kernel's threads would for two boundaries. Block 0
+/// starts at tile 0, so that it also finishes the empty tiles at the front. Ends with a barrier.
+pub fn stage_block(b: &mut KernelBuilder, f: &Frame, searcher: Searcher) -> Staged {
+    if f.stride.is_none() {
+        return stage(b, f);
+    }
+    b.shared(BLOCK_RANGE, 8, 16);
+    let slots = b.mov(Type::U64, Operand::Symbol(BLOCK_RANGE.into()));
+    let chunk = chunk(b, f);
+    let first = b.bin(BinOp::Mul, Type::U64, f.cta, chunk);
+    let first = b.bin(BinOp::Min, Type::U64, first, f.atoms);
+    let past = b.bin(BinOp::Add, Type::U64, first, chunk);
+    let past = b.bin(BinOp::Min, Type::U64, past, f.atoms);
+    let second = if f.block >= 64 { 32 } else { 0 };
+    for (thread, a, slot) in [(0, first, 0), (second, past, 8)] {
+        let mine = b.setp(Cmp::Eq, Type::U64, f.tid, Operand::Imm(thread));
+        let scope = b.if_begin(mine, false);
+        let a = narrow(b, f.w, a);
+        let lo = b.mov(f.w, Operand::Imm(0));
+        let hi = narrow(b, f.w, f.layout.tiles);
+        let found = searcher.global(b, f, a, (lo, hi));
+        let found = widen(b, f.w, found);
+        let found = if slot == 0 {
+            let front = b.setp(Cmp::Eq, Type::U64, f.cta, Operand::Imm(0));
+            b.selp(Type::U64, Operand::Imm(0), found, front)
+        } else {
+            found
+        };
+        let addr = b.bin(BinOp::Add, Type::U64, slots, Operand::Imm(slot));
+        b.st(Space::Shared, Type::U64, addr, found);
+        b.if_end(scope);
+    }
+    b.emit(Op::BarSync);
+    let s0 = b.ld(Space::Shared, Type::U64, slots);
+    let end_slot = b.bin(BinOp::Add, Type::U64, slots, Operand::Imm(8));
+    let s1 = b.ld(Space::Shared, Type::U64, end_slot);
+    stage_range(b, f, (s0, s1))
+}
+
 /// [`stage`] for the block's tiles `s0 .. s1` (u64, block-uniform), however the block found
 /// them. Ends with a barrier.
 pub fn stage_range(b: &mut KernelBuilder, f: &Frame, (s0, s1): (Reg, Reg)) -> Staged {
@@ -454,7 +565,7 @@ pub fn tiles_before(b: &mut KernelBuilder, f: &Frame, st: &Staged, search: Searc
 /// The expansion phase's search (B&B §2.4.4, §3.2): the block stages its tiles' end offsets
 /// ([`stage`]), then each thread finds the tiles of its first and last atom there with `search`.
 pub fn share(b: &mut KernelBuilder, f: &Frame, search: Search) -> Share {
-    let st = stage(b, f);
+    let st = stage_block(b, f, Searcher::Fixed(search));
     share_staged(b, f, &st, search)
 }
 

@@ -136,10 +136,11 @@ pub fn plans(
     plans_of(body, opts, schedule, count_tiles, false)
 }
 
-/// [`plans`] for a schedule whose main kernel is [`main_kernel`] with a share found from
-/// [`Frame::cta`] and [`Frame::tid`] alone: over a frontier, with a body that does not reduce (a
-/// reducing body keeps a carry per block, counted by the host), its blocks stride over the
-/// frontier's shares ([`FrontierGrid::Strided`]).
+/// [`plans`] for a schedule whose main kernel (such as [`main_kernel`]) runs the rounds of
+/// [`Frame::stride`] and finds each virtual block's share from [`Frame::cta`] and [`Frame::tid`]
+/// alone, with no temporary counted per block: over a frontier, with a body that does not
+/// reduce (a reducing body keeps a carry per block, counted by the host), its blocks stride over
+/// the frontier's shares ([`FrontierGrid::Strided`]).
 pub fn strided_plans(
     body: &Body,
     opts: &Options,

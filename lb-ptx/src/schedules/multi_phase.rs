@@ -56,7 +56,7 @@ use crate::builder::KernelBuilder;
 use crate::codegen::{emit_body, ptx_type, reduce_identity, AtomContext};
 use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Space, Type};
 use crate::plan::{Plan, Select};
-use crate::primitives::partition::{self, Search, Staged};
+use crate::primitives::partition::{self, Search, Searcher, Staged};
 use crate::primitives::work_oriented::{
     self, atom_context, lane_index, narrow, widen, Carry, Chain, Frame, Share, TileAt, Walk,
 };
@@ -247,7 +247,17 @@ fn expansion_kernel(
     let back = usize::from(body.reduce.is_some());
     let mut b = KernelBuilder::new(work_oriented::entry_from_back(plan, back));
     let f = work_oriented::frame(&mut b, body, chunked, plan, false)?;
-    let st = partition::stage(&mut b, &f);
+    // A strided plan over a frontier has no partition kernel: each virtual block finds its
+    // tiles itself, by the search the frontier's spread picks (B&B §3.1.2).
+    let searcher = match f.stride {
+        Some(_) => {
+            let rule = (THRESHOLD_AVG, THRESHOLD_SD);
+            Searcher::for_plan(&mut b, &f, plan, Search::LowerBound, rule)?
+        }
+        None => Searcher::Fixed(Search::LowerBound),
+    };
+    let strides = f.stride.map(|stride| (stride, stride.begin(&mut b, &f)));
+    let st = partition::stage_block(&mut b, &f, searcher);
     let lane = lane_index(&mut b, body, &f);
     let wants_rank = body.roles.contains(&IndexRole::Rank);
     let checked = opts.checked;
@@ -402,6 +412,9 @@ fn expansion_kernel(
     b.mov_to(Type::U64, round_first, next);
     b.loop_end(rounds);
     work_oriented::fixup::in_kernel(&mut b, &f, plan, body, checked)?;
+    if let Some((stride, scope)) = strides {
+        stride.end(&mut b, scope);
+    }
     Ok(b.finish())
 }
 
