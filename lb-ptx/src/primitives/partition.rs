@@ -207,7 +207,11 @@ pub fn plans(
         return Ok(out);
     }
     let prefix = format!("{}_{schedule}_", body.name);
-    let at = if opts.tiles.is_some() { 3 } else { 0 };
+    let at = if opts.tiles.is_some() {
+        frontier_scan::KERNELS
+    } else {
+        0
+    };
     let mut out = Vec::new();
     for base in work_oriented::plans(body, opts, schedule, false)? {
         for &(variant, select) in variants {
@@ -323,7 +327,7 @@ fn build_with(
     let mut kernels = Vec::new();
     let at = if opts.tiles.is_some() {
         kernels.extend(frontier_scan::kernels(body, opts, plan)?);
-        3
+        frontier_scan::KERNELS
     } else {
         0
     };

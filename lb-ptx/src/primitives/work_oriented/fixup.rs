@@ -103,7 +103,7 @@ pub(crate) fn in_kernel(
     b.bra_if(alone, false, end);
     let large = b.setp(Cmp::Gt, Type::U64, slots, Operand::Imm(f.block));
     b.bra_if(large, false, end);
-    let last = finished_last(b, f, counter, slots);
+    let last = finished_last(b, f.tid, counter, slots);
     b.bra_if(last, true, end);
 
     // One thread per slot: the slot's key and carry, and what ends a run there (the next key
@@ -169,11 +169,11 @@ fn segment_starts(b: &mut KernelBuilder, (slot, key_addr, key): (Reg, Reg, Reg),
 /// one resets the counter. Thread 0 fences before the count (a release: the block's writes,
 /// ordered before it by the barrier, are visible before the count is) and the last one after it
 /// (an acquire: the other blocks' writes are visible to the reads that follow the barrier).
-fn finished_last(b: &mut KernelBuilder, f: &Frame, counter: Reg, count: Reg) -> Reg {
+pub(super) fn finished_last(b: &mut KernelBuilder, tid: Reg, counter: Reg, count: Reg) -> Reg {
     b.shared(LAST, 4, 4);
     let flag = b.mov(Type::U64, Operand::Symbol(LAST.into()));
     b.emit(Op::BarSync);
-    let first = b.setp(Cmp::Eq, Type::U64, f.tid, Operand::Imm(0));
+    let first = b.setp(Cmp::Eq, Type::U64, tid, Operand::Imm(0));
     let scope = b.if_begin(first, false);
     b.emit(Op::Fence);
     let old = b.atom_global(AtomOp::Add, Type::U64, (counter, 0), Operand::Imm(1));
@@ -340,7 +340,7 @@ pub(crate) fn fixup_kernel(
 
     let nctaid = b.special(Special::NctaidX);
     let fixup_blocks = b.cvt(Rounding::None, Type::U64, Type::U32, nctaid);
-    let last = finished_last(&mut b, &f, counter, fixup_blocks);
+    let last = finished_last(&mut b, f.tid, counter, fixup_blocks);
     b.bra_if(last, true, done);
     let c = b.mov(Type::U64, f.tid);
     let each = b.loop_begin();

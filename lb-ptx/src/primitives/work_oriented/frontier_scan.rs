@@ -4,13 +4,20 @@
 //! the work-oriented kernels then use in place of `row_offsets`.
 //!
 //! 1. `…_tile_sums`: block `c` of the chunks of `block` entries sums its entries' sizes into
-//!    `chunk_sums[c]` (blocks stride over the chunks, so any grid works).
-//! 2. `…_chunk_scan` (one block): scans `chunk_sums` in place, exclusive, `block` chunks at a
-//!    time with a running total, and writes the total to `tile_offsets[len]`.
-//! 3. `…_tile_offsets`: each chunk scans its sizes again and adds its chunk's prefix.
+//!    `chunk_sums[c]` (blocks stride over the chunks, so any grid works). The last block to
+//!    finish (the threadfence-reduction pattern of [`super::fixup`]: a release fence and a count
+//!    per block, the counter a [`TempRole::Counters`] word it puts back to zero) then scans
+//!    `chunk_sums` in place, exclusive, `block` chunks at a time with a running total, and
+//!    writes the total to `tile_offsets[len]`. Only the blocks that own a chunk count
+//!    themselves (block 0 always), so a grid bounded by the whole graph's atoms does not queue
+//!    a hundred thousand atomics on one word for a frontier of a few chunks.
+//! 2. `…_tile_offsets`: each chunk scans its sizes again and adds its chunk's prefix.
 //!
-//! All sums are integer additions, so the result is exact and the same on every run. Kernels 1
-//! and 3 take the main kernel's grid: the plan's first kernel fixes the size of the per-block
+//! The scan of the chunk sums was a kernel of its own (one block) until the twenty-eighth
+//! session: a frontier step of a work-oriented schedule now launches one kernel fewer.
+//!
+//! All sums are integer additions, so the result is exact and the same on every run. Both
+//! kernels take the main kernel's grid: the plan's first kernel fixes the size of the per-block
 //! temporaries, which must be the main kernel's. A tile repeated in the frontier is reduced
 //! once per entry, each entry storing the whole result to the same output element; for `sum`,
 //! copies split differently across threads may round differently, and which copy lands last is
@@ -18,7 +25,7 @@
 
 use std::borrow::Cow;
 
-use super::temp_index;
+use super::{fixup, temp_index};
 use crate::body::Body;
 use crate::builder::KernelBuilder;
 use crate::codegen::KernelParams;
@@ -43,25 +50,31 @@ pub const TILE_SQUARES: &str = "tile_squares";
 pub const SQUARE_CAP: u64 = 1 << 16;
 /// `chunk_sums`: u64, one per chunk of `block` entries (at most `len + 1`).
 const CHUNK_SUMS: &str = "chunk_sums";
+/// The count of the first kernel's blocks that finished their chunks (one u64, a
+/// [`TempRole::Counters`] word).
+const SCAN_COUNTER: &str = "scan_counter";
 const SCAN: &str = "lb_offsets_scan";
 
-/// The temporaries the scan needs, `tile_offsets` of width `offsets`, and `main_blocks`.
-pub fn temps(offsets: OffsetWidth) -> [Temp; 3] {
+/// The temporaries the scan needs, `tile_offsets` of width `offsets`, `main_blocks`, and the
+/// first kernel's count of finished blocks.
+pub fn temps(offsets: OffsetWidth) -> [Temp; 4] {
     let per_tile = TempCount::PerTile {
         per_tile: 1,
         extra: 1,
     };
+    let scratch = TempRole::Scratch;
     [
-        (TILE_OFFSETS, offsets.bytes(), per_tile),
-        (CHUNK_SUMS, 8, per_tile),
-        (MAIN_BLOCKS, 8, TempCount::Fixed(1)),
+        (TILE_OFFSETS, offsets.bytes(), per_tile, scratch),
+        (CHUNK_SUMS, 8, per_tile, scratch),
+        (MAIN_BLOCKS, 8, TempCount::Fixed(1), scratch),
+        (SCAN_COUNTER, 8, TempCount::Fixed(1), TempRole::Counters),
     ]
-    .map(|(name, elem_bytes, count)| Temp {
+    .map(|(name, elem_bytes, count, role)| Temp {
         name: Cow::Borrowed(name),
         elem_bytes,
         count,
         zero: false,
-        role: TempRole::Scratch,
+        role,
     })
 }
 
@@ -81,14 +94,9 @@ pub fn squares_temp() -> Temp {
     }
 }
 
-/// The scan's three kernels for the main kernel `main` and its grid.
-pub fn kernel_plans(main: &str, block: u32, grid: Grid) -> [KernelPlan; 3] {
-    [
-        ("tile_sums", grid),
-        ("chunk_scan", Grid::Fixed(1)),
-        ("tile_offsets", grid),
-    ]
-    .map(|(suffix, grid)| KernelPlan {
+/// The scan's two kernels for the main kernel `main` and its grid.
+pub fn kernel_plans(main: &str, block: u32, grid: Grid) -> [KernelPlan; KERNELS] {
+    [("tile_sums", grid), ("tile_offsets", grid)].map(|(suffix, grid)| KernelPlan {
         entry: Cow::Owned(format!("{main}_{suffix}")),
         block,
         grid,
@@ -99,12 +107,14 @@ pub fn kernel_plans(main: &str, block: u32, grid: Grid) -> [KernelPlan; 3] {
     })
 }
 
-/// The scan's three kernels, named as in the plan's first three kernels.
+/// The number of kernels the scan puts before the plan's own.
+pub const KERNELS: usize = 2;
+
+/// The scan's kernels, named as in the plan's first [`KERNELS`] kernels.
 pub fn kernels(body: &Body, opts: &Options, plan: &Plan) -> Result<Vec<Kernel>, GenError> {
     Ok(vec![
         chunks_kernel(body, opts, plan, 0, false)?,
-        chunk_scan_kernel(body, opts, plan)?,
-        chunks_kernel(body, opts, plan, 2, true)?,
+        chunks_kernel(body, opts, plan, 1, true)?,
     ])
 }
 
@@ -169,7 +179,8 @@ fn tile_size(
     size
 }
 
-/// Kernel 1 (`offsets == false`): chunk sums; kernel 3 (`offsets == true`): tile offsets.
+/// Kernel 1 (`offsets == false`): chunk sums, then their scan by the last block to finish;
+/// kernel 2 (`offsets == true`): tile offsets.
 fn chunks_kernel(
     body: &Body,
     opts: &Options,
@@ -233,6 +244,21 @@ fn chunks_kernel(
     b.emit(Op::BarSync);
     b.bin_to(BinOp::Add, Type::U64, c, c, stride);
     b.loop_end(each);
+    if !offsets {
+        let counter = params.temps[temp_index(plan, SCAN_COUNTER)?];
+        let skip = b.label();
+        // The blocks that own a chunk, at least block 0 (an empty frontier's total is 0).
+        let owners = b.bin(BinOp::Min, Type::U64, stride, chunks);
+        let owners = b.bin(BinOp::Max, Type::U64, owners, Operand::Imm(1));
+        let ctaid = b.special(Special::CtaidX);
+        let ctaid = b.cvt(Rounding::None, Type::U64, Type::U32, ctaid);
+        let idle = b.setp(Cmp::Ge, Type::U64, ctaid, owners);
+        b.bra_if(idle, false, skip);
+        let last = fixup::finished_last(&mut b, tid, counter, owners);
+        b.bra_if(last, true, skip);
+        scan_chunk_sums(&mut b, &layout, &params, (sums, out), block, tid, chunks);
+        b.place(skip);
+    }
     Ok(b.finish())
 }
 
@@ -264,20 +290,17 @@ fn store_main_blocks(
     Ok(())
 }
 
-/// Kernel 2: one block scans the chunk sums in place (exclusive), `block` at a time, and writes
-/// the frontier's total atoms to `tile_offsets[len]`.
-fn chunk_scan_kernel(body: &Body, opts: &Options, plan: &Plan) -> Result<Kernel, GenError> {
-    let mut b = KernelBuilder::new(plan.kernels[1].entry.as_ref());
-    let params = KernelParams::declare(&mut b, body, plan)?;
-    let layout = Layout::new(&mut b, body, opts, &params)?;
-    let sums = params.temps[temp_index(plan, CHUNK_SUMS)?];
-    let out = params.temps[temp_index(plan, TILE_OFFSETS)?];
-    let block = i64::from(opts.block);
-    b.shared(SCAN, 8, opts.block * 8);
-    let tid = b.special(Special::TidX);
-    let tid = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
-    let up = b.bin(BinOp::Add, Type::U64, layout.tiles, Operand::Imm(block - 1));
-    let chunks = b.bin(BinOp::Div, Type::U64, up, Operand::Imm(block));
+/// The last block of kernel 1 scans the chunk sums in place (exclusive), `block` at a time, and
+/// writes the frontier's total atoms to `tile_offsets[len]`.
+fn scan_chunk_sums(
+    b: &mut KernelBuilder,
+    layout: &Layout,
+    params: &KernelParams,
+    (sums, out): (Reg, Reg),
+    block: i64,
+    tid: Reg,
+    chunks: Reg,
+) {
     let total = b.mov(Type::U64, Operand::Imm(0));
     let base = b.mov(Type::U64, Operand::Imm(0));
 
@@ -291,7 +314,7 @@ fn chunk_scan_kernel(body: &Body, opts: &Options, plan: &Plan) -> Result<Kernel,
     let scope = b.if_begin(inside, false);
     b.ld_to(Space::Global, Type::U64, value, addr);
     b.if_end(scope);
-    let (sum, scan) = block_scan(&mut b, block, tid, value);
+    let (sum, scan) = block_scan(b, block, tid, value);
     let scope = b.if_begin(inside, false);
     let before = b.bin(BinOp::Sub, Type::U64, sum, value);
     let prefix = b.bin(BinOp::Add, Type::U64, total, before);
@@ -306,7 +329,6 @@ fn chunk_scan_kernel(body: &Body, opts: &Options, plan: &Plan) -> Result<Kernel,
 
     let first = b.setp(Cmp::Eq, Type::U64, tid, Operand::Imm(0));
     let scope = b.if_begin(first, false);
-    store_offset(&mut b, params.offsets, out, layout.tiles, total);
+    store_offset(b, params.offsets, out, layout.tiles, total);
     b.if_end(scope);
-    Ok(b.finish())
 }
