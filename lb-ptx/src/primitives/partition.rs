@@ -41,7 +41,7 @@ const BLOCK_STARTS: &str = "block_starts";
 /// The block's staged tile end offsets.
 const STAGED_ENDS: &str = "lb_staged_ends";
 /// The block's first tile and the tile after its last, found by the block itself
-/// ([`stage_block`]).
+/// ([`block_range`]).
 const BLOCK_RANGE: &str = "lb_block_range";
 /// Static shared memory every target offers a block.
 pub const SHARED_LIMIT: u32 = 48 * 1024;
@@ -174,7 +174,9 @@ pub fn plans(
     variants: &[(&str, Option<Select>)],
     buffer: u64,
 ) -> Result<Vec<Plan>, GenError> {
-    let bytes = shared_bytes(body, opts, buffer);
+    // A strided plan's blocks also pass their range through shared memory ([`block_range`]).
+    let range = if strides(body, opts) { 16 } else { 0 };
+    let bytes = shared_bytes(body, opts, buffer + range);
     if bytes > u64::from(SHARED_LIMIT) {
         let buffered = if buffer > 0 {
             format!(", plus {buffer} bytes of expansion buffer,")
@@ -492,14 +494,23 @@ pub fn stage(b: &mut KernelBuilder, f: &Frame) -> Staged {
 
 /// The block's tiles staged in shared memory ([`stage_range`]): from `block_starts` ([`stage`]),
 /// or in a strided main kernel ([`strides`]), which has no partition kernel, found by the block
-/// itself with `searcher`. Two threads search global memory at once, one for each end of the
-/// block's atoms (thread 0 and the first thread of the second warp, or thread 0 for both in a
-/// block of one warp), as the partition kernel's threads would for two boundaries. Block 0
-/// starts at tile 0, so that it also finishes the empty tiles at the front. Ends with a barrier.
+/// itself with `searcher` ([`block_range`]). Ends with a barrier.
 pub fn stage_block(b: &mut KernelBuilder, f: &Frame, searcher: Searcher) -> Staged {
     if f.stride.is_none() {
         return stage(b, f);
     }
+    let range = block_range(b, f, searcher);
+    stage_range(b, f, range)
+}
+
+/// The block's first tile and the tile after its last (u64 each, the same in every thread),
+/// found by the block itself in global memory with `searcher`: two threads search at once, one
+/// for each end of the block's atoms (thread 0 and the first thread of the second warp, or
+/// thread 0 for both in a block of one warp), as the partition kernel's threads would for two
+/// boundaries, and hand the tiles to the block through shared memory. Block 0 starts at tile 0,
+/// so that it also finishes the empty tiles at the front. Declares 16 bytes of shared memory;
+/// ends with a barrier.
+pub fn block_range(b: &mut KernelBuilder, f: &Frame, searcher: Searcher) -> (Reg, Reg) {
     b.shared(BLOCK_RANGE, 8, 16);
     let slots = b.mov(Type::U64, Operand::Symbol(BLOCK_RANGE.into()));
     let chunk = chunk(b, f);
@@ -530,7 +541,7 @@ pub fn stage_block(b: &mut KernelBuilder, f: &Frame, searcher: Searcher) -> Stag
     let s0 = b.ld(Space::Shared, Type::U64, slots);
     let end_slot = b.bin(BinOp::Add, Type::U64, slots, Operand::Imm(8));
     let s1 = b.ld(Space::Shared, Type::U64, end_slot);
-    stage_range(b, f, (s0, s1))
+    (s0, s1)
 }
 
 /// [`stage`] for the block's tiles `s0 .. s1` (u64, block-uniform), however the block found
