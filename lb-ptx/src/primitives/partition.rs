@@ -392,7 +392,8 @@ fn partition_kernel(
 }
 
 /// How a block boundary is searched in the tile offsets in global memory: always the same way,
-/// or by a predicate measured on the device (interpolation when it holds, [`spread_is_low`]).
+/// or by a predicate measured on the device (interpolation when it holds: B&B §3.1.2's rule on the
+/// frontier's mean and spread).
 #[derive(Clone, Copy)]
 pub enum Searcher {
     Fixed(Search),
