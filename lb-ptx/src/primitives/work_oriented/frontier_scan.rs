@@ -13,8 +13,9 @@
 //!    a hundred thousand atomics on one word for a frontier of a few chunks.
 //! 2. `…_tile_offsets`: each chunk scans its sizes again and adds its chunk's prefix.
 //!
-//! The scan of the chunk sums was a kernel of its own (one block) until the twenty-eighth
-//! session: a frontier step of a work-oriented schedule now launches one kernel fewer.
+//! Scanning the chunk sums in the first kernel instead of a one-block kernel of their own saves a
+//! launch per frontier step: 11–14% of the kernel time of a BFS on a road grid, whose steps are
+//! short (docs/benchmarks.md, twenty-eighth session).
 //!
 //! All sums are integer additions, so the result is exact and the same on every run. Both
 //! kernels take the main kernel's grid: the plan's first kernel fixes the size of the per-block
