@@ -273,38 +273,23 @@ pub fn build(
     search: Search,
     main: Kernel,
 ) -> Result<Vec<Kernel>, GenError> {
-    build_with(body, opts, plan, Choice::Fixed(search), main)
+    build_with(body, opts, plan, (search, None), main)
 }
 
 /// [`build`] for a plan over a frontier that has [`with_squares`]: the partition picks its
-/// search on the device from the frontier's tile sizes, by B&B §3.1.2's rule (interpolation
-/// when the mean, rounded up, is at most `max_avg` atoms and the standard deviation at most
-/// `max_std_dev`), which the host applies to a whole tile set's statistics
+/// search on the device from the frontier's tile sizes, by B&B §3.1.2's rule, `rule` =
+/// `(max_avg, max_std_dev)` (interpolation when the mean, rounded up, is at most `max_avg`
+/// atoms and the standard deviation at most `max_std_dev`), which the host applies to a whole tile set's statistics
 /// ([`Select::Spread`]). The choice is uniform over the grid, and both searches find the same
 /// boundaries, so it changes only how fast they are found.
 pub fn build_measured(
     body: &Body,
     opts: &Options,
     plan: &Plan,
-    (max_avg, max_std_dev): (u64, u64),
+    rule: (u64, u64),
     main: Kernel,
 ) -> Result<Vec<Kernel>, GenError> {
-    let choice = Choice::Measured {
-        max_avg,
-        max_std_dev,
-    };
-    build_with(body, opts, plan, choice, main)
-}
-
-/// How a partition kernel searches.
-#[derive(Clone, Copy)]
-enum Choice {
-    Fixed(Search),
-    /// By the frontier's spread, on the device ([`build_measured`]).
-    Measured {
-        max_avg: u64,
-        max_std_dev: u64,
-    },
+    build_with(body, opts, plan, (Search::LowerBound, Some(rule)), main)
 }
 
 /// Puts the frontier's [`frontier_scan::TILE_SQUARES`] among the plan's temporaries, before
@@ -323,7 +308,7 @@ fn build_with(
     body: &Body,
     opts: &Options,
     plan: &Plan,
-    search: Choice,
+    search: (Search, Option<(u64, u64)>),
     main: Kernel,
 ) -> Result<Vec<Kernel>, GenError> {
     let mut kernels = Vec::new();
@@ -360,7 +345,7 @@ fn partition_kernel(
     opts: &Options,
     plan: &Plan,
     at: usize,
-    search: Choice,
+    (search, rule): (Search, Option<(u64, u64)>),
 ) -> Result<Kernel, GenError> {
     let mut b = KernelBuilder::new(plan.kernels[at].entry.as_ref());
     let f = work_oriented::frame(&mut b, body, opts, plan, false)?;
@@ -374,13 +359,7 @@ fn partition_kernel(
     let a = narrow(&mut b, w, a);
     let lo = b.mov(w, Operand::Imm(0));
     let hi = narrow(&mut b, w, f.layout.tiles);
-    let searcher = match search {
-        Choice::Fixed(search) => Searcher::Fixed(search),
-        Choice::Measured {
-            max_avg,
-            max_std_dev,
-        } => Searcher::Measured(spread_is_low(&mut b, &f, plan, (max_avg, max_std_dev))?),
-    };
+    let searcher = Searcher::new(&mut b, &f, plan, search, rule)?;
     let start = searcher.global(&mut b, &f, a, (lo, hi));
     let start = widen(&mut b, w, start);
     let front = b.setp(Cmp::Eq, Type::U64, g, Operand::Imm(0));
@@ -422,6 +401,21 @@ impl Searcher {
         }
     }
 
+    /// By the frontier's spread with B&B §3.1.2's `rule` (`(max_avg, max_std_dev)`, a plan
+    /// with [`with_squares`]), or always with `search`.
+    pub fn new(
+        b: &mut KernelBuilder,
+        f: &Frame,
+        plan: &Plan,
+        search: Search,
+        rule: Option<(u64, u64)>,
+    ) -> Result<Searcher, GenError> {
+        Ok(match rule {
+            Some(rule) => Searcher::Measured(spread_is_low(b, f, plan, rule)?),
+            None => Searcher::Fixed(search),
+        })
+    }
+
     /// The searcher of a strided plan over a frontier: by the frontier's spread when the plan
     /// measures it ([`with_squares`], B&B §3.1.2's rule `rule`), else `search`.
     pub fn for_plan(
@@ -431,10 +425,8 @@ impl Searcher {
         search: Search,
         rule: (u64, u64),
     ) -> Result<Searcher, GenError> {
-        Ok(match frontier_scan::squares_slot(plan) {
-            Some(_) => Searcher::Measured(spread_is_low(b, f, plan, rule)?),
-            None => Searcher::Fixed(search),
-        })
+        let measured = frontier_scan::squares_slot(plan).map(|_| rule);
+        Searcher::new(b, f, plan, search, measured)
     }
 }
 
