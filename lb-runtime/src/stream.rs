@@ -20,6 +20,7 @@ use lb_ptx::sim::{LaunchConfig, Memory};
 use crate::buffer::DeviceBuffer;
 use crate::device::{lock, Backend, Device};
 use crate::error::{Error, Result};
+use crate::host::HostBuffer;
 use crate::launch::{Launch, SizedPlan};
 use crate::queue::DeviceQueue;
 use crate::tune::Picked;
@@ -261,20 +262,26 @@ enum Check {
 
 impl Check {
     /// `Err` for what the kernels reported; a raised flag is lowered so the next launch starts
-    /// clean.
-    fn run(&self, stream: &Stream) -> Result<()> {
+    /// clean. `copied` is the check's word ([`Check::word`]) when the synchronization already
+    /// copied it to the host; without it the word is read here.
+    fn run(&self, stream: &Stream, copied: Option<u64>) -> Result<()> {
+        let word = |bytes: &[u8], i: usize| -> u64 {
+            bytes
+                .get(i * 8..i * 8 + 8)
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+        };
+        let first = |buf: &WsBuf, off: usize| -> Result<u64> {
+            stream.device().count_to_host(8);
+            match copied {
+                Some(w) => Ok(w),
+                None => Ok(word(&buf.read(off, 8)?, 0)),
+            }
+        };
         match self {
             Check::Flag { buf, names } => {
                 // The first word alone says whether the flag is raised: a launch that found
                 // nothing costs an 8-byte read, the index is read only when there is one.
-                let word = |bytes: &[u8], i: usize| -> u64 {
-                    bytes
-                        .get(i * 8..i * 8 + 8)
-                        .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-                };
-                let first = buf.read(0, 8)?;
-                stream.device().count_to_host(first.len());
-                let w0 = word(&first, 0);
+                let w0 = first(buf, 0)?;
                 if w0 == 0 {
                     return Ok(());
                 }
@@ -295,11 +302,7 @@ impl Check {
                 off,
                 seen,
             } => {
-                let b = slot.read(*off, 8)?;
-                stream.device().count_to_host(b.len());
-                let needed = b
-                    .get(..8)
-                    .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+                let needed = first(slot, *off)?;
                 seen.store(needed, Ordering::Relaxed);
                 if needed > *capacity {
                     return Err(Error::QueueOverflow {
@@ -310,6 +313,15 @@ impl Check {
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// The device address of the 8-byte word that says whether the check passes: the flag's
+    /// first word, or the copied counter.
+    fn word(&self) -> u64 {
+        match self {
+            Check::Flag { buf, .. } => buf.addr(),
+            Check::Queue { slot, off, .. } => slot.addr() + *off as u64,
         }
     }
 
@@ -420,6 +432,10 @@ pub(crate) struct StreamState {
     /// The plans last launched on this stream, sized for their problems (`launch::SizedPlan`),
     /// most recent last.
     pub(crate) sized: Mutex<Vec<Arc<SizedPlan>>>,
+    /// Page-locked words the checks' words are copied into on a GPU synchronization (one per
+    /// check, grown to the most checks one synchronization has read); locked only with
+    /// `checks` held.
+    reports: Mutex<Option<HostBuffer<u64>>>,
 }
 
 /// The stream of one side track of a plan (`KernelPlan::track` > 0) and the two events that
@@ -482,6 +498,7 @@ impl StreamState {
             mirrors: Mutex::new((0, 0)),
             mirrored: AtomicBool::new(false),
             sized: Mutex::new(Vec::new()),
+            reports: Mutex::new(None),
         }
     }
 
@@ -711,22 +728,91 @@ impl Stream {
                 "a capturing stream cannot be synchronized: end the capture first".into(),
             ));
         }
-        if let Some(cuda) = &self.state.cuda {
-            cuda.synchronize()
-                .map_err(|e| Error::cuda("running the launches of a stream", e))?;
-        }
-        self.run_checks()
+        let Some(cuda) = &self.state.cuda else {
+            return self.run_checks();
+        };
+        // Each check's word is copied into page-locked memory behind the launches, so the one
+        // wait below covers the reports too: reading them after it with synchronous copies
+        // cost a round trip to the GPU each (a graph traversal reads two per step).
+        let mut checks = lock(&self.state.checks);
+        let mut reports = lock(&self.state.reports);
+        let copied = self.copy_words(cuda, &checks, &mut reports)?;
+        cuda.synchronize()
+            .map_err(|e| Error::cuda("running the launches of a stream", e))?;
+        let words = reports.as_deref().filter(|_| copied);
+        self.finish_checks(&mut checks, words)
     }
 
     pub(crate) fn run_checks(&self) -> Result<()> {
         let mut checks = lock(&self.state.checks);
-        while !checks.is_empty() {
-            let check = checks.remove(0);
-            check.run(self)?;
+        self.finish_checks(&mut checks, None)
+    }
+
+    /// Runs `checks` in order, the `i`th with `words[i]` when given (see
+    /// [`copy_words`](Self::copy_words)); stops at the first error, leaving the rest.
+    fn finish_checks(&self, checks: &mut Vec<Check>, words: Option<&[u64]>) -> Result<()> {
+        let mut i = 0;
+        while i < checks.len() {
+            let copied = words.and_then(|w| w.get(i).copied());
+            if let Err(e) = checks[i].run(self, copied) {
+                checks.drain(..=i);
+                return Err(e);
+            }
+            i += 1;
         }
+        checks.clear();
         // Every report is read: no check refers to a counter slot any more.
         lock(&self.state.counters).used = 0;
         Ok(())
+    }
+
+    /// Enqueues on `cuda` a copy of each check's word into `reports` (allocated or grown
+    /// here), `false` when there are none. Consecutive words in device memory go in one copy.
+    fn copy_words(
+        &self,
+        cuda: &CudaStream,
+        checks: &[Check],
+        reports: &mut Option<HostBuffer<u64>>,
+    ) -> Result<bool> {
+        if checks.is_empty() {
+            return Ok(false);
+        }
+        if reports.as_ref().is_none_or(|r| r.len() < checks.len()) {
+            *reports = Some(
+                self.dev
+                    .host_buffer(checks.len().next_power_of_two().max(8))?,
+            );
+        }
+        let Some(page) = reports.as_mut() else {
+            return Ok(false);
+        };
+        cuda.context()
+            .bind_to_thread()
+            .map_err(|e| Error::cuda("binding the context", e))?;
+        let dst = page.as_mut_ptr();
+        let mut i = 0;
+        while i < checks.len() {
+            let src = checks[i].word();
+            let mut n = 1;
+            while checks
+                .get(i + n)
+                .is_some_and(|c| c.word() == src + 8 * n as u64)
+            {
+                n += 1;
+            }
+            // SAFETY: `dst + i .. dst + i + n` lies inside `page` (its length is at least
+            // `checks.len()`), page-locked memory that `reports` keeps, locked, until the
+            // caller's synchronization has completed the copy; `src .. src + 8n` are words of
+            // live workspace or counter-slot allocations of this stream's context (each
+            // check holds its buffer), the `n` checks' consecutive words.
+            let r = unsafe {
+                sys::cuMemcpyDtoHAsync_v2(dst.add(i).cast(), src, 8 * n, cuda.cu_stream())
+            };
+            r.result()
+                .map_err(|e| Error::cuda("copying the launches' reports", e))?;
+            i += n;
+        }
+        Ok(true)
     }
 
     /// Hands `ws` to this stream: its launches take their temporaries from it from now on.
