@@ -185,6 +185,19 @@ impl WsBuf {
     }
 }
 
+/// `words` (8-byte device addresses) cut into runs of consecutive words, as `(first index,
+/// length)`: each run is one copy.
+fn word_runs(words: &[u64]) -> Vec<(usize, usize)> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for (i, &w) in words.iter().enumerate() {
+        match runs.last_mut() {
+            Some((first, n)) if words[*first].checked_add(8 * *n as u64) == Some(w) => *n += 1,
+            _ => runs.push((i, 1)),
+        }
+    }
+    runs
+}
+
 fn gone() -> Error {
     Error::DeviceMismatch {
         what: "a workspace whose device was dropped".into(),
@@ -790,27 +803,19 @@ impl Stream {
             .bind_to_thread()
             .map_err(|e| Error::cuda("binding the context", e))?;
         let dst = page.as_mut_ptr();
-        let mut i = 0;
-        while i < checks.len() {
-            let src = checks[i].word();
-            let mut n = 1;
-            while checks
-                .get(i + n)
-                .is_some_and(|c| c.word() == src + 8 * n as u64)
-            {
-                n += 1;
-            }
+        let words: Vec<u64> = checks.iter().map(Check::word).collect();
+        for (i, n) in word_runs(&words) {
             // SAFETY: `dst + i .. dst + i + n` lies inside `page` (its length is at least
-            // `checks.len()`), page-locked memory that `reports` keeps, locked, until the
-            // caller's synchronization has completed the copy; `src .. src + 8n` are words of
-            // live workspace or counter-slot allocations of this stream's context (each
-            // check holds its buffer), the `n` checks' consecutive words.
+            // `checks.len()`, and `word_runs` cuts `0..words.len()`), page-locked memory that
+            // `reports` keeps, locked, until the caller's synchronization has completed the
+            // copy; `words[i] .. words[i] + 8n` are the `n` checks' consecutive words, in live
+            // workspace or counter-slot allocations of this stream's context (each check
+            // holds its buffer).
             let r = unsafe {
-                sys::cuMemcpyDtoHAsync_v2(dst.add(i).cast(), src, 8 * n, cuda.cu_stream())
+                sys::cuMemcpyDtoHAsync_v2(dst.add(i).cast(), words[i], 8 * n, cuda.cu_stream())
             };
             r.result()
                 .map_err(|e| Error::cuda("copying the launches' reports", e))?;
-            i += n;
         }
         Ok(true)
     }
@@ -1302,5 +1307,23 @@ impl std::fmt::Debug for Pending {
             .field("schedule", &self.launch.schedule)
             .field("stream", &self.stream)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::word_runs;
+
+    #[test]
+    fn adjacent_report_words_share_one_copy() {
+        assert_eq!(word_runs(&[]), []);
+        assert_eq!(word_runs(&[0x1000]), [(0, 1)]);
+        // A flag, then three counter slots in a row, a gap, a slot, and the same slot again
+        // (a graph replayed twice).
+        let words = [0x1000, 0x2000, 0x2008, 0x2010, 0x2020, 0x2028, 0x2028];
+        assert_eq!(word_runs(&words), [(0, 1), (1, 3), (4, 2), (6, 1)]);
+        // Descending addresses and the end of the address space never merge.
+        assert_eq!(word_runs(&[0x2008, 0x2000]), [(0, 1), (1, 1)]);
+        assert_eq!(word_runs(&[u64::MAX - 7, 0]), [(0, 1), (1, 1)]);
     }
 }
