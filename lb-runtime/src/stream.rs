@@ -746,7 +746,10 @@ impl Stream {
         };
         // Each check's word is copied into page-locked memory behind the launches, so the one
         // wait below covers the reports too: reading them after it with synchronous copies
-        // cost a round trip to the GPU each (a graph traversal reads two per step).
+        // cost a round trip to the GPU each (a graph traversal reads two per step). The lock
+        // is held through the wait: a launch on this stream from another thread meanwhile
+        // registers its reports after it, for the next synchronization, so no report is read
+        // before its copy has landed.
         let mut checks = lock(&self.state.checks);
         let mut reports = lock(&self.state.reports);
         let copied = self.copy_words(cuda, &checks, &mut reports)?;
