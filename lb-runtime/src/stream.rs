@@ -1321,8 +1321,8 @@ mod tests {
     fn adjacent_report_words_share_one_copy() {
         assert_eq!(word_runs(&[]), []);
         assert_eq!(word_runs(&[0x1000]), [(0, 1)]);
-        // A flag, then three counter slots in a row, a gap, a slot, and the same slot again
-        // (a graph replayed twice).
+        // A flag, then three counter slots in a row, a gap, two slots, and the last one again:
+        // a repeated word starts a run of its own.
         let words = [0x1000, 0x2000, 0x2008, 0x2010, 0x2020, 0x2028, 0x2028];
         assert_eq!(word_runs(&words), [(0, 1), (1, 3), (4, 2), (6, 1)]);
         // Descending addresses and the end of the address space never merge.
