@@ -134,6 +134,110 @@ fn iterate_spmv_split(
     }
 }
 
+/// A signed permutation (row `r` holds `sign[r]` at column `perm[r]`) inside the pattern of a
+/// random matrix whose other entries are zero: `A·x` is exact in f32 whatever order a schedule
+/// sums in, and it neither decays nor converges, so an iteration that read a stale or a
+/// half-written `x` gives a different vector.
+fn signed_permutation(n: usize, seed: u64) -> (Csr<f32>, Vec<usize>, Vec<f32>) {
+    use rand::seq::SliceRandom;
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut perm: Vec<usize> = (0..n).collect();
+    perm.shuffle(&mut rng);
+    let sign: Vec<f32> = (0..n)
+        .map(|_| if rng.random_bool(0.5) { 1.0 } else { -1.0 })
+        .collect();
+    let pattern = random_csr(Shape::Random, n, n, seed + 1);
+    let mut triplets: Vec<(usize, usize, f32)> = (0..n)
+        .flat_map(|r| pattern.row(r).map(move |nz| (r, nz)))
+        .map(|(r, nz)| (r, pattern.col_indices[nz] as usize, 0.0))
+        .filter(|&(r, c, _)| c != perm[r])
+        .collect();
+    triplets.extend((0..n).map(|r| (r, perm[r], sign[r])));
+    triplets.sort_by_key(|&(r, c, _)| (r, c));
+    triplets.dedup_by_key(|t| (t.0, t.1));
+    let a = Csr::from_triplets(n, n, triplets).expect("valid triplets");
+    (a, perm, sign)
+}
+
+/// `iterations` steps of `x ← A·x` on a [`signed_permutation`], every step enqueued behind the
+/// last without a wait ([`MultiCsr::launch_and_gather_async`]), alternating between two
+/// gathered arrays so that each step's all-gather overwrites the array the step before it read;
+/// then every device's copy of the last result is exactly the host's.
+fn iterate_async(
+    devices: &Devices,
+    n: usize,
+    what: &str,
+    schedule: Schedule,
+    options: SplitOptions,
+    iterations: usize,
+) {
+    let seed = seed();
+    let (a, perm, sign) = signed_permutation(n, seed);
+    let what = format!("{what}, {schedule}, {options:?}, LB_TEST_SEED={seed}");
+    let split = MultiCsr::upload_with(devices, &a, options).expect("upload");
+    let mut expected = random_vec(n, seed + 2);
+    let mut arrays = [
+        devices.replicate(&expected).expect("replicate"),
+        devices.replicated_zeros::<f32>(n).expect("zeros"),
+    ];
+    let mut y = split.outputs::<f32>(1).expect("outputs");
+    let mut pending = Vec::new();
+    for i in 0..iterations {
+        let (first, second) = arrays.split_at_mut(1);
+        let (x, into) = if i % 2 == 0 {
+            (&first[0], &mut second[0])
+        } else {
+            (&second[0], &mut first[0])
+        };
+        let run = |part: &lb::multi::CsrPart<f32>, stream: &Stream, y: &mut DeviceBuffer<f32>| {
+            common::spmv::launch_with_async(stream, schedule, part.tiles(), x.on(part.index()), y)
+        };
+        let launched = split.launch_and_gather_async(sum(), &mut y, into, run);
+        pending.push(launched.unwrap_or_else(|e| panic!("{what}: step {i}: {e}")));
+        expected = (0..n).map(|r| sign[r] * expected[perm[r]]).collect();
+    }
+    for (i, p) in pending.into_iter().enumerate() {
+        p.wait().unwrap_or_else(|e| panic!("{what}: step {i}: {e}"));
+    }
+    for (d, copy) in arrays[iterations % 2]
+        .download_all()
+        .expect("download")
+        .iter()
+        .enumerate()
+    {
+        if let Some(r) = (0..n).find(|&r| copy[r] != expected[r]) {
+            panic!(
+                "{what}: device {d}'s copy after {iterations} steps: row {r} is {}, not {}",
+                copy[r], expected[r]
+            );
+        }
+    }
+}
+
+#[test]
+fn iterations_enqueued_back_to_back_read_every_gathered_result() {
+    for n in 1..=4 {
+        let devices = Devices::simulators(n).expect("simulators");
+        for chunks in [1, 2] {
+            let options = SplitOptions {
+                chunks: Some(chunks),
+                ..SplitOptions::default()
+            };
+            for schedule in [Schedule::MergePath, Schedule::Lrb] {
+                iterate_async(
+                    &devices,
+                    300,
+                    &format!("{n} simulators"),
+                    schedule,
+                    options,
+                    6,
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn spmv_on_one_to_four_simulated_devices_matches_the_f64_reference() {
     let seed = seed();
@@ -473,7 +577,40 @@ fn spmv_and_spmm_on_every_gpu() {
     }
 }
 
-/// One level of a pull BFS on the transpose (row v lists v's in-neighbours; a 0-valued self
+/// Every GPU of the machine: twenty SpMV steps enqueued back to back on a matrix of two million
+/// rows (each step's kernels and all-gather behind the last's, with no wait), on every
+/// transport, in one chunk and in three, end exactly where the host's iteration does.
+#[test]
+#[ignore = "needs two or more GPUs and NCCL"]
+fn iterations_enqueued_back_to_back_on_every_gpu() {
+    let devices = Devices::cuda_all().expect("GPUs");
+    assert!(devices.count() >= 2, "{devices:?}");
+    let transports: &[Transport] = if devices.peer_access() {
+        &[
+            Transport::PeerCopy,
+            Transport::PeerKernel,
+            Transport::PeerStores,
+            Transport::Nccl,
+        ]
+    } else {
+        &[Transport::Nccl]
+    };
+    for &t in transports {
+        devices.set_transport(t).expect("transport");
+        for chunks in [1, 3] {
+            let options = SplitOptions {
+                chunks: Some(chunks),
+                ..SplitOptions::default()
+            };
+            for schedule in [Schedule::MergePath, Schedule::ThreadMapped] {
+                let what = format!("{} GPUs, {t:?}", devices.count());
+                iterate_async(&devices, 2_000_000, &what, schedule, options, 20);
+            }
+        }
+    }
+}
+
+/// One level of a pull BFS on the transpose/// One level of a pull BFS on the transpose (row v lists v's in-neighbours; a 0-valued self
 /// loop on every vertex carries its own depth): the smallest of the vertex's depth and
 /// `level + 1` for an in-neighbour at `level`. No epilogue, so a cut row combines with min.
 #[load_balanced(schedule = "merge_path", reduce = "min", output = "next")]

@@ -9,9 +9,19 @@
 //! - `compute`: the same kernels alone, waited for (`MultiCsr::launch`);
 //! - `exchange`: the all-gather alone (peer copies or NCCL broadcasts of each part's rows),
 //!   waited for;
+//! - `launch-host`: of `iteration`, the host's time inside the parts' launch calls (enqueuing
+//!   the kernels), summed over the parts;
+//! - `exch-host`: of `exchange`, the host's time to enqueue the all-gather (the rest is the wait
+//!   for the devices): where it is most of `exchange`, the host's driver calls, not the links,
+//!   bound the exchange;
 //! - `one`: the same kernel on the whole matrix on the group's first device (no exchange: one
 //!   device needs none);
 //! - `scaling`: `one / iteration`;
+//! - `loop`: an iterative method's time per iteration: `--reps` iterations enqueued back to
+//!   back (`MultiCsr::launch_and_gather_async`, each one's gathered result the next one's
+//!   input), waited for once, divided by their count; `one-loop` the same on the group's first
+//!   device alone (the kernels only, which need no gather there), and `loop-scaling` their
+//!   ratio;
 //! - `chunks`, `transport`: how each device's share was launched (`--chunks`) and how the
 //!   all-gather travelled (`--transport`); one line per combination.
 //!
@@ -41,6 +51,14 @@ pub(crate) struct MultiRecord {
     pub(crate) iteration_us: f64,
     pub(crate) compute_us: f64,
     pub(crate) exchange_us: f64,
+    /// Host µs inside the parts' launch calls of `iteration`.
+    pub(crate) launch_host_us: f64,
+    /// Host µs to enqueue the all-gather of `exchange`.
+    pub(crate) exchange_host_us: f64,
+    /// µs per iteration of back-to-back iterations, on the group and on its first device.
+    pub(crate) loop_us: f64,
+    pub(crate) one_loop_us: f64,
+    pub(crate) loop_scaling: f64,
     pub(crate) one_device_us: f64,
     pub(crate) scaling: f64,
     /// Largest relative error of the gathered result against the f64 reference.
@@ -53,6 +71,9 @@ pub(crate) struct Times {
     pub(crate) iteration: f64,
     pub(crate) compute: f64,
     pub(crate) exchange: f64,
+    pub(crate) launch_host: f64,
+    pub(crate) exchange_host: f64,
+    pub(crate) looped: f64,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -110,11 +131,50 @@ pub(crate) fn time_iterations(
     (warmup, reps): (usize, usize),
 ) -> lb::Result<Times> {
     let reduction = spmv::REDUCTION.expect("spmv reduces");
+    // First the iterations back to back (they leave `gathered` as whatever the last one
+    // made; the synchronous iterations after them leave it as `A · dense` again).
+    let looped = {
+        let (warmup, reps) = (warmup.max(1), reps.max(1));
+        let mut other = split.devices().replicated_zeros::<f32>(gathered.len())?;
+        let mut start = Instant::now();
+        for i in 0..warmup + reps {
+            if i == warmup {
+                split.devices().synchronize()?;
+                start = Instant::now();
+            }
+            let (input, into) = if i % 2 == 0 {
+                (&*gathered, &mut other)
+            } else {
+                (&other, &mut *gathered)
+            };
+            // A matrix that is not square has no iteration: every launch reads `dense`.
+            let input = if input.len() == dense.len() {
+                input
+            } else {
+                dense
+            };
+            let part = |p: &_, s: &_, o: &mut _| launch_part(op, schedule, p, s, input, o);
+            // One device needs no gather: its next iteration would read `out` itself. Each
+            // iteration's reports are read at the synchronization below.
+            drop(if split.devices().count() == 1 {
+                split.launch_async(reduction, out, part)?
+            } else {
+                split.launch_and_gather_async(reduction, out, into, part)?
+            });
+        }
+        split.devices().synchronize()?;
+        micros(start) / reps as f64
+    };
     let (mut iteration, mut compute, mut exchange) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut launch_host, mut exchange_host) = (Vec::new(), Vec::new());
     for i in 0..warmup + reps {
+        let mut in_launches = 0.0;
         let start = Instant::now();
         split.launch_and_gather(reduction, out, gathered, |p, s, o| {
-            launch_part(op, schedule, p, s, dense, o)
+            let called = Instant::now();
+            let launched = launch_part(op, schedule, p, s, dense, o);
+            in_launches += micros(called);
+            launched
         })?;
         let t = micros(start);
         let start = Instant::now();
@@ -124,18 +184,24 @@ pub(crate) fn time_iterations(
         let c = micros(start);
         let start = Instant::now();
         split.all_gather(out, gathered)?;
+        let g = micros(start);
         split.devices().synchronize()?;
         let e = micros(start);
         if i >= warmup {
             iteration.push(t);
             compute.push(c);
             exchange.push(e);
+            launch_host.push(in_launches);
+            exchange_host.push(g);
         }
     }
     Ok(Times {
         iteration: median(iteration),
         compute: median(compute),
         exchange: median(exchange),
+        launch_host: median(launch_host),
+        exchange_host: median(exchange_host),
+        looped,
     })
 }
 
@@ -153,13 +219,14 @@ fn measure(
     let a = &m.csr;
     let k = op.k().unwrap_or(1);
     let dense_host = lb::generate::random_vector(a.num_cols * k, 11);
-    let one_us = {
+    let one_times = {
         let split = MultiCsr::upload(one, a)?;
         let dense = one.replicate(&dense_host)?;
         let mut out = split.outputs::<f32>(k)?;
         let mut gathered = one.replicated_zeros::<f32>(a.num_rows * k)?;
-        time_iterations(&split, op, schedule, &dense, &mut out, &mut gathered, reps)?.compute
+        time_iterations(&split, op, schedule, &dense, &mut out, &mut gathered, reps)?
     };
+    let one_us = one_times.compute;
     let chunk_counts: Vec<Option<usize>> = if cli.chunks.is_empty() {
         vec![None]
     } else {
@@ -198,6 +265,11 @@ fn measure(
                 iteration_us: times.iteration,
                 compute_us: times.compute,
                 exchange_us: times.exchange,
+                launch_host_us: times.launch_host,
+                exchange_host_us: times.exchange_host,
+                loop_us: times.looped,
+                one_loop_us: one_times.looped,
+                loop_scaling: one_times.looped / times.looped,
                 one_device_us: one_us,
                 scaling: one_us / times.iteration,
                 max_rel_error: max_rel_error(a, &dense_host, k, &last),
@@ -217,7 +289,7 @@ pub(crate) fn transport_name(t: Transport) -> &'static str {
     }
 }
 
-const HEADER: [&str; 10] = [
+const HEADER: [&str; 15] = [
     "matrix",
     "op",
     "schedule",
@@ -228,6 +300,11 @@ const HEADER: [&str; 10] = [
     "exchange",
     "one",
     "scaling",
+    "launch-host",
+    "exch-host",
+    "loop",
+    "one-loop",
+    "loop-scaling",
 ];
 
 /// Prints `record`'s line (and appends it to the JSON lines); whether it failed.
@@ -239,7 +316,7 @@ pub(crate) fn report(
     let bad =
         record.error.is_some() || record.max_rel_error.is_nan() || record.max_rel_error > tolerance;
     println!(
-        "{:<40} {:<8} {:<16} {:>6} {:>9} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8.2}{}",
+        "{:<40} {:<8} {:<16} {:>6} {:>9} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8.2} {:>11.1} {:>10.1} {:>9.1} {:>9.1} {:>12.2}{}",
         record.matrix,
         record.op,
         record.schedule,
@@ -250,6 +327,11 @@ pub(crate) fn report(
         record.exchange_us,
         record.one_device_us,
         record.scaling,
+        record.launch_host_us,
+        record.exchange_host_us,
+        record.loop_us,
+        record.one_loop_us,
+        record.loop_scaling,
         match (&record.error, bad) {
             (Some(e), _) => format!("  error: {e}"),
             (None, true) => format!("  WRONG: error {:.2e}", record.max_rel_error),
@@ -266,8 +348,9 @@ pub(crate) fn report(
 fn print_header() {
     let h = HEADER;
     println!(
-        "{:<40} {:<8} {:<16} {:>6} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8}",
-        h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9]
+        "{:<40} {:<8} {:<16} {:>6} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8} {:>11} {:>10} {:>9} {:>9} {:>12}",
+        h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9], h[10], h[11], h[12],
+        h[13], h[14]
     );
 }
 
@@ -298,6 +381,11 @@ pub fn run(
                         iteration_us: f64::NAN,
                         compute_us: f64::NAN,
                         exchange_us: f64::NAN,
+                        launch_host_us: f64::NAN,
+                        exchange_host_us: f64::NAN,
+                        loop_us: f64::NAN,
+                        one_loop_us: f64::NAN,
+                        loop_scaling: f64::NAN,
                         one_device_us: f64::NAN,
                         scaling: f64::NAN,
                         max_rel_error: f64::NAN,

@@ -149,6 +149,25 @@ impl MultiLaunch {
     }
 }
 
+/// A launch on every part, enqueued and not yet waited for
+/// ([`MultiCsr::launch_and_gather_async`], [`MultiCsr::launch_async`]). [`wait`](Self::wait)
+/// waits for every part; dropping it unread leaves the parts' reports with their streams, whose
+/// next synchronizing call returns them.
+#[must_use = "a launch's errors surface when it is waited on (or at its streams' next synchronization)"]
+pub struct MultiPending {
+    parts: Vec<Pending>,
+}
+
+impl MultiPending {
+    /// Waits for every part; the first error wins, after every part was waited for.
+    pub fn wait(self) -> Result<MultiLaunch> {
+        let launches: Vec<Result<Launch>> = self.parts.into_iter().map(Pending::wait).collect();
+        Ok(MultiLaunch {
+            parts: launches.into_iter().collect::<Result<_>>()?,
+        })
+    }
+}
+
 impl<T: Element> MultiCsr<T> {
     /// Splits `csr` across `devices` so that every device has about the same rows plus atoms,
     /// cutting a row between devices only where it is long enough to unbalance them, in the
@@ -348,9 +367,23 @@ impl<T: Element> MultiCsr<T> {
         out: &mut RowParts<U>,
         launch: impl FnMut(&CsrPart<T>, &Stream, &mut DeviceBuffer<U>) -> Result<Pending>,
     ) -> Result<MultiLaunch> {
+        self.launch_async(reduction, out, launch)?.wait()
+    }
+
+    /// [`launch`](Self::launch) without the wait: returns once every part's kernels and the
+    /// combination of the cut rows are enqueued. The kernels write `out` after the return: keep
+    /// it (and every input of the launch) for the kernels, and wait for the result before
+    /// reading it on the host. Work enqueued next on the devices' streams follows the launch; a
+    /// buffer dropped meanwhile is freed after it.
+    pub fn launch_async<U: Element>(
+        &self,
+        reduction: Reduction,
+        out: &mut RowParts<U>,
+        launch: impl FnMut(&CsrPart<T>, &Stream, &mut DeviceBuffer<U>) -> Result<Pending>,
+    ) -> Result<MultiPending> {
         self.check_outputs(out)?;
-        let pending = self.enqueue(reduction, out, None, launch)?;
-        Self::wait_all(pending)
+        let parts = self.enqueue(reduction, out, None, launch)?;
+        Ok(MultiPending { parts })
     }
 
     /// [`launch`](Self::launch), then [`all_gather`](Self::all_gather) of its result into
@@ -365,9 +398,25 @@ impl<T: Element> MultiCsr<T> {
         into: &mut Replicated<U>,
         launch: impl FnMut(&CsrPart<T>, &Stream, &mut DeviceBuffer<U>) -> Result<Pending>,
     ) -> Result<MultiLaunch> {
+        self.launch_and_gather_async(reduction, out, into, launch)?
+            .wait()
+    }
+
+    /// [`launch_and_gather`](Self::launch_and_gather) without the wait: an iterative method
+    /// enqueues its iterations back to back (each one's `into` the next one's input), and the
+    /// host's work for the next iteration overlaps the devices' work on this one. As for
+    /// [`launch_async`](Self::launch_async), `out`, `into` and the inputs are written or read
+    /// after the return.
+    pub fn launch_and_gather_async<U: Element>(
+        &self,
+        reduction: Reduction,
+        out: &mut RowParts<U>,
+        into: &mut Replicated<U>,
+        launch: impl FnMut(&CsrPart<T>, &Stream, &mut DeviceBuffer<U>) -> Result<Pending>,
+    ) -> Result<MultiPending> {
         self.check_gather(out, into)?;
-        let pending = self.enqueue(reduction, out, Some(into), launch)?;
-        Self::wait_all(pending)
+        let parts = self.enqueue(reduction, out, Some(into), launch)?;
+        Ok(MultiPending { parts })
     }
 
     /// Enqueues every part's launch, chunk step by chunk step, the exchange of each step's
@@ -531,14 +580,6 @@ impl<T: Element> MultiCsr<T> {
         }
         cache.push((key, tables.clone()));
         Ok(tables)
-    }
-
-    /// Waits for every part; the first error wins, after every part was waited for.
-    fn wait_all(pending: Vec<Pending>) -> Result<MultiLaunch> {
-        let launches: Vec<Result<Launch>> = pending.into_iter().map(Pending::wait).collect();
-        Ok(MultiLaunch {
-            parts: launches.into_iter().collect::<Result<_>>()?,
-        })
     }
 
     fn check_outputs<U: Element>(&self, out: &RowParts<U>) -> Result<()> {

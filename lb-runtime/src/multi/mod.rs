@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 use collective::{Exchange, Gpus};
 
 pub use collective::Transport;
-pub use csr::{CsrPart, MultiCsr, MultiLaunch, RowParts, SplitOptions};
+pub use csr::{CsrPart, MultiCsr, MultiLaunch, MultiPending, RowParts, SplitOptions};
 /// The reduction of a kernel's output (`reduce = "sum"` and so on).
 pub use lb_ptx::body::Reduce;
 
