@@ -138,7 +138,11 @@ fn iterate_spmv_split(
 /// random matrix whose other entries are zero: `A·x` is exact in f32 whatever order a schedule
 /// sums in, and it neither decays nor converges, so an iteration that read a stale or a
 /// half-written `x` gives a different vector.
-fn signed_permutation(n: usize, seed: u64) -> (Csr<f32>, Vec<usize>, Vec<f32>) {
+///
+/// With `skewed`, the first quarter of the rows hold 24 zero entries each and the others
+/// none, so the merge path gives the last device most of the rows and its piece of the
+/// all-gather is the largest by far (what makes the copy engines relay it).
+fn signed_permutation(n: usize, skewed: bool, seed: u64) -> (Csr<f32>, Vec<usize>, Vec<f32>) {
     use rand::seq::SliceRandom;
     use rand::{Rng, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -147,12 +151,18 @@ fn signed_permutation(n: usize, seed: u64) -> (Csr<f32>, Vec<usize>, Vec<f32>) {
     let sign: Vec<f32> = (0..n)
         .map(|_| if rng.random_bool(0.5) { 1.0 } else { -1.0 })
         .collect();
-    let pattern = random_csr(Shape::Random, n, n, seed + 1);
-    let mut triplets: Vec<(usize, usize, f32)> = (0..n)
-        .flat_map(|r| pattern.row(r).map(move |nz| (r, nz)))
-        .map(|(r, nz)| (r, pattern.col_indices[nz] as usize, 0.0))
-        .filter(|&(r, c, _)| c != perm[r])
-        .collect();
+    let mut triplets: Vec<(usize, usize, f32)> = if skewed {
+        (0..n / 4)
+            .flat_map(|r| (0..24).map(move |k| (r, (r * 31 + k * 7919) % n, 0.0)))
+            .collect()
+    } else {
+        let pattern = random_csr(Shape::Random, n, n, seed + 1);
+        (0..n)
+            .flat_map(|r| pattern.row(r).map(move |nz| (r, nz)))
+            .map(|(r, nz)| (r, pattern.col_indices[nz] as usize, 0.0))
+            .collect()
+    };
+    triplets.retain(|&(r, c, _)| c != perm[r]);
     triplets.extend((0..n).map(|r| (r, perm[r], sign[r])));
     triplets.sort_by_key(|&(r, c, _)| (r, c));
     triplets.dedup_by_key(|t| (t.0, t.1));
@@ -166,15 +176,15 @@ fn signed_permutation(n: usize, seed: u64) -> (Csr<f32>, Vec<usize>, Vec<f32>) {
 /// then every device's copy of the last result is exactly the host's.
 fn iterate_async(
     devices: &Devices,
-    n: usize,
+    (n, skewed): (usize, bool),
     what: &str,
     schedule: Schedule,
     options: SplitOptions,
     iterations: usize,
 ) {
     let seed = seed();
-    let (a, perm, sign) = signed_permutation(n, seed);
-    let what = format!("{what}, {schedule}, {options:?}, LB_TEST_SEED={seed}");
+    let (a, perm, sign) = signed_permutation(n, skewed, seed);
+    let what = format!("{what}, {schedule}, {options:?}, skewed {skewed}, LB_TEST_SEED={seed}");
     let split = MultiCsr::upload_with(devices, &a, options).expect("upload");
     let mut expected = random_vec(n, seed + 2);
     let mut arrays = [
@@ -225,14 +235,10 @@ fn iterations_enqueued_back_to_back_read_every_gathered_result() {
                 ..SplitOptions::default()
             };
             for schedule in [Schedule::MergePath, Schedule::Lrb] {
-                iterate_async(
-                    &devices,
-                    300,
-                    &format!("{n} simulators"),
-                    schedule,
-                    options,
-                    6,
-                );
+                for skewed in [false, true] {
+                    let what = format!("{n} simulators");
+                    iterate_async(&devices, (300, skewed), &what, schedule, options, 6);
+                }
             }
         }
     }
@@ -577,14 +583,25 @@ fn spmv_and_spmm_on_every_gpu() {
     }
 }
 
-/// Every GPU of the machine: twenty SpMV steps enqueued back to back on a matrix of two million
-/// rows (each step's kernels and all-gather behind the last's, with no wait), on every
-/// transport, in one chunk and in three, end exactly where the host's iteration does.
+/// Every GPU of the machine, and three of them where there are more: twenty SpMV steps
+/// enqueued back to back on matrices of two million rows (each step's kernels and all-gather
+/// behind the last's, with no wait), one of them skewed so that one device's piece is relayed,
+/// on every transport, in one chunk and in three, end exactly where the host's iteration does.
 #[test]
 #[ignore = "needs two or more GPUs and NCCL"]
 fn iterations_enqueued_back_to_back_on_every_gpu() {
-    let devices = Devices::cuda_all().expect("GPUs");
-    assert!(devices.count() >= 2, "{devices:?}");
+    let all = Devices::cuda_all().expect("GPUs");
+    assert!(all.count() >= 2, "{all:?}");
+    let mut groups = vec![all.clone()];
+    if all.count() > 3 {
+        groups.push(Devices::cuda(&[0, 1, 2]).expect("three GPUs"));
+    }
+    for devices in &groups {
+        iterate_async_on_gpus(devices);
+    }
+}
+
+fn iterate_async_on_gpus(devices: &Devices) {
     let transports: &[Transport] = if devices.peer_access() {
         &[
             Transport::PeerCopy,
@@ -603,8 +620,10 @@ fn iterations_enqueued_back_to_back_on_every_gpu() {
                 ..SplitOptions::default()
             };
             for schedule in [Schedule::MergePath, Schedule::ThreadMapped] {
-                let what = format!("{} GPUs, {t:?}", devices.count());
-                iterate_async(&devices, 2_000_000, &what, schedule, options, 20);
+                for skewed in [false, true] {
+                    let what = format!("{} GPUs, {t:?}", devices.count());
+                    iterate_async(devices, (2_000_000, skewed), &what, schedule, options, 20);
+                }
             }
         }
     }

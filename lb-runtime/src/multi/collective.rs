@@ -778,11 +778,27 @@ impl Exchange {
     }
 }
 
+/// A piece at least this large (bytes), and at least [`RELAY_ABOVE_MEAN`] times the mean of the
+/// exchange's pieces, is relayed ([`push_pieces`]).
+const RELAY_MIN_BYTES: usize = 1 << 20;
+
+/// How much larger than the mean piece a piece must be to be relayed.
+const RELAY_ABOVE_MEAN: f64 = 1.2;
+
 /// Every device pushes its pieces into every peer's copy, one copy-engine stream (lane) per
 /// peer, after its kernels of `step`; its own piece is a copy on the device. Pushing (the
 /// source's copy engine writes over the link) took 1–45% less time per iteration than pulling
 /// on four and two H100s with NVLink, and one lane per peer less than one stream for all peers
 /// (docs/multi-gpu.md).
+///
+/// Where the pieces are uneven (a merge path gives the device with the shortest rows the most
+/// rows), the largest piece leaving its device once per peer bounds the exchange: on four
+/// GPUs, R-MAT's 17 MB piece left its device three times. With three or more devices, a piece
+/// well above the mean ([`RELAY_ABOVE_MEAN`], [`RELAY_MIN_BYTES`]) is relayed instead: the root
+/// sends each peer one share of it, and each peer forwards its share to the others from its own
+/// copy, as the scatter and all-gather halves of a broadcast do (Thakur, Rabenseifner and
+/// Gropp, "Optimization of Collective Communication Operations in MPICH", §4.2). The root's
+/// piece then leaves it once; every device still receives what it did.
 fn push_pieces<T: Element>(
     g: &mut Gpus,
     devices: &[Device],
@@ -809,43 +825,79 @@ fn push_pieces<T: Element>(
             by_engine.push(p);
         }
     }
-    for (j, into) in dst.iter().enumerate() {
-        for p in by_engine.iter().copied() {
-            let to = into.device_addr() + (p.dst_at * T::SIZE) as u64;
-            let bytes = p.count * T::SIZE;
-            // A device's own piece is copied on its side stream (which waited for the step's
-            // kernels in `after_compute`); a piece for a peer is pushed on the root's lane to
-            // that peer, after the root's kernels of the step.
-            let stream = if p.root == j {
-                &g.side[j]
-            } else {
-                let lane = &g.lanes[p.root][j].0;
-                if let Some(step) = step {
-                    lane.wait(&g.steps[p.root][step]).map_err(&err)?;
-                }
-                lane
-            };
+    let n = dst.len();
+    let mean = by_engine.iter().map(|p| p.count * T::SIZE).sum::<usize>() as f64
+        / by_engine.len().max(1) as f64;
+    let relayed = |p: &Piece| {
+        let bytes = p.count * T::SIZE;
+        n >= 3 && bytes >= RELAY_MIN_BYTES && bytes as f64 > RELAY_ABOVE_MEAN * mean
+    };
+    let at =
+        |into: &DeviceBuffer<T>, element: usize| into.device_addr() + (element * T::SIZE) as u64;
+    // One copy of `count` elements from `src` (on device `from`) to element `element` of device
+    // `j`'s copy, on `stream`.
+    let copy =
+        |stream: &CudaStream, from: usize, src: u64, j: usize, element: usize, count: usize| {
             stream.context().bind_to_thread().map_err(&err)?;
-            // SAFETY: the caller checked that the piece lies inside its root's buffer and
-            // that `into` has room for it at `dst_at`; the stream waits for the kernels that
-            // write the piece (above, or the caller's fence) and the device's stream waits for
-            // the copy before its next work (`end`), so neither side is in use. Peer access
-            // to the root's memory pool was granted when the group was made.
+            let to = at(&dst[j], element);
+            // SAFETY: the caller checked that every piece lies inside its root's buffer and that
+            // every copy of `dst` has room for it at its `dst_at`; `src` and `element` stay inside
+            // one piece (a share of a relayed piece is read from the copy of a device it was copied
+            // into, after that copy: the event waits below). The stream waits for the kernels that
+            // write the piece (its lane waits for the step's event, or the caller's fence) and the
+            // devices' streams wait for the copy before their next work (`end`), so neither side
+            // is in use. Peer access to every memory pool of the group was granted when the group
+            // was made.
             unsafe {
-                if p.root == j {
-                    driver::memcpy_dtod_async(to, p.src, bytes, stream.cu_stream())
+                if from == j {
+                    driver::memcpy_dtod_async(to, src, count * T::SIZE, stream.cu_stream())
                 } else {
                     driver::memcpy_peer_async(
                         gpus[j].ctx.cu_ctx(),
                         to,
-                        gpus[p.root].ctx.cu_ctx(),
-                        p.src,
-                        bytes,
+                        gpus[from].ctx.cu_ctx(),
+                        src,
+                        count * T::SIZE,
                         stream.cu_stream(),
                     )
                 }
             }
-            .map_err(&err)?;
+            .map_err(&err)
+        };
+    // A relayed piece's share for its `i`-th peer (in device order): elements `[start, end)`.
+    let share = |p: &Piece, i: usize| (i * p.count / (n - 1), (i + 1) * p.count / (n - 1));
+    for p in by_engine.iter().copied() {
+        let r = p.root;
+        // The device's own piece is copied on its side stream, which waited for the step's
+        // kernels in `after_compute`.
+        copy(&g.side[r], r, p.src, r, p.dst_at, p.count)?;
+        for (i, j) in (0..n).filter(|&j| j != r).enumerate() {
+            let lane = &g.lanes[r][j].0;
+            if let Some(step) = step {
+                lane.wait(&g.steps[r][step]).map_err(&err)?;
+            }
+            if !relayed(p) {
+                copy(lane, r, p.src, j, p.dst_at, p.count)?;
+                continue;
+            }
+            let (start, end) = share(p, i);
+            let src = p.src + (start * T::SIZE) as u64;
+            copy(lane, r, src, j, p.dst_at + start, end - start)?;
+            // The lane's event marks the share's arrival, for the forwards from `j`; `end`
+            // records it again when it joins the lanes.
+            g.lanes[r][j].1.record(lane).map_err(&err)?;
+        }
+    }
+    for p in by_engine.iter().copied().filter(|p| relayed(p)) {
+        let r = p.root;
+        for (i, k) in (0..n).filter(|&k| k != r).enumerate() {
+            let (start, end) = share(p, i);
+            let src = at(&dst[k], p.dst_at + start);
+            for j in (0..n).filter(|&j| j != r && j != k) {
+                let lane = &g.lanes[k][j].0;
+                lane.wait(&g.lanes[r][k].1).map_err(&err)?;
+                copy(lane, k, src, j, p.dst_at + start, end - start)?;
+            }
         }
     }
     Ok(())
