@@ -31,8 +31,9 @@ pub enum Transport {
     /// Each device pushes its pieces into its peers' copies with the copy engines
     /// (`cuMemcpyPeerAsync` over NVLink or PCIe peer access), one stream per peer: no SM is
     /// taken from the kernels, and no collective makes a device wait for the slowest one
-    /// before its copies start. Needs peer access between every pair of the group
-    /// ([`super::Devices::peer_access`]); the default where it is there.
+    /// before its copies start. With three or more devices, a piece far above the mean is
+    /// relayed through the peers (see `push_pieces`). Needs peer access between every pair of
+    /// the group ([`super::Devices::peer_access`]); the default where it is there.
     PeerCopy,
     /// [`MultiCsr::launch_and_gather`](super::MultiCsr::launch_and_gather)'s kernels store each
     /// row's result straight into every device's copy as they finish it (peer stores while the
