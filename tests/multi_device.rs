@@ -541,14 +541,9 @@ fn mismatched_outputs_and_devices_are_errors() {
     );
 }
 
-/// Every GPU of the machine (two or more, through NCCL): the iterative SpMV and SpMM agree
-/// with the f64 reference, as on the simulators.
-#[test]
-#[ignore = "needs two or more GPUs and NCCL"]
-fn spmv_and_spmm_on_every_gpu() {
-    let devices = Devices::cuda_all().expect("GPUs");
-    assert!(devices.count() >= 2, "{devices:?}");
-    let transports: &[Transport] = if devices.peer_access() {
+/// Every transport the GPUs of `devices` can use: the peer transports need peer access.
+fn transports(devices: &Devices) -> &'static [Transport] {
+    if devices.peer_access() {
         &[
             Transport::PeerStores,
             Transport::PeerCopy,
@@ -557,8 +552,17 @@ fn spmv_and_spmm_on_every_gpu() {
         ]
     } else {
         &[Transport::Nccl]
-    };
-    for &t in transports {
+    }
+}
+
+/// Every GPU of the machine (two or more, through NCCL): the iterative SpMV and SpMM agree
+/// with the f64 reference, as on the simulators.
+#[test]
+#[ignore = "needs two or more GPUs and NCCL"]
+fn spmv_and_spmm_on_every_gpu() {
+    let devices = Devices::cuda_all().expect("GPUs");
+    assert!(devices.count() >= 2, "{devices:?}");
+    for &t in transports(&devices) {
         devices.set_transport(t).expect("transport");
         for (name, a) in matrices(seed()) {
             for &s in &SCHEDULES {
@@ -602,17 +606,7 @@ fn iterations_enqueued_back_to_back_on_every_gpu() {
 }
 
 fn iterate_async_on_gpus(devices: &Devices) {
-    let transports: &[Transport] = if devices.peer_access() {
-        &[
-            Transport::PeerCopy,
-            Transport::PeerKernel,
-            Transport::PeerStores,
-            Transport::Nccl,
-        ]
-    } else {
-        &[Transport::Nccl]
-    };
-    for &t in transports {
+    for &t in transports(devices) {
         devices.set_transport(t).expect("transport");
         for chunks in [1, 3] {
             let options = SplitOptions {
