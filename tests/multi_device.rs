@@ -29,16 +29,23 @@ const SCHEDULES: [Schedule; 5] = [
 
 /// One row far longer than the rest, so that the split cuts it across every device.
 fn giant_row(rows: usize, long: usize, seed: u64) -> Csr<f32> {
-    let mut a = random_csr(Shape::Random, rows, long, seed);
-    let row = rows / 3;
+    giant_rows(rows, long, &[rows / 3], seed)
+}
+
+/// The rows `giant` hold `long` atoms each, the others a few: with two of them, a quarter and
+/// three quarters down, each is cut between its own devices, so a device that neither owns nor
+/// carries into a cut row takes part in its combination with the reduction's identity.
+fn giant_rows(rows: usize, long: usize, giant: &[usize], seed: u64) -> Csr<f32> {
+    let a = random_csr(Shape::Random, rows, long, seed);
     let mut triplets: Vec<(usize, usize, f32)> = (0..a.num_rows)
-        .filter(|&r| r != row)
+        .filter(|r| !giant.contains(r))
         .flat_map(|r| a.row(r).map(move |nz| (r, nz)))
         .map(|(r, nz)| (r, a.col_indices[nz] as usize, a.values[nz]))
         .collect();
-    triplets.extend((0..long).map(|c| (row, c, 0.5 + (c % 7) as f32 * 0.25)));
-    a = Csr::from_triplets(rows, long, triplets).expect("valid triplets");
-    a
+    for &row in giant {
+        triplets.extend((0..long).map(|c| (row, c, 0.5 + (c % 7) as f32 * 0.25)));
+    }
+    Csr::from_triplets(rows, long, triplets).expect("valid triplets")
 }
 
 /// The matrices of the tests: every adversarial shape, a giant row that spans devices, more
@@ -50,6 +57,10 @@ fn matrices(seed: u64) -> Vec<(String, Csr<f32>)> {
         .map(|(i, &s)| (format!("{s:?}"), random_csr(s, 90, 60, seed + i as u64)))
         .collect();
     out.push(("giant row".into(), giant_row(40, 3000, seed + 10)));
+    out.push((
+        "two giant rows".into(),
+        giant_rows(40, 3000, &[10, 30], seed + 13),
+    ));
     out.push((
         "two rows".into(),
         random_csr(Shape::Random, 2, 9, seed + 11),
@@ -259,6 +270,18 @@ fn spmv_on_one_to_four_simulated_devices_matches_the_f64_reference() {
                     .filter(|p| p.carries_to().is_some())
                     .count();
                 assert_eq!(cut, n - 1, "the giant row is cut at every boundary");
+            }
+            if name == "two giant rows" && n > 2 {
+                // Two owners of cut rows: each one's combination takes the other's device in
+                // with the identity.
+                let split = MultiCsr::upload(&devices, &a).expect("upload");
+                let mut owners: Vec<usize> = split
+                    .parts()
+                    .iter()
+                    .filter_map(|p| p.carries_to())
+                    .collect();
+                owners.dedup();
+                assert_eq!(owners.len(), 2, "{n} devices: {owners:?}");
             }
             for &s in &SCHEDULES {
                 iterate_spmv(&devices, &a, &format!("{name} on {n} devices"), s);
