@@ -646,7 +646,7 @@ fn iterate_async_on_gpus(devices: &Devices) {
     }
 }
 
-/// One level of a pull BFS on the transpose/// One level of a pull BFS on the transpose (row v lists v's in-neighbours; a 0-valued self
+/// One level of a pull BFS on the transpose (row v lists v's in-neighbours; a 0-valued self
 /// loop on every vertex carries its own depth): the smallest of the vertex's depth and
 /// `level + 1` for an in-neighbour at `level`. No epilogue, so a cut row combines with min.
 #[load_balanced(schedule = "merge_path", reduce = "min", output = "next")]
