@@ -153,7 +153,11 @@ fn iterate_spmv_split(
 /// With `skewed`, the first quarter of the rows hold 24 zero entries each and the others
 /// none, so the merge path gives the last device most of the rows and its piece of the
 /// all-gather is the largest by far (what makes the copy engines relay it).
-fn signed_permutation(n: usize, skewed: bool, seed: u64) -> (Csr<f32>, Vec<usize>, Vec<f32>) {
+fn signed_permutation(
+    n: usize,
+    (skewed, banded): (bool, bool),
+    seed: u64,
+) -> (Csr<f32>, Vec<usize>, Vec<f32>) {
     use rand::seq::SliceRandom;
     use rand::{Rng, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -173,6 +177,12 @@ fn signed_permutation(n: usize, skewed: bool, seed: u64) -> (Csr<f32>, Vec<usize
             .map(|(r, nz)| (r, pattern.col_indices[nz] as usize, 0.0))
             .collect()
     };
+    // With `banded`, a band of zeros on the first half's rows: atoms in their devices' own
+    // columns, enough that `SplitOptions::local_columns_first` splits those parts by column
+    // (and not the others).
+    if banded {
+        triplets.extend(band(n / 2, n, 12).map(|(r, c)| (r, c, 0.0)));
+    }
     triplets.retain(|&(r, c, _)| c != perm[r]);
     triplets.extend((0..n).map(|r| (r, perm[r], sign[r])));
     triplets.sort_by_key(|&(r, c, _)| (r, c));
@@ -181,30 +191,80 @@ fn signed_permutation(n: usize, skewed: bool, seed: u64) -> (Csr<f32>, Vec<usize
     (a, perm, sign)
 }
 
+/// The positions within `w` of the diagonal in the first `rows` rows of an `n`-column matrix.
+fn band(rows: usize, n: usize, w: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..rows).flat_map(move |r| (r.saturating_sub(w)..(r + w + 1).min(n)).map(move |c| (r, c)))
+}
+
+/// `a` with the positions of [`band`] that it lacks added, valued `value(row, column)`.
+fn with_band(a: &Csr<f32>, w: usize, value: impl Fn(usize, usize) -> f32) -> Csr<f32> {
+    let mut triplets: Vec<(usize, usize, f32)> = (0..a.num_rows)
+        .flat_map(|r| a.row(r).map(move |nz| (r, nz)))
+        .map(|(r, nz)| (r, a.col_indices[nz] as usize, a.values[nz]))
+        .collect();
+    let have: std::collections::HashSet<(usize, usize)> =
+        triplets.iter().map(|&(r, c, _)| (r, c)).collect();
+    let extra: Vec<_> = band(a.num_rows / 2, a.num_cols, w)
+        .filter(|p| !have.contains(p))
+        .collect();
+    triplets.extend(extra.into_iter().map(|(r, c)| (r, c, value(r, c))));
+    Csr::from_triplets(a.num_rows, a.num_cols, triplets).expect("valid triplets")
+}
+
 /// `iterations` steps of `x ← A·x` on a [`signed_permutation`], every step enqueued behind the
-/// last without a wait ([`MultiCsr::launch_and_gather_async`]), alternating between two
-/// gathered arrays so that each step's all-gather overwrites the array the step before it read;
-/// then every device's copy of the last result is exactly the host's.
+/// last without a wait, alternating between two gathered arrays so that each step's all-gather
+/// overwrites the array the step before it read; then every device's copy of the last result
+/// is exactly the host's. The steps are one [`MultiCsr::launch_and_gather_async`] each, or
+/// with `one_call` a single [`MultiCsr::iterate_async`] (whose products over a device's own
+/// columns start before the others' rows arrive, on a split with
+/// `SplitOptions::local_columns_first`).
 fn iterate_async(
     devices: &Devices,
     (n, skewed): (usize, bool),
     what: &str,
     schedule: Schedule,
-    options: SplitOptions,
+    (options, one_call): (SplitOptions, bool),
     iterations: usize,
 ) {
     let seed = seed();
-    let (a, perm, sign) = signed_permutation(n, skewed, seed);
-    let what = format!("{what}, {schedule}, {options:?}, skewed {skewed}, LB_TEST_SEED={seed}");
+    let (a, perm, sign) = signed_permutation(n, (skewed, options.local_columns_first), seed);
+    let what = format!(
+        "{what}, {schedule}, {options:?}, one call {one_call}, skewed {skewed}, \
+         LB_TEST_SEED={seed}"
+    );
     let split = MultiCsr::upload_with(devices, &a, options).expect("upload");
+    if options.local_columns_first && devices.count() > 1 {
+        assert!(
+            split.parts().iter().any(|p| p.column_halves().is_some()),
+            "{what}: no part is split by column"
+        );
+    }
     let mut expected = random_vec(n, seed + 2);
     let mut arrays = [
         devices.replicate(&expected).expect("replicate"),
         devices.replicated_zeros::<f32>(n).expect("zeros"),
     ];
     let mut y = split.outputs::<f32>(1).expect("outputs");
+    if one_call {
+        let [x, spare] = &mut arrays;
+        let run = |part: &lb::multi::CsrPart<f32>,
+                   stream: &Stream,
+                   x: &DeviceBuffer<f32>,
+                   y: &mut DeviceBuffer<f32>| {
+            common::spmv::launch_with_async(stream, schedule, part.tiles(), x, y)
+        };
+        split
+            .iterate_async(sum(), iterations, x, spare, &mut y, run)
+            .and_then(|p| p.wait())
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        for _ in 0..iterations {
+            expected = (0..n).map(|r| sign[r] * expected[perm[r]]).collect();
+        }
+        // The result is in `x` whatever the count's parity.
+        arrays.swap(0, iterations % 2);
+    }
     let mut pending = Vec::new();
-    for i in 0..iterations {
+    for i in (0..iterations).filter(|_| !one_call) {
         let (first, second) = arrays.split_at_mut(1);
         let (x, into) = if i % 2 == 0 {
             (&first[0], &mut second[0])
@@ -248,7 +308,38 @@ fn iterations_enqueued_back_to_back_read_every_gathered_result() {
             for schedule in [Schedule::MergePath, Schedule::Lrb] {
                 for skewed in [false, true] {
                     let what = format!("{n} simulators");
-                    iterate_async(&devices, (300, skewed), &what, schedule, options, 6);
+                    iterate_async(
+                        &devices,
+                        (300, skewed),
+                        &what,
+                        schedule,
+                        (options, false),
+                        6,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The same steps in one call, with and without the products over a device's own columns
+/// first: one chunk and two, odd and even step counts, a schedule that walks tiles and one
+/// that splits them.
+#[test]
+fn iterations_in_one_call_start_with_each_devices_own_columns() {
+    for n in 1..=4 {
+        let devices = Devices::simulators(n).expect("simulators");
+        for (chunks, local_columns_first) in [(1, false), (1, true), (2, true)] {
+            let options = SplitOptions {
+                chunks: Some(chunks),
+                local_columns_first,
+                ..SplitOptions::default()
+            };
+            for (schedule, steps) in [(Schedule::MergePath, 5), (Schedule::Lrb, 4)] {
+                for skewed in [false, true] {
+                    let what = format!("{n} simulators");
+                    let shape = (300, skewed);
+                    iterate_async(&devices, shape, &what, schedule, (options, true), steps);
                 }
             }
         }
@@ -352,6 +443,146 @@ fn chunked_shares_gather_the_same_results() {
     assert_eq!(MultiCsr::<f32>::auto_chunks(1 << 30, 2), 1);
     assert_eq!(MultiCsr::<f32>::auto_chunks(1 << 30, 4), 2);
     assert_eq!(MultiCsr::<f32>::auto_chunks(1000, 4), 1);
+}
+
+/// [`MultiCsr::iterate_async`] with each device's own columns first, on what the signed
+/// permutations leave out: SpMM's lanes over a row cut between devices (its partial results
+/// combined across devices and across halves), a min reduction (Bellman-Ford rounds, exactly
+/// the host's), and the errors of a tile set that cannot iterate and of outputs without room
+/// for the partial products.
+#[test]
+fn iterations_in_one_call_combine_lanes_cut_rows_and_minima() {
+    let seed = seed();
+    let options = SplitOptions {
+        local_columns_first: true,
+        ..SplitOptions::default()
+    };
+    let split_by_column =
+        |split: &MultiCsr<f32>| split.parts().iter().any(|p| p.column_halves().is_some());
+    for n in 2..=4 {
+        let devices = Devices::simulators(n).expect("simulators");
+        let mut a = giant_row(64, 64, seed);
+        a.num_cols = 64;
+        let a = with_band(&a, 6, |r, c| 0.25 + ((r + c) % 5) as f32 * 0.125);
+        let split = MultiCsr::upload_with(&devices, &a, options).expect("upload");
+        assert!(split.parts().iter().any(|p| p.carries_to().is_some()));
+        assert!(split_by_column(&split), "{n} devices");
+        for k in [1, 3] {
+            let what = format!("SpMM k = {k} on {n} devices, LB_TEST_SEED={seed}");
+            let b0 = random_vec(64 * k, seed + k as u64);
+            let mut x = devices.replicate(&b0).expect("replicate");
+            let mut spare = devices.replicated_zeros::<f32>(64 * k).expect("zeros");
+            let mut c = split.outputs::<f32>(k).expect("outputs");
+            let reduction = common::spmm::REDUCTION.expect("spmm reduces");
+            split
+                .iterate_async(reduction, 2, &mut x, &mut spare, &mut c, |p, s, b, c| {
+                    common::spmm::launch_with_async(s, Schedule::MergePath, p.tiles(), b, k, c)
+                })
+                .and_then(|p| p.wait())
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            // Two steps: `spare` holds the first one's result, `x` the second's.
+            for (d, (first, second)) in spare
+                .download_all()
+                .expect("download")
+                .iter()
+                .zip(&x.download_all().expect("download"))
+                .enumerate()
+            {
+                assert_spmm_close(&a, &b0, k, first, &format!("{what}, step 1, device {d}"));
+                assert_spmm_close(&a, first, k, second, &format!("{what}, step 2, device {d}"));
+            }
+        }
+        let g = graphs::nasty_graph(300, 6, 4, seed + n as u64);
+        let at = with_band(&pull_graph(&g), 8, |r, c| 0.5 + r.abs_diff(c) as f32);
+        let split = MultiCsr::upload_with(&devices, &at, options).expect("upload");
+        assert!(split_by_column(&split), "{n} devices");
+        let mut dist = vec![f32::INFINITY; at.num_rows];
+        dist[0] = 0.0;
+        let mut x = devices.replicate(&dist).expect("replicate");
+        let mut spare = devices.replicated_zeros::<f32>(at.num_rows).expect("zeros");
+        let mut out = split.outputs::<f32>(1).expect("outputs");
+        let rounds = 7;
+        split
+            .iterate_async(
+                relax_pull::REDUCTION.expect("min"),
+                rounds,
+                &mut x,
+                &mut spare,
+                &mut out,
+                |p, s, d, o| relax_pull::launch_with_async(s, Schedule::Lrb, p.tiles(), d, o),
+            )
+            .and_then(|p| p.wait())
+            .unwrap_or_else(|e| panic!("Bellman-Ford on {n} devices: {e}"));
+        for _ in 0..rounds {
+            dist = (0..at.num_rows)
+                .map(|v| {
+                    at.row(v)
+                        .map(|e| dist[at.col_indices[e] as usize] + at.values[e])
+                        .fold(f32::INFINITY, f32::min)
+                })
+                .collect();
+        }
+        for (d, copy) in x.download_all().expect("download").iter().enumerate() {
+            assert_eq!(
+                copy, &dist,
+                "Bellman-Ford on {n} devices, device {d}, LB_TEST_SEED={seed}"
+            );
+        }
+        // A rectangular tile set has no iteration; outputs made by split_rows have no room for
+        // the partial products.
+        let wide = random_csr(Shape::Random, 90, 60, seed);
+        let wide = MultiCsr::upload_with(&devices, &wide, options).expect("upload");
+        let mut y = wide.outputs::<f32>(1).expect("outputs");
+        let mut xs = devices.replicated_zeros::<f32>(90).expect("zeros");
+        let mut spare = devices.replicated_zeros::<f32>(90).expect("zeros");
+        let spmv = |p: &lb::multi::CsrPart<f32>,
+                    s: &Stream,
+                    x: &DeviceBuffer<f32>,
+                    y: &mut DeviceBuffer<f32>| {
+            common::spmv::launch_with_async(s, Schedule::MergePath, p.tiles(), x, y)
+        };
+        let err = wide
+            .iterate_async(sum(), 1, &mut xs, &mut spare, &mut y, spmv)
+            .err()
+            .expect("a rectangular tile set");
+        assert!(err.to_string().contains("square"), "{err}");
+        let mut rows = split
+            .split_rows(&vec![0.0f32; at.num_rows], 1)
+            .expect("split rows");
+        let mut spare = devices.replicated_zeros::<f32>(at.num_rows).expect("zeros");
+        let err = split
+            .iterate_async(sum(), 2, &mut x, &mut spare, &mut rows, spmv)
+            .err()
+            .expect("outputs without partial products");
+        assert!(err.to_string().contains("MultiCsr::outputs"), "{err}");
+    }
+}
+
+/// The model that picks the parts to split by column, on the shares an R-MAT of 8.4 M rows and
+/// 131 M atoms gets (rows and atoms per device from its merge-path split, own-column atoms from
+/// sampling its edges): the devices with few long rows, which receive most of `x`, are split;
+/// those with most of the rows, for which a second pass costs more than their wait, are not.
+#[test]
+fn parts_are_split_by_column_where_the_early_products_outweigh_a_second_pass() {
+    use lb::multi::column_halves_pay;
+    let n = 8_388_608;
+    // (rows, own-column atoms) of each device, on four devices and on two.
+    for (rows, own) in [
+        (270_000, 8_600_000),
+        (1_050_000, 7_500_000),
+        (2_900_000, 8_000_000),
+    ] {
+        assert!(
+            column_halves_pay(own, rows, n - rows),
+            "{rows} rows, {own} own"
+        );
+    }
+    assert!(!column_halves_pay(6_300_000, 4_200_000, n - 4_200_000));
+    assert!(column_halves_pay(30_000_000, 1_300_000, n - 1_300_000));
+    assert!(!column_halves_pay(34_000_000, 7_100_000, n - 7_100_000));
+    // Nothing to start early, or nothing to wait for.
+    assert!(!column_halves_pay(0, 10, 1000));
+    assert!(!column_halves_pay(1000, 10, 0));
 }
 
 /// Rows shorter than a 64th of a device's atoms are not cut between devices: no reduce.
@@ -613,7 +844,8 @@ fn spmv_and_spmm_on_every_gpu() {
 /// Every GPU of the machine, and three of them where there are more: twenty SpMV steps
 /// enqueued back to back on matrices of two million rows (each step's kernels and all-gather
 /// behind the last's, with no wait), one of them skewed so that one device's piece is relayed,
-/// on every transport, in one chunk and in three, end exactly where the host's iteration does.
+/// on every transport, in one chunk and in three, and in one call with each device's own
+/// columns first (one chunk and two), end exactly where the host's iteration does.
 #[test]
 #[ignore = "needs two or more GPUs and NCCL"]
 fn iterations_enqueued_back_to_back_on_every_gpu() {
@@ -631,15 +863,22 @@ fn iterations_enqueued_back_to_back_on_every_gpu() {
 fn iterate_async_on_gpus(devices: &Devices) {
     for &t in transports(devices) {
         devices.set_transport(t).expect("transport");
-        for chunks in [1, 3] {
+        let mut configs = vec![(1, false, 2), (3, false, 2), (1, true, 1)];
+        if t == Transport::PeerCopy {
+            configs.push((2, true, 1));
+        }
+        for (chunks, local_columns_first, schedules) in configs {
             let options = SplitOptions {
                 chunks: Some(chunks),
+                local_columns_first,
                 ..SplitOptions::default()
             };
-            for schedule in [Schedule::MergePath, Schedule::ThreadMapped] {
+            for &schedule in &[Schedule::MergePath, Schedule::ThreadMapped][..schedules] {
                 for skewed in [false, true] {
                     let what = format!("{} GPUs, {t:?}", devices.count());
-                    iterate_async(devices, (2_000_000, skewed), &what, schedule, options, 20);
+                    eprintln!("{what}: {chunks} chunks, own columns first {local_columns_first}, {schedule}, skewed {skewed}");
+                    let how = (options, local_columns_first);
+                    iterate_async(devices, (2_000_000, skewed), &what, schedule, how, 20);
                 }
             }
         }

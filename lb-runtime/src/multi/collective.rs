@@ -131,6 +131,12 @@ pub(crate) struct Gpus {
     /// copies to different peers run at once on different copy engines and links, with the
     /// event that joins it back into the side stream (a device's own entry is unused).
     lanes: Vec<Vec<(Arc<CudaStream>, CudaEvent)>>,
+    /// Per device: recorded on its side stream once its own pieces are copied into its copy of
+    /// the gathered result, and on its stream after its kernels ([`Exchange::mark_own_rows`]).
+    own_rows: Vec<(CudaEvent, CudaEvent)>,
+    /// Per device: recorded on its side stream after it copies its own piece, for the lanes that
+    /// send the piece on from that copy (a pipelined [`Exchange::gather`]).
+    own_piece: Vec<CudaEvent>,
     peer_access: bool,
     pub(crate) transport: Transport,
 }
@@ -151,12 +157,17 @@ impl Gpus {
         let comms = Comms::new(ordinals)?;
         let err = driver_error("making the streams and events of a group's exchanges");
         let (mut side, mut entry, mut exit) = (Vec::new(), Vec::new(), Vec::new());
-        let mut lanes = Vec::new();
+        let (mut lanes, mut own_rows, mut own_piece) = (Vec::new(), Vec::new(), Vec::new());
         for dev in devices {
             let gpu = gpu_of(dev)?;
             side.push(gpu.ctx.new_stream().map_err(&err)?);
             entry.push(gpu.ctx.new_event(None).map_err(&err)?);
             exit.push(gpu.ctx.new_event(None).map_err(&err)?);
+            own_rows.push((
+                gpu.ctx.new_event(None).map_err(&err)?,
+                gpu.ctx.new_event(None).map_err(&err)?,
+            ));
+            own_piece.push(gpu.ctx.new_event(None).map_err(&err)?);
             lanes.push(
                 devices
                     .iter()
@@ -173,6 +184,8 @@ impl Gpus {
             entry,
             exit,
             lanes,
+            own_rows,
+            own_piece,
             peer_access,
             transport: if peer_access {
                 Transport::PeerCopy
@@ -507,8 +520,20 @@ impl Exchange {
             }
         }
         if sides && g.transport != Transport::Nccl {
-            // A device writes into the others' copies: what they have enqueued must come first.
-            g.fence()?;
+            // A device's copy lane into a peer reads the device's results and writes the
+            // peer's copy: it waits for what both have enqueued so far. (Two waits per lane,
+            // where a fence of the side streams took about three times the driver calls, which
+            // bounded a four-GPU iteration on a host with slow ones.)
+            for (d, lanes) in g.lanes.iter().enumerate() {
+                for (j, (lane, _)) in lanes.iter().enumerate().filter(|&(j, _)| j != d) {
+                    lane.wait(&g.entry[d]).map_err(&err)?;
+                    lane.wait(&g.entry[j]).map_err(&err)?;
+                    // The copy kernel pushes from the side stream into every peer's copy.
+                    if g.transport == Transport::PeerKernel {
+                        g.side[d].wait(&g.entry[j]).map_err(&err)?;
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -540,16 +565,40 @@ impl Exchange {
     /// `stores` (each device's last chunk step, `None` for a device without parts), for every
     /// other device's kernels: a device's next work may overwrite what another device still
     /// reads, or read what it writes.
+    ///
+    /// `pipelined` (after a pipelined [`gather`](Self::gather) with peer copies): a device's
+    /// stream waits only for what was copied into its own copy and for its side stream, not for
+    /// the copies it sends to its peers, which read its own copy of the gathered array (not
+    /// the kernels' output) and run on while it computes the next step. The caller keeps that
+    /// array alive and unwritten by the device until a later, unpipelined `end`.
     pub(crate) fn end(
         &mut self,
         devices: &[Device],
         sides: bool,
         stores: Option<&[Option<usize>]>,
+        pipelined: bool,
     ) -> Result<()> {
         let Exchange::Gpus(g) = self else {
             return Ok(());
         };
         let err = driver_error("ordering a group's devices after its exchanges");
+        if sides && pipelined && g.transport == Transport::PeerCopy {
+            for (e, s) in g.exit.iter().zip(&g.side) {
+                e.record(s).map_err(&err)?;
+            }
+            for d in 0..g.side.len() {
+                g.join_lanes(d)?;
+            }
+            for (j, dev) in devices.iter().enumerate() {
+                let stream = &gpu_of(dev)?.stream;
+                stream.wait(&g.exit[j]).map_err(&err)?;
+                for (_, lanes) in g.lanes.iter().enumerate().filter(|&(d, _)| d != j) {
+                    stream.wait(&lanes[j].1).map_err(&err)?;
+                }
+                dev.note_device_work();
+            }
+            return Ok(());
+        }
         if sides {
             if g.transport != Transport::Nccl {
                 for d in 0..g.side.len() {
@@ -577,6 +626,37 @@ impl Exchange {
             dev.note_device_work();
         }
         Ok(())
+    }
+
+    /// Marks, on every device, what the products over its own columns in the next iteration
+    /// need ([`MultiCsr::iterate_async`](super::MultiCsr::iterate_async)): its own pieces of
+    /// the gathered result, whose copies are enqueued on its side stream by now (before the
+    /// copies of the rows cut between devices), and its kernels so far. With NCCL the own piece
+    /// travels in the group's broadcasts, so the mark covers the whole exchange there.
+    pub(crate) fn mark_own_rows(&mut self, devices: &[Device]) -> Result<()> {
+        let Exchange::Gpus(g) = self else {
+            return Ok(());
+        };
+        let err = driver_error("marking a GPU's own rows of an all-gather");
+        for (d, dev) in devices.iter().enumerate() {
+            let (copied, computed) = &g.own_rows[d];
+            copied.record(&g.side[d]).map_err(&err)?;
+            computed.record(&gpu_of(dev)?.stream).map_err(&err)?;
+        }
+        Ok(())
+    }
+
+    /// Makes `early`, a stream of device `d`, wait for what the last
+    /// [`mark_own_rows`](Self::mark_own_rows) marked on `d` (nothing to wait for on simulators,
+    /// which finish every operation before the call returns).
+    pub(crate) fn wait_own_rows(&self, d: usize, early: &crate::stream::Stream) -> Result<()> {
+        let (Exchange::Gpus(g), Some(early)) = (self, early.cudarc()) else {
+            return Ok(());
+        };
+        let err = driver_error("ordering a GPU's own columns after its own rows");
+        let (copied, computed) = &g.own_rows[d];
+        early.wait(copied).map_err(&err)?;
+        early.wait(computed).map_err(&err)
     }
 
     /// Every side stream waits for the others (after a reduce whose result is then gathered).
@@ -657,7 +737,7 @@ impl Exchange {
                     let recv = if rank == root { root_addr } else { send };
                     // SAFETY: `send` and `recv` are device addresses of at least `count`
                     // elements of `T` on device `rank` (the caller's buffers, or the identity
-                    // buffer, which lives until after the synchronization below), enqueued on
+                    // buffer, whose release waits for the reduce: below), enqueued on
                     // that device's side stream with its communicator; NCCL reads `recv` only
                     // on the root, where it is the root's own in-place buffer.
                     let r = unsafe {
@@ -679,12 +759,15 @@ impl Exchange {
                 }
                 nccl::group_end().map_err(|e| nccl_error("ending an NCCL group", e))?;
                 outcome?;
-                // The identity buffers must outlive the reduce that reads them.
-                if identities.iter().any(Option::is_some) {
-                    for s in &g.side {
-                        s.synchronize()
-                            .map_err(driver_error("waiting for a reduce across GPUs"))?;
-                    }
+                // An identity buffer is freed on its device's stream when it drops below: that
+                // stream waits for the reduce that reads it first (no wait on the host).
+                for (rank, _) in identities.iter().enumerate().filter(|(_, i)| i.is_some()) {
+                    gpu_of(&devices[rank])?
+                        .stream
+                        .join(&g.side[rank])
+                        .map_err(driver_error(
+                            "ordering an identity's release after a reduce",
+                        ))?;
                 }
                 Ok(())
             }
@@ -694,12 +777,16 @@ impl Exchange {
     /// Copies every piece of `pieces` into every device's buffer in `dst` (indexed by device).
     /// `step`: the chunk step whose kernels made the pieces (marked by
     /// [`after_compute`](Self::after_compute)), or `None` after a [`fence`](Self::fence).
+    /// `pipelined`: with peer copies, a device sends its piece to its peers from its own copy in
+    /// `dst`, once it is made, so that the kernels may overwrite their output while the peers'
+    /// copies are under way (see [`end`](Self::end)).
     pub(crate) fn gather<T: Element>(
         &mut self,
         devices: &[Device],
         step: Option<usize>,
         pieces: &[Piece],
         dst: &mut [DeviceBuffer<T>],
+        pipelined: bool,
     ) -> Result<()> {
         let size = T::SIZE as u64;
         let addr = |b: &DeviceBuffer<T>, at: usize| b.device_addr() + at as u64 * size;
@@ -737,7 +824,7 @@ impl Exchange {
                 Ok(())
             }
             Exchange::Gpus(g) if g.transport != Transport::Nccl => {
-                push_pieces(g, devices, step, pieces, dst)
+                push_pieces(g, devices, (step, pipelined), pieces, dst)
             }
             Exchange::Gpus(g) => {
                 let ty = nccl_type::<T>(false)?;
@@ -800,10 +887,13 @@ const RELAY_ABOVE_MEAN: f64 = 1.2;
 /// copy, as the scatter and all-gather halves of a broadcast do (Thakur, Rabenseifner and
 /// Gropp, "Optimization of Collective Communication Operations in MPICH", §4.2). The root's
 /// piece then leaves it once; every device still receives what it did.
+///
+/// `pipelined` (peer copies only): the peers' copies read the root's own copy in `dst`, after
+/// the side stream made it, instead of the kernels' output.
 fn push_pieces<T: Element>(
     g: &mut Gpus,
     devices: &[Device],
-    step: Option<usize>,
+    (step, pipelined): (Option<usize>, bool),
     pieces: &[Piece],
     dst: &mut [DeviceBuffer<T>],
 ) -> Result<()> {
@@ -872,17 +962,26 @@ fn push_pieces<T: Element>(
         // The device's own piece is copied on its side stream, which waited for the step's
         // kernels in `after_compute`.
         copy(&g.side[r], r, p.src, r, p.dst_at, p.count)?;
+        let from_own = pipelined && g.transport == Transport::PeerCopy;
+        let src = if from_own {
+            g.own_piece[r].record(&g.side[r]).map_err(&err)?;
+            at(&dst[r], p.dst_at)
+        } else {
+            p.src
+        };
         for (i, j) in (0..n).filter(|&j| j != r).enumerate() {
             let lane = &g.lanes[r][j].0;
-            if let Some(step) = step {
+            if from_own {
+                lane.wait(&g.own_piece[r]).map_err(&err)?;
+            } else if let Some(step) = step {
                 lane.wait(&g.steps[r][step]).map_err(&err)?;
             }
             if !relayed(p) {
-                copy(lane, r, p.src, j, p.dst_at, p.count)?;
+                copy(lane, r, src, j, p.dst_at, p.count)?;
                 continue;
             }
             let (start, end) = share(p, i);
-            let src = p.src + (start * T::SIZE) as u64;
+            let src = src + (start * T::SIZE) as u64;
             copy(lane, r, src, j, p.dst_at + start, end - start)?;
             // The lane's event marks the share's arrival, for the forwards from `j`; `end`
             // records it again when it joins the lanes.

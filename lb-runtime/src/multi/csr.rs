@@ -6,6 +6,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use super::collective::{Exchange, Piece, ReduceSend};
+use super::combine;
 use super::partition::{self, Share};
 use super::{Devices, Reduction, Replicated};
 use crate::buffer::{DeviceBuffer, Element};
@@ -14,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::formats::{Csr, DeviceCsr};
 use crate::launch::Launch;
 use crate::stream::{Pending, Stream};
+use lb_ptx::body::Reduce;
 
 /// One chunk of one device's part of a [`MultiCsr`]: a CSR of its own, numbered locally (its
 /// row `i` is the tile set's row `rows().start + i`, its atoms are `atoms()` of the tile set's;
@@ -25,6 +27,9 @@ pub struct CsrPart<T: Element> {
     chunk: usize,
     share: Share,
     tiles: DeviceCsr<T>,
+    /// With [`SplitOptions::local_columns_first`]: the part's atoms whose columns its device
+    /// owns, and the others, each a tile set of the part's rows.
+    halves: Option<Box<[CsrPart<T>; 2]>>,
 }
 
 impl<T: Element> CsrPart<T> {
@@ -69,6 +74,14 @@ impl<T: Element> CsrPart<T> {
     pub fn carries_to(&self) -> Option<usize> {
         self.share.carry_to
     }
+
+    /// With [`SplitOptions::local_columns_first`], the part's atoms split by column: first
+    /// those whose columns are rows its device owns (the `x` entries its device computed
+    /// itself in the previous iteration), then the others. Each half is a tile set of all the
+    /// part's rows; a half reports the part's [`atoms`](Self::atoms).
+    pub fn column_halves(&self) -> Option<(&CsrPart<T>, &CsrPart<T>)> {
+        self.halves.as_deref().map(|[own, other]| (own, other))
+    }
 }
 
 /// How [`MultiCsr::upload_with`] splits a tile set.
@@ -84,12 +97,25 @@ pub struct SplitOptions {
     /// (one chunk on one device, where there is nothing to overlap):
     /// [`MultiCsr::auto_chunks`].
     pub chunks: Option<usize>,
+    /// Also split each part by column, into the atoms whose columns its device owns and the
+    /// others ([`CsrPart::column_halves`]), for [`MultiCsr::iterate_async`]: each iteration
+    /// then starts with the products over the device's own columns, which need only what the
+    /// device computed itself, while the other devices' rows of `x` are still on their way,
+    /// and adds the rest when they have arrived. Costs a second copy of the tile set's atoms
+    /// and offsets on each device. Only square tile sets on two devices or more are split, and
+    /// only the parts where the products that can start early outweigh what the split costs
+    /// (a second pass over the part's rows and the combination of the two results): see
+    /// [`column_halves_pay`].
+    pub local_columns_first: bool,
 }
 
 /// A [`Csr`] split across the devices of a [`Devices`] group by a merge path over rows and atoms
 /// (every part holds about `(rows + nnz) / devices` of them; a long row is cut across parts).
 pub struct MultiCsr<T: Element> {
     devices: Devices,
+    /// Per device, the stream the products over its own columns run on
+    /// ([`SplitOptions::local_columns_first`]); empty without.
+    early: Vec<Stream>,
     /// Device by device, each device's chunks in row order.
     parts: Vec<CsrPart<T>>,
     /// Per device, its parts' positions in `parts`.
@@ -118,6 +144,9 @@ const MIRROR_TABLES_KEPT: usize = 4;
 pub struct RowParts<U: Element> {
     width: usize,
     parts: Vec<DeviceBuffer<U>>,
+    /// Per part with [`CsrPart::column_halves`], the products over its device's own columns,
+    /// before they are combined with the rest into `parts` ([`MultiCsr::iterate_async`]).
+    partial: Vec<Option<DeviceBuffer<U>>>,
 }
 
 impl<U: Element> RowParts<U> {
@@ -251,7 +280,9 @@ impl<T: Element> MultiCsr<T> {
                 receives_carry[first_of[owner]] = true;
             }
         }
-        let parts = pieces
+        let own_columns = (options.local_columns_first && n >= 2 && csr.num_rows == csr.num_cols)
+            .then(|| own_columns(&pieces, &by_device, &receives_carry));
+        let parts: Vec<CsrPart<T>> = pieces
             .into_iter()
             .map(|(index, chunk, share)| {
                 let local = Csr {
@@ -261,16 +292,54 @@ impl<T: Element> MultiCsr<T> {
                     col_indices: csr.col_indices[share.atoms.clone()].to_vec(),
                     values: csr.values[share.atoms.clone()].to_vec(),
                 };
+                let device = &devices.devices()[index];
+                let halves = match &own_columns {
+                    Some(own) => column_halves(&local, &own[index], csr.num_rows)
+                        .map(|[mine, others]| -> Result<Box<[CsrPart<T>; 2]>> {
+                            let half = |tiles: &Csr<T>| -> Result<CsrPart<T>> {
+                                Ok(CsrPart {
+                                    index,
+                                    chunk,
+                                    share: share.clone(),
+                                    tiles: DeviceCsr::upload(device, tiles)?,
+                                    halves: None,
+                                })
+                            };
+                            Ok(Box::new([half(&mine)?, half(&others)?]))
+                        })
+                        .transpose()?,
+                    None => None,
+                };
                 Ok(CsrPart {
                     index,
                     chunk,
-                    tiles: DeviceCsr::upload(&devices.devices()[index], &local)?,
+                    tiles: DeviceCsr::upload(device, &local)?,
                     share,
+                    halves,
                 })
             })
             .collect::<Result<_>>()?;
+        let early = if parts.iter().any(|p| p.halves.is_some()) {
+            devices
+                .devices()
+                .iter()
+                .map(|d| {
+                    let s = d.new_stream()?;
+                    // SAFETY: `iterate_async` makes the stream wait, before its first launch of
+                    // each call, for the device's stream, and before each later one for what
+                    // the launch reads and writes: the device's own rows of `x`, copied on its
+                    // side stream (`Exchange::mark_own_rows`), and its kernels of the
+                    // iteration before, which last read the partial results it writes.
+                    unsafe { s.order_manually() };
+                    Ok(s)
+                })
+                .collect::<Result<_>>()?
+        } else {
+            Vec::new()
+        };
         Ok(MultiCsr {
             devices: devices.clone(),
+            early,
             parts,
             by_device,
             receives_carry,
@@ -308,17 +377,23 @@ impl<T: Element> MultiCsr<T> {
 
     /// Zeroed per-part rows with `width` elements per row: a launch's output.
     pub fn outputs<U: Element>(&self, width: usize) -> Result<RowParts<U>> {
-        let parts = self
-            .parts
-            .iter()
-            .map(|p| {
-                let n = p.share.rows.len().checked_mul(width).ok_or_else(|| {
-                    Error::Shape(format!("{} rows of {width} elements", p.share.rows.len()))
-                })?;
-                p.device().zeros(n)
-            })
-            .collect::<Result<_>>()?;
-        Ok(RowParts { width, parts })
+        let mut parts = Vec::with_capacity(self.parts.len());
+        let mut partial = Vec::with_capacity(self.parts.len());
+        for p in &self.parts {
+            let n = p.share.rows.len().checked_mul(width).ok_or_else(|| {
+                Error::Shape(format!("{} rows of {width} elements", p.share.rows.len()))
+            })?;
+            parts.push(p.device().zeros(n)?);
+            partial.push(match p.halves {
+                Some(_) => Some(p.device().zeros(n)?),
+                None => None,
+            });
+        }
+        Ok(RowParts {
+            width,
+            parts,
+            partial,
+        })
     }
 
     /// `host` (`num_rows · width` elements, row-major) split into the parts' rows: an input
@@ -341,7 +416,11 @@ impl<T: Element> MultiCsr<T> {
                     .upload(&host[rows.start * width..rows.end * width])
             })
             .collect::<Result<_>>()?;
-        Ok(RowParts { width, parts })
+        Ok(RowParts {
+            width,
+            partial: self.parts.iter().map(|_| None).collect(),
+            parts,
+        })
     }
 
     /// Runs a kernel on every part at once: `launch(part, stream, output)` enqueues it on
@@ -382,7 +461,7 @@ impl<T: Element> MultiCsr<T> {
         launch: impl FnMut(&CsrPart<T>, &Stream, &mut DeviceBuffer<U>) -> Result<Pending>,
     ) -> Result<MultiPending> {
         self.check_outputs(out)?;
-        let parts = self.enqueue(reduction, out, None, launch)?;
+        let parts = self.enqueue(reduction, out, None, Steps::default(), launch)?;
         Ok(MultiPending { parts })
     }
 
@@ -415,8 +494,128 @@ impl<T: Element> MultiCsr<T> {
         launch: impl FnMut(&CsrPart<T>, &Stream, &mut DeviceBuffer<U>) -> Result<Pending>,
     ) -> Result<MultiPending> {
         self.check_gather(out, into)?;
-        let parts = self.enqueue(reduction, out, Some(into), launch)?;
+        let parts = self.enqueue(reduction, out, Some(into), Steps::default(), launch)?;
         Ok(MultiPending { parts })
+    }
+
+    /// `iterations` steps of an iterative method `x ← f(A, x)` enqueued back to back, each
+    /// one [`launch_and_gather_async`](Self::launch_and_gather_async) with the last one's
+    /// gathered result as its input: `launch(part, stream, x, output)` enqueues the kernel on
+    /// `stream` with `x`, the part's device's copy of the current input. The steps alternate
+    /// between `x` and `spare`; when the call returns `x` is the array the last step gathers
+    /// into (swapped with `spare` if need be), written after the return as with
+    /// `launch_and_gather_async`. The returned reports hold every step's parts in order.
+    ///
+    /// On a tile set uploaded with [`SplitOptions::local_columns_first`], each step from the
+    /// second on starts a device's products over the columns it owns, on a stream of their own,
+    /// as soon as its own rows of `x` are there, while the other devices' rows are still being
+    /// copied in; the rest of the products follow once they are. This needs the kernel to read
+    /// `x` only at its atoms' columns (`x[col]`, or `x[col · width + lane]` with lanes), as
+    /// SpMV, SpMM and PageRank's bodies do: a read elsewhere could see the step before's
+    /// value. Kernels with [`Reduction::whole_rows`], `PeerStores` (whose kernels store into
+    /// every copy themselves), 16-bit outputs and a single device run every part whole.
+    pub fn iterate_async<U: Element>(
+        &self,
+        reduction: Reduction,
+        iterations: usize,
+        x: &mut Replicated<U>,
+        spare: &mut Replicated<U>,
+        out: &mut RowParts<U>,
+        mut launch: impl FnMut(
+            &CsrPart<T>,
+            &Stream,
+            &DeviceBuffer<U>,
+            &mut DeviceBuffer<U>,
+        ) -> Result<Pending>,
+    ) -> Result<MultiPending> {
+        if self.num_rows != self.num_cols {
+            return Err(Error::Shape(format!(
+                "iterating x ← f(A, x) needs a square tile set, and this one has {} rows and {} \
+                 columns: launch and gather each step with launch_and_gather_async",
+                self.num_rows, self.num_cols
+            )));
+        }
+        self.check_gather(out, x)?;
+        self.check_gather(out, spare)?;
+        let devices = self.devices.devices();
+        let halves = !self.early.is_empty()
+            && !reduction.whole_rows
+            && combine::entry(U::TY, reduction.op).is_some()
+            && !self.devices.exchange().stores_in_kernels(devices);
+        let mut parts = Vec::new();
+        for step in 0..iterations {
+            let own = if halves {
+                self.launch_own_columns(step > 0, x, out, &mut launch)
+            } else {
+                Ok(Vec::new())
+            };
+            let own = match own {
+                Ok(own) => own,
+                Err(e) => {
+                    let _ = self.devices.synchronize();
+                    return Err(e);
+                }
+            };
+            parts.extend(own);
+            let input: &Replicated<U> = x;
+            // Every step but the last leaves the copies to the peers running into the next
+            // one; the last waits for them, so that the arrays may be dropped after it.
+            let steps = Steps {
+                halves,
+                pipelined: step + 1 < iterations,
+            };
+            let rest = self.enqueue(reduction, out, Some(spare), steps, |p, s, y| {
+                launch(p, s, input.on(p.index()), y)
+            })?;
+            parts.extend(rest);
+            std::mem::swap(x, spare);
+        }
+        Ok(MultiPending { parts })
+    }
+
+    /// Launches every split part's half in its device's own columns on the device's early
+    /// stream, into `out.partial`. After the first step (`after_first`), the stream waits for
+    /// the device's own rows of the step before and its kernels
+    /// ([`Exchange::mark_own_rows`]), not for the other devices' copies; on the first it
+    /// waits for everything on the device's stream.
+    fn launch_own_columns<U: Element>(
+        &self,
+        after_first: bool,
+        x: &Replicated<U>,
+        out: &mut RowParts<U>,
+        launch: &mut impl FnMut(
+            &CsrPart<T>,
+            &Stream,
+            &DeviceBuffer<U>,
+            &mut DeviceBuffer<U>,
+        ) -> Result<Pending>,
+    ) -> Result<Vec<Pending>> {
+        let devices = self.devices.devices();
+        let mut launched = Vec::new();
+        for (d, parts) in self.by_device.iter().enumerate() {
+            let early = &self.early[d];
+            let mut waited = false;
+            for &q in parts {
+                let Some((own, _)) = self.parts[q].column_halves() else {
+                    continue;
+                };
+                if !waited {
+                    if after_first {
+                        self.devices.exchange().wait_own_rows(d, early)?;
+                    } else {
+                        early.wait_for(&devices[d].stream())?;
+                    }
+                    waited = true;
+                }
+                let Some(partial) = out.partial[q].as_mut() else {
+                    return Err(outputs_of_another_split(q));
+                };
+                let pending = launch(own, early, x.on(d), partial)?;
+                same_stream(&pending, early)?;
+                launched.push(pending);
+            }
+        }
+        Ok(launched)
     }
 
     /// Enqueues every part's launch, chunk step by chunk step, the exchange of each step's
@@ -428,6 +627,7 @@ impl<T: Element> MultiCsr<T> {
         reduction: Reduction,
         out: &mut RowParts<U>,
         mut into: Option<&mut Replicated<U>>,
+        Steps { halves, pipelined }: Steps,
         mut launch: impl FnMut(&CsrPart<T>, &Stream, &mut DeviceBuffer<U>) -> Result<Pending>,
     ) -> Result<Vec<Pending>> {
         if reduction.whole_rows && self.parts.iter().any(|p| p.carries_to().is_some()) {
@@ -465,7 +665,14 @@ impl<T: Element> MultiCsr<T> {
                     let Some(&q) = parts.get(step) else { continue };
                     let stream = devices[d].stream();
                     let mirrors = tables.as_ref().map(|t| &t[q]);
-                    pending.push(self.launch_part(q, &stream, mirrors, out, &mut launch)?);
+                    let combine = halves.then_some(reduction.op);
+                    pending.push(self.launch_part(
+                        q,
+                        &stream,
+                        (mirrors, combine),
+                        out,
+                        &mut launch,
+                    )?);
                     if side || stores {
                         exchange.after_compute(devices, (d, step), side)?;
                     }
@@ -473,21 +680,25 @@ impl<T: Element> MultiCsr<T> {
                 match into.as_deref_mut() {
                     Some(into) if !stores => {
                         let pieces = self.step_pieces(step, out);
-                        exchange.gather(devices, Some(step), &pieces, &mut into.copies)?;
+                        let copies = &mut into.copies;
+                        exchange.gather(devices, Some(step), &pieces, copies, pipelined)?;
                     }
                     _ => {}
                 }
+            }
+            if halves {
+                exchange.mark_own_rows(devices)?;
             }
             if carries {
                 self.combine_carries(&mut exchange, reduction, out)?;
                 if let Some(into) = into.as_deref_mut() {
                     exchange.fence()?;
                     let pieces = self.cut_row_pieces(out);
-                    exchange.gather(devices, None, &pieces, &mut into.copies)?;
+                    exchange.gather(devices, None, &pieces, &mut into.copies, pipelined)?;
                 }
             }
             if side || stores {
-                exchange.end(devices, side, stores.then_some(&last_steps[..]))?;
+                exchange.end(devices, side, stores.then_some(&last_steps[..]), pipelined)?;
             }
             Ok(())
         };
@@ -495,7 +706,7 @@ impl<T: Element> MultiCsr<T> {
             Ok(()) => Ok(pending),
             Err(e) => {
                 if side || stores {
-                    let _ = exchange.end(devices, side, None);
+                    let _ = exchange.end(devices, side, None, false);
                 }
                 drop(exchange);
                 let _ = self.devices.synchronize();
@@ -506,15 +717,26 @@ impl<T: Element> MultiCsr<T> {
     }
 
     /// Part `q`'s launch on `stream`, its kernels storing their results into `mirrors` too
-    /// when given (every device's copy of the gathered result, at the part's first row).
+    /// when given (every device's copy of the gathered result, at the part's first row). With
+    /// `combine` (never with mirrors), a part split by column launches its half in other
+    /// devices' columns and combines the result with its partial one (`out.partial`).
     fn launch_part<U: Element>(
         &self,
         q: usize,
         stream: &Stream,
-        mirrors: Option<&DeviceBuffer<u64>>,
+        (mirrors, combine): (Option<&DeviceBuffer<u64>>, Option<Reduce>),
         out: &mut RowParts<U>,
         launch: &mut impl FnMut(&CsrPart<T>, &Stream, &mut DeviceBuffer<U>) -> Result<Pending>,
     ) -> Result<Pending> {
+        if let (Some(op), Some((_, others))) = (combine, self.parts[q].column_halves()) {
+            let launched = launch(others, stream, &mut out.parts[q])?;
+            same_stream(&launched, stream)?;
+            let Some(partial) = &out.partial[q] else {
+                return Err(outputs_of_another_split(q));
+            };
+            combine::combine_into(stream, op, &mut out.parts[q], partial)?;
+            return Ok(launched);
+        }
         let Some(table) = mirrors else {
             return launch(&self.parts[q], stream, &mut out.parts[q]);
         };
@@ -531,13 +753,7 @@ impl<T: Element> MultiCsr<T> {
         // SAFETY: turning the mirrors off asks nothing.
         unsafe { stream.set_output_mirrors(None) }?;
         let launched = launched?;
-        if !launched.stream().same(stream) {
-            return Err(Error::Shape(
-                "a part's kernel was launched on another stream than the one passed to the \
-                 launch closure: its results would not reach the gathered copies"
-                    .into(),
-            ));
-        }
+        same_stream(&launched, stream)?;
         Ok(launched)
     }
 
@@ -709,8 +925,8 @@ impl<T: Element> MultiCsr<T> {
         // `begin` also orders every device's copies after what every other device enqueued.
         let gathered = exchange
             .begin(devices, false, true)
-            .and_then(|()| exchange.gather(devices, None, &pieces, &mut into.copies));
-        let ended = exchange.end(devices, true, None);
+            .and_then(|()| exchange.gather(devices, None, &pieces, &mut into.copies, false));
+        let ended = exchange.end(devices, true, None, false);
         gathered.and(ended)
     }
 
@@ -747,4 +963,123 @@ impl<T: Element> MultiCsr<T> {
         }
         Ok(all)
     }
+}
+
+/// Per device, the columns whose `x` entries it computes itself: the rows its parts own, less a
+/// first row cut from an earlier device (its value exists only after the partial results of the
+/// devices are combined, which travel with the other devices' pieces).
+fn own_columns(
+    pieces: &[(usize, usize, Share)],
+    by_device: &[Vec<usize>],
+    receives_carry: &[bool],
+) -> Vec<Range<usize>> {
+    by_device
+        .iter()
+        .map(|parts| {
+            let (Some(&first), Some(&last)) = (parts.first(), parts.last()) else {
+                return 0..0;
+            };
+            let (start, end) = (pieces[first].2.owned.start, pieces[last].2.owned.end);
+            let start = (start + usize::from(receives_carry[first])).min(end);
+            start..end
+        })
+        .collect()
+}
+
+/// Device memory a product over one atom moves, in bytes (its column index, its value, its
+/// entry of `x`): what [`column_halves_pay`] counts the early products in.
+const ATOM_BYTES: f64 = 12.0;
+
+/// Device memory a part split by column moves in addition, per row, in bytes: the second half's
+/// row offset and result, and the combination of the two results (two reads and a write).
+const ROW_BYTES: f64 = 24.0;
+
+/// Bytes of device memory moved in the time one byte of the all-gather reaches a device: about
+/// 3 TB/s of HBM3 against the 95–140 GB/s the copy engines moved per direction between two
+/// H100s with NVLink (docs/multi-gpu.md).
+const LINK_TO_MEMORY: f64 = 20.0;
+
+/// Whether splitting a part by column pays: the products over its device's own columns (`own`
+/// atoms) can only hide the time the other devices' rows of `x` take to arrive (`incoming`
+/// rows, one 4-byte element each), and the split costs a second pass over the part's `rows`
+/// and the combination of their two results. Each is counted in bytes of device memory: 12 per
+/// own atom, 24 per row, and 20 per byte that crosses a link (HBM3's 3 TB/s against the copy
+/// engines' 95–140 GB/s per direction between two H100s). On R-MAT, whose merge-path split gives
+/// the last devices most of the rows and few atoms per row, it splits the first devices, which
+/// receive the most, and not the last ones, for which the second pass would cost more than
+/// their short wait.
+pub fn column_halves_pay(own: usize, rows: usize, incoming: usize) -> bool {
+    let hidden = (own as f64 * ATOM_BYTES).min(incoming as f64 * 4.0 * LINK_TO_MEMORY);
+    own > 0 && hidden > rows as f64 * ROW_BYTES
+}
+
+/// `part` split into its atoms whose columns lie in `own` and the others, each a CSR of all the
+/// part's rows, where [`column_halves_pay`] says so (the tile set has `num_rows` rows, those
+/// outside `own` arriving from other devices).
+fn column_halves<T: Element>(
+    part: &Csr<T>,
+    own: &Range<usize>,
+    num_rows: usize,
+) -> Option<[Csr<T>; 2]> {
+    let is_own = |c: u32| own.contains(&(c as usize));
+    let mine = part.col_indices.iter().filter(|&&c| is_own(c)).count();
+    if !column_halves_pay(mine, part.num_rows, num_rows - own.len()) {
+        return None;
+    }
+    let half = |keep: bool| {
+        let mut out = Csr {
+            num_rows: part.num_rows,
+            num_cols: part.num_cols,
+            row_offsets: Vec::with_capacity(part.num_rows + 1),
+            col_indices: Vec::new(),
+            values: Vec::new(),
+        };
+        out.row_offsets.push(0);
+        for row in 0..part.num_rows {
+            for nz in part.row(row) {
+                if is_own(part.col_indices[nz]) == keep {
+                    out.col_indices.push(part.col_indices[nz]);
+                    out.values.push(part.values[nz]);
+                }
+            }
+            out.row_offsets.push(out.col_indices.len());
+        }
+        out
+    };
+    Some([half(true), half(false)])
+}
+
+/// How [`MultiCsr::enqueue`] runs a step of [`MultiCsr::iterate_async`] (both off for a lone
+/// launch).
+#[derive(Clone, Copy, Default)]
+struct Steps {
+    /// A part split by column ([`CsrPart::column_halves`]) launches only its atoms in other
+    /// devices' columns, and combines their results with the products over its own columns,
+    /// launched before into `out.partial`; each device's own rows are then marked for the
+    /// next step's products over them ([`Exchange::mark_own_rows`]).
+    halves: bool,
+    /// A later step follows before anything else: a device's stream waits only for the copies
+    /// into its own copy of the gathered array, and its copies to its peers run on into the
+    /// next step ([`Exchange::end`]).
+    pipelined: bool,
+}
+
+/// A part's kernel must run on the stream its launch closure was given: what follows it there
+/// (the gathered copies, the combination of its halves) is ordered by that stream alone.
+fn same_stream(launched: &Pending, stream: &Stream) -> Result<()> {
+    if launched.stream().same(stream) {
+        return Ok(());
+    }
+    Err(Error::Shape(
+        "a part's kernel was launched on another stream than the one passed to the launch \
+         closure: what follows it on that stream would not wait for it"
+            .into(),
+    ))
+}
+
+fn outputs_of_another_split(q: usize) -> Error {
+    Error::Shape(format!(
+        "part {q} is split by column and its outputs have no buffer for the partial products: \
+         make the outputs with this tile set's MultiCsr::outputs"
+    ))
 }

@@ -23,6 +23,7 @@
 //! ```
 
 mod collective;
+mod combine;
 mod csr;
 mod partition;
 mod push;
@@ -35,7 +36,9 @@ use crate::error::{Error, Result};
 use collective::{Exchange, Gpus};
 
 pub use collective::Transport;
-pub use csr::{CsrPart, MultiCsr, MultiLaunch, MultiPending, RowParts, SplitOptions};
+pub use csr::{
+    column_halves_pay, CsrPart, MultiCsr, MultiLaunch, MultiPending, RowParts, SplitOptions,
+};
 /// The reduction of a kernel's output (`reduce = "sum"` and so on).
 pub use lb_ptx::body::Reduce;
 
