@@ -237,6 +237,12 @@ pub struct Cli {
     /// kernels), `nccl` (NCCL broadcasts). Default: the group's own.
     #[arg(long = "transport", value_name = "T", value_delimiter = ',', value_parser = transport)]
     pub transports: Vec<Transport>,
+    /// With `--devices`: whether each device's products over its own columns run first, while
+    /// the others' rows of the input are copied in, comma-separated `off`/`on` (`on`: the split
+    /// is uploaded with `SplitOptions::local_columns_first` and the `loop` column runs its
+    /// iterations in one `MultiCsr::iterate_async`). Default: `off`.
+    #[arg(long = "local-first", value_name = "off|on", value_delimiter = ',', value_parser = on_off)]
+    pub local_first: Vec<bool>,
     /// With `--devices`: also SpMV on a generated matrix this many times larger than the first
     /// GPU's memory (so one GPU cannot hold it), on the group only, verified row by row
     /// against f64 on every core of the host.
@@ -283,6 +289,14 @@ fn transport(text: &str) -> Result<Transport, String> {
         _ => Err(format!(
             "`{text}` is not a transport: `stores`, `kernel`, `peer` or `nccl`"
         )),
+    }
+}
+
+fn on_off(text: &str) -> Result<bool, String> {
+    match text {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("`{text}` is neither `on` nor `off`")),
     }
 }
 

@@ -23,7 +23,15 @@
 //!   device alone (the kernels only, which need no gather there), and `loop-scaling` their
 //!   ratio;
 //! - `chunks`, `transport`: how each device's share was launched (`--chunks`) and how the
-//!   all-gather travelled (`--transport`); one line per combination.
+//!   all-gather travelled (`--transport`); one line per combination;
+//! - `iterate`: `--reps` iterations in one `MultiCsr::iterate_async` (its steps pipelined: a
+//!   device's next step waits only for the rows copied to it), and `iter-scaling` against
+//!   `one-loop`; on a square matrix on several devices (NaN otherwise);
+//! - under the line, `part kernels`: each part's kernel time in `compute` (CUDA events, median),
+//!   in part order (device by device, each device's chunks in order): how even the split is;
+//! - `own`: `yes` where the split has column halves (`--local-first on`): in `iterate`, each
+//!   device's products over its own columns ran first, while the others' rows of the input
+//!   were copied in (the other columns launch whole parts, as without).
 //!
 //! On simulators the times mean nothing; the run still verifies every result.
 
@@ -48,6 +56,8 @@ pub(crate) struct MultiRecord {
     pub(crate) devices: usize,
     pub(crate) chunks: usize,
     pub(crate) transport: String,
+    /// Whether the split has column halves and `loop` ran them own columns first.
+    pub(crate) local_first: bool,
     pub(crate) iteration_us: f64,
     pub(crate) compute_us: f64,
     pub(crate) exchange_us: f64,
@@ -59,6 +69,12 @@ pub(crate) struct MultiRecord {
     pub(crate) loop_us: f64,
     pub(crate) one_loop_us: f64,
     pub(crate) loop_scaling: f64,
+    /// µs per iteration of `--reps` iterations in one `MultiCsr::iterate_async`, and
+    /// `one_loop_us` over it.
+    pub(crate) iterate_us: f64,
+    pub(crate) iterate_scaling: f64,
+    /// Each part's kernel µs in `compute` (median), in part order.
+    pub(crate) part_us: Vec<f64>,
     pub(crate) one_device_us: f64,
     pub(crate) scaling: f64,
     /// Largest relative error of the gathered result against the f64 reference.
@@ -74,6 +90,8 @@ pub(crate) struct Times {
     pub(crate) launch_host: f64,
     pub(crate) exchange_host: f64,
     pub(crate) looped: f64,
+    pub(crate) iterate: f64,
+    pub(crate) parts: Vec<f64>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -120,7 +138,34 @@ fn launch_part(
     }
 }
 
-/// Times `reps` iterations (after `warmup`) of compute then exchange on `split`.
+/// µs per iteration of `reps` iterations in one [`MultiCsr::iterate_async`], after `warmup` in
+/// another: each device's products over its own columns first, where the split has column
+/// halves. Leaves the last result in `x`.
+fn time_iterate(
+    split: &MultiCsr<f32>,
+    op: Op,
+    schedule: Schedule,
+    (x, out): (&mut Replicated<f32>, &mut RowParts<f32>),
+    (warmup, reps): (usize, usize),
+) -> lb::Result<f64> {
+    let reduction = spmv::REDUCTION.expect("spmv reduces");
+    let mut spare = split.devices().replicated_zeros::<f32>(x.len())?;
+    let run =
+        |p: &lb::multi::CsrPart<f32>, s: &Stream, x: &DeviceBuffer<f32>, o: &mut _| match op.k() {
+            None => spmv::launch_with_async(s, schedule, p.tiles(), x, o),
+            Some(k) => spmm::launch_with_async(s, schedule, p.tiles(), x, k, o),
+        };
+    drop(split.iterate_async(reduction, warmup.max(1), x, &mut spare, out, run)?);
+    split.devices().synchronize()?;
+    let start = Instant::now();
+    drop(split.iterate_async(reduction, reps.max(1), x, &mut spare, out, run)?);
+    split.devices().synchronize()?;
+    Ok(micros(start) / reps.max(1) as f64)
+}
+
+/// Times `reps` iterations (after `warmup`) of compute then exchange on `split`, and on a
+/// square matrix on several devices the same in one [`MultiCsr::iterate_async`]
+/// ([`time_iterate`]).
 pub(crate) fn time_iterations(
     split: &MultiCsr<f32>,
     op: Op,
@@ -133,6 +178,11 @@ pub(crate) fn time_iterations(
     let reduction = spmv::REDUCTION.expect("spmv reduces");
     // First the iterations back to back (they leave `gathered` as whatever the last one
     // made; the synchronous iterations after them leave it as `A · dense` again).
+    let iterate = if split.num_rows() == split.num_cols() && split.devices().count() > 1 {
+        time_iterate(split, op, schedule, (gathered, out), (warmup, reps))?
+    } else {
+        f64::NAN
+    };
     let looped = {
         let (warmup, reps) = (warmup.max(1), reps.max(1));
         let mut other = split.devices().replicated_zeros::<f32>(gathered.len())?;
@@ -167,6 +217,13 @@ pub(crate) fn time_iterations(
     };
     let (mut iteration, mut compute, mut exchange) = (Vec::new(), Vec::new(), Vec::new());
     let (mut launch_host, mut exchange_host) = (Vec::new(), Vec::new());
+    let mut parts: Vec<Vec<f64>> = vec![Vec::new(); split.parts().len()];
+    let timing = |on: bool| {
+        for d in split.devices().devices() {
+            d.stream().set_timing(on);
+        }
+    };
+    timing(true);
     for i in 0..warmup + reps {
         let mut in_launches = 0.0;
         let start = Instant::now();
@@ -178,10 +235,15 @@ pub(crate) fn time_iterations(
         })?;
         let t = micros(start);
         let start = Instant::now();
-        split.launch(reduction, out, |p, s, o| {
+        let launched = split.launch(reduction, out, |p, s, o| {
             launch_part(op, schedule, p, s, dense, o)
         })?;
         let c = micros(start);
+        if i >= warmup {
+            for (q, l) in launched.parts.iter().enumerate() {
+                parts[q].push(l.elapsed_ms.map_or(f64::NAN, |t| f64::from(t) * 1e3));
+            }
+        }
         let start = Instant::now();
         split.all_gather(out, gathered)?;
         let g = micros(start);
@@ -195,13 +257,16 @@ pub(crate) fn time_iterations(
             exchange_host.push(g);
         }
     }
+    timing(false);
     Ok(Times {
+        parts: parts.into_iter().map(median).collect(),
         iteration: median(iteration),
         compute: median(compute),
         exchange: median(exchange),
         launch_host: median(launch_host),
         exchange_host: median(exchange_host),
         looped,
+        iterate,
     })
 }
 
@@ -237,11 +302,20 @@ fn measure(
     } else {
         cli.transports.clone()
     };
+    let local_first = if cli.local_first.is_empty() {
+        vec![false]
+    } else {
+        cli.local_first.clone()
+    };
     let dense = group.replicate(&dense_host)?;
     let mut records = Vec::new();
-    for chunks in chunk_counts {
+    for (chunks, local_columns_first) in chunk_counts
+        .into_iter()
+        .flat_map(|c| local_first.iter().map(move |&l| (c, l)))
+    {
         let options = SplitOptions {
             chunks,
+            local_columns_first,
             ..SplitOptions::default()
         };
         let split = MultiCsr::upload_with(group, a, options)?;
@@ -262,6 +336,7 @@ fn measure(
                 devices: group.count(),
                 chunks: split.chunks(),
                 transport: transport_name(transport).into(),
+                local_first: split.parts().iter().any(|p| p.column_halves().is_some()),
                 iteration_us: times.iteration,
                 compute_us: times.compute,
                 exchange_us: times.exchange,
@@ -270,6 +345,9 @@ fn measure(
                 loop_us: times.looped,
                 one_loop_us: one_times.looped,
                 loop_scaling: one_times.looped / times.looped,
+                iterate_us: times.iterate,
+                iterate_scaling: one_times.looped / times.iterate,
+                part_us: times.parts.clone(),
                 one_device_us: one_us,
                 scaling: one_us / times.iteration,
                 max_rel_error: max_rel_error(a, &dense_host, k, &last),
@@ -289,12 +367,13 @@ pub(crate) fn transport_name(t: Transport) -> &'static str {
     }
 }
 
-const HEADER: [&str; 15] = [
+const HEADER: [&str; 18] = [
     "matrix",
     "op",
     "schedule",
     "chunks",
     "transport",
+    "own",
     "iteration",
     "compute",
     "exchange",
@@ -305,6 +384,8 @@ const HEADER: [&str; 15] = [
     "loop",
     "one-loop",
     "loop-scaling",
+    "iterate",
+    "iter-scaling",
 ];
 
 /// Prints `record`'s line (and appends it to the JSON lines); whether it failed.
@@ -316,12 +397,13 @@ pub(crate) fn report(
     let bad =
         record.error.is_some() || record.max_rel_error.is_nan() || record.max_rel_error > tolerance;
     println!(
-        "{:<40} {:<8} {:<16} {:>6} {:>9} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8.2} {:>11.1} {:>10.1} {:>9.1} {:>9.1} {:>12.2}{}",
+        "{:<40} {:<8} {:<16} {:>6} {:>9} {:>4} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8.2} {:>11.1} {:>10.1} {:>9.1} {:>9.1} {:>12.2} {:>9.1} {:>12.2}{}",
         record.matrix,
         record.op,
         record.schedule,
         record.chunks,
         record.transport,
+        if record.local_first { "yes" } else { "no" },
         record.iteration_us,
         record.compute_us,
         record.exchange_us,
@@ -332,12 +414,18 @@ pub(crate) fn report(
         record.loop_us,
         record.one_loop_us,
         record.loop_scaling,
+        record.iterate_us,
+        record.iterate_scaling,
         match (&record.error, bad) {
             (Some(e), _) => format!("  error: {e}"),
             (None, true) => format!("  WRONG: error {:.2e}", record.max_rel_error),
             (None, false) => String::new(),
         }
     );
+    if !record.part_us.is_empty() {
+        let parts: Vec<String> = record.part_us.iter().map(|t| format!("{t:.1}")).collect();
+        println!("  part kernels, µs: {}", parts.join(" "));
+    }
     if let Some(w) = json.as_mut() {
         let line = serde_json::to_string(record).expect("records serialize");
         let _ = writeln!(w, "{line}");
@@ -348,9 +436,9 @@ pub(crate) fn report(
 fn print_header() {
     let h = HEADER;
     println!(
-        "{:<40} {:<8} {:<16} {:>6} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8} {:>11} {:>10} {:>9} {:>9} {:>12}",
+        "{:<40} {:<8} {:<16} {:>6} {:>9} {:>4} {:>10} {:>10} {:>10} {:>10} {:>8} {:>11} {:>10} {:>9} {:>9} {:>12} {:>9} {:>12}",
         h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9], h[10], h[11], h[12],
-        h[13], h[14]
+        h[13], h[14], h[15], h[16], h[17]
     );
 }
 
@@ -378,6 +466,7 @@ pub fn run(
                         devices: group.count(),
                         chunks: 0,
                         transport: transport_name(group.transport()).into(),
+                        local_first: false,
                         iteration_us: f64::NAN,
                         compute_us: f64::NAN,
                         exchange_us: f64::NAN,
@@ -386,6 +475,9 @@ pub fn run(
                         loop_us: f64::NAN,
                         one_loop_us: f64::NAN,
                         loop_scaling: f64::NAN,
+                        iterate_us: f64::NAN,
+                        iterate_scaling: f64::NAN,
+                        part_us: Vec::new(),
                         one_device_us: f64::NAN,
                         scaling: f64::NAN,
                         max_rel_error: f64::NAN,
