@@ -443,6 +443,21 @@ fn chunked_shares_gather_the_same_results() {
     assert_eq!(MultiCsr::<f32>::auto_chunks(1 << 30, 2), 1);
     assert_eq!(MultiCsr::<f32>::auto_chunks(1 << 30, 4), 2);
     assert_eq!(MultiCsr::<f32>::auto_chunks(1000, 4), 1);
+    // Enough atoms per device on three devices for two chunks by default, and one when each
+    // device's own columns go first (they overlap the exchange instead).
+    let big = lb::generate::uniform(1 << 16, 1 << 16, 50, 7);
+    assert!(big.nnz() / 3 >= MultiCsr::<f32>::CHUNK_ATOMS);
+    let big_devices = Devices::simulators(3).expect("simulators");
+    let chunks = |local_columns_first| {
+        let options = SplitOptions {
+            local_columns_first,
+            ..SplitOptions::default()
+        };
+        let split = MultiCsr::upload_with(&big_devices, &big, options).expect("upload");
+        split.chunks()
+    };
+    assert_eq!(chunks(false), 2);
+    assert_eq!(chunks(true), 1);
 }
 
 /// [`MultiCsr::iterate_async`] with each device's own columns first, on what the signed

@@ -95,7 +95,9 @@ pub struct SplitOptions {
     /// launched one after another, and [`MultiCsr::launch_and_gather`] exchanges each chunk's
     /// rows while the next chunk computes. `None` picks from the devices and atoms per device
     /// (one chunk on one device, where there is nothing to overlap):
-    /// [`MultiCsr::auto_chunks`].
+    /// [`MultiCsr::auto_chunks`]; one chunk with [`local_columns_first`](Self::local_columns_first),
+    /// whose own-column products overlap the exchange instead (two chunks split by column
+    /// cost more than they overlapped on two and four H100s, docs/multi-gpu.md).
     pub chunks: Option<usize>,
     /// Also split each part by column, into the atoms whose columns its device owns and the
     /// others ([`CsrPart::column_halves`]), for [`MultiCsr::iterate_async`]: each iteration
@@ -250,6 +252,7 @@ impl<T: Element> MultiCsr<T> {
                 ))
             }
             Some(c) => c,
+            None if options.local_columns_first => 1,
             None => Self::auto_chunks(csr.nnz(), n),
         };
         let min_cut = if options.whole_rows {
