@@ -592,8 +592,10 @@ impl Exchange {
             for (j, dev) in devices.iter().enumerate() {
                 let stream = &gpu_of(dev)?.stream;
                 stream.wait(&g.exit[j]).map_err(&err)?;
-                for (_, lanes) in g.lanes.iter().enumerate().filter(|&(d, _)| d != j) {
-                    stream.wait(&lanes[j].1).map_err(&err)?;
+                for (d, lanes) in g.lanes.iter().enumerate() {
+                    if d != j {
+                        stream.wait(&lanes[j].1).map_err(&err)?;
+                    }
                 }
                 dev.note_device_work();
             }
