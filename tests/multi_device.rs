@@ -9,6 +9,7 @@ mod common;
 mod graphs;
 
 use common::{assert_spmm_close, assert_spmv_close, random_csr, random_vec, Shape, SHAPES};
+use lb::algorithms::MultiBfs;
 use lb::multi::{Devices, MultiCsr, Reduce, Reduction, SplitOptions, Transport};
 use lb::prelude::*;
 
@@ -1294,4 +1295,120 @@ fn output_mirrors_receive_every_element_under_every_schedule() {
     // SAFETY: refused before anything is stored.
     let err = unsafe { stream.set_output_mirrors(Some(&foreign)) }.unwrap_err();
     assert!(matches!(err, lb::Error::DeviceMismatch { .. }), "{err}");
+}
+
+/// Depths, level count and edges expanded by a search of `bfs` from `source`, checked against
+/// a queue BFS on the host (`bfs` may have searched before: its buffers are reused).
+fn check_bfs_multi(bfs: &mut MultiBfs, g: &Csr<f32>, source: usize, schedule: Schedule) {
+    let r = bfs.search(source, schedule).expect("bfs_multi");
+    let want = lb::algorithms::bfs_levels(g, source);
+    assert_eq!(r.depth, want, "{schedule}, source {source}");
+    let deepest = want.iter().filter(|&&d| d != u32::MAX).max().copied();
+    assert_eq!(r.levels, deepest.map_or(0, |d| d as usize + 1), "levels");
+    let edges: usize = (0..g.num_rows)
+        .filter(|&v| want[v] != u32::MAX)
+        .map(|v| g.row(v).len())
+        .sum();
+    assert_eq!(r.edges, edges as u64, "edges expanded");
+}
+
+/// A hub (the middle leaf's number) with out-edges to `leaves` leaves and back, and a path
+/// hanging off the last leaf: the hub's row lies in the middle of the atoms and is long enough
+/// to be cut between devices, and the path makes many levels.
+fn star_with_tail(leaves: usize, tail: usize) -> Csr<f32> {
+    let n = 1 + leaves + tail;
+    let hub = leaves / 2;
+    let mut triplets: Vec<(usize, usize, f32)> = (0..=leaves)
+        .filter(|&v| v != hub)
+        .flat_map(|v| [(hub, v, 1.0), (v, hub, 1.0)])
+        .collect();
+    triplets.extend((leaves..n - 1).map(|v| (v, v + 1, 1.0)));
+    Csr::from_triplets(n, n, triplets).expect("a valid star")
+}
+
+#[test]
+fn bfs_across_simulated_devices_matches_a_queue_bfs() {
+    let seed = seed();
+    let star = star_with_tail(3000, 40);
+    let one = Csr::new(1, 1, vec![0, 0], vec![], vec![]).expect("one vertex");
+    for n in 1..=4 {
+        let devices = Devices::simulators(n).expect("simulators");
+        let nasty = graphs::nasty_graph(300, 3, 4, seed + n as u64);
+        let options = [
+            SplitOptions::default(),
+            SplitOptions {
+                whole_rows: true,
+                ..SplitOptions::default()
+            },
+            SplitOptions {
+                chunks: Some(2),
+                ..SplitOptions::default()
+            },
+        ];
+        for options in options {
+            let split = MultiCsr::upload_with(&devices, &nasty, options).expect("upload");
+            let mut bfs = MultiBfs::new(&split).expect("buffers");
+            for (source, schedule) in [
+                (0, Schedule::MergePath),
+                ((seed as usize + n) % 300, Schedule::Lrb),
+                (299, Schedule::ThreadMapped),
+            ] {
+                check_bfs_multi(&mut bfs, &nasty, source, schedule);
+            }
+            let split = MultiCsr::upload_with(&devices, &star, options).expect("upload");
+            if n >= 2 && !options.whole_rows {
+                assert!(
+                    split.parts().iter().any(|p| p.carries_to().is_some()),
+                    "the hub's row is cut between devices"
+                );
+            }
+            // From the hub, from a leaf, and from the end of the tail (nothing after it), one
+            // search after the other on the same buffers.
+            let mut bfs = MultiBfs::new(&split).expect("buffers");
+            for source in [1500, seed as usize % 3000, star.num_rows - 1] {
+                check_bfs_multi(&mut bfs, &star, source, Schedule::MergePath);
+            }
+            // More devices than vertices: most parts hold no row.
+            let split = MultiCsr::upload_with(&devices, &one, options).expect("upload");
+            let r = lb::algorithms::bfs_multi(&split, 0, Schedule::MergePath).expect("one vertex");
+            assert_eq!((r.depth, r.levels, r.edges), (vec![0], 1, 0));
+        }
+    }
+}
+
+#[test]
+fn bfs_across_devices_rejects_what_is_not_a_search() {
+    let devices = Devices::simulators(2).expect("simulators");
+    let g = graphs::nasty_graph(50, 2, 3, 4);
+    let split = MultiCsr::upload(&devices, &g).expect("upload");
+    let err = lb::algorithms::bfs_multi(&split, 50, Schedule::MergePath).expect_err("source");
+    assert!(err.to_string().contains("not a vertex"), "{err}");
+    let wide = Csr::new(2, 3, vec![0, 1, 2], vec![2, 0], vec![1.0; 2]).expect("2 × 3");
+    let split = MultiCsr::upload(&devices, &wide).expect("upload");
+    let err = lb::algorithms::bfs_multi(&split, 0, Schedule::MergePath).expect_err("square");
+    assert!(err.to_string().contains("square"), "{err}");
+}
+
+/// BFS across every GPU gives the queue BFS's depths, as on one GPU, on an R-MAT graph of
+/// `2^LB_RMAT_SCALE` vertices (default 2^18).
+#[test]
+#[ignore = "needs two or more GPUs and NCCL"]
+fn bfs_across_every_gpu_matches_one_gpu() {
+    let scale = std::env::var("LB_RMAT_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(18);
+    let g = rmat(scale, 16, 9);
+    let source = (0..g.num_rows).max_by_key(|&v| g.row(v).len()).unwrap_or(0);
+    let gpus = Devices::cuda_all().expect("GPUs");
+    assert!(gpus.count() >= 2, "{gpus:?}");
+    let one = Devices::cuda(&[0]).expect("GPU 0");
+    for devices in [&gpus, &one] {
+        let split = MultiCsr::upload(devices, &g).expect("upload");
+        let mut bfs = MultiBfs::new(&split).expect("buffers");
+        for schedule in [Schedule::MergePath, Schedule::Lrb] {
+            check_bfs_multi(&mut bfs, &g, source, schedule);
+            check_bfs_multi(&mut bfs, &g, g.num_rows - 1, schedule);
+        }
+    }
 }

@@ -138,24 +138,39 @@ fn launch_part(
     }
 }
 
+/// Writes `values` into every device's copy of `x`, outside the timed regions. Each timed loop
+/// iterates `x ← A·x` from the random input: started from zeros it would stay zeros, and a GPU
+/// can run faster on zeros than on real data (fewer bits toggle). The values grow with the
+/// iterations, so each timed block starts again from the input.
+fn fill(x: &mut Replicated<f32>, devices: usize, values: &[f32]) -> lb::Result<()> {
+    for d in 0..devices {
+        x.on_mut(d).upload_into(values)?;
+    }
+    Ok(())
+}
+
 /// µs per iteration of `reps` iterations in one [`MultiCsr::iterate_async`], after `warmup` in
-/// another: each device's products over its own columns first, where the split has column
-/// halves. Leaves the last result in `x`.
+/// another, each started from `initial`: each device's products over its own columns first,
+/// where the split has column halves. Leaves the last result in `x`.
 fn time_iterate(
     split: &MultiCsr<f32>,
     op: Op,
     schedule: Schedule,
-    (x, out): (&mut Replicated<f32>, &mut RowParts<f32>),
+    (x, out, initial): (&mut Replicated<f32>, &mut RowParts<f32>, &[f32]),
     (warmup, reps): (usize, usize),
 ) -> lb::Result<f64> {
     let reduction = spmv::REDUCTION.expect("spmv reduces");
+    let devices = split.devices().count();
     let mut spare = split.devices().replicated_zeros::<f32>(x.len())?;
     let run =
         |p: &lb::multi::CsrPart<f32>, s: &Stream, x: &DeviceBuffer<f32>, o: &mut _| match op.k() {
             None => spmv::launch_with_async(s, schedule, p.tiles(), x, o),
             Some(k) => spmm::launch_with_async(s, schedule, p.tiles(), x, k, o),
         };
+    fill(x, devices, initial)?;
     drop(split.iterate_async(reduction, warmup.max(1), x, &mut spare, out, run)?);
+    split.devices().synchronize()?;
+    fill(x, devices, initial)?;
     split.devices().synchronize()?;
     let start = Instant::now();
     drop(split.iterate_async(reduction, reps.max(1), x, &mut spare, out, run)?);
@@ -176,20 +191,38 @@ pub(crate) fn time_iterations(
     (warmup, reps): (usize, usize),
 ) -> lb::Result<Times> {
     let reduction = spmv::REDUCTION.expect("spmv reduces");
+    let devices = split.devices().count();
+    // The loops below iterate from `dense` where the matrix is square (its length is then
+    // the gathered result's).
+    let initial = if dense.len() == gathered.len() {
+        Some(dense.on(0).download()?)
+    } else {
+        None
+    };
     // First the iterations back to back (they leave `gathered` as whatever the last one
     // made; the synchronous iterations after them leave it as `A · dense` again).
-    let iterate = if split.num_rows() == split.num_cols() && split.devices().count() > 1 {
-        time_iterate(split, op, schedule, (gathered, out), (warmup, reps))?
-    } else {
-        f64::NAN
+    let iterate = match &initial {
+        Some(initial) if devices > 1 => time_iterate(
+            split,
+            op,
+            schedule,
+            (gathered, out, initial),
+            (warmup, reps),
+        )?,
+        _ => f64::NAN,
     };
     let looped = {
         let (warmup, reps) = (warmup.max(1), reps.max(1));
         let mut other = split.devices().replicated_zeros::<f32>(gathered.len())?;
         let mut start = Instant::now();
         for i in 0..warmup + reps {
-            if i == warmup {
+            if i == 0 || i == warmup {
                 split.devices().synchronize()?;
+                if let Some(initial) = &initial {
+                    fill(gathered, devices, initial)?;
+                    fill(&mut other, devices, initial)?;
+                    split.devices().synchronize()?;
+                }
                 start = Instant::now();
             }
             let (input, into) = if i % 2 == 0 {

@@ -66,8 +66,20 @@ fn run_devices(
         };
         let group = group.map_err(|e| format!("{n} devices: {e}"))?;
         eprintln!("lb-bench: {group:?}, {} matrices", matrices.len());
-        let out = json.as_mut().map(|w| w as &mut dyn Write);
-        failed += crate::multi::run(&group, &one, matrices, cli, schedules, out);
+        if cli.ops.iter().any(|o| !o.is_graph()) {
+            let out = json.as_mut().map(|w| w as &mut dyn Write);
+            failed += crate::multi::run(&group, &one, matrices, cli, schedules, out);
+        }
+        if cli.ops.contains(&Op::Bfs) {
+            let out = json.as_mut().map(|w| w as &mut dyn Write);
+            failed += crate::multi_graph::run(&group, &one, matrices, cli, schedules, out);
+        }
+        for op in cli.ops.iter().filter(|&&o| o.is_graph() && o != Op::Bfs) {
+            eprintln!(
+                "lb-bench: {} does not run across devices (BFS does: --ops bfs)",
+                op.name()
+            );
+        }
         if let Some(factor) = cli.oversize {
             let out = json.as_mut().map(|w| w as &mut dyn Write);
             failed += crate::oversize::run(&group, factor, cli, out);

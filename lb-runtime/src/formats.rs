@@ -307,6 +307,33 @@ impl<T: Element> DeviceCsr<T> {
         Self::upload_inner(dev, csr, Some(width))
     }
 
+    /// [`DeviceCsr::upload`] of a matrix given as borrowed arrays: a split's part uploads its
+    /// rows' column indices and values straight from the whole matrix's, so the host never
+    /// holds a second copy of them (a matrix split because no one GPU holds it can fill most of
+    /// the host's memory too).
+    pub(crate) fn upload_slices(
+        dev: &Device,
+        (num_rows, num_cols): (usize, usize),
+        row_offsets: &[usize],
+        col_indices: &[u32],
+        values: &[T],
+    ) -> Result<Self> {
+        validate_compressed(
+            &Axes::CSR,
+            num_rows,
+            num_cols,
+            row_offsets,
+            col_indices,
+            values.len(),
+        )?;
+        Ok(DeviceCsr {
+            tiles: DeviceTiles::of_valid(dev, row_offsets, num_cols, None)?,
+            col_indices: dev.upload(col_indices)?,
+            values: dev.upload(values)?,
+            num_cols,
+        })
+    }
+
     fn upload_inner(dev: &Device, csr: &Csr<T>, width: Option<OffsetWidth>) -> Result<Self> {
         csr.validate()?;
         Ok(DeviceCsr {

@@ -42,11 +42,12 @@ pub enum Transport {
     /// [`all_gather`](super::MultiCsr::all_gather) copies as [`Transport::PeerCopy`] does.
     /// Needs peer access between every pair of the group.
     ///
-    /// Faster than copies with schedules whose threads store a row once, at its end (`lrb`,
-    /// `thread_mapped`, the group/warp/block family: a warp's stores to consecutive rows
-    /// coalesce into few link packets), slower with `merge_path` and `nonzero_split`, whose
-    /// threads store rows in the middle of their walks, one scattered element at a time
-    /// (docs/multi-gpu.md has the measurements).
+    /// Faster than copies with schedules whose stores to consecutive rows coalesce into few
+    /// link packets: those whose threads store a row once, at its end (`lrb`,
+    /// `thread_mapped`, the group/warp/block family), and `merge_path`, which stores a block's
+    /// rows together. On two GPUs, `lrb` with stores gave the fastest iteration of R-MAT
+    /// (docs/multi-gpu.md has the measurements). Slower with `nonzero_split`, whose threads
+    /// store rows in the middle of their walks, one scattered element at a time.
     PeerStores,
     /// Each device pushes its pieces into every peer's copy with a copy kernel of its own
     /// (16-byte loads of the piece, stores over the link into every destination), on its side
@@ -770,6 +771,84 @@ impl Exchange {
                         .map_err(driver_error(
                             "ordering an identity's release after a reduce",
                         ))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Combines the copies in `copies` (one per device, in rank order, of one length) element
+    /// by element with `op` and leaves the result in every copy. On GPUs one NCCL all-reduce in
+    /// place, on the side streams after the devices' work so far, and each device's stream
+    /// waits for it; on simulators in rank order, at once.
+    pub(crate) fn all_reduce<T: Element>(
+        &mut self,
+        devices: &[Device],
+        op: Reduce,
+        copies: &mut [DeviceBuffer<T>],
+    ) -> Result<()> {
+        let ty = nccl_type::<T>(true)?;
+        let count = copies.first().map_or(0, DeviceBuffer::len);
+        match self {
+            Exchange::Alone => Ok(()),
+            Exchange::Simulated => {
+                let bytes = count * T::SIZE;
+                let mut acc: Option<Vec<u8>> = None;
+                for (dev, copy) in devices.iter().zip(copies.iter()) {
+                    let data = sim_read(dev, copy.device_addr(), bytes)?;
+                    acc = Some(match acc {
+                        None => data,
+                        Some(prev) => prev
+                            .chunks_exact(T::SIZE)
+                            .zip(data.chunks_exact(T::SIZE))
+                            .flat_map(|(a, b)| combine::<T>(op, a, b))
+                            .collect(),
+                    });
+                }
+                let acc = acc.unwrap_or_default();
+                for (dev, copy) in devices.iter().zip(copies.iter()) {
+                    sim_write(dev, copy.device_addr(), &acc)?;
+                }
+                Ok(())
+            }
+            Exchange::Gpus(g) => {
+                for (rank, dev) in devices.iter().enumerate() {
+                    g.side[rank]
+                        .join(&gpu_of(dev)?.stream)
+                        .map_err(driver_error("ordering an all-reduce after a device's work"))?;
+                }
+                nccl::group_start().map_err(|e| nccl_error("starting an NCCL group", e))?;
+                let mut outcome = Ok(());
+                for (rank, copy) in copies.iter().enumerate() {
+                    let addr = copy.device_addr();
+                    // SAFETY: `addr` is the device address of `count` elements of `T` on device
+                    // `rank` (its copy, borrowed mutably for this call; its release waits for
+                    // the device's stream, which waits for this side stream below), and the
+                    // all-reduce is enqueued on that device's side stream with its
+                    // communicator; in place, as NCCL allows (send and receive the same).
+                    let r = unsafe {
+                        nccl::all_reduce(
+                            addr as *const c_void,
+                            addr as *mut c_void,
+                            count,
+                            ty,
+                            nccl_op(op),
+                            g.comms.0[rank],
+                            g.side[rank].cu_stream() as nccl_sys::cudaStream_t,
+                        )
+                    };
+                    if let Err(e) = r {
+                        outcome = Err(nccl_error("enqueuing an NCCL all-reduce", e));
+                        break;
+                    }
+                }
+                nccl::group_end().map_err(|e| nccl_error("ending an NCCL group", e))?;
+                outcome?;
+                for (rank, dev) in devices.iter().enumerate() {
+                    gpu_of(dev)?
+                        .stream
+                        .join(&g.side[rank])
+                        .map_err(driver_error("ordering a device's work after an all-reduce"))?;
                 }
                 Ok(())
             }

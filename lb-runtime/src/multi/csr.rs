@@ -288,16 +288,18 @@ impl<T: Element> MultiCsr<T> {
         let parts: Vec<CsrPart<T>> = pieces
             .into_iter()
             .map(|(index, chunk, share)| {
-                let local = Csr {
-                    num_rows: share.rows.len(),
-                    num_cols: csr.num_cols,
-                    row_offsets: partition::local_offsets(&csr.row_offsets, &share),
-                    col_indices: csr.col_indices[share.atoms.clone()].to_vec(),
-                    values: csr.values[share.atoms.clone()].to_vec(),
-                };
+                let row_offsets = partition::local_offsets(&csr.row_offsets, &share);
+                let col_indices = &csr.col_indices[share.atoms.clone()];
+                let values = &csr.values[share.atoms.clone()];
                 let device = &devices.devices()[index];
+                let rows = PartRows {
+                    num_cols: csr.num_cols,
+                    row_offsets: &row_offsets,
+                    col_indices,
+                    values,
+                };
                 let halves = match &own_columns {
-                    Some(own) => column_halves(&local, &own[index], csr.num_rows)
+                    Some(own) => column_halves(&rows, &own[index], csr.num_rows)
                         .map(|[mine, others]| -> Result<Box<[CsrPart<T>; 2]>> {
                             let half = |tiles: &Csr<T>| -> Result<CsrPart<T>> {
                                 Ok(CsrPart {
@@ -316,7 +318,13 @@ impl<T: Element> MultiCsr<T> {
                 Ok(CsrPart {
                     index,
                     chunk,
-                    tiles: DeviceCsr::upload(device, &local)?,
+                    tiles: DeviceCsr::upload_slices(
+                        device,
+                        (share.rows.len(), csr.num_cols),
+                        &row_offsets,
+                        col_indices,
+                        values,
+                    )?,
                     share,
                     halves,
                 })
@@ -1016,30 +1024,40 @@ pub fn column_halves_pay(own: usize, rows: usize, incoming: usize) -> bool {
     own > 0 && hidden > rows as f64 * ROW_BYTES
 }
 
+/// A part's rows, borrowed: offsets from zero into its own stretch of the whole matrix's column
+/// indices and values.
+struct PartRows<'a, T> {
+    num_cols: usize,
+    row_offsets: &'a [usize],
+    col_indices: &'a [u32],
+    values: &'a [T],
+}
+
 /// `part` split into its atoms whose columns lie in `own` and the others, each a CSR of all the
 /// part's rows, where [`column_halves_pay`] says so (the tile set has `num_rows` rows, those
 /// outside `own` arriving from other devices).
 fn column_halves<T: Element>(
-    part: &Csr<T>,
+    part: &PartRows<'_, T>,
     own: &Range<usize>,
     num_rows: usize,
 ) -> Option<[Csr<T>; 2]> {
     let is_own = |c: u32| own.contains(&(c as usize));
+    let rows = part.row_offsets.len() - 1;
     let mine = part.col_indices.iter().filter(|&&c| is_own(c)).count();
-    if !column_halves_pay(mine, part.num_rows, num_rows - own.len()) {
+    if !column_halves_pay(mine, rows, num_rows - own.len()) {
         return None;
     }
     let half = |keep: bool| {
         let mut out = Csr {
-            num_rows: part.num_rows,
+            num_rows: rows,
             num_cols: part.num_cols,
-            row_offsets: Vec::with_capacity(part.num_rows + 1),
+            row_offsets: Vec::with_capacity(rows + 1),
             col_indices: Vec::new(),
             values: Vec::new(),
         };
         out.row_offsets.push(0);
-        for row in 0..part.num_rows {
-            for nz in part.row(row) {
+        for ends in part.row_offsets.windows(2) {
+            for nz in ends[0]..ends[1] {
                 if is_own(part.col_indices[nz]) == keep {
                     out.col_indices.push(part.col_indices[nz]);
                     out.values.push(part.values[nz]);

@@ -193,6 +193,43 @@ impl Devices {
         Ok(Replicated { copies })
     }
 
+    /// Combines every device's copy of `x` element by element with `op` and leaves the result
+    /// in every copy: an all-reduce. Enqueued after each device's work so far; each device's
+    /// later work waits for it (no wait on the host). NCCL's on GPUs; on simulators the
+    /// copies combine in rank order. 16-bit floats combine in f32 and round once, as NCCL
+    /// does.
+    ///
+    /// ```
+    /// use lb_runtime::multi::{Devices, Reduce};
+    /// let devices = Devices::simulators(3)?;
+    /// let mut x = devices.replicate(&[5u32, 1, 7])?;
+    /// devices.devices()[1].write_at(x.on_mut(1), 0, &[2])?;
+    /// devices.all_reduce(Reduce::Min, &mut x)?;
+    /// assert_eq!(x.download_all()?, vec![vec![2, 1, 7]; 3]);
+    /// # Ok::<(), lb_runtime::Error>(())
+    /// ```
+    pub fn all_reduce<T: Element>(&self, op: Reduce, x: &mut Replicated<T>) -> Result<()> {
+        self.check_replicated(x, "the array to all-reduce")?;
+        self.exchange()
+            .all_reduce(self.devices(), op, &mut x.copies)
+    }
+
+    /// An error unless `x` has a copy on each of the group's devices, in order.
+    fn check_replicated<T: Element>(&self, x: &Replicated<T>, what: &str) -> Result<()> {
+        let matches = x.copies.len() == self.count()
+            && x.copies
+                .iter()
+                .zip(self.devices())
+                .all(|(copy, dev)| copy.device().same(dev));
+        if matches {
+            Ok(())
+        } else {
+            Err(Error::DeviceMismatch {
+                what: format!("{what}: not replicated on this group's devices"),
+            })
+        }
+    }
+
     /// Waits for every device; the first error wins, after every device was waited for.
     pub fn synchronize(&self) -> Result<()> {
         let results: Vec<Result<()>> = self.devices().iter().map(Device::synchronize).collect();
