@@ -9,7 +9,7 @@ mod common;
 mod graphs;
 
 use common::{assert_spmm_close, assert_spmv_close, random_csr, random_vec, Shape, SHAPES};
-use lb::algorithms::MultiBfs;
+use lb::algorithms::{MultiBfs, MultiSssp};
 use lb::multi::{Devices, MultiCsr, Reduce, Reduction, SplitOptions, Transport};
 use lb::prelude::*;
 
@@ -1409,6 +1409,110 @@ fn bfs_across_every_gpu_matches_one_gpu() {
         for schedule in [Schedule::MergePath, Schedule::Lrb] {
             check_bfs_multi(&mut bfs, &g, source, schedule);
             check_bfs_multi(&mut bfs, &g, g.num_rows - 1, schedule);
+        }
+    }
+}
+
+/// Distances, round count and edges relaxed by a search of `sssp` from `source`, checked
+/// against Dijkstra on the host (`sssp` may have searched before: its buffers are reused).
+fn check_sssp_multi(sssp: &mut MultiSssp, g: &Csr<f32>, source: usize, schedule: Schedule) {
+    let r = sssp.search(source, schedule).expect("MultiSssp");
+    let want = lb::algorithms::dijkstra(g, source);
+    assert_eq!(r.dist, want, "{schedule}, source {source}");
+    // Every reached vertex's out-edges are relaxed at least once.
+    let reached: usize = (0..g.num_rows)
+        .filter(|&v| want[v].is_finite())
+        .map(|v| g.row(v).len())
+        .sum();
+    assert!(r.edges >= reached as u64, "{} edges < {reached}", r.edges);
+    assert!(
+        r.rounds >= 1 && r.rounds <= g.num_rows + 1,
+        "{} rounds",
+        r.rounds
+    );
+}
+
+#[test]
+fn sssp_across_simulated_devices_matches_dijkstra() {
+    let seed = seed();
+    let star = star_with_tail(3000, 40);
+    for n in 1..=4 {
+        let devices = Devices::simulators(n).expect("simulators");
+        // Integer weights 0..=5: every path's f32 sum is exact, so any order of relaxation
+        // gives Dijkstra's distances bit for bit.
+        let nasty = graphs::nasty_graph(300, 3, 4, seed + 7 * n as u64);
+        for options in [
+            SplitOptions::default(),
+            SplitOptions {
+                chunks: Some(2),
+                ..SplitOptions::default()
+            },
+        ] {
+            let split = MultiCsr::upload_with(&devices, &nasty, options).expect("upload");
+            let mut sssp = MultiSssp::new(&split).expect("buffers");
+            for (source, schedule) in [
+                (0, Schedule::MergePath),
+                ((seed as usize + n) % 300, Schedule::Lrb),
+                (150, Schedule::ThreadMapped),
+            ] {
+                check_sssp_multi(&mut sssp, &nasty, source, schedule);
+            }
+            // The hub's row cut between parts (two of them on one device with two chunks).
+            let split = MultiCsr::upload_with(&devices, &star, options).expect("upload");
+            let mut sssp = MultiSssp::new(&split).expect("buffers");
+            for source in [1500, seed as usize % 3000, star.num_rows - 1] {
+                check_sssp_multi(&mut sssp, &star, source, Schedule::MergePath);
+            }
+        }
+    }
+}
+
+#[test]
+fn sssp_across_devices_reports_a_negative_cycle() {
+    let devices = Devices::simulators(2).expect("simulators");
+    let g = Csr::from_triplets(3, 3, vec![(0, 1, 1.0f32), (1, 2, -3.0), (2, 1, 1.0)])
+        .expect("a cycle of weight -2");
+    let split = MultiCsr::upload(&devices, &g).expect("upload");
+    let err = MultiSssp::new(&split)
+        .expect("buffers")
+        .search(0, Schedule::MergePath)
+        .expect_err("a negative cycle");
+    assert!(err.to_string().contains("negative"), "{err}");
+    let err = MultiSssp::new(&split)
+        .expect("buffers")
+        .search(3, Schedule::MergePath)
+        .expect_err("source");
+    assert!(err.to_string().contains("not a vertex"), "{err}");
+}
+
+/// SSSP across every GPU gives Dijkstra's distances within f32 rounding, as on one GPU, on an
+/// R-MAT graph of `2^LB_RMAT_SCALE` vertices (default 2^18).
+#[test]
+#[ignore = "needs two or more GPUs and NCCL"]
+fn sssp_across_every_gpu_matches_dijkstra() {
+    let scale = std::env::var("LB_RMAT_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(18);
+    let g = rmat(scale, 16, 11);
+    let source = (0..g.num_rows).max_by_key(|&v| g.row(v).len()).unwrap_or(0);
+    let want = lb::algorithms::dijkstra(&g, source);
+    let gpus = Devices::cuda_all().expect("GPUs");
+    assert!(gpus.count() >= 2, "{gpus:?}");
+    let one = Devices::cuda(&[0]).expect("GPU 0");
+    for devices in [&gpus, &one] {
+        let split = MultiCsr::upload(devices, &g).expect("upload");
+        let mut sssp = MultiSssp::new(&split).expect("buffers");
+        for schedule in [Schedule::MergePath, Schedule::Lrb] {
+            let got = sssp.search(source, schedule).expect("MultiSssp").dist;
+            for (v, (&got, &w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (got.is_infinite() && w.is_infinite())
+                        || (f64::from(got) - f64::from(w)).abs() <= 1e-4 * f64::from(w).max(1.0),
+                    "{schedule} on {} GPUs, vertex {v}: {got} against Dijkstra's {w}",
+                    devices.count()
+                );
+            }
         }
     }
 }

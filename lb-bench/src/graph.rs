@@ -256,7 +256,7 @@ fn missing(what: &str) -> lb::Error {
 
 /// f32 sums along different paths of equal length may round differently, hence a relative
 /// error; an infinity on one side only is an infinite error.
-fn dist_error(got: &[f32], want: &[f32]) -> f64 {
+pub(crate) fn dist_error(got: &[f32], want: &[f32]) -> f64 {
     if got.len() != want.len() {
         return f64::INFINITY;
     }

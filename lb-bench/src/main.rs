@@ -222,9 +222,10 @@ pub struct Cli {
     /// run; reports compute and exchange µs per iteration and the scaling. Several counts
     /// (`--devices 2,4`) run one after another on the first GPUs. N GPUs exchange through peer
     /// copies or NCCL (`--transport`); with `--sim` (or without a GPU) N simulators verify the
-    /// results only. `--ops bfs` runs breadth-first search across the devices
-    /// (`lb::algorithms::bfs_multi`) from `--sources` sources against one device, each search
-    /// checked against a queue BFS. Default schedules: `merge_path`.
+    /// results only. `--ops bfs,sssp` runs breadth-first search and shortest paths across the
+    /// devices (`lb::algorithms::MultiBfs`, `MultiSssp`) from `--sources` sources against one
+    /// device, each search checked against the host's reference. Default schedules:
+    /// `merge_path`.
     #[arg(long = "devices", value_name = "N", value_delimiter = ',',
         value_parser = clap::value_parser!(u16).range(1..=64))]
     pub devices: Vec<u16>,

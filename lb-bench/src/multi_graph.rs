@@ -1,24 +1,28 @@
-//! `--devices N --ops bfs`: breadth-first search across N devices
-//! (`lb::algorithms::MultiBfs`) from `--sources` seeded random sources, against the same
-//! search on the group's first device alone in the same run, each result checked against a
-//! queue BFS on the host.
+//! `--devices N --ops bfs,sssp`: breadth-first search and shortest paths across N devices
+//! (`lb::algorithms::MultiBfs`, `MultiSssp`) from `--sources` seeded random sources, against the
+//! same search on the group's first device alone in the same run, each result checked against
+//! the host's reference (a queue BFS; Dijkstra, within f32 rounding). SSSP's weights are the
+//! absolute values of the matrix's.
 //!
 //! Columns, each a sum over the sources of the median wall time of `--reps` searches (after
 //! `--warmup`): `wall ms` on the group, `one ms` on its first device, `scaling` their ratio,
-//! `levels` and `GTEPS` (edges expanded over the group's wall time, summed over the sources),
-//! and `bfs ms`: the one-device driver `lb::algorithms::bfs_into` with the same schedule on
-//! the first device (what a graph that fits one device would use instead).
+//! `steps` (BFS levels or SSSP rounds) and `GTEPS` (edges expanded or relaxed over the group's
+//! wall time, summed over the sources), and `driver ms`: the one-device driver
+//! (`lb::algorithms::bfs_into`, `sssp`) with the same schedule on the first device (what a graph
+//! that fits one device would use instead).
 
 use std::io::Write;
 
-use lb::algorithms::{bfs_into, bfs_levels, BfsResult, MultiBfs, MultiBfsResult};
+use lb::algorithms::{
+    bfs_into, bfs_levels, dijkstra, sssp, BfsResult, MultiBfs, MultiBfsResult, MultiSssp,
+};
 use lb::multi::{Devices, MultiCsr};
 use lb::prelude::*;
 use serde::Serialize;
 
 use crate::corpus::Matrix;
-use crate::graph::{skip_reason, sources, undirected};
-use crate::Cli;
+use crate::graph::{dist_error, skip_reason, sources, undirected};
+use crate::{Cli, Op};
 
 #[derive(Serialize)]
 struct Record {
@@ -29,7 +33,7 @@ struct Record {
     schedule: String,
     devices: usize,
     sources: Vec<usize>,
-    levels: usize,
+    steps: usize,
     edges_expanded: u64,
     wall_ms: f64,
     one_device_ms: f64,
@@ -39,10 +43,18 @@ struct Record {
     error: Option<String>,
 }
 
-/// Runs BFS on every square matrix under every schedule; returns how many runs failed.
+/// One search's outcome: its wall time, steps and edges.
+struct Searched {
+    wall_ms: f64,
+    steps: usize,
+    edges: u64,
+}
+
+/// Runs `op` (BFS or SSSP) on every square matrix under every schedule; returns how many runs
+/// failed.
 pub fn run(
-    group: &Devices,
-    one: &Devices,
+    (group, one): (&Devices, &Devices),
+    op: Op,
     matrices: &[Matrix],
     cli: &Cli,
     schedules: &[Schedule],
@@ -54,18 +66,18 @@ pub fn run(
         "op",
         "schedule",
         "devices",
-        "levels",
+        "steps",
         "wall ms",
         "one ms",
         "scaling",
         "GTEPS",
-        "bfs ms"
+        "driver ms"
     );
     let gpu = group.devices()[0].is_gpu();
     let mut failed = 0;
     for m in matrices {
         if let Some(why) = skip_reason(m, gpu, cli.undirected) {
-            eprintln!("lb-bench: bfs on {} skipped: {why}", m.name);
+            eprintln!("lb-bench: {} on {} skipped: {why}", op.name(), m.name);
             continue;
         }
         let graph = if cli.undirected {
@@ -73,16 +85,20 @@ pub fn run(
         } else {
             Ok(m.csr.clone())
         };
+        let graph = graph.map(|mut g| {
+            g.values.iter_mut().for_each(|w| *w = w.abs());
+            g
+        });
         for &schedule in schedules {
             let mut record = Record {
                 matrix: m.name.clone(),
                 vertices: m.csr.num_rows,
                 edges: m.csr.nnz(),
-                op: "bfs",
+                op: op.name(),
                 schedule: schedule.to_string(),
                 devices: group.count(),
                 sources: Vec::new(),
-                levels: 0,
+                steps: 0,
                 edges_expanded: 0,
                 wall_ms: 0.0,
                 one_device_ms: 0.0,
@@ -94,7 +110,7 @@ pub fn run(
             let outcome = graph
                 .as_ref()
                 .map_err(ToString::to_string)
-                .and_then(|g| measure((group, one), g, schedule, cli, &mut record));
+                .and_then(|g| measure((group, one), op, g, schedule, cli, &mut record));
             if let Err(e) = outcome {
                 record.error = Some(e);
                 failed += 1;
@@ -109,36 +125,34 @@ pub fn run(
     failed
 }
 
-/// The median wall time of `--reps` searches from `source` with `bfs` (after `--warmup`),
-/// and the levels and edges of a search; an error where a search's depths are not `want`.
-fn time(
-    bfs: &mut MultiBfs,
-    source: usize,
-    schedule: Schedule,
-    want: &[u32],
+/// The median over `--reps` runs of `search` (after `--warmup`), with the last run's steps and
+/// edges.
+fn median_of(
     cli: &Cli,
-) -> Result<(f64, usize, u64), String> {
+    mut search: impl FnMut() -> Result<Searched, String>,
+) -> Result<Searched, String> {
     let mut walls = Vec::new();
-    // The depths arrive in page-locked memory that every search reuses, as the one-device
-    // benchmarks' do (`bfs_into`).
-    let mut r = MultiBfsResult::<HostBuffer<u32>>::default();
+    let mut last = None;
     for i in 0..cli.warmup + cli.reps.max(1) {
-        bfs.search_into(source, schedule, &mut r)
-            .map_err(|e| e.to_string())?;
-        if *r.depth != *want {
-            return Err(format!("source {source}: depths differ from a queue BFS"));
-        }
+        let s = search()?;
         if i >= cli.warmup {
-            walls.push(r.wall_ms);
+            walls.push(s.wall_ms);
         }
+        last = Some(s);
     }
     walls.sort_by(f64::total_cmp);
-    Ok((walls[walls.len() / 2], r.levels, r.edges))
+    let last = last.expect("at least one search");
+    Ok(Searched {
+        wall_ms: walls[walls.len() / 2],
+        ..last
+    })
 }
 
-/// Times and checks the searches from `record`'s sources on the group and on one device.
+/// Times and checks the searches from `record`'s sources on the group, on one device, and by
+/// the one-device driver.
 fn measure(
     (group, one): (&Devices, &Devices),
+    op: Op,
     g: &Csr<f32>,
     schedule: Schedule,
     cli: &Cli,
@@ -147,52 +161,127 @@ fn measure(
     let err = |e: lb::Error| e.to_string();
     let split = MultiCsr::upload(group, g).map_err(err)?;
     let alone = MultiCsr::upload(one, g).map_err(err)?;
+    let single_graph = DeviceCsr::upload(&one.devices()[0], g).map_err(err)?;
+    record.sources = sources(g, usize::from(cli.sources), cli.seed);
     let (mut bfs, mut bfs_alone) = (
         MultiBfs::new(&split).map_err(err)?,
         MultiBfs::new(&alone).map_err(err)?,
     );
-    let dev = &one.devices()[0];
-    let single_graph = DeviceCsr::upload(dev, g).map_err(err)?;
-    record.sources = sources(g, usize::from(cli.sources), cli.seed);
+    let (mut paths, mut paths_alone) = (
+        MultiSssp::new(&split).map_err(err)?,
+        MultiSssp::new(&alone).map_err(err)?,
+    );
     for &source in &record.sources {
-        let want = bfs_levels(g, source);
-        let (wall, levels, edges) = time(&mut bfs, source, schedule, &want, cli)?;
-        let (alone_wall, ..) = time(&mut bfs_alone, source, schedule, &want, cli)?;
-        record.levels += levels;
-        record.edges_expanded += edges;
-        record.wall_ms += wall;
-        record.one_device_ms += alone_wall;
-        record.single_driver_ms += single(&single_graph, source, schedule, &want, cli)?;
+        let (on_group, on_one, driver) = if op == Op::Sssp {
+            let want = dijkstra(g, source);
+            (
+                median_of(cli, || {
+                    search_sssp(&mut paths, source, schedule, &want, cli)
+                })?,
+                median_of(cli, || {
+                    search_sssp(&mut paths_alone, source, schedule, &want, cli)
+                })?,
+                median_of(cli, || {
+                    let r = sssp(single_graph.device(), &single_graph, source, schedule)
+                        .map_err(err)?;
+                    check_dist(&r.dist, &want, cli, "the one-device driver")?;
+                    Ok(Searched {
+                        wall_ms: r.run.wall_ms,
+                        steps: r.run.iterations,
+                        edges: r.run.edges,
+                    })
+                })?,
+            )
+        } else {
+            let want = bfs_levels(g, source);
+            let mut kept = BfsResult::<HostBuffer<u32>>::default();
+            (
+                median_of(cli, || search_bfs(&mut bfs, source, schedule, &want))?,
+                median_of(cli, || search_bfs(&mut bfs_alone, source, schedule, &want))?,
+                median_of(cli, || {
+                    bfs_into(
+                        single_graph.device(),
+                        &single_graph,
+                        source,
+                        schedule,
+                        &mut kept,
+                    )
+                    .map_err(err)?;
+                    if *kept.depth != *want {
+                        return Err(format!(
+                            "source {source}: the one-device driver's depths differ from a \
+                             queue BFS"
+                        ));
+                    }
+                    Ok(Searched {
+                        wall_ms: kept.run.wall_ms,
+                        steps: kept.run.iterations,
+                        edges: kept.run.edges,
+                    })
+                })?,
+            )
+        };
+        record.steps += on_group.steps;
+        record.edges_expanded += on_group.edges;
+        record.wall_ms += on_group.wall_ms;
+        record.one_device_ms += on_one.wall_ms;
+        record.single_driver_ms += driver.wall_ms;
     }
     record.scaling = record.one_device_ms / record.wall_ms;
     record.gteps = record.edges_expanded as f64 / (record.wall_ms * 1e6);
     Ok(())
 }
 
-/// The median wall time of `--reps` searches from `source` by the one-device driver (after
-/// `--warmup`); an error where a search's depths are not `want`.
-fn single(
-    g: &DeviceCsr<f32>,
+/// One search of `bfs`, its depths arriving in page-locked memory that every search reuses (as
+/// the one-device benchmarks' do), checked against `want`.
+fn search_bfs(
+    bfs: &mut MultiBfs,
     source: usize,
     schedule: Schedule,
     want: &[u32],
-    cli: &Cli,
-) -> Result<f64, String> {
-    let mut walls = Vec::new();
-    let mut r = BfsResult::<HostBuffer<u32>>::default();
-    for i in 0..cli.warmup + cli.reps.max(1) {
-        bfs_into(g.device(), g, source, schedule, &mut r).map_err(|e| e.to_string())?;
-        if *r.depth != *want {
-            return Err(format!(
-                "source {source}: the one-device driver's depths differ from a queue BFS"
-            ));
-        }
-        if i >= cli.warmup {
-            walls.push(r.run.wall_ms);
-        }
+) -> Result<Searched, String> {
+    let mut r = MultiBfsResult::<HostBuffer<u32>>::default();
+    bfs.search_into(source, schedule, &mut r)
+        .map_err(|e| e.to_string())?;
+    if *r.depth != *want {
+        return Err(format!("source {source}: depths differ from a queue BFS"));
     }
-    walls.sort_by(f64::total_cmp);
-    Ok(walls[walls.len() / 2])
+    Ok(Searched {
+        wall_ms: r.wall_ms,
+        steps: r.levels,
+        edges: r.edges,
+    })
+}
+
+/// One search of `paths`, checked against Dijkstra's `want`.
+fn search_sssp(
+    paths: &mut MultiSssp,
+    source: usize,
+    schedule: Schedule,
+    want: &[f32],
+    cli: &Cli,
+) -> Result<Searched, String> {
+    let r = paths.search(source, schedule).map_err(|e| e.to_string())?;
+    check_dist(&r.dist, want, cli, "the distances")?;
+    Ok(Searched {
+        wall_ms: r.wall_ms,
+        steps: r.rounds,
+        edges: r.edges,
+    })
+}
+
+/// An error where `got` is further from Dijkstra's `want` than `--tolerance` (f32 sums along
+/// paths of equal length round differently).
+fn check_dist(got: &[f32], want: &[f32], cli: &Cli, what: &str) -> Result<(), String> {
+    let e = dist_error(got, want);
+    if e <= cli.tolerance {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} differ from Dijkstra's by {e:.2e} (over --tolerance {:.0e})",
+            cli.tolerance
+        ))
+    }
 }
 
 fn print(r: &Record) {
@@ -202,7 +291,7 @@ fn print(r: &Record) {
         r.op,
         r.schedule,
         r.devices,
-        r.levels,
+        r.steps,
         r.wall_ms,
         r.one_device_ms,
         r.scaling,

@@ -70,15 +70,17 @@ fn run_devices(
             let out = json.as_mut().map(|w| w as &mut dyn Write);
             failed += crate::multi::run(&group, &one, matrices, cli, schedules, out);
         }
-        if cli.ops.contains(&Op::Bfs) {
-            let out = json.as_mut().map(|w| w as &mut dyn Write);
-            failed += crate::multi_graph::run(&group, &one, matrices, cli, schedules, out);
-        }
-        for op in cli.ops.iter().filter(|&&o| o.is_graph() && o != Op::Bfs) {
-            eprintln!(
-                "lb-bench: {} does not run across devices (BFS does: --ops bfs)",
-                op.name()
-            );
+        for &op in cli.ops.iter().filter(|o| o.is_graph()) {
+            if matches!(op, Op::Bfs | Op::Sssp) {
+                let out = json.as_mut().map(|w| w as &mut dyn Write);
+                let groups = (&group, &one);
+                failed += crate::multi_graph::run(groups, op, matrices, cli, schedules, out);
+            } else {
+                eprintln!(
+                    "lb-bench: {} does not run across devices (BFS and SSSP do)",
+                    op.name()
+                );
+            }
         }
         if let Some(factor) = cli.oversize {
             let out = json.as_mut().map(|w| w as &mut dyn Write);

@@ -504,3 +504,65 @@ fn loop_rows_are_verified_per_schedule() {
         .collect();
     assert_eq!(pairs, expected);
 }
+
+/// `--devices 2 --ops bfs,sssp` on simulators: a verified record per graph, op and schedule
+/// (the searches across devices match the host's references, or the record carries an error
+/// and the run fails), and an op that does not run across devices is said so.
+#[test]
+fn simulated_devices_search_graphs() {
+    let dir = std::env::temp_dir().join(format!("lb-bench-graphs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("graphs.jsonl");
+    let out = bench()
+        .args([
+            "--sim",
+            "--quiet",
+            "--families",
+            "rmat,road",
+            "--ops",
+            "bfs,sssp,cc",
+            "--devices",
+            "2",
+            "--schedules",
+            "merge_path,lrb",
+            "--sources",
+            "2",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    succeeded(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cc does not run across devices"), "{err}");
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut seen = BTreeSet::new();
+    for r in &records {
+        assert!(r["error"].is_null(), "{r}");
+        assert_eq!(r["devices"].as_u64(), Some(2), "{r}");
+        assert_eq!(r["sources"].as_array().map(Vec::len), Some(2), "{r}");
+        assert!(r["steps"].as_u64().unwrap() >= 2, "{r}");
+        assert!(r["edges_expanded"].as_u64().unwrap() > 0, "{r}");
+        seen.insert((
+            r["op"].as_str().unwrap().to_string(),
+            r["schedule"].as_str().unwrap().to_string(),
+        ));
+    }
+    for op in ["bfs", "sssp"] {
+        for schedule in ["merge_path", "lrb"] {
+            assert!(
+                seen.contains(&(op.to_string(), schedule.to_string())),
+                "{op} {schedule}: {seen:?}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

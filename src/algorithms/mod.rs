@@ -1,7 +1,7 @@
 //! Graph algorithms driven from the host around load-balanced kernels whose state stays on the
 //! device: single-source shortest paths (frontier relaxation, thesis §6.1.3, and the bucketed
 //! Near-Far method, [`sssp_near_far`]), breadth-first search, direction-optimizing BFS
-//! ([`bfs_direction_optimizing`]), BFS across the devices of a group ([`bfs_multi`]), connected components ([`connected_components`]) and PageRank
+//! ([`bfs_direction_optimizing`]), BFS and SSSP across the devices of a group ([`MultiBfs`], [`MultiSssp`]), connected components ([`connected_components`]) and PageRank
 //! ([`pagerank`]), each with a sequential reference to check it against (Dijkstra with a binary
 //! heap, queue BFS, union-find, f64 power iteration).
 //! `docs/graph-apps.md` gives the overview; below is the frontier machinery SSSP and BFS share.
@@ -41,6 +41,7 @@ mod cc;
 mod dobfs;
 mod driver;
 mod multi_bfs;
+mod multi_sssp;
 mod nearfar;
 mod pagerank;
 mod sssp;
@@ -53,6 +54,7 @@ pub use dobfs::{
 };
 pub use driver::{collect_marked, schedules, Traversal, EDGE_SLOTS};
 pub use multi_bfs::{bfs_multi, collect_rows_marked, MultiBfs, MultiBfsResult};
+pub use multi_sssp::{collect_rows_improved, sssp_relax_rows, MultiSssp, MultiSsspResult};
 pub use nearfar::{
     near_far_divide, near_far_relax, sssp_near_far, weight_sum, Delta, NearFarResult, WEIGHT_SLOTS,
     WINDOW,
