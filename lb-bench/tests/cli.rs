@@ -11,6 +11,28 @@ fn bench() -> Command {
     c
 }
 
+/// Runs lb-bench with `args` and `--json` into a file of its own under `name`, checks that it
+/// succeeded, and returns its stderr and the JSON lines, parsed.
+fn records(name: &str, args: &[&str]) -> (String, Vec<serde_json::Value>) {
+    let dir = std::env::temp_dir().join(format!("lb-bench-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("records.jsonl");
+    let out = bench()
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    succeeded(&out);
+    let records = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    (String::from_utf8_lossy(&out.stderr).into_owned(), records)
+}
+
 /// The run's stdout, after checking that it exited with success (both streams in the message
 /// otherwise).
 fn succeeded(out: &std::process::Output) -> String {
@@ -385,11 +407,9 @@ fn a_nan_or_negative_tolerance_or_budget_is_refused() {
 /// JSON lines too; bad chunk counts, transports and oversize factors are refused by name.
 #[test]
 fn simulated_devices_sweep_chunks_and_transports() {
-    let dir = std::env::temp_dir().join(format!("lb-bench-devices-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("multi.jsonl");
-    let out = bench()
-        .args([
+    let (_, records) = records(
+        "devices",
+        &[
             "--sim",
             "--quiet",
             "--families",
@@ -406,17 +426,8 @@ fn simulated_devices_sweep_chunks_and_transports() {
             "1",
             "--warmup",
             "0",
-        ])
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    succeeded(&out);
-    let records: Vec<serde_json::Value> = std::fs::read_to_string(&json)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+        ],
+    );
     let mut seen = BTreeSet::new();
     for r in &records {
         assert!(r["error"].is_null(), "{r}");
@@ -446,7 +457,6 @@ fn simulated_devices_sweep_chunks_and_transports() {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
     for (flag, value, says) in [
         ("--chunks", "0", "--chunks"),
         ("--transport", "carrier-pigeon", "not a transport"),
@@ -510,11 +520,9 @@ fn loop_rows_are_verified_per_schedule() {
 /// and the run fails), and an op that does not run across devices is said so.
 #[test]
 fn simulated_devices_search_graphs() {
-    let dir = std::env::temp_dir().join(format!("lb-bench-graphs-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("graphs.jsonl");
-    let out = bench()
-        .args([
+    let (err, records) = records(
+        "graphs",
+        &[
             "--sim",
             "--quiet",
             "--families",
@@ -531,19 +539,9 @@ fn simulated_devices_search_graphs() {
             "1",
             "--warmup",
             "0",
-        ])
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    succeeded(&out);
-    let err = String::from_utf8_lossy(&out.stderr);
+        ],
+    );
     assert!(err.contains("cc does not run across devices"), "{err}");
-    let records: Vec<serde_json::Value> = std::fs::read_to_string(&json)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     let mut seen = BTreeSet::new();
     for r in &records {
         assert!(r["error"].is_null(), "{r}");
@@ -564,5 +562,4 @@ fn simulated_devices_search_graphs() {
             );
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -41,6 +41,7 @@ mod cc;
 mod dobfs;
 mod driver;
 mod multi_bfs;
+mod multi_frontier;
 mod multi_sssp;
 mod nearfar;
 mod pagerank;

@@ -25,6 +25,7 @@ use std::time::Instant;
 
 use super::bfs::bfs_visit;
 use super::driver::{stamp, EDGE_SLOTS};
+use super::multi_frontier::{check_source, edge_sum, first_row, reset, Frontiers};
 use crate::multi::{MultiCsr, Reduce, Replicated};
 use crate::prelude::*;
 use crate::{Error, Result};
@@ -62,20 +63,10 @@ pub struct MultiBfsResult<D = Vec<u32>> {
     pub wall_ms: f64,
 }
 
-/// One part's state: its frontier, the queue [`bfs_visit`] pushes its claims into (the
-/// claims travel through the depth array instead, so these are not read), and the
-/// one-entry-per-row tile set [`collect_rows_marked`] runs over.
-struct PartState {
-    frontier: DeviceQueue,
-    claims: DeviceQueue,
-    rows: DeviceCsr<f32>,
-    len: u64,
-}
-
 /// Searches on a split graph: the device buffers every search needs (each device's copy of
-/// the depths and its edge counters, each part's queues and row set), made once, so that a
-/// search from a new source allocates and uploads nothing but the source's depth (4 bytes per
-/// device).
+/// the depths and its edge counters, each part's frontier, row set and claim queue), made once,
+/// so that a search from a new source allocates and uploads nothing but the source's depth (4
+/// bytes per device).
 ///
 /// ```
 /// use lb::algorithms::{bfs_levels, MultiBfs};
@@ -92,7 +83,11 @@ struct PartState {
 /// ```
 pub struct MultiBfs<'a> {
     split: &'a MultiCsr<f32>,
-    parts: Vec<PartState>,
+    frontiers: Frontiers,
+    /// Per part, the queue [`bfs_visit`] pushes its claims into: the claims travel through
+    /// the depth array instead, so these are not read. Each holds every vertex, because a
+    /// part claims a vertex at most once (the `cas` on its device's copy): none overflows.
+    claims: Vec<DeviceQueue>,
     depth: Replicated<u32>,
     edges: Replicated<u64>,
 }
@@ -101,34 +96,18 @@ impl<'a> MultiBfs<'a> {
     /// The buffers for searches on `split`, which holds a graph's adjacency matrix (row `u`
     /// lists `u`'s out-neighbours): square, with fewer than 2³² vertices.
     pub fn new(split: &'a MultiCsr<f32>) -> Result<MultiBfs<'a>> {
+        let frontiers = Frontiers::new(split, WHAT)?;
         let n = split.num_rows();
-        if split.num_cols() != n || u32::try_from(n).is_err() {
-            return Err(Error::Shape(format!(
-                "bfs_multi: a graph's adjacency matrix is square with fewer than 2^32 \
-                 vertices, this one is {n} × {}",
-                split.num_cols()
-            )));
-        }
-        let group = split.devices();
-        let parts = split
+        let claims = split
             .parts()
             .iter()
-            .map(|p| {
-                let dev = p.device();
-                Ok(PartState {
-                    // A part's frontier holds each of its rows at most once, and its claims
-                    // each vertex at most once per level (the `cas` on its device's copy):
-                    // neither overflows.
-                    frontier: DeviceQueue::new(dev, p.rows().len().max(1))?,
-                    claims: DeviceQueue::new(dev, n.max(1))?,
-                    rows: super::driver::one_per_vertex(dev, p.rows().len())?,
-                    len: 0,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+            .map(|p| DeviceQueue::new(p.device(), n.max(1)))
+            .collect::<Result<_>>()?;
+        let group = split.devices();
         Ok(MultiBfs {
             split,
-            parts,
+            frontiers,
+            claims,
             depth: group.replicated_zeros(n)?,
             edges: group.replicated_zeros(EDGE_SLOTS)?,
         })
@@ -154,54 +133,42 @@ impl<'a> MultiBfs<'a> {
     ) -> Result<()> {
         let clock = Instant::now();
         let split = self.split;
-        let n = split.num_rows();
-        if source >= n {
-            return Err(Error::Shape(format!(
-                "bfs_multi: source {source} is not a vertex of a graph with {n} vertices"
-            )));
-        }
+        check_source(split.num_rows(), source, WHAT)?;
         let group = split.devices();
-        for (d, dev) in group.devices().iter().enumerate() {
-            dev.fill(self.depth.on_mut(d), u32::MAX)?;
-            dev.write_at(self.depth.on_mut(d), source, &[0])?;
-            dev.fill(self.edges.on_mut(d), 0)?;
-        }
+        reset(group, &mut self.depth, u32::MAX, (source, 0))?;
+        reset(group, &mut self.edges, 0, (0, 0))?;
         // The first frontier: the rows marked 0, the source's in every part that holds it.
         self.collect(0)?;
         let mut levels = 0;
-        while self.parts.iter().any(|s| s.len > 0) {
+        while self.frontiers.any() {
             let level = u32::try_from(levels)
                 .ok()
                 .filter(|&l| l < u32::MAX - 1)
-                .ok_or_else(|| Error::Shape(format!("bfs_multi: level {levels} exceeds u32")))?;
-            for (p, s) in split.parts().iter().zip(&mut self.parts) {
-                if s.len == 0 {
+                .ok_or_else(|| Error::Shape(format!("{WHAT}: level {levels} exceeds u32")))?;
+            let parts = split.parts().iter().zip(&mut self.frontiers.parts);
+            for ((p, f), claims) in parts.zip(&mut self.claims) {
+                if f.len == 0 {
                     continue;
                 }
-                s.claims.clear()?;
+                claims.clear()?;
                 let d = p.index();
                 // The visit's report is read at the collection's wait on the same stream.
                 drop(bfs_visit::launch_with_async(
                     &p.device().stream(),
                     schedule,
                     p.tiles(),
-                    s.frontier.slots(s.len),
+                    f.queue.slots(f.len),
                     self.depth.on_mut(d),
                     level,
-                    &mut s.claims,
+                    claims,
                     self.edges.on_mut(d),
                 )?);
             }
             group.all_reduce(Reduce::Min, &mut self.depth)?;
-            self.collect(stamp(levels, "bfs_multi")?)?;
+            self.collect(stamp(levels, WHAT)?)?;
             levels += 1;
         }
-        out.edges = self
-            .edges
-            .download_all()?
-            .iter()
-            .flatten()
-            .fold(0u64, |sum, &e| sum.wrapping_add(e));
+        out.edges = edge_sum(&self.edges)?;
         out.depth.download(&group.devices()[0], self.depth.on(0))?;
         out.levels = levels;
         out.wall_ms = clock.elapsed().as_secs_f64() * 1e3;
@@ -209,30 +176,25 @@ impl<'a> MultiBfs<'a> {
     }
 
     /// Refills every part's frontier with its rows marked `mark` in its device's copy of the
-    /// depths, and reads how many each got (one wait per part, after every part's launch).
+    /// depths.
     fn collect(&mut self, mark: u32) -> Result<()> {
-        let mut pending = Vec::with_capacity(self.parts.len());
-        for (p, s) in self.split.parts().iter().zip(&mut self.parts) {
-            s.frontier.clear()?;
-            let first = u32::try_from(p.rows().start).map_err(|_| {
-                Error::Shape(format!("bfs_multi: row {} exceeds u32", p.rows().start))
-            })?;
-            pending.push(collect_rows_marked::launch_with_async(
+        let depth = &self.depth;
+        self.frontiers.collect(self.split, |_, p, f| {
+            collect_rows_marked::launch_with_async(
                 &p.device().stream(),
                 Schedule::ThreadMapped,
-                &s.rows,
-                self.depth.on(p.index()),
-                first,
+                &f.rows,
+                depth.on(p.index()),
+                first_row(p, WHAT)?,
                 mark,
-                &mut s.frontier,
-            )?);
-        }
-        for (pending, s) in pending.into_iter().zip(&mut self.parts) {
-            s.len = super::driver::pushed(&pending.wait()?)?;
-        }
-        Ok(())
+                &mut f.queue,
+            )
+        })
     }
 }
+
+/// The name errors give.
+const WHAT: &str = "bfs_multi";
 
 /// Hop counts from `source` on a graph split across devices (`split` holds its adjacency
 /// matrix: row `u` lists `u`'s out-neighbours): [`MultiBfs::new`] then

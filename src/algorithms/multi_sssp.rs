@@ -18,7 +18,8 @@
 
 use std::time::Instant;
 
-use super::driver::{pushed, EDGE_SLOTS};
+use super::driver::EDGE_SLOTS;
+use super::multi_frontier::{check_source, edge_sum, first_row, reset, Frontiers};
 use crate::multi::{MultiCsr, Reduce, Replicated};
 use crate::prelude::*;
 use crate::{Error, Result};
@@ -81,15 +82,6 @@ pub struct MultiSsspResult {
     pub wall_ms: f64,
 }
 
-/// One part's state: its frontier, the best distance it has seen per row, and the
-/// one-entry-per-row tile set [`collect_rows_improved`] runs over.
-struct PartState {
-    frontier: DeviceQueue,
-    best: DeviceBuffer<f32>,
-    rows: DeviceCsr<f32>,
-    len: u64,
-}
-
 /// Shortest-path searches on a split graph (nonnegative weights in the values): the device
 /// buffers every search needs, made once.
 ///
@@ -107,7 +99,9 @@ struct PartState {
 /// ```
 pub struct MultiSssp<'a> {
     split: &'a MultiCsr<f32>,
-    parts: Vec<PartState>,
+    frontiers: Frontiers,
+    /// Per part, the smallest distance it has seen per row ([`collect_rows_improved`]).
+    best: Vec<DeviceBuffer<f32>>,
     dist: Replicated<f32>,
     edges: Replicated<u64>,
 }
@@ -117,34 +111,18 @@ impl<'a> MultiSssp<'a> {
     /// lists `u`'s out-edges, their weights in the values): square, with fewer than 2³²
     /// vertices.
     pub fn new(split: &'a MultiCsr<f32>) -> Result<MultiSssp<'a>> {
-        let n = split.num_rows();
-        if split.num_cols() != n || u32::try_from(n).is_err() {
-            return Err(Error::Shape(format!(
-                "MultiSssp: a graph's adjacency matrix is square with fewer than 2^32 \
-                 vertices, this one is {n} × {}",
-                split.num_cols()
-            )));
-        }
-        let group = split.devices();
-        let parts = split
+        let frontiers = Frontiers::new(split, WHAT)?;
+        let best = split
             .parts()
             .iter()
-            .map(|p| {
-                let dev = p.device();
-                let rows = p.rows().len();
-                Ok(PartState {
-                    // A part's frontier holds each of its rows at most once.
-                    frontier: DeviceQueue::new(dev, rows.max(1))?,
-                    best: dev.zeros(rows)?,
-                    rows: super::driver::one_per_vertex(dev, rows)?,
-                    len: 0,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+            .map(|p| p.device().zeros(p.rows().len()))
+            .collect::<Result<_>>()?;
+        let group = split.devices();
         Ok(MultiSssp {
             split,
-            parts,
-            dist: group.replicated_zeros(n)?,
+            frontiers,
+            best,
+            dist: group.replicated_zeros(split.num_rows())?,
             edges: group.replicated_zeros(EDGE_SLOTS)?,
         })
     }
@@ -156,32 +134,25 @@ impl<'a> MultiSssp<'a> {
         let clock = Instant::now();
         let split = self.split;
         let n = split.num_rows();
-        if source >= n {
-            return Err(Error::Shape(format!(
-                "MultiSssp: source {source} is not a vertex of a graph with {n} vertices"
-            )));
-        }
+        check_source(n, source, WHAT)?;
         let group = split.devices();
-        for (d, dev) in group.devices().iter().enumerate() {
-            dev.fill(self.dist.on_mut(d), f32::INFINITY)?;
-            dev.write_at(self.dist.on_mut(d), source, &[0.0])?;
-            dev.fill(self.edges.on_mut(d), 0)?;
-        }
-        for (p, s) in split.parts().iter().zip(&mut self.parts) {
-            p.device().fill(&mut s.best, f32::INFINITY)?;
+        reset(group, &mut self.dist, f32::INFINITY, (source, 0.0))?;
+        reset(group, &mut self.edges, 0, (0, 0))?;
+        for (p, best) in split.parts().iter().zip(&mut self.best) {
+            p.device().fill(best, f32::INFINITY)?;
         }
         // The first frontier: the source, in every part that holds its row.
         self.collect()?;
         let mut rounds = 0;
-        while self.parts.iter().any(|s| s.len > 0) {
+        while self.frontiers.any() {
             if rounds > n {
                 return Err(Error::Shape(format!(
-                    "MultiSssp: distances still drop after {rounds} rounds on {n} vertices: \
-                     a cycle of negative weight (the weights must be nonnegative)"
+                    "{WHAT}: distances still drop after {rounds} rounds on {n} vertices: a \
+                     cycle of negative weight (the weights must be nonnegative)"
                 )));
             }
-            for (p, s) in split.parts().iter().zip(&mut self.parts) {
-                if s.len == 0 {
+            for (p, f) in split.parts().iter().zip(&mut self.frontiers.parts) {
+                if f.len == 0 {
                     continue;
                 }
                 let d = p.index();
@@ -190,9 +161,9 @@ impl<'a> MultiSssp<'a> {
                     &p.device().stream(),
                     schedule,
                     p.tiles(),
-                    s.frontier.slots(s.len),
+                    f.queue.slots(f.len),
                     self.dist.on_mut(d),
-                    first_row(p.rows().start)?,
+                    first_row(p, WHAT)?,
                     self.edges.on_mut(d),
                 )?);
             }
@@ -200,44 +171,30 @@ impl<'a> MultiSssp<'a> {
             self.collect()?;
             rounds += 1;
         }
-        let edges = self
-            .edges
-            .download_all()?
-            .iter()
-            .flatten()
-            .fold(0u64, |sum, &e| sum.wrapping_add(e));
         Ok(MultiSsspResult {
+            edges: edge_sum(&self.edges)?,
             dist: self.dist.on(0).download()?,
             rounds,
-            edges,
             wall_ms: clock.elapsed().as_secs_f64() * 1e3,
         })
     }
 
-    /// Refills every part's frontier with its rows whose distance dropped, and reads how many
-    /// each got (one wait per part, after every part's launch).
+    /// Refills every part's frontier with its rows whose distance dropped.
     fn collect(&mut self) -> Result<()> {
-        let mut pending = Vec::with_capacity(self.parts.len());
-        for (p, s) in self.split.parts().iter().zip(&mut self.parts) {
-            s.frontier.clear()?;
-            pending.push(collect_rows_improved::launch_with_async(
+        let (dist, best) = (&self.dist, &mut self.best);
+        self.frontiers.collect(self.split, |q, p, f| {
+            collect_rows_improved::launch_with_async(
                 &p.device().stream(),
                 Schedule::ThreadMapped,
-                &s.rows,
-                self.dist.on(p.index()),
-                first_row(p.rows().start)?,
-                &mut s.best,
-                &mut s.frontier,
-            )?);
-        }
-        for (pending, s) in pending.into_iter().zip(&mut self.parts) {
-            s.len = pushed(&pending.wait()?)?;
-        }
-        Ok(())
+                &f.rows,
+                dist.on(p.index()),
+                first_row(p, WHAT)?,
+                &mut best[q],
+                &mut f.queue,
+            )
+        })
     }
 }
 
-/// A part's first row as the kernels' `u32`.
-fn first_row(row: usize) -> Result<u32> {
-    u32::try_from(row).map_err(|_| Error::Shape(format!("MultiSssp: row {row} exceeds u32")))
-}
+/// The name errors give.
+const WHAT: &str = "MultiSssp";

@@ -360,6 +360,18 @@ fn gpu_of(dev: &Device) -> Result<&crate::device::Gpu> {
     }
 }
 
+/// Runs `enqueue` (NCCL calls, one per rank or more) inside one NCCL group, stopping at its
+/// first failure, which becomes the error with `what`; the group is ended either way.
+fn in_nccl_group(
+    what: &str,
+    enqueue: impl FnOnce() -> std::result::Result<(), nccl::NcclError>,
+) -> Result<()> {
+    nccl::group_start().map_err(|e| nccl_error("starting an NCCL group", e))?;
+    let outcome = enqueue();
+    nccl::group_end().map_err(|e| nccl_error("ending an NCCL group", e))?;
+    outcome.map_err(|e| nccl_error(what, e))
+}
+
 fn nccl_error(context: &str, e: nccl::NcclError) -> Error {
     Error::Cuda {
         context: context.into(),
@@ -400,6 +412,19 @@ fn nccl_op(op: Reduce) -> nccl_sys::ncclRedOp_t {
         Reduce::Sum => nccl_sys::ncclRedOp_t::ncclSum,
         Reduce::Min => nccl_sys::ncclRedOp_t::ncclMin,
         Reduce::Max => nccl_sys::ncclRedOp_t::ncclMax,
+    }
+}
+
+/// `data` combined element by element into what came before it (`acc`), in little-endian
+/// bytes: the simulated devices' reduces, in rank order.
+fn fold<T: Element>(op: Reduce, acc: Option<Vec<u8>>, data: Vec<u8>) -> Vec<u8> {
+    match acc {
+        None => data,
+        Some(prev) => prev
+            .chunks_exact(T::SIZE)
+            .zip(data.chunks_exact(T::SIZE))
+            .flat_map(|(a, b)| combine::<T>(op, a, b))
+            .collect(),
     }
 }
 
@@ -699,14 +724,7 @@ impl Exchange {
                     };
                     let Some(addr) = addr else { continue };
                     let data = sim_read(&devices[rank], addr, bytes)?;
-                    acc = Some(match acc {
-                        None => data,
-                        Some(prev) => prev
-                            .chunks_exact(T::SIZE)
-                            .zip(data.chunks_exact(T::SIZE))
-                            .flat_map(|(a, b)| combine::<T>(op, a, b))
-                            .collect(),
-                    });
+                    acc = Some(fold::<T>(op, acc, data));
                 }
                 sim_write(&devices[root], root_addr, &acc.unwrap_or_default())
             }
@@ -727,41 +745,37 @@ impl Exchange {
                         _ => None,
                     });
                 }
-                nccl::group_start().map_err(|e| nccl_error("starting an NCCL group", e))?;
-                let mut outcome = Ok(());
-                for rank in 0..devices.len() {
-                    let send = if rank == root {
-                        root_addr
-                    } else {
-                        sends[rank].addr.unwrap_or_else(|| {
-                            identities[rank].as_ref().expect("made above").device_addr()
-                        })
-                    };
-                    let recv = if rank == root { root_addr } else { send };
-                    // SAFETY: `send` and `recv` are device addresses of at least `count`
-                    // elements of `T` on device `rank` (the caller's buffers, or the identity
-                    // buffer, whose release waits for the reduce: below), enqueued on
-                    // that device's side stream with its communicator; NCCL reads `recv` only
-                    // on the root, where it is the root's own in-place buffer.
-                    let r = unsafe {
-                        nccl::reduce(
-                            send as *const c_void,
-                            recv as *mut c_void,
-                            count,
-                            ty,
-                            nccl_op(op),
-                            root as i32,
-                            g.comms.0[rank],
-                            g.side[rank].cu_stream() as nccl_sys::cudaStream_t,
-                        )
-                    };
-                    if let Err(e) = r {
-                        outcome = Err(nccl_error("enqueuing an NCCL reduce", e));
-                        break;
+                in_nccl_group("enqueuing an NCCL reduce", || {
+                    for rank in 0..devices.len() {
+                        let send = if rank == root {
+                            root_addr
+                        } else {
+                            sends[rank].addr.unwrap_or_else(|| {
+                                identities[rank].as_ref().expect("made above").device_addr()
+                            })
+                        };
+                        let recv = if rank == root { root_addr } else { send };
+                        // SAFETY: `send` and `recv` are device addresses of at least `count`
+                        // elements of `T` on device `rank` (the caller's buffers, or the
+                        // identity buffer, whose release waits for the reduce: below),
+                        // enqueued on that device's side stream with its communicator; NCCL
+                        // reads `recv` only on the root, where it is the root's own in-place
+                        // buffer.
+                        unsafe {
+                            nccl::reduce(
+                                send as *const c_void,
+                                recv as *mut c_void,
+                                count,
+                                ty,
+                                nccl_op(op),
+                                root as i32,
+                                g.comms.0[rank],
+                                g.side[rank].cu_stream() as nccl_sys::cudaStream_t,
+                            )
+                        }?;
                     }
-                }
-                nccl::group_end().map_err(|e| nccl_error("ending an NCCL group", e))?;
-                outcome?;
+                    Ok(())
+                })?;
                 // An identity buffer is freed on its device's stream when it drops below: that
                 // stream waits for the reduce that reads it first (no wait on the host).
                 for (rank, _) in identities.iter().enumerate().filter(|(_, i)| i.is_some()) {
@@ -796,14 +810,7 @@ impl Exchange {
                 let mut acc: Option<Vec<u8>> = None;
                 for (dev, copy) in devices.iter().zip(copies.iter()) {
                     let data = sim_read(dev, copy.device_addr(), bytes)?;
-                    acc = Some(match acc {
-                        None => data,
-                        Some(prev) => prev
-                            .chunks_exact(T::SIZE)
-                            .zip(data.chunks_exact(T::SIZE))
-                            .flat_map(|(a, b)| combine::<T>(op, a, b))
-                            .collect(),
-                    });
+                    acc = Some(fold::<T>(op, acc, data));
                 }
                 let acc = acc.unwrap_or_default();
                 for (dev, copy) in devices.iter().zip(copies.iter()) {
@@ -817,33 +824,29 @@ impl Exchange {
                         .join(&gpu_of(dev)?.stream)
                         .map_err(driver_error("ordering an all-reduce after a device's work"))?;
                 }
-                nccl::group_start().map_err(|e| nccl_error("starting an NCCL group", e))?;
-                let mut outcome = Ok(());
-                for (rank, copy) in copies.iter().enumerate() {
-                    let addr = copy.device_addr();
-                    // SAFETY: `addr` is the device address of `count` elements of `T` on device
-                    // `rank` (its copy, borrowed mutably for this call; its release waits for
-                    // the device's stream, which waits for this side stream below), and the
-                    // all-reduce is enqueued on that device's side stream with its
-                    // communicator; in place, as NCCL allows (send and receive the same).
-                    let r = unsafe {
-                        nccl::all_reduce(
-                            addr as *const c_void,
-                            addr as *mut c_void,
-                            count,
-                            ty,
-                            nccl_op(op),
-                            g.comms.0[rank],
-                            g.side[rank].cu_stream() as nccl_sys::cudaStream_t,
-                        )
-                    };
-                    if let Err(e) = r {
-                        outcome = Err(nccl_error("enqueuing an NCCL all-reduce", e));
-                        break;
+                in_nccl_group("enqueuing an NCCL all-reduce", || {
+                    for (rank, copy) in copies.iter().enumerate() {
+                        let addr = copy.device_addr();
+                        // SAFETY: `addr` is the device address of `count` elements of `T` on
+                        // device `rank` (its copy, borrowed mutably for this call; its release
+                        // waits for the device's stream, which waits for this side stream
+                        // below), and the all-reduce is enqueued on that device's side stream
+                        // with its communicator; in place, as NCCL allows (send and receive
+                        // the same).
+                        unsafe {
+                            nccl::all_reduce(
+                                addr as *const c_void,
+                                addr as *mut c_void,
+                                count,
+                                ty,
+                                nccl_op(op),
+                                g.comms.0[rank],
+                                g.side[rank].cu_stream() as nccl_sys::cudaStream_t,
+                            )
+                        }?;
                     }
-                }
-                nccl::group_end().map_err(|e| nccl_error("ending an NCCL group", e))?;
-                outcome?;
+                    Ok(())
+                })?;
                 for (rank, dev) in devices.iter().enumerate() {
                     gpu_of(dev)?
                         .stream
@@ -915,33 +918,29 @@ impl Exchange {
                 } else {
                     1
                 };
-                nccl::group_start().map_err(|e| nccl_error("starting an NCCL group", e))?;
-                let mut outcome = Ok(());
-                'pieces: for p in pieces.iter().filter(|p| p.count > 0) {
-                    for (rank, into) in dst.iter().enumerate() {
-                        // SAFETY: the caller checked that the root's piece lies inside its
-                        // buffer and that every destination has room for it at `p.dst_at`;
-                        // NCCL reads the source on the root only, and each call is enqueued on
-                        // its device's side stream with that device's communicator.
-                        let r = unsafe {
-                            nccl::broadcast(
-                                p.src as *const c_void,
-                                addr(into, p.dst_at) as *mut c_void,
-                                p.count * per_element,
-                                ty,
-                                p.root as i32,
-                                g.comms.0[rank],
-                                g.side[rank].cu_stream() as nccl_sys::cudaStream_t,
-                            )
-                        };
-                        if let Err(e) = r {
-                            outcome = Err(nccl_error("enqueuing an NCCL broadcast", e));
-                            break 'pieces;
+                in_nccl_group("enqueuing an NCCL broadcast", || {
+                    for p in pieces.iter().filter(|p| p.count > 0) {
+                        for (rank, into) in dst.iter().enumerate() {
+                            // SAFETY: the caller checked that the root's piece lies inside its
+                            // buffer and that every destination has room for it at
+                            // `p.dst_at`; NCCL reads the source on the root only, and each
+                            // call is enqueued on its device's side stream with that device's
+                            // communicator.
+                            unsafe {
+                                nccl::broadcast(
+                                    p.src as *const c_void,
+                                    addr(into, p.dst_at) as *mut c_void,
+                                    p.count * per_element,
+                                    ty,
+                                    p.root as i32,
+                                    g.comms.0[rank],
+                                    g.side[rank].cu_stream() as nccl_sys::cudaStream_t,
+                                )
+                            }?;
                         }
                     }
-                }
-                nccl::group_end().map_err(|e| nccl_error("ending an NCCL group", e))?;
-                outcome
+                    Ok(())
+                })
             }
         }
     }
