@@ -550,6 +550,29 @@ fn iteration_factors() {
     }
 }
 
+/// The shape that `multi_phase` picks to fit a block's shared memory counts everything the
+/// plan stages: over a frontier with a body that does not reduce, the 16 bytes through which a
+/// strided block passes its range too (a block of 256 with `IS` = 3 and 64-bit indices once
+/// picked a shape 16 bytes over the limit, and the kernel was refused).
+#[test]
+fn the_shape_fits_a_strided_frontier_plan() {
+    let (body, p) = with_frontier(visit_seen());
+    for index in [IndexWidth::U32, IndexWidth::U64] {
+        for block in [128, 256, 512] {
+            for is in 1..=4 {
+                let mut o = Options {
+                    tiles: Some(p),
+                    ..opts(Schedule::MultiPhase, block, 1, index)
+                };
+                o.tuning.iteration_factor = Some(is);
+                let what = format!("{index:?}, block {block}, IS {is}");
+                let g = generate(&body, &o).unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert!(!g.plans.is_empty(), "{what}");
+            }
+        }
+    }
+}
+
 /// The coalesced expansion is in the kernel: the body's loads unrolled once per item of a
 /// thread's share (§3.3.1), warp-synchronous sections (§3.3.5), the round buffer.
 #[test]

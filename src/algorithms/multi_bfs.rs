@@ -84,9 +84,10 @@ pub struct MultiBfsResult<D = Vec<u32>> {
 pub struct MultiBfs<'a> {
     split: &'a MultiCsr<f32>,
     frontiers: Frontiers,
-    /// Per part, the queue [`bfs_visit`] pushes its claims into: the claims travel through
-    /// the depth array instead, so these are not read. Each holds every vertex, because a
-    /// part claims a vertex at most once (the `cas` on its device's copy): none overflows.
+    /// Per device, the queue [`bfs_visit`] pushes its claims into: the claims travel through
+    /// the depth array instead, so these are not read, and a device's parts share one. Each
+    /// holds every vertex, because a device claims a vertex at most once per search (the
+    /// `cas` on its copy): none overflows.
     claims: Vec<DeviceQueue>,
     depth: Replicated<u32>,
     edges: Replicated<u64>,
@@ -98,12 +99,12 @@ impl<'a> MultiBfs<'a> {
     pub fn new(split: &'a MultiCsr<f32>) -> Result<MultiBfs<'a>> {
         let frontiers = Frontiers::new(split, WHAT)?;
         let n = split.num_rows();
-        let claims = split
-            .parts()
-            .iter()
-            .map(|p| DeviceQueue::new(p.device(), n.max(1)))
-            .collect::<Result<_>>()?;
         let group = split.devices();
+        let claims = group
+            .devices()
+            .iter()
+            .map(|dev| DeviceQueue::new(dev, n.max(1)))
+            .collect::<Result<_>>()?;
         Ok(MultiBfs {
             split,
             frontiers,
@@ -145,13 +146,13 @@ impl<'a> MultiBfs<'a> {
                 .ok()
                 .filter(|&l| l < u32::MAX - 1)
                 .ok_or_else(|| Error::Shape(format!("{WHAT}: level {levels} exceeds u32")))?;
-            let parts = split.parts().iter().zip(&mut self.frontiers.parts);
-            for ((p, f), claims) in parts.zip(&mut self.claims) {
+            for (p, f) in split.parts().iter().zip(&mut self.frontiers.parts) {
                 if f.len == 0 {
                     continue;
                 }
-                claims.clear()?;
                 let d = p.index();
+                let claims = &mut self.claims[d];
+                claims.clear()?;
                 // The visit's report is read at the collection's wait on the same stream.
                 drop(bfs_visit::launch_with_async(
                     &p.device().stream(),

@@ -161,6 +161,14 @@ pub fn strides(body: &Body, opts: &Options) -> bool {
     opts.tiles.is_some() && body.reduce.is_none()
 }
 
+/// The static shared memory of a two-phase plan's main kernel: [`shared_bytes`] with `buffer`,
+/// plus, for a strided plan ([`strides`]), the 16 bytes through which its blocks pass their
+/// range ([`block_range`]). What a schedule that sizes its shape to fit must count.
+pub fn plan_shared_bytes(body: &Body, opts: &Options, buffer: u64) -> u64 {
+    let range = if strides(body, opts) { 16 } else { 0 };
+    shared_bytes(body, opts, buffer + range)
+}
+
 /// The plans of a two-phase schedule: `work_oriented`'s (atoms as work, one per index width)
 /// with the partition kernel before the main kernel and `block_starts` last among the
 /// temporaries, once per `(variant, select)`. Variants differ only in their partition kernel,
@@ -174,9 +182,7 @@ pub fn plans(
     variants: &[(&str, Option<Select>)],
     buffer: u64,
 ) -> Result<Vec<Plan>, GenError> {
-    // A strided plan's blocks also pass their range through shared memory ([`block_range`]).
-    let range = if strides(body, opts) { 16 } else { 0 };
-    let bytes = shared_bytes(body, opts, buffer + range);
+    let bytes = plan_shared_bytes(body, opts, buffer);
     if bytes > u64::from(SHARED_LIMIT) {
         let buffered = if buffer > 0 {
             format!(", plus {buffer} bytes of expansion buffer,")

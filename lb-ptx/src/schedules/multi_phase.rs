@@ -200,8 +200,11 @@ impl Shape {
             2..=items
         };
         let fits = |shape: &Shape| {
-            let bytes =
-                partition::shared_bytes(body, &shape.chunked(opts), shape.buffer_bytes(body, opts));
+            let bytes = partition::plan_shared_bytes(
+                body,
+                &shape.chunked(opts),
+                shape.buffer_bytes(body, opts),
+            );
             bytes <= u64::from(partition::SHARED_LIMIT)
         };
         let widest = Shape {
