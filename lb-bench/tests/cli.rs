@@ -11,28 +11,6 @@ fn bench() -> Command {
     c
 }
 
-/// Runs lb-bench with `args` and `--json` into a file of its own under `name`, checks that it
-/// succeeded, and returns its stderr and the JSON lines, parsed.
-fn records(name: &str, args: &[&str]) -> (String, Vec<serde_json::Value>) {
-    let dir = std::env::temp_dir().join(format!("lb-bench-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("records.jsonl");
-    let out = bench()
-        .args(args)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    succeeded(&out);
-    let records = std::fs::read_to_string(&json)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let _ = std::fs::remove_dir_all(&dir);
-    (String::from_utf8_lossy(&out.stderr).into_owned(), records)
-}
-
 /// The run's stdout, after checking that it exited with success (both streams in the message
 /// otherwise).
 fn succeeded(out: &std::process::Output) -> String {
@@ -48,6 +26,11 @@ fn succeeded(out: &std::process::Output) -> String {
 /// Runs lb-bench with `args` and `--json` into a file of its own (`tag` names it), checks that
 /// it succeeded, and returns the JSON lines it wrote (the file removed).
 fn json_lines(tag: &str, args: &[&str]) -> String {
+    json_run(tag, args).1
+}
+
+/// [`json_lines`], with the run's stderr first.
+fn json_run(tag: &str, args: &[&str]) -> (String, String) {
     let json = std::env::temp_dir().join(format!("lb-bench-{tag}-{}.jsonl", std::process::id()));
     let out = bench()
         .args(args)
@@ -58,7 +41,17 @@ fn json_lines(tag: &str, args: &[&str]) -> String {
     succeeded(&out);
     let text = std::fs::read_to_string(&json).unwrap();
     std::fs::remove_file(&json).ok();
-    text
+    (String::from_utf8_lossy(&out.stderr).into_owned(), text)
+}
+
+/// [`json_run`], the lines parsed.
+fn records(tag: &str, args: &[&str]) -> (String, Vec<serde_json::Value>) {
+    let (err, text) = json_run(tag, args);
+    let records = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (err, records)
 }
 
 #[test]
