@@ -125,6 +125,13 @@ pub fn run(
     failed
 }
 
+/// The searches a record times, made once for its sources: on the group, and on its first
+/// device alone.
+enum Searches<'a> {
+    Bfs(MultiBfs<'a>, MultiBfs<'a>),
+    Sssp(MultiSssp<'a>, MultiSssp<'a>),
+}
+
 /// The median over `--reps` runs of `search` (after `--warmup`), with the last run's steps and
 /// edges.
 fn median_of(
@@ -163,63 +170,67 @@ fn measure(
     let alone = MultiCsr::upload(one, g).map_err(err)?;
     let single_graph = DeviceCsr::upload(&one.devices()[0], g).map_err(err)?;
     record.sources = sources(g, usize::from(cli.sources), cli.seed);
-    let (mut bfs, mut bfs_alone) = (
-        MultiBfs::new(&split).map_err(err)?,
-        MultiBfs::new(&alone).map_err(err)?,
-    );
-    let (mut paths, mut paths_alone) = (
-        MultiSssp::new(&split).map_err(err)?,
-        MultiSssp::new(&alone).map_err(err)?,
-    );
+    let mut searches = if op == Op::Sssp {
+        Searches::Sssp(
+            MultiSssp::new(&split).map_err(err)?,
+            MultiSssp::new(&alone).map_err(err)?,
+        )
+    } else {
+        Searches::Bfs(
+            MultiBfs::new(&split).map_err(err)?,
+            MultiBfs::new(&alone).map_err(err)?,
+        )
+    };
     for &source in &record.sources {
-        let (on_group, on_one, driver) = if op == Op::Sssp {
-            let want = dijkstra(g, source);
-            (
-                median_of(cli, || {
-                    search_sssp(&mut paths, source, schedule, &want, cli)
-                })?,
-                median_of(cli, || {
-                    search_sssp(&mut paths_alone, source, schedule, &want, cli)
-                })?,
-                median_of(cli, || {
-                    let r = sssp(single_graph.device(), &single_graph, source, schedule)
+        let (on_group, on_one, driver) = match &mut searches {
+            Searches::Sssp(paths, paths_alone) => {
+                let want = dijkstra(g, source);
+                (
+                    median_of(cli, || search_sssp(paths, source, schedule, &want, cli))?,
+                    median_of(cli, || {
+                        search_sssp(paths_alone, source, schedule, &want, cli)
+                    })?,
+                    median_of(cli, || {
+                        let r = sssp(single_graph.device(), &single_graph, source, schedule)
+                            .map_err(err)?;
+                        check_dist(&r.dist, &want, cli, "the one-device driver")?;
+                        Ok(Searched {
+                            wall_ms: r.run.wall_ms,
+                            steps: r.run.iterations,
+                            edges: r.run.edges,
+                        })
+                    })?,
+                )
+            }
+            Searches::Bfs(bfs, bfs_alone) => {
+                let want = bfs_levels(g, source);
+                let mut kept = BfsResult::<HostBuffer<u32>>::default();
+                (
+                    median_of(cli, || search_bfs(bfs, source, schedule, &want))?,
+                    median_of(cli, || search_bfs(bfs_alone, source, schedule, &want))?,
+                    median_of(cli, || {
+                        bfs_into(
+                            single_graph.device(),
+                            &single_graph,
+                            source,
+                            schedule,
+                            &mut kept,
+                        )
                         .map_err(err)?;
-                    check_dist(&r.dist, &want, cli, "the one-device driver")?;
-                    Ok(Searched {
-                        wall_ms: r.run.wall_ms,
-                        steps: r.run.iterations,
-                        edges: r.run.edges,
-                    })
-                })?,
-            )
-        } else {
-            let want = bfs_levels(g, source);
-            let mut kept = BfsResult::<HostBuffer<u32>>::default();
-            (
-                median_of(cli, || search_bfs(&mut bfs, source, schedule, &want))?,
-                median_of(cli, || search_bfs(&mut bfs_alone, source, schedule, &want))?,
-                median_of(cli, || {
-                    bfs_into(
-                        single_graph.device(),
-                        &single_graph,
-                        source,
-                        schedule,
-                        &mut kept,
-                    )
-                    .map_err(err)?;
-                    if *kept.depth != *want {
-                        return Err(format!(
-                            "source {source}: the one-device driver's depths differ from a \
+                        if *kept.depth != *want {
+                            return Err(format!(
+                                "source {source}: the one-device driver's depths differ from a \
                              queue BFS"
-                        ));
-                    }
-                    Ok(Searched {
-                        wall_ms: kept.run.wall_ms,
-                        steps: kept.run.iterations,
-                        edges: kept.run.edges,
-                    })
-                })?,
-            )
+                            ));
+                        }
+                        Ok(Searched {
+                            wall_ms: kept.run.wall_ms,
+                            steps: kept.run.iterations,
+                            edges: kept.run.edges,
+                        })
+                    })?,
+                )
+            }
         };
         record.steps += on_group.steps;
         record.edges_expanded += on_group.edges;

@@ -326,21 +326,28 @@ impl<T: Element> DeviceCsr<T> {
             col_indices,
             values.len(),
         )?;
-        Ok(DeviceCsr {
-            tiles: DeviceTiles::of_valid(dev, row_offsets, num_cols, None)?,
-            col_indices: dev.upload(col_indices)?,
-            values: dev.upload(values)?,
-            num_cols,
-        })
+        Self::of_valid(dev, (row_offsets, num_cols), col_indices, values, None)
     }
 
     fn upload_inner(dev: &Device, csr: &Csr<T>, width: Option<OffsetWidth>) -> Result<Self> {
         csr.validate()?;
+        let offsets = (&csr.row_offsets[..], csr.num_cols);
+        Self::of_valid(dev, offsets, &csr.col_indices, &csr.values, width)
+    }
+
+    /// The copy on `dev` of a CSR already validated.
+    fn of_valid(
+        dev: &Device,
+        (row_offsets, num_cols): (&[usize], usize),
+        col_indices: &[u32],
+        values: &[T],
+        width: Option<OffsetWidth>,
+    ) -> Result<Self> {
         Ok(DeviceCsr {
-            tiles: DeviceTiles::of_valid(dev, &csr.row_offsets, csr.num_cols, width)?,
-            col_indices: dev.upload(&csr.col_indices)?,
-            values: dev.upload(&csr.values)?,
-            num_cols: csr.num_cols,
+            tiles: DeviceTiles::of_valid(dev, row_offsets, num_cols, width)?,
+            col_indices: dev.upload(col_indices)?,
+            values: dev.upload(values)?,
+            num_cols,
         })
     }
 

@@ -954,14 +954,8 @@ impl<T: Element> MultiCsr<T> {
                 into.len()
             )));
         }
-        for (dev, copy) in self.devices.devices().iter().zip(&into.copies) {
-            if !dev.same(copy.device()) {
-                return Err(Error::DeviceMismatch {
-                    what: "a copy of the gathered array".into(),
-                });
-            }
-        }
-        Ok(())
+        self.devices
+            .check_replicated(into, "the copies of the gathered array")
     }
 
     /// The assembled output on the host: every part's owned rows, in row order.
