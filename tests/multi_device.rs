@@ -9,7 +9,7 @@ mod common;
 mod graphs;
 
 use common::{assert_spmm_close, assert_spmv_close, random_csr, random_vec, Shape, SHAPES};
-use lb::algorithms::{MultiBfs, MultiSssp};
+use lb::algorithms::{FrontierExchange, MultiBfs, MultiSssp};
 use lb::multi::{Devices, MultiCsr, Reduce, Reduction, SplitOptions, Transport};
 use lb::prelude::*;
 
@@ -1299,12 +1299,55 @@ fn output_mirrors_receive_every_element_under_every_schedule() {
 
 /// Depths, level count and edges expanded by a search of `bfs` from `source`, checked against
 /// a queue BFS on the host (`bfs` may have searched before: its buffers are reused).
+/// Every way of exchanging the claims is tried, one search after the other.
 fn check_bfs_multi(bfs: &mut MultiBfs, g: &Csr<f32>, source: usize, schedule: Schedule) {
+    for exchange in [
+        FrontierExchange::Auto,
+        FrontierExchange::ClaimLists,
+        FrontierExchange::AllReduce,
+    ] {
+        bfs.set_exchange(exchange);
+        check_bfs_search(bfs, g, source, schedule, exchange);
+    }
+}
+
+fn check_bfs_search(
+    bfs: &mut MultiBfs,
+    g: &Csr<f32>,
+    source: usize,
+    schedule: Schedule,
+    exchange: FrontierExchange,
+) {
     let r = bfs.search(source, schedule).expect("bfs_multi");
     let want = lb::algorithms::bfs_levels(g, source);
-    assert_eq!(r.depth, want, "{schedule}, source {source}");
+    assert_eq!(r.depth, want, "{schedule}, {exchange:?}, source {source}");
     let deepest = want.iter().filter(|&&d| d != u32::MAX).max().copied();
     assert_eq!(r.levels, deepest.map_or(0, |d| d as usize + 1), "levels");
+    // Every level but the last claims something, and its claims travel one way or the other.
+    // Level k claims the vertices at depth k + 1, each on at most every device: `Auto` lists
+    // the levels whose claims are surely few enough, and no level whose vertices alone are
+    // too many.
+    let mut at_depth = vec![0usize; r.levels + 1];
+    for &d in want.iter().filter(|&&d| d != u32::MAX) {
+        at_depth[d as usize] += 1;
+    }
+    let devices = bfs.graph().devices().count();
+    let room = MultiBfs::CLAIMS_PER_VERTEX * g.num_rows as f64;
+    let listed = |claims: &dyn Fn(usize) -> usize| {
+        (1..r.levels)
+            .filter(|&k| claims(at_depth[k]) as f64 <= room)
+            .count()
+    };
+    let (least, most) = match exchange {
+        FrontierExchange::AllReduce => (0, 0),
+        FrontierExchange::ClaimLists => (r.levels.saturating_sub(1), r.levels.saturating_sub(1)),
+        FrontierExchange::Auto => (listed(&|c| c * devices), listed(&|c| c)),
+    };
+    assert!(
+        (least..=most).contains(&r.claim_list_levels),
+        "{exchange:?}: {} levels by claim lists, not in {least}..={most}",
+        r.claim_list_levels
+    );
     let edges: usize = (0..g.num_rows)
         .filter(|&v| want[v] != u32::MAX)
         .map(|v| g.row(v).len())

@@ -25,6 +25,7 @@ use std::process::ExitCode;
 use clap::{Parser, ValueEnum};
 
 use corpus::{Family, Scale};
+use lb::algorithms::FrontierExchange;
 use lb::multi::Transport;
 
 /// The operations measured. A new kernel op is added here and in `run::Problem::new` /
@@ -241,6 +242,13 @@ pub struct Cli {
     /// kernels), `nccl` (NCCL broadcasts). Default: the group's own.
     #[arg(long = "transport", value_name = "T", value_delimiter = ',', value_parser = transport)]
     pub transports: Vec<Transport>,
+    /// With `--devices` and `--ops bfs`: how the devices exchange the vertices they claimed in
+    /// a level, comma-separated: `auto` (claim lists while a level claims few vertices, an
+    /// all-reduce of the depths otherwise), `lists` (every level's claims gathered into every
+    /// device), `all-reduce` (every level an all-reduce of the depths). Default: `auto`.
+    #[arg(long = "frontier-exchange", value_name = "E", value_delimiter = ',',
+        value_parser = frontier_exchange)]
+    pub frontier_exchanges: Vec<FrontierExchange>,
     /// With `--devices`: whether each device's products over its own columns run first, while
     /// the others' rows of the input are copied in, comma-separated `off`/`on` (`on`: the split
     /// is uploaded with `SplitOptions::local_columns_first` and the `loop` column runs its
@@ -292,6 +300,18 @@ fn transport(text: &str) -> Result<Transport, String> {
         "nccl" => Ok(Transport::Nccl),
         _ => Err(format!(
             "`{text}` is not a transport: `stores`, `kernel`, `peer` or `nccl`"
+        )),
+    }
+}
+
+/// `--frontier-exchange`: `auto`, `lists` or `all-reduce`.
+fn frontier_exchange(text: &str) -> Result<FrontierExchange, String> {
+    match text {
+        "auto" => Ok(FrontierExchange::Auto),
+        "lists" => Ok(FrontierExchange::ClaimLists),
+        "all-reduce" => Ok(FrontierExchange::AllReduce),
+        _ => Err(format!(
+            "`{text}` is not a frontier exchange: `auto`, `lists` or `all-reduce`"
         )),
     }
 }

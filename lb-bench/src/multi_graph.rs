@@ -4,6 +4,8 @@
 //! the host's reference (a queue BFS; Dijkstra, within f32 rounding). SSSP's weights are the
 //! absolute values of the matrix's.
 //!
+//! BFS runs once per `--frontier-exchange` (`exchange`; `listed`: the levels whose claims
+//! travelled as lists, summed over the sources); SSSP's exchange is always the all-reduce.
 //! Columns, each a sum over the sources of the median wall time of `--reps` searches (after
 //! `--warmup`): `wall ms` on the group, `one ms` on its first device, `scaling` their ratio,
 //! `steps` (BFS levels or SSSP rounds) and `GTEPS` (edges expanded or relaxed over the group's
@@ -14,7 +16,8 @@
 use std::io::Write;
 
 use lb::algorithms::{
-    bfs_into, bfs_levels, dijkstra, sssp, BfsResult, MultiBfs, MultiBfsResult, MultiSssp,
+    bfs_into, bfs_levels, dijkstra, sssp, BfsResult, FrontierExchange, MultiBfs, MultiBfsResult,
+    MultiSssp,
 };
 use lb::multi::{Devices, MultiCsr};
 use lb::prelude::*;
@@ -31,6 +34,10 @@ struct Record {
     edges: usize,
     op: &'static str,
     schedule: String,
+    /// BFS: how the devices exchanged their claims (`--frontier-exchange`); SSSP: `all-reduce`.
+    exchange: &'static str,
+    /// BFS: levels whose claims travelled as lists, summed over the sources.
+    claim_list_levels: usize,
     devices: usize,
     sources: Vec<usize>,
     steps: usize,
@@ -43,11 +50,12 @@ struct Record {
     error: Option<String>,
 }
 
-/// One search's outcome: its wall time, steps and edges.
+/// One search's outcome: its wall time, steps, edges and levels by claim lists.
 struct Searched {
     wall_ms: f64,
     steps: usize,
     edges: u64,
+    listed: usize,
 }
 
 /// Runs `op` (BFS or SSSP) on every square matrix under every schedule; returns how many runs
@@ -61,12 +69,14 @@ pub fn run(
     mut json: Option<&mut dyn Write>,
 ) -> usize {
     println!(
-        "{:<40} {:<6} {:<16} {:>7} {:>7} {:>10} {:>10} {:>8} {:>8} {:>10}",
+        "{:<40} {:<6} {:<16} {:<10} {:>7} {:>7} {:>7} {:>10} {:>10} {:>8} {:>8} {:>10}",
         "graph",
         "op",
         "schedule",
+        "exchange",
         "devices",
         "steps",
+        "listed",
         "wall ms",
         "one ms",
         "scaling",
@@ -89,13 +99,23 @@ pub fn run(
             g.values.iter_mut().for_each(|w| *w = w.abs());
             g
         });
-        for &schedule in schedules {
+        let exchanges = match (op, cli.frontier_exchanges.as_slice()) {
+            (Op::Bfs, []) => vec![FrontierExchange::Auto],
+            (Op::Bfs, chosen) => chosen.to_vec(),
+            _ => vec![FrontierExchange::AllReduce],
+        };
+        for (schedule, exchange) in schedules
+            .iter()
+            .flat_map(|&s| exchanges.iter().map(move |&e| (s, e)))
+        {
             let mut record = Record {
                 matrix: m.name.clone(),
                 vertices: m.csr.num_rows,
                 edges: m.csr.nnz(),
                 op: op.name(),
                 schedule: schedule.to_string(),
+                exchange: exchange_name(exchange),
+                claim_list_levels: 0,
                 devices: group.count(),
                 sources: Vec::new(),
                 steps: 0,
@@ -110,7 +130,7 @@ pub fn run(
             let outcome = graph
                 .as_ref()
                 .map_err(ToString::to_string)
-                .and_then(|g| measure((group, one), op, g, schedule, cli, &mut record));
+                .and_then(|g| measure((group, one), op, g, (schedule, exchange), cli, &mut record));
             if let Err(e) = outcome {
                 record.error = Some(e);
                 failed += 1;
@@ -161,7 +181,7 @@ fn measure(
     (group, one): (&Devices, &Devices),
     op: Op,
     g: &Csr<f32>,
-    schedule: Schedule,
+    (schedule, exchange): (Schedule, FrontierExchange),
     cli: &Cli,
     record: &mut Record,
 ) -> Result<(), String> {
@@ -176,10 +196,11 @@ fn measure(
             MultiSssp::new(&alone).map_err(err)?,
         )
     } else {
-        Searches::Bfs(
-            MultiBfs::new(&split).map_err(err)?,
-            MultiBfs::new(&alone).map_err(err)?,
-        )
+        let mut bfs = MultiBfs::new(&split).map_err(err)?;
+        let mut bfs_alone = MultiBfs::new(&alone).map_err(err)?;
+        bfs.set_exchange(exchange);
+        bfs_alone.set_exchange(exchange);
+        Searches::Bfs(bfs, bfs_alone)
     };
     for &source in &record.sources {
         let (on_group, on_one, driver) = match &mut searches {
@@ -198,16 +219,25 @@ fn measure(
                             wall_ms: r.run.wall_ms,
                             steps: r.run.iterations,
                             edges: r.run.edges,
+                            listed: 0,
                         })
                     })?,
                 )
             }
             Searches::Bfs(bfs, bfs_alone) => {
                 let want = bfs_levels(g, source);
+                // The depths arrive in page-locked memory that every search reuses (its
+                // allocation, several milliseconds for a large graph, is not the search's).
                 let mut kept = BfsResult::<HostBuffer<u32>>::default();
+                let mut kept_group = MultiBfsResult::<HostBuffer<u32>>::default();
+                let mut kept_alone = MultiBfsResult::<HostBuffer<u32>>::default();
                 (
-                    median_of(cli, || search_bfs(bfs, source, schedule, &want))?,
-                    median_of(cli, || search_bfs(bfs_alone, source, schedule, &want))?,
+                    median_of(cli, || {
+                        search_bfs(bfs, (source, schedule), &want, &mut kept_group)
+                    })?,
+                    median_of(cli, || {
+                        search_bfs(bfs_alone, (source, schedule), &want, &mut kept_alone)
+                    })?,
                     median_of(cli, || {
                         bfs_into(
                             single_graph.device(),
@@ -227,6 +257,7 @@ fn measure(
                             wall_ms: kept.run.wall_ms,
                             steps: kept.run.iterations,
                             edges: kept.run.edges,
+                            listed: 0,
                         })
                     })?,
                 )
@@ -234,6 +265,7 @@ fn measure(
         };
         record.steps += on_group.steps;
         record.edges_expanded += on_group.edges;
+        record.claim_list_levels += on_group.listed;
         record.wall_ms += on_group.wall_ms;
         record.one_device_ms += on_one.wall_ms;
         record.single_driver_ms += driver.wall_ms;
@@ -243,16 +275,15 @@ fn measure(
     Ok(())
 }
 
-/// One search of `bfs`, its depths arriving in page-locked memory that every search reuses (as
-/// the one-device benchmarks' do), checked against `want`.
+/// One search of `bfs` into `r`, whose page-locked depths every search reuses (as the
+/// one-device benchmarks' do), checked against `want`.
 fn search_bfs(
     bfs: &mut MultiBfs,
-    source: usize,
-    schedule: Schedule,
+    (source, schedule): (usize, Schedule),
     want: &[u32],
+    r: &mut MultiBfsResult<HostBuffer<u32>>,
 ) -> Result<Searched, String> {
-    let mut r = MultiBfsResult::<HostBuffer<u32>>::default();
-    bfs.search_into(source, schedule, &mut r)
+    bfs.search_into(source, schedule, r)
         .map_err(|e| e.to_string())?;
     if *r.depth != *want {
         return Err(format!("source {source}: depths differ from a queue BFS"));
@@ -261,6 +292,7 @@ fn search_bfs(
         wall_ms: r.wall_ms,
         steps: r.levels,
         edges: r.edges,
+        listed: r.claim_list_levels,
     })
 }
 
@@ -278,6 +310,7 @@ fn search_sssp(
         wall_ms: r.wall_ms,
         steps: r.rounds,
         edges: r.edges,
+        listed: 0,
     })
 }
 
@@ -297,12 +330,14 @@ fn check_dist(got: &[f32], want: &[f32], cli: &Cli, what: &str) -> Result<(), St
 
 fn print(r: &Record) {
     println!(
-        "{:<40} {:<6} {:<16} {:>7} {:>7} {:>10.2} {:>10.2} {:>8.2} {:>8.3} {:>10.2}{}",
+        "{:<40} {:<6} {:<16} {:<10} {:>7} {:>7} {:>7} {:>10.2} {:>10.2} {:>8.2} {:>8.3} {:>10.2}{}",
         r.matrix,
         r.op,
         r.schedule,
+        r.exchange,
         r.devices,
         r.steps,
+        r.claim_list_levels,
         r.wall_ms,
         r.one_device_ms,
         r.scaling,
@@ -312,4 +347,13 @@ fn print(r: &Record) {
             .as_ref()
             .map_or(String::new(), |e| format!("  error: {e}"))
     );
+}
+
+/// `--frontier-exchange`'s name for `e`.
+fn exchange_name(e: FrontierExchange) -> &'static str {
+    match e {
+        FrontierExchange::Auto => "auto",
+        FrontierExchange::ClaimLists => "lists",
+        FrontierExchange::AllReduce => "all-reduce",
+    }
 }

@@ -532,6 +532,8 @@ fn simulated_devices_search_graphs() {
             "1",
             "--warmup",
             "0",
+            "--frontier-exchange",
+            "lists,all-reduce",
         ],
     );
     assert!(err.contains("cc does not run across devices"), "{err}");
@@ -540,19 +542,29 @@ fn simulated_devices_search_graphs() {
         assert!(r["error"].is_null(), "{r}");
         assert_eq!(r["devices"].as_u64(), Some(2), "{r}");
         assert_eq!(r["sources"].as_array().map(Vec::len), Some(2), "{r}");
-        assert!(r["steps"].as_u64().unwrap() >= 2, "{r}");
+        let steps = r["steps"].as_u64().unwrap();
+        assert!(steps >= 2, "{r}");
         assert!(r["edges_expanded"].as_u64().unwrap() > 0, "{r}");
+        let exchange = r["exchange"].as_str().unwrap().to_string();
+        // With lists every level of each of the two searches but its last is listed.
+        let listed = if exchange == "lists" { steps - 2 } else { 0 };
+        assert_eq!(r["claim_list_levels"].as_u64(), Some(listed), "{r}");
         seen.insert((
             r["op"].as_str().unwrap().to_string(),
             r["schedule"].as_str().unwrap().to_string(),
+            exchange,
         ));
     }
-    for op in ["bfs", "sssp"] {
-        for schedule in ["merge_path", "lrb"] {
-            assert!(
-                seen.contains(&(op.to_string(), schedule.to_string())),
-                "{op} {schedule}: {seen:?}"
-            );
+    // BFS runs each exchange asked for; SSSP has only the all-reduce.
+    let mut expected = BTreeSet::new();
+    for schedule in ["merge_path", "lrb"] {
+        for (op, exchange) in [
+            ("bfs", "lists"),
+            ("bfs", "all-reduce"),
+            ("sssp", "all-reduce"),
+        ] {
+            expected.insert((op.to_string(), schedule.to_string(), exchange.to_string()));
         }
     }
+    assert_eq!(seen, expected);
 }

@@ -54,7 +54,9 @@ pub use dobfs::{
     DoBfsGraph, DoBfsLevel, DoBfsResult, CLAIM_SLOTS,
 };
 pub use driver::{collect_marked, schedules, Traversal, EDGE_SLOTS};
-pub use multi_bfs::{bfs_multi, collect_rows_marked, MultiBfs, MultiBfsResult};
+pub use multi_bfs::{
+    absorb_claims, bfs_multi, collect_rows_marked, FrontierExchange, MultiBfs, MultiBfsResult,
+};
 pub use multi_sssp::{collect_rows_improved, sssp_relax_rows, MultiSssp, MultiSsspResult};
 pub use nearfar::{
     near_far_divide, near_far_relax, sssp_near_far, weight_sum, Delta, NearFarResult, WEIGHT_SLOTS,

@@ -1,32 +1,43 @@
 //! Breadth-first search across the devices of a group: each device expands the frontier
-//! vertices whose out-edges it holds, and one all-reduce per level merges what the devices
-//! claimed.
+//! vertices whose out-edges it holds, and the devices exchange what they claimed after each
+//! level.
 //!
 //! The graph is split by rows ([`MultiCsr`]): a part holds the out-edges of a range of vertices
 //! (a vertex cut between two parts has out-edges in both). Every device keeps a copy of the
 //! whole depth array. A level is three steps:
 //!
 //! 1. every part runs [`bfs_visit`] over its frontier (its own rows whose depth is the
-//!    level) against its device's copy, claiming unvisited neighbours with `level + 1`: a
-//!    vertex two devices claim is claimed twice, once in each copy, with the same depth;
-//! 2. [`Devices::all_reduce`] takes the minimum of the copies, so every copy holds every
-//!    claim (NCCL's all-reduce on GPUs: the frontier travels as the changed entries of the
-//!    depth array, with no host staging);
-//! 3. every part collects its rows marked `level + 1` into its next frontier
-//!    ([`collect_rows_marked`]), and the host reads the parts' push counters: the only bytes
-//!    to the host per level, 8 per part.
+//!    level) against its device's copy, claiming unvisited neighbours with `level + 1` and
+//!    pushing them into its device's claim queue: a vertex two devices claim is claimed twice,
+//!    once in each copy, with the same depth;
+//! 2. the devices exchange their claims, in one of two ways ([`FrontierExchange`]):
+//!    - **claim lists**: every device's claim queue is gathered into every device
+//!      ([`Devices::all_gather_queues`], 4 bytes per claim), and each part takes them in
+//!      ([`absorb_claims`]): it marks every claimed vertex in its device's copy and pushes
+//!      those among its rows into its next frontier;
+//!    - **all-reduce**: [`Devices::all_reduce`] takes the minimum of the copies of the depth
+//!      array (4 bytes per vertex, whatever the frontier), and each part collects its rows
+//!      marked `level + 1` ([`collect_rows_marked`], one thread per row);
+//! 3. the host reads the parts' push counters, the next frontiers' lengths.
 //!
-//! This is the all-gather of a frontier bitmap that Buluç and Madduri describe for distributed
-//! BFS ("Parallel Breadth-First Search on Distributed Memory Systems", SC'11, §3, the 1-D
-//! decomposition), with the depth array as the bitmap: one word per vertex instead of one bit,
-//! which NCCL reduces directly.
+//! The host also reads the claim counts after step 1 (they size the lists' copies and choose
+//! the exchange): 16 bytes per part per level in all.
+//!
+//! The claim lists are the all-to-all of frontier vertices of Buluç and Madduri's 1-D
+//! decomposition ("Parallel Breadth-First Search on Distributed Memory Systems", SC'11, §3),
+//! sent to every device because every device keeps the whole depth array; the all-reduce is
+//! their alternative, the all-gather of a frontier bitmap, with the depth array as the bitmap.
+//! Which one costs less depends on the level: a deep graph (a road network, a mesh) has
+//! thousands of levels of a few hundred claims each, where the all-reduce would move the whole
+//! array thousands of times; a power-law graph has a few levels that claim most of the
+//! vertices, where one reduce of the array beats lists as long as it.
 
 use std::time::Instant;
 
 use super::bfs::bfs_visit;
-use super::driver::{stamp, EDGE_SLOTS};
+use super::driver::{one_per_vertex, pushed, stamp, EDGE_SLOTS};
 use super::multi_frontier::{check_source, edge_sum, first_row, reset, Frontiers};
-use crate::multi::{MultiCsr, Reduce, Replicated};
+use crate::multi::{Devices, MultiCsr, Reduce, Replicated};
 use crate::prelude::*;
 use crate::{Error, Result};
 
@@ -48,6 +59,52 @@ pub fn collect_rows_marked(
     }
 }
 
+/// Takes in a level's claims gathered from every device (`frontier`: vertex numbers, a vertex
+/// once per device that claimed it; `vertices` has one one-atom row per vertex of the graph):
+/// marks each claimed vertex `mark` in this device's depths, and pushes each one among the
+/// part's rows `first..end` into the part's next frontier, in the part's row numbers, once:
+/// `seen` (one entry per row of the part) holds the last mark each row was pushed with.
+///
+/// The plain store is right because every claim of a level carries the same mark, and a
+/// vertex claimed in this level was unvisited in every copy before it (the copies agree after
+/// each level).
+#[load_balanced(schedule = "thread_mapped", tiles = "frontier")]
+#[allow(clippy::too_many_arguments)]
+pub fn absorb_claims(
+    _vertices: &Csr<f32>,
+    frontier: &[u32],
+    depth: &mut [u32],
+    mark: u32,
+    first: u32,
+    end: u32,
+    seen: &mut [u32],
+    next: &mut Queue,
+    #[tile] v: usize,
+    #[atom] _e: usize,
+) {
+    depth[v] = mark;
+    if v >= first as usize && v < end as usize {
+        let row = v - first as usize;
+        if atomic_exch(&mut seen[row], mark) != mark {
+            next.push(row as u32);
+        }
+    }
+}
+
+/// How the devices of a [`MultiBfs`] share the vertices they claimed in a level.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FrontierExchange {
+    /// Claim lists while a level's claims (summed over the devices) are at most
+    /// [`MultiBfs::CLAIMS_PER_VERTEX`] per vertex, the all-reduce otherwise.
+    #[default]
+    Auto,
+    /// Every level an all-reduce (minimum) of the depth arrays: 4 bytes per vertex.
+    AllReduce,
+    /// Every level an all-gather of the devices' claims: 4 bytes per claim. The inboxes grow
+    /// to the largest level's claims.
+    ClaimLists,
+}
+
 /// What [`bfs_multi`] computed. `D` holds the depths on the host: a `Vec`, or with
 /// [`MultiBfs::search_into`] a [`HostBuffer`] in page-locked memory.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -58,18 +115,20 @@ pub struct MultiBfsResult<D = Vec<u32>> {
     pub levels: usize,
     /// Edges expanded over all levels (out-degrees of every frontier vertex).
     pub edges: u64,
+    /// Levels whose claims travelled as claim lists (the others by all-reduce).
+    pub claim_list_levels: usize,
     /// Wall-clock time of the search, from the reset of the depths to the result's download
     /// ([`MultiBfs::new`]'s allocations not included).
     pub wall_ms: f64,
 }
 
 /// Searches on a split graph: the device buffers every search needs (each device's copy of
-/// the depths and its edge counters, each part's frontier, row set and claim queue), made once,
-/// so that a search from a new source allocates and uploads nothing but the source's depth (4
-/// bytes per device).
+/// the depths, its claim queue, inbox and edge counters, each part's frontier and row set),
+/// made once, so that a search from a new source allocates and uploads nothing but the
+/// source's depth (4 bytes per device).
 ///
 /// ```
-/// use lb::algorithms::{bfs_levels, MultiBfs};
+/// use lb::algorithms::{bfs_levels, FrontierExchange, MultiBfs};
 /// use lb::multi::{Devices, MultiCsr};
 /// use lb::prelude::*;
 ///
@@ -79,21 +138,45 @@ pub struct MultiBfsResult<D = Vec<u32>> {
 /// for source in [7, 100] {
 ///     assert_eq!(bfs.search(source, Schedule::MergePath)?.depth, bfs_levels(&g, source));
 /// }
+/// // The same depths whichever way the claims travel.
+/// bfs.set_exchange(FrontierExchange::AllReduce);
+/// assert_eq!(bfs.search(7, Schedule::Lrb)?.depth, bfs_levels(&g, 7));
 /// # Ok::<(), lb::Error>(())
 /// ```
 pub struct MultiBfs<'a> {
     split: &'a MultiCsr<f32>,
     frontiers: Frontiers,
-    /// Per device, the queue [`bfs_visit`] pushes its claims into: the claims travel through
-    /// the depth array instead, so these are not read, and a device's parts share one. Each
-    /// holds every vertex, because a device claims a vertex at most once per search (the
-    /// `cas` on its copy): none overflows.
+    exchange: FrontierExchange,
+    /// Per device, the queue [`bfs_visit`] pushes its claims into (a device's parts share
+    /// one). Each holds every vertex, because a device claims a vertex at most once per search
+    /// (the `cas` on its copy): none overflows.
     claims: Vec<DeviceQueue>,
+    /// What the claim lists need, made by the first search that may use them.
+    lists: Option<ClaimLists>,
     depth: Replicated<u32>,
     edges: Replicated<u64>,
 }
 
+/// The buffers of the claim-list exchange.
+struct ClaimLists {
+    /// Per device, every device's claims of a level.
+    inbox: Vec<DeviceQueue>,
+    /// Per device, one one-atom row per vertex: [`absorb_claims`]'s tile set.
+    vertices: Vec<DeviceCsr<f32>>,
+    /// Per part, the mark each of its rows was last pushed with.
+    seen: Vec<DeviceBuffer<u32>>,
+}
+
 impl<'a> MultiBfs<'a> {
+    /// [`FrontierExchange::Auto`] sends a level's claims as lists while there are at most
+    /// this many per vertex of the graph (summed over the devices), and all-reduces the depths
+    /// above. A list moves 4 bytes per claim to each peer and a scattered store per claim into
+    /// each copy; the all-reduce moves about 8 bytes per vertex through each device's links
+    /// (a ring's reduce-scatter and all-gather) and reads the part's rows again to collect the
+    /// frontier. Below half a claim per vertex the lists move at most a quarter of the
+    /// all-reduce's bytes, which pays for their scattered stores.
+    pub const CLAIMS_PER_VERTEX: f64 = 0.5;
+
     /// The buffers for searches on `split`, which holds a graph's adjacency matrix (row `u`
     /// lists `u`'s out-neighbours): square, with fewer than 2³² vertices.
     pub fn new(split: &'a MultiCsr<f32>) -> Result<MultiBfs<'a>> {
@@ -108,10 +191,22 @@ impl<'a> MultiBfs<'a> {
         Ok(MultiBfs {
             split,
             frontiers,
+            exchange: FrontierExchange::default(),
             claims,
+            lists: None,
             depth: group.replicated_zeros(n)?,
             edges: group.replicated_zeros(EDGE_SLOTS)?,
         })
+    }
+
+    /// The split graph the searches run on.
+    pub fn graph(&self) -> &'a MultiCsr<f32> {
+        self.split
+    }
+
+    /// How the next searches exchange their claims ([`FrontierExchange::Auto`] unless set).
+    pub fn set_exchange(&mut self, exchange: FrontierExchange) {
+        self.exchange = exchange;
     }
 
     /// Hop counts from `source`: exactly [`bfs`](super::bfs)'s result on one device, whatever
@@ -136,44 +231,154 @@ impl<'a> MultiBfs<'a> {
         let split = self.split;
         check_source(split.num_rows(), source, WHAT)?;
         let group = split.devices();
+        self.prepare_lists()?;
+        if let Some(lists) = &mut self.lists {
+            // The marks start again from 1.
+            for (p, seen) in split.parts().iter().zip(&mut lists.seen) {
+                p.device().fill(seen, 0)?;
+            }
+        }
         reset(group, &mut self.depth, u32::MAX, (source, 0))?;
         reset(group, &mut self.edges, 0, (0, 0))?;
         // The first frontier: the rows marked 0, the source's in every part that holds it.
         self.collect(0)?;
-        let mut levels = 0;
+        let (mut levels, mut by_lists) = (0, 0);
         while self.frontiers.any() {
             let level = u32::try_from(levels)
                 .ok()
                 .filter(|&l| l < u32::MAX - 1)
                 .ok_or_else(|| Error::Shape(format!("{WHAT}: level {levels} exceeds u32")))?;
-            for (p, f) in split.parts().iter().zip(&mut self.frontiers.parts) {
-                if f.len == 0 {
-                    continue;
-                }
-                let d = p.index();
-                let claims = &mut self.claims[d];
-                claims.clear()?;
-                // The visit's report is read at the collection's wait on the same stream.
-                drop(bfs_visit::launch_with_async(
+            let claimed = self.visit(schedule, level)?;
+            let mark = stamp(levels, WHAT)?;
+            levels += 1;
+            let total: u64 = claimed.iter().sum();
+            if total == 0 {
+                break;
+            }
+            if self.by_lists(total) {
+                self.exchange_lists(&claimed, total, mark)?;
+                by_lists += 1;
+            } else {
+                group.all_reduce(Reduce::Min, &mut self.depth)?;
+                self.collect(mark)?;
+            }
+        }
+        out.edges = edge_sum(&self.edges)?;
+        out.depth.download(&group.devices()[0], self.depth.on(0))?;
+        out.levels = levels;
+        out.claim_list_levels = by_lists;
+        out.wall_ms = clock.elapsed().as_secs_f64() * 1e3;
+        Ok(())
+    }
+
+    /// Runs [`bfs_visit`] on every part with a frontier, then waits for them; returns how many
+    /// vertices each device claimed.
+    fn visit(&mut self, schedule: Schedule, level: u32) -> Result<Vec<u64>> {
+        let split = self.split;
+        for claims in &mut self.claims {
+            claims.clear()?;
+        }
+        let mut pending = Vec::new();
+        for (p, f) in split.parts().iter().zip(&mut self.frontiers.parts) {
+            if f.len == 0 {
+                continue;
+            }
+            let d = p.index();
+            pending.push((
+                d,
+                bfs_visit::launch_with_async(
                     &p.device().stream(),
                     schedule,
                     p.tiles(),
                     f.queue.slots(f.len),
                     self.depth.on_mut(d),
                     level,
-                    claims,
+                    &mut self.claims[d],
                     self.edges.on_mut(d),
-                )?);
-            }
-            group.all_reduce(Reduce::Min, &mut self.depth)?;
-            self.collect(stamp(levels, WHAT)?)?;
-            levels += 1;
+                )?,
+            ));
         }
-        out.edges = edge_sum(&self.edges)?;
-        out.depth.download(&group.devices()[0], self.depth.on(0))?;
-        out.levels = levels;
-        out.wall_ms = clock.elapsed().as_secs_f64() * 1e3;
+        // A device's parts push into one queue on one stream: the last one's count, read after
+        // it ran, is the device's (the counter only grows).
+        let mut claimed = vec![0u64; self.claims.len()];
+        for (d, launch) in pending {
+            claimed[d] = claimed[d].max(pushed(&launch.wait()?)?);
+        }
+        Ok(claimed)
+    }
+
+    /// Whether a level whose devices claimed `total` vertices exchanges them as lists.
+    fn by_lists(&self, total: u64) -> bool {
+        match self.exchange {
+            FrontierExchange::AllReduce => false,
+            FrontierExchange::ClaimLists => true,
+            FrontierExchange::Auto => {
+                total as f64 <= Self::CLAIMS_PER_VERTEX * self.split.num_rows() as f64
+            }
+        }
+    }
+
+    /// Makes the claim lists' buffers, unless the exchange never uses them or they exist. The
+    /// inboxes start with room for [`FrontierExchange::Auto`]'s largest list.
+    fn prepare_lists(&mut self) -> Result<()> {
+        if self.exchange == FrontierExchange::AllReduce || self.lists.is_some() {
+            return Ok(());
+        }
+        let split = self.split;
+        let n = split.num_rows();
+        let room = ((Self::CLAIMS_PER_VERTEX * n as f64) as usize).max(1);
+        let devices = split.devices().devices();
+        self.lists = Some(ClaimLists {
+            inbox: devices
+                .iter()
+                .map(|dev| DeviceQueue::new(dev, room))
+                .collect::<Result<_>>()?,
+            vertices: devices
+                .iter()
+                .map(|dev| one_per_vertex(dev, n))
+                .collect::<Result<_>>()?,
+            seen: split
+                .parts()
+                .iter()
+                .map(|p| p.device().zeros(p.rows().len().max(1)))
+                .collect::<Result<_>>()?,
+        });
         Ok(())
+    }
+
+    /// Gathers every device's `claimed` claims (`total` in all) into every device, then lets
+    /// every part take them in as its next frontier, marked `mark`.
+    fn exchange_lists(&mut self, claimed: &[u64], total: u64, mark: u32) -> Result<()> {
+        let split = self.split;
+        let group: &Devices = split.devices();
+        self.prepare_lists()?;
+        let lists = self.lists.as_mut().expect("made above");
+        let room = usize::try_from(total)
+            .map_err(|_| Error::Shape(format!("{WHAT}: {total} claims exceed usize")))?;
+        for (inbox, dev) in lists.inbox.iter_mut().zip(group.devices()) {
+            if inbox.capacity() < room {
+                *inbox = DeviceQueue::new(dev, room.next_power_of_two())?;
+            }
+        }
+        group.all_gather_queues(&self.claims, claimed, &mut lists.inbox)?;
+        let depth = &mut self.depth;
+        self.frontiers.collect(split, |q, p, f| {
+            let d = p.index();
+            let first = first_row(p, WHAT)?;
+            let end = first + p.rows().len() as u32;
+            absorb_claims::launch_with_async(
+                &p.device().stream(),
+                Schedule::ThreadMapped,
+                &lists.vertices[d],
+                lists.inbox[d].slots(total),
+                depth.on_mut(d),
+                mark,
+                first,
+                end,
+                &mut lists.seen[q],
+                &mut f.queue,
+            )
+        })
     }
 
     /// Refills every part's frontier with its rows marked `mark` in its device's copy of the

@@ -10,6 +10,7 @@
 //! ([`Exchange::end`]). Nothing is staged through the host; the simulators copy through host
 //! memory, which is where their device memory lives.
 
+use std::borrow::Borrow;
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -864,16 +865,19 @@ impl Exchange {
     /// `pipelined`: with peer copies, a device sends its piece to its peers from its own copy in
     /// `dst`, once it is made, so that the kernels may overwrite their output while the peers'
     /// copies are under way (see [`end`](Self::end)).
-    pub(crate) fn gather<T: Element>(
+    pub(crate) fn gather<T: Element, D: Borrow<DeviceBuffer<T>>>(
         &mut self,
         devices: &[Device],
         step: Option<usize>,
         pieces: &[Piece],
-        dst: &mut [DeviceBuffer<T>],
+        dst: &mut [D],
         pipelined: bool,
     ) -> Result<()> {
         let size = T::SIZE as u64;
-        let addr = |b: &DeviceBuffer<T>, at: usize| b.device_addr() + at as u64 * size;
+        // The destinations' addresses: the copies write through them, while `dst` stays
+        // borrowed.
+        let dst: Vec<u64> = dst.iter().map(|b| b.borrow().device_addr()).collect();
+        let addr = |b: &u64, at: usize| b + at as u64 * size;
         match self {
             Exchange::Alone => {
                 let gpu = gpu_of(&devices[0])?;
@@ -908,7 +912,7 @@ impl Exchange {
                 Ok(())
             }
             Exchange::Gpus(g) if g.transport != Transport::Nccl => {
-                push_pieces(g, devices, (step, pipelined), pieces, dst)
+                push_pieces::<T>(g, devices, (step, pipelined), pieces, &dst)
             }
             Exchange::Gpus(g) => {
                 let ty = nccl_type::<T>(false)?;
@@ -975,7 +979,7 @@ fn push_pieces<T: Element>(
     devices: &[Device],
     (step, pipelined): (Option<usize>, bool),
     pieces: &[Piece],
-    dst: &mut [DeviceBuffer<T>],
+    dst: &[u64],
 ) -> Result<()> {
     let err = driver_error("copying a piece of an all-gather to a peer GPU");
     let gpus: Vec<_> = devices.iter().map(gpu_of).collect::<Result<_>>()?;
@@ -987,7 +991,7 @@ fn push_pieces<T: Element>(
         }
         let to: Vec<u64> = dst
             .iter()
-            .map(|into| into.device_addr() + (p.dst_at * T::SIZE) as u64)
+            .map(|into| into + (p.dst_at * T::SIZE) as u64)
             .filter(|&to| to != p.src)
             .collect();
         if push::aligned_alike(p.src, &to) {
@@ -1003,8 +1007,7 @@ fn push_pieces<T: Element>(
         let bytes = p.count * T::SIZE;
         n >= 3 && bytes >= RELAY_MIN_BYTES && bytes as f64 > RELAY_ABOVE_MEAN * mean
     };
-    let at =
-        |into: &DeviceBuffer<T>, element: usize| into.device_addr() + (element * T::SIZE) as u64;
+    let at = |into: &u64, element: usize| into + (element * T::SIZE) as u64;
     // One copy of `count` elements from `src` (on device `from`) to element `element` of device
     // `j`'s copy, on `stream`.
     let copy =

@@ -27,6 +27,7 @@ mod combine;
 mod csr;
 mod partition;
 mod push;
+mod queues;
 
 use std::sync::{Arc, Mutex};
 
