@@ -1321,6 +1321,10 @@ fn check_bfs_search(
     let r = bfs.search(source, schedule).expect("bfs_multi");
     let want = lb::algorithms::bfs_levels(g, source);
     assert_eq!(r.depth, want, "{schedule}, {exchange:?}, source {source}");
+    // Two levels or more mean one exchange or more; both phases are parts of the wall time.
+    assert!(r.expand_ms > 0.0 || r.levels == 0, "{r:?}");
+    assert!(r.exchange_ms > 0.0 || r.levels < 2, "{r:?}");
+    assert!(r.expand_ms + r.exchange_ms <= r.wall_ms, "{r:?}");
     let deepest = want.iter().filter(|&&d| d != u32::MAX).max().copied();
     assert_eq!(r.levels, deepest.map_or(0, |d| d as usize + 1), "levels");
     // Every level but the last claims something, and its claims travel one way or the other.
@@ -1462,6 +1466,8 @@ fn check_sssp_multi(sssp: &mut MultiSssp, g: &Csr<f32>, source: usize, schedule:
     let r = sssp.search(source, schedule).expect("MultiSssp");
     let want = lb::algorithms::dijkstra(g, source);
     assert_eq!(r.dist, want, "{schedule}, source {source}");
+    assert!(r.relax_ms > 0.0 && r.exchange_ms > 0.0, "{r:?}");
+    assert!(r.relax_ms + r.exchange_ms <= r.wall_ms, "{r:?}");
     // Every reached vertex's out-edges are relaxed at least once.
     let reached: usize = (0..g.num_rows)
         .filter(|&v| want[v].is_finite())

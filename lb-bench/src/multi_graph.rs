@@ -7,7 +7,9 @@
 //! BFS runs once per `--frontier-exchange` (`exchange`; `listed`: the levels whose claims
 //! travelled as lists, summed over the sources); SSSP's exchange is always the all-reduce.
 //! Columns, each a sum over the sources of the median wall time of `--reps` searches (after
-//! `--warmup`): `wall ms` on the group, `one ms` on its first device, `scaling` their ratio,
+//! `--warmup`): `wall ms` on the group (and of it `compute ms`, the expansions or relaxations,
+//! and `exch ms`, the exchanges with the frontiers' collection, each from the run of median
+//! wall time), `one ms` on its first device, `scaling` their ratio,
 //! `steps` (BFS levels or SSSP rounds) and `GTEPS` (edges expanded or relaxed over the group's
 //! wall time, summed over the sources), and `driver ms`: the one-device driver
 //! (`lb::algorithms::bfs_into`, `sssp`) with the same schedule on the first device (what a graph
@@ -43,6 +45,10 @@ struct Record {
     steps: usize,
     edges_expanded: u64,
     wall_ms: f64,
+    /// Of `wall_ms`, the expansions (BFS) or relaxations (SSSP) of every step.
+    compute_ms: f64,
+    /// Of `wall_ms`, the exchanges and frontier collections of every step.
+    exchange_ms: f64,
     one_device_ms: f64,
     single_driver_ms: f64,
     scaling: f64,
@@ -50,9 +56,12 @@ struct Record {
     error: Option<String>,
 }
 
-/// One search's outcome: its wall time, steps, edges and levels by claim lists.
+/// One search's outcome: its wall time (and of it the expansions' and the exchanges'), steps,
+/// edges and levels by claim lists.
 struct Searched {
     wall_ms: f64,
+    compute_ms: f64,
+    exchange_ms: f64,
     steps: usize,
     edges: u64,
     listed: usize,
@@ -69,7 +78,7 @@ pub fn run(
     mut json: Option<&mut dyn Write>,
 ) -> usize {
     println!(
-        "{:<40} {:<6} {:<16} {:<10} {:>7} {:>7} {:>7} {:>10} {:>10} {:>8} {:>8} {:>10}",
+        "{:<40} {:<6} {:<16} {:<10} {:>7} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>10}",
         "graph",
         "op",
         "schedule",
@@ -78,6 +87,8 @@ pub fn run(
         "steps",
         "listed",
         "wall ms",
+        "compute ms",
+        "exch ms",
         "one ms",
         "scaling",
         "GTEPS",
@@ -121,6 +132,8 @@ pub fn run(
                 steps: 0,
                 edges_expanded: 0,
                 wall_ms: 0.0,
+                compute_ms: 0.0,
+                exchange_ms: 0.0,
                 one_device_ms: 0.0,
                 single_driver_ms: 0.0,
                 scaling: f64::NAN,
@@ -152,27 +165,21 @@ enum Searches<'a> {
     Sssp(MultiSssp<'a>, MultiSssp<'a>),
 }
 
-/// The median over `--reps` runs of `search` (after `--warmup`), with the last run's steps and
-/// edges.
+/// The run of median wall time among `--reps` runs of `search` (after `--warmup`).
 fn median_of(
     cli: &Cli,
     mut search: impl FnMut() -> Result<Searched, String>,
 ) -> Result<Searched, String> {
-    let mut walls = Vec::new();
-    let mut last = None;
+    let mut timed = Vec::new();
     for i in 0..cli.warmup + cli.reps.max(1) {
         let s = search()?;
         if i >= cli.warmup {
-            walls.push(s.wall_ms);
+            timed.push(s);
         }
-        last = Some(s);
     }
-    walls.sort_by(f64::total_cmp);
-    let last = last.expect("at least one search");
-    Ok(Searched {
-        wall_ms: walls[walls.len() / 2],
-        ..last
-    })
+    timed.sort_by(|a, b| a.wall_ms.total_cmp(&b.wall_ms));
+    let middle = timed.len() / 2;
+    Ok(timed.swap_remove(middle))
 }
 
 /// Times and checks the searches from `record`'s sources on the group, on one device, and by
@@ -217,6 +224,8 @@ fn measure(
                         check_dist(&r.dist, &want, cli, "the one-device driver")?;
                         Ok(Searched {
                             wall_ms: r.run.wall_ms,
+                            compute_ms: 0.0,
+                            exchange_ms: 0.0,
                             steps: r.run.iterations,
                             edges: r.run.edges,
                             listed: 0,
@@ -255,6 +264,8 @@ fn measure(
                         }
                         Ok(Searched {
                             wall_ms: kept.run.wall_ms,
+                            compute_ms: 0.0,
+                            exchange_ms: 0.0,
                             steps: kept.run.iterations,
                             edges: kept.run.edges,
                             listed: 0,
@@ -267,6 +278,8 @@ fn measure(
         record.edges_expanded += on_group.edges;
         record.claim_list_levels += on_group.listed;
         record.wall_ms += on_group.wall_ms;
+        record.compute_ms += on_group.compute_ms;
+        record.exchange_ms += on_group.exchange_ms;
         record.one_device_ms += on_one.wall_ms;
         record.single_driver_ms += driver.wall_ms;
     }
@@ -290,6 +303,8 @@ fn search_bfs(
     }
     Ok(Searched {
         wall_ms: r.wall_ms,
+        compute_ms: r.expand_ms,
+        exchange_ms: r.exchange_ms,
         steps: r.levels,
         edges: r.edges,
         listed: r.claim_list_levels,
@@ -308,6 +323,8 @@ fn search_sssp(
     check_dist(&r.dist, want, cli, "the distances")?;
     Ok(Searched {
         wall_ms: r.wall_ms,
+        compute_ms: r.relax_ms,
+        exchange_ms: r.exchange_ms,
         steps: r.rounds,
         edges: r.edges,
         listed: 0,
@@ -330,7 +347,7 @@ fn check_dist(got: &[f32], want: &[f32], cli: &Cli, what: &str) -> Result<(), St
 
 fn print(r: &Record) {
     println!(
-        "{:<40} {:<6} {:<16} {:<10} {:>7} {:>7} {:>7} {:>10.2} {:>10.2} {:>8.2} {:>8.3} {:>10.2}{}",
+        "{:<40} {:<6} {:<16} {:<10} {:>7} {:>7} {:>7} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>8.2} {:>8.3} {:>10.2}{}",
         r.matrix,
         r.op,
         r.schedule,
@@ -339,6 +356,8 @@ fn print(r: &Record) {
         r.steps,
         r.claim_list_levels,
         r.wall_ms,
+        r.compute_ms,
+        r.exchange_ms,
         r.one_device_ms,
         r.scaling,
         r.gteps,

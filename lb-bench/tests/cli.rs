@@ -545,6 +545,14 @@ fn simulated_devices_search_graphs() {
         let steps = r["steps"].as_u64().unwrap();
         assert!(steps >= 2, "{r}");
         assert!(r["edges_expanded"].as_u64().unwrap() > 0, "{r}");
+        // The two phases are parts of the wall time, and every search has both.
+        let (wall, compute, exchanged) = (
+            r["wall_ms"].as_f64().unwrap(),
+            r["compute_ms"].as_f64().unwrap(),
+            r["exchange_ms"].as_f64().unwrap(),
+        );
+        assert!(compute > 0.0 && exchanged > 0.0, "{r}");
+        assert!(compute + exchanged <= wall * 1.0001, "{r}");
         let exchange = r["exchange"].as_str().unwrap().to_string();
         // With lists every level of each of the two searches but its last is listed.
         let listed = if exchange == "lists" { steps - 2 } else { 0 };

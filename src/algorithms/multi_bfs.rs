@@ -32,7 +32,7 @@
 //! array thousands of times; a power-law graph has a few levels that claim most of the
 //! vertices, where one reduce of the array beats lists as long as it.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::bfs::bfs_visit;
 use super::driver::{one_per_vertex, pushed, stamp, EDGE_SLOTS};
@@ -117,6 +117,14 @@ pub struct MultiBfsResult<D = Vec<u32>> {
     pub edges: u64,
     /// Levels whose claims travelled as claim lists (the others by all-reduce).
     pub claim_list_levels: usize,
+    /// Of the wall time, the levels' expansions: from the first [`bfs_visit`] launch of each
+    /// level to the end of the waits for them (host clock).
+    pub expand_ms: f64,
+    /// Of the wall time, the levels' exchanges: from the end of the expansions' waits to the
+    /// next frontiers' lengths on the host (the exchange and each part's taking in or
+    /// collection of its frontier). The rest is the reset, the first frontier and the
+    /// download.
+    pub exchange_ms: f64,
     /// Wall-clock time of the search, from the reset of the depths to the result's download
     /// ([`MultiBfs::new`]'s allocations not included).
     pub wall_ms: f64,
@@ -243,12 +251,16 @@ impl<'a> MultiBfs<'a> {
         // The first frontier: the rows marked 0, the source's in every part that holds it.
         self.collect(0)?;
         let (mut levels, mut by_lists) = (0, 0);
+        let (mut expand, mut exchange) = (Duration::ZERO, Duration::ZERO);
         while self.frontiers.any() {
             let level = u32::try_from(levels)
                 .ok()
                 .filter(|&l| l < u32::MAX - 1)
                 .ok_or_else(|| Error::Shape(format!("{WHAT}: level {levels} exceeds u32")))?;
+            let started = Instant::now();
             let claimed = self.visit(schedule, level)?;
+            let expanded = Instant::now();
+            expand += expanded - started;
             let mark = stamp(levels, WHAT)?;
             levels += 1;
             let total: u64 = claimed.iter().sum();
@@ -262,11 +274,14 @@ impl<'a> MultiBfs<'a> {
                 group.all_reduce(Reduce::Min, &mut self.depth)?;
                 self.collect(mark)?;
             }
+            exchange += expanded.elapsed();
         }
         out.edges = edge_sum(&self.edges)?;
         out.depth.download(&group.devices()[0], self.depth.on(0))?;
         out.levels = levels;
         out.claim_list_levels = by_lists;
+        out.expand_ms = expand.as_secs_f64() * 1e3;
+        out.exchange_ms = exchange.as_secs_f64() * 1e3;
         out.wall_ms = clock.elapsed().as_secs_f64() * 1e3;
         Ok(())
     }

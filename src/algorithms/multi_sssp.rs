@@ -16,7 +16,7 @@
 //! A vertex whose row is cut between parts is in each of those parts' frontiers, so each
 //! relaxes its share of the vertex's out-edges.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::driver::EDGE_SLOTS;
 use super::multi_frontier::{check_source, edge_sum, first_row, reset, Frontiers};
@@ -77,6 +77,13 @@ pub struct MultiSsspResult {
     pub rounds: usize,
     /// Edges relaxed over all rounds.
     pub edges: u64,
+    /// Of the wall time, the rounds' relaxations: from the first [`sssp_relax_rows`] launch of
+    /// each round to the end of the waits for them (host clock).
+    pub relax_ms: f64,
+    /// Of the wall time, the rounds' exchanges: from the end of the relaxations' waits to the
+    /// next frontiers' lengths on the host (the all-reduce and each part's collection). The
+    /// rest is the reset, the first frontier and the download.
+    pub exchange_ms: f64,
     /// Wall-clock time of the search, from the reset of the distances to the result's download
     /// ([`MultiSssp::new`]'s allocations not included).
     pub wall_ms: f64,
@@ -144,6 +151,7 @@ impl<'a> MultiSssp<'a> {
         // The first frontier: the source, in every part that holds its row.
         self.collect()?;
         let mut rounds = 0;
+        let (mut relax, mut exchange) = (Duration::ZERO, Duration::ZERO);
         while self.frontiers.any() {
             if rounds > n {
                 return Err(Error::Shape(format!(
@@ -151,13 +159,14 @@ impl<'a> MultiSssp<'a> {
                      cycle of negative weight (the weights must be nonnegative)"
                 )));
             }
+            let started = Instant::now();
+            let mut pending = Vec::new();
             for (p, f) in split.parts().iter().zip(&mut self.frontiers.parts) {
                 if f.len == 0 {
                     continue;
                 }
                 let d = p.index();
-                // The relaxation's report is read at the collection's wait on the same stream.
-                drop(sssp_relax_rows::launch_with_async(
+                pending.push(sssp_relax_rows::launch_with_async(
                     &p.device().stream(),
                     schedule,
                     p.tiles(),
@@ -167,11 +176,21 @@ impl<'a> MultiSssp<'a> {
                     self.edges.on_mut(d),
                 )?);
             }
+            // Waited for here, not at the collection's wait, so that the round's two phases
+            // are timed apart (one more wait on the host per round).
+            for launch in pending {
+                launch.wait()?;
+            }
+            let relaxed = Instant::now();
+            relax += relaxed - started;
             group.all_reduce(Reduce::Min, &mut self.dist)?;
             self.collect()?;
+            exchange += relaxed.elapsed();
             rounds += 1;
         }
         Ok(MultiSsspResult {
+            relax_ms: relax.as_secs_f64() * 1e3,
+            exchange_ms: exchange.as_secs_f64() * 1e3,
             edges: edge_sum(&self.edges)?,
             dist: self.dist.on(0).download()?,
             rounds,
