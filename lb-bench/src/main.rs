@@ -242,10 +242,11 @@ pub struct Cli {
     /// kernels), `nccl` (NCCL broadcasts). Default: the group's own.
     #[arg(long = "transport", value_name = "T", value_delimiter = ',', value_parser = transport)]
     pub transports: Vec<Transport>,
-    /// With `--devices` and `--ops bfs`: how the devices exchange the vertices they claimed in
-    /// a level, comma-separated: `auto` (claim lists while a level claims few vertices, an
-    /// all-reduce of the depths otherwise), `lists` (every level's claims gathered into every
-    /// device), `all-reduce` (every level an all-reduce of the depths). Default: `auto`.
+    /// With `--devices` and `--ops bfs,sssp`: how the devices exchange the vertices they
+    /// claimed in a level (round), comma-separated: `auto` (claim lists while a step claims few
+    /// vertices, an all-reduce of the depths or distances otherwise), `lists` (every step's
+    /// claims gathered into every device), `all-reduce` (every step an all-reduce). Default:
+    /// `auto`.
     #[arg(long = "frontier-exchange", value_name = "E", value_delimiter = ',',
         value_parser = frontier_exchange)]
     pub frontier_exchanges: Vec<FrontierExchange>,

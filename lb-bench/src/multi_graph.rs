@@ -4,8 +4,8 @@
 //! the host's reference (a queue BFS; Dijkstra, within f32 rounding). SSSP's weights are the
 //! absolute values of the matrix's.
 //!
-//! BFS runs once per `--frontier-exchange` (`exchange`; `listed`: the levels whose claims
-//! travelled as lists, summed over the sources); SSSP's exchange is always the all-reduce.
+//! Each search runs once per `--frontier-exchange` (`exchange`; `listed`: the levels or rounds
+//! whose claims travelled as lists, summed over the sources).
 //! Columns, each a sum over the sources of the median wall time of `--reps` searches (after
 //! `--warmup`): `wall ms` on the group (and of it `compute ms`, the expansions or relaxations,
 //! and `exch ms`, the exchanges with the frontiers' collection, each from the run of median
@@ -36,9 +36,9 @@ struct Record {
     edges: usize,
     op: &'static str,
     schedule: String,
-    /// BFS: how the devices exchanged their claims (`--frontier-exchange`); SSSP: `all-reduce`.
+    /// How the devices exchanged their claims (`--frontier-exchange`).
     exchange: &'static str,
-    /// BFS: levels whose claims travelled as lists, summed over the sources.
+    /// Levels (rounds) whose claims travelled as lists, summed over the sources.
     claim_list_levels: usize,
     devices: usize,
     sources: Vec<usize>,
@@ -110,10 +110,9 @@ pub fn run(
             g.values.iter_mut().for_each(|w| *w = w.abs());
             g
         });
-        let exchanges = match (op, cli.frontier_exchanges.as_slice()) {
-            (Op::Bfs, []) => vec![FrontierExchange::Auto],
-            (Op::Bfs, chosen) => chosen.to_vec(),
-            _ => vec![FrontierExchange::AllReduce],
+        let exchanges = match cli.frontier_exchanges.as_slice() {
+            [] => vec![FrontierExchange::Auto],
+            chosen => chosen.to_vec(),
         };
         for (schedule, exchange) in schedules
             .iter()
@@ -198,10 +197,11 @@ fn measure(
     let single_graph = DeviceCsr::upload(&one.devices()[0], g).map_err(err)?;
     record.sources = sources(g, usize::from(cli.sources), cli.seed);
     let mut searches = if op == Op::Sssp {
-        Searches::Sssp(
-            MultiSssp::new(&split).map_err(err)?,
-            MultiSssp::new(&alone).map_err(err)?,
-        )
+        let mut paths = MultiSssp::new(&split).map_err(err)?;
+        let mut paths_alone = MultiSssp::new(&alone).map_err(err)?;
+        paths.set_exchange(exchange);
+        paths_alone.set_exchange(exchange);
+        Searches::Sssp(paths, paths_alone)
     } else {
         let mut bfs = MultiBfs::new(&split).map_err(err)?;
         let mut bfs_alone = MultiBfs::new(&alone).map_err(err)?;
@@ -327,7 +327,7 @@ fn search_sssp(
         exchange_ms: r.exchange_ms,
         steps: r.rounds,
         edges: r.edges,
-        listed: 0,
+        listed: r.claim_list_rounds,
     })
 }
 

@@ -68,6 +68,17 @@ impl DeviceQueue {
         })
     }
 
+    /// A queue holding `items`, in order, with no room for more (its capacity is their
+    /// number): a first frontier, or a list that launches over a prefix of it
+    /// ([`slots`](Self::slots)) read.
+    pub fn upload(dev: &Device, items: &[u32]) -> Result<DeviceQueue> {
+        Ok(DeviceQueue {
+            items: dev.upload(items)?,
+            count: dev.upload(&[items.len() as u64])?,
+            capacity: items.len(),
+        })
+    }
+
     /// Item slots.
     pub fn capacity(&self) -> usize {
         self.capacity

@@ -42,6 +42,7 @@ mod dobfs;
 mod driver;
 mod multi_bfs;
 mod multi_frontier;
+pub use multi_frontier::FrontierExchange;
 mod multi_sssp;
 mod nearfar;
 mod pagerank;
@@ -54,10 +55,11 @@ pub use dobfs::{
     DoBfsGraph, DoBfsLevel, DoBfsResult, CLAIM_SLOTS,
 };
 pub use driver::{collect_marked, schedules, Traversal, EDGE_SLOTS};
-pub use multi_bfs::{
-    absorb_claims, bfs_multi, collect_rows_marked, FrontierExchange, MultiBfs, MultiBfsResult,
+pub use multi_bfs::{absorb_claims, bfs_multi, collect_rows_marked, MultiBfs, MultiBfsResult};
+pub use multi_sssp::{
+    absorb_distances, collect_rows_improved, pack_claimed, sssp_relax_claim, sssp_relax_rows,
+    MultiSssp, MultiSsspResult,
 };
-pub use multi_sssp::{collect_rows_improved, sssp_relax_rows, MultiSssp, MultiSsspResult};
 pub use nearfar::{
     near_far_divide, near_far_relax, sssp_near_far, weight_sum, Delta, NearFarResult, WEIGHT_SLOTS,
     WINDOW,

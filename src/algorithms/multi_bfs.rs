@@ -35,8 +35,11 @@
 use std::time::{Duration, Instant};
 
 use super::bfs::bfs_visit;
-use super::driver::{one_per_vertex, pushed, stamp, EDGE_SLOTS};
-use super::multi_frontier::{check_source, edge_sum, first_row, reset, Frontiers};
+use super::driver::{one_per_vertex, stamp, EDGE_SLOTS};
+use super::multi_frontier::{
+    check_source, claim_counts, edge_sum, first_row, lists_carry, per_part_stamps, reset,
+    FrontierExchange, Frontiers,
+};
 use crate::multi::{Devices, MultiCsr, Reduce, Replicated};
 use crate::prelude::*;
 use crate::{Error, Result};
@@ -91,20 +94,6 @@ pub fn absorb_claims(
     }
 }
 
-/// How the devices of a [`MultiBfs`] share the vertices they claimed in a level.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FrontierExchange {
-    /// Claim lists while a level's claims (summed over the devices) are at most
-    /// [`MultiBfs::CLAIMS_PER_VERTEX`] per vertex, the all-reduce otherwise.
-    #[default]
-    Auto,
-    /// Every level an all-reduce (minimum) of the depth arrays: 4 bytes per vertex.
-    AllReduce,
-    /// Every level an all-gather of the devices' claims: 4 bytes per claim. The inboxes grow
-    /// to the largest level's claims.
-    ClaimLists,
-}
-
 /// What [`bfs_multi`] computed. `D` holds the depths on the host: a `Vec`, or with
 /// [`MultiBfs::search_into`] a [`HostBuffer`] in page-locked memory.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -117,8 +106,9 @@ pub struct MultiBfsResult<D = Vec<u32>> {
     pub edges: u64,
     /// Levels whose claims travelled as claim lists (the others by all-reduce).
     pub claim_list_levels: usize,
-    /// Of the wall time, the levels' expansions: from the first [`bfs_visit`] launch of each
-    /// level to the end of the waits for them (host clock).
+    /// Of the wall time, the levels' expansions: from the first
+    /// [`bfs_visit`](fn@super::bfs_visit) launch of each level to the end of the waits for
+    /// them (host clock).
     pub expand_ms: f64,
     /// Of the wall time, the levels' exchanges: from the end of the expansions' waits to the
     /// next frontiers' lengths on the host (the exchange and each part's taking in or
@@ -313,24 +303,13 @@ impl<'a> MultiBfs<'a> {
                 )?,
             ));
         }
-        // A device's parts push into one queue on one stream: the last one's count, read after
-        // it ran, is the device's (the counter only grows).
-        let mut claimed = vec![0u64; self.claims.len()];
-        for (d, launch) in pending {
-            claimed[d] = claimed[d].max(pushed(&launch.wait()?)?);
-        }
-        Ok(claimed)
+        claim_counts(pending, self.claims.len())
     }
 
     /// Whether a level whose devices claimed `total` vertices exchanges them as lists.
     fn by_lists(&self, total: u64) -> bool {
-        match self.exchange {
-            FrontierExchange::AllReduce => false,
-            FrontierExchange::ClaimLists => true,
-            FrontierExchange::Auto => {
-                total as f64 <= Self::CLAIMS_PER_VERTEX * self.split.num_rows() as f64
-            }
-        }
+        let n = self.split.num_rows();
+        lists_carry(self.exchange, total, Self::CLAIMS_PER_VERTEX, n)
     }
 
     /// Makes the claim lists' buffers, unless the exchange never uses them or they exist. The
@@ -352,11 +331,7 @@ impl<'a> MultiBfs<'a> {
                 .iter()
                 .map(|dev| one_per_vertex(dev, n))
                 .collect::<Result<_>>()?,
-            seen: split
-                .parts()
-                .iter()
-                .map(|p| p.device().zeros(p.rows().len().max(1)))
-                .collect::<Result<_>>()?,
+            seen: per_part_stamps(split)?,
         });
         Ok(())
     }

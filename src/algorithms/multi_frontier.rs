@@ -1,7 +1,7 @@
 //! What the searches across devices ([`MultiBfs`](super::MultiBfs),
 //! [`MultiSssp`](super::MultiSssp)) share: each part's frontier and the one-entry-per-row tile
-//! set its collection runs over, the collection's launch-then-wait, the state's reset, and the
-//! checks of the graph and the source.
+//! set its collection runs over, the collection's launch-then-wait, the choice of exchange and
+//! the claim counts it reads, the state's reset, and the checks of the graph and the source.
 
 use super::driver::{one_per_vertex, pushed};
 use crate::multi::{CsrPart, Devices, MultiCsr, Replicated};
@@ -113,4 +113,55 @@ pub(super) fn edge_sum(edges: &Replicated<u64>) -> Result<u64> {
         .iter()
         .flatten()
         .fold(0u64, |sum, &e| sum.wrapping_add(e)))
+}
+
+/// How the devices of a search across devices ([`MultiBfs`](super::MultiBfs),
+/// [`MultiSssp`](super::MultiSssp)) share the vertices they claimed (reached, or lowered) in a
+/// step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FrontierExchange {
+    /// Claim lists while a step's claims (summed over the devices) are few for the graph's
+    /// vertices (each search's `CLAIMS_PER_VERTEX`), the all-reduce otherwise.
+    #[default]
+    Auto,
+    /// Every step an all-reduce (minimum) of the depth or distance arrays: 4 bytes per vertex.
+    AllReduce,
+    /// Every step an all-gather of the devices' claims: 4 bytes per claim for BFS, 8 with
+    /// their distances for SSSP. The inboxes grow to the largest step's claims.
+    ClaimLists,
+}
+
+/// Whether `exchange` sends a step's `total` claims as lists on a graph of `vertices`
+/// vertices, `Auto` while they are at most `per_vertex` per vertex.
+pub(super) fn lists_carry(
+    exchange: FrontierExchange,
+    total: u64,
+    per_vertex: f64,
+    vertices: usize,
+) -> bool {
+    match exchange {
+        FrontierExchange::AllReduce => false,
+        FrontierExchange::ClaimLists => true,
+        FrontierExchange::Auto => total as f64 <= per_vertex * vertices as f64,
+    }
+}
+
+/// Waits for the claiming launches in `pending` (each with its device) and returns how many
+/// vertices each of the `devices` devices claimed. A device's parts push into one queue on one
+/// stream: the last one's count, read after it ran, is the device's (the counter only grows).
+pub(super) fn claim_counts(pending: Vec<(usize, Pending)>, devices: usize) -> Result<Vec<u64>> {
+    let mut claimed = vec![0u64; devices];
+    for (d, launch) in pending {
+        claimed[d] = claimed[d].max(pushed(&launch.wait()?)?);
+    }
+    Ok(claimed)
+}
+
+/// Per part, one stamp per row (zero): the step each row was last pushed in.
+pub(super) fn per_part_stamps(split: &MultiCsr<f32>) -> Result<Vec<DeviceBuffer<u32>>> {
+    split
+        .parts()
+        .iter()
+        .map(|p| p.device().zeros(p.rows().len().max(1)))
+        .collect()
 }
