@@ -89,6 +89,19 @@ fn every_module_assembles_without_spills() {
         ("near_far_relax", lb::algorithms::near_far_relax::PTX),
         ("near_far_divide", lb::algorithms::near_far_divide::PTX),
         ("weight_sum", lb::algorithms::weight_sum::PTX),
+        (
+            "collect_rows_marked",
+            lb::algorithms::collect_rows_marked::PTX,
+        ),
+        ("absorb_claims", lb::algorithms::absorb_claims::PTX),
+        ("sssp_relax_rows", lb::algorithms::sssp_relax_rows::PTX),
+        ("sssp_relax_claim", lb::algorithms::sssp_relax_claim::PTX),
+        (
+            "collect_rows_improved",
+            lb::algorithms::collect_rows_improved::PTX,
+        ),
+        ("pack_claimed", lb::algorithms::pack_claimed::PTX),
+        ("absorb_distances", lb::algorithms::absorb_distances::PTX),
         ("hspmv", hspmv::PTX),
         ("hstore", hstore::PTX),
     ];
