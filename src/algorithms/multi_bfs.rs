@@ -38,7 +38,7 @@ use super::bfs::bfs_visit;
 use super::driver::{one_per_vertex, stamp, EDGE_SLOTS};
 use super::multi_frontier::{
     check_source, claim_counts, edge_sum, first_row, lists_carry, per_part_stamps, reset,
-    FrontierExchange, Frontiers,
+    widen_inboxes, FrontierExchange, Frontiers,
 };
 use crate::multi::{Devices, MultiCsr, Reduce, Replicated};
 use crate::prelude::*;
@@ -280,9 +280,7 @@ impl<'a> MultiBfs<'a> {
     /// vertices each device claimed.
     fn visit(&mut self, schedule: Schedule, level: u32) -> Result<Vec<u64>> {
         let split = self.split;
-        for claims in &mut self.claims {
-            claims.clear()?;
-        }
+        self.frontiers.clear_claims(split, &mut self.claims)?;
         let mut pending = Vec::new();
         for (p, f) in split.parts().iter().zip(&mut self.frontiers.parts) {
             if f.len == 0 {
@@ -341,15 +339,10 @@ impl<'a> MultiBfs<'a> {
     fn exchange_lists(&mut self, claimed: &[u64], total: u64, mark: u32) -> Result<()> {
         let split = self.split;
         let group: &Devices = split.devices();
-        self.prepare_lists()?;
-        let lists = self.lists.as_mut().expect("made above");
+        let lists = self.lists.as_mut().expect("made by the search");
         let room = usize::try_from(total)
             .map_err(|_| Error::Shape(format!("{WHAT}: {total} claims exceed usize")))?;
-        for (inbox, dev) in lists.inbox.iter_mut().zip(group.devices()) {
-            if inbox.capacity() < room {
-                *inbox = DeviceQueue::new(dev, room.next_power_of_two())?;
-            }
-        }
+        widen_inboxes(group, &mut lists.inbox, room)?;
         group.all_gather_queues(&self.claims, claimed, &mut lists.inbox)?;
         let depth = &mut self.depth;
         self.frontiers.collect(split, |q, p, f| {

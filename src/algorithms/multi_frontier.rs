@@ -54,6 +54,25 @@ impl Frontiers {
         self.parts.iter().any(|f| f.len > 0)
     }
 
+    /// Clears the claim queue (`claims`, one per device) of every device with a part whose
+    /// frontier is not empty: the devices the step launches on. The others' counts are not
+    /// read, so a deep graph's step, whose frontier often lies on one device, clears one.
+    pub(super) fn clear_claims(
+        &self,
+        split: &MultiCsr<f32>,
+        claims: &mut [DeviceQueue],
+    ) -> Result<()> {
+        let mut cleared = vec![false; claims.len()];
+        for (p, f) in split.parts().iter().zip(&self.parts) {
+            let d = p.index();
+            if f.len > 0 && !cleared[d] {
+                claims[d].clear()?;
+                cleared[d] = true;
+            }
+        }
+        Ok(())
+    }
+
     /// Clears every part's frontier and refills it with `launch(q, part, frontier)` (part `q`
     /// of `split`, launched on its device's stream), then waits for each and reads how many
     /// rows it pushed: every launch is enqueued before the first wait.
@@ -164,4 +183,19 @@ pub(super) fn per_part_stamps(split: &MultiCsr<f32>) -> Result<Vec<DeviceBuffer<
         .iter()
         .map(|p| p.device().zeros(p.rows().len().max(1)))
         .collect()
+}
+
+/// Makes every inbox (one per device of `group`) hold at least `room` items, replacing those
+/// too small with empty ones of the next power of two: a step that claims more than any before.
+pub(super) fn widen_inboxes(
+    group: &Devices,
+    inboxes: &mut [DeviceQueue],
+    room: usize,
+) -> Result<()> {
+    for (inbox, dev) in inboxes.iter_mut().zip(group.devices()) {
+        if inbox.capacity() < room {
+            *inbox = DeviceQueue::new(dev, room.next_power_of_two())?;
+        }
+    }
+    Ok(())
 }

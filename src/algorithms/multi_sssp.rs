@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use super::driver::{one_per_vertex, EDGE_SLOTS};
 use super::multi_frontier::{
     check_source, claim_counts, edge_sum, first_row, lists_carry, per_part_stamps, reset,
-    FrontierExchange, Frontiers,
+    widen_inboxes, FrontierExchange, Frontiers,
 };
 use crate::multi::{Devices, MultiCsr, Reduce, Replicated};
 use crate::prelude::*;
@@ -372,9 +372,7 @@ impl<'a> MultiSssp<'a> {
         let split = self.split;
         let mut lists = self.lists.as_mut().filter(|_| claiming);
         if let Some(lists) = lists.as_mut() {
-            for claims in &mut lists.claims {
-                claims.clear()?;
-            }
+            self.frontiers.clear_claims(split, &mut lists.claims)?;
         }
         let mut pending = Vec::new();
         for (p, f) in split.parts().iter().zip(&mut self.frontiers.parts) {
@@ -546,12 +544,9 @@ impl SsspLists {
         if room <= self.width {
             return Ok(());
         }
+        widen_inboxes(group, &mut self.inbox, room)?;
         let width = room.next_power_of_two();
         let devices = group.devices();
-        self.inbox = devices
-            .iter()
-            .map(|dev| DeviceQueue::new(dev, width))
-            .collect::<Result<_>>()?;
         self.inbox_values = group.replicated_zeros(width)?;
         self.positions = positions(group, width)?;
         self.wide_rows = Some(
