@@ -100,6 +100,7 @@ fn grid() -> Vec<Rule> {
                                 warp_mean_atoms,
                                 block_mean_atoms,
                                 narrow_mean_atoms,
+                                ..DEFAULT_RULE
                             });
                         }
                     }

@@ -45,10 +45,12 @@ fn plan_for(o: &lb_ptx::Options, m: &Matrix, k: usize) -> usize {
 fn sizes(rng: &mut Rng) -> Vec<usize> {
     let lt = lb_ptx::primitives::huge::LANE_THRESHOLD as usize;
     let chunk = lb_ptx::primitives::huge::LANE_CHUNK as usize;
+    let ceiling = lb_ptx::primitives::huge::MID_CEILING as usize;
     let mut sizes = vec![0, 1, 3, 31, 32, 33, 64, 65, 0, lt - 1, lt, lt + 1, 0];
+    sizes.extend([ceiling - 1, ceiling, ceiling + 1, 0]);
     sizes.push(rng.range(2 * chunk + 1, 3 * chunk));
     sizes.extend((0..rng.range(60, 120)).map(|_| rng.range(0, 40)));
-    sizes.extend((0..rng.range(5, 10)).map(|_| rng.range(32, lt + 40)));
+    sizes.extend((0..rng.range(5, 10)).map(|_| rng.range(32, ceiling + 40)));
     sizes
 }
 

@@ -19,6 +19,12 @@
 //! matrices whose rows are mostly that short), where rows of 8 or 16 atoms kept the old choice;
 //! from [`WIDE_LANES`] lanes, on balanced rows of at least `warp_mean_atoms`, `group_mapped(8)`
 //! beat `thread_mapped` by 22% (rows of 16 atoms) and lost on shorter rows.
+//!
+//! SpMM on rows of a few hundred atoms that are not a heavy tail (H200, thirty-fourth session:
+//! matrices of 200 000 rows whose longest row is 17–25 times the mean, most atoms in rows of 40
+//! to 700): `thread_mapped`, which has no split and walks each row as one chain, took 2.0–4.7×
+//! the time of `lrb` at k = 8 and 32. With lanes, a longest tile of [`Rule::lane_chain_atoms`]
+//! counts as heavy-tailed whatever the mean.
 
 use lb_ptx::Schedule;
 
@@ -40,6 +46,10 @@ pub struct Rule {
     /// With at most [`NARROW_LANES`] lanes, mean atoms per tile below which `group_mapped(4)`
     /// comes first (0 never).
     pub narrow_mean_atoms: f64,
+    /// With lanes, a longest tile of at least this many atoms makes the rows heavy-tailed
+    /// whatever the mean: the lane-parallel `thread_mapped` would walk it as one chain of
+    /// dependent steps, where the schedules with the split's tiers cut it.
+    pub lane_chain_atoms: u64,
 }
 
 /// Lane counts up to this are narrow (see [`Rule::narrow_mean_atoms`]).
@@ -56,6 +66,7 @@ pub const DEFAULT_RULE: Rule = Rule {
     warp_mean_atoms: 12.0,
     block_mean_atoms: 256.0,
     narrow_mean_atoms: 7.5,
+    lane_chain_atoms: lb_ptx::primitives::huge::LANE_THRESHOLD,
 };
 
 impl Rule {
@@ -80,7 +91,8 @@ impl Rule {
             (2..=NARROW_LANES).contains(&lanes) && stats.mean_atoms < self.narrow_mean_atoms;
         let wide = lanes >= WIDE_LANES && stats.mean_atoms >= self.warp_mean_atoms;
         let lanes = lanes > 1;
-        if stats.imbalance() >= self.heavy_imbalance {
+        let long_chain = lanes && stats.max_atoms >= self.lane_chain_atoms;
+        if stats.imbalance() >= self.heavy_imbalance || long_chain {
             return if narrow {
                 [GroupMapped(4), Lrb, MergePath, BlockMapped]
             } else if lanes {
@@ -221,6 +233,37 @@ mod tests {
         let regular4 = TileStats::new(250_000, 250_000, 1_000_000, 4);
         assert_eq!(
             choose_schedule(Schedule::ALL, &regular4, 128),
+            Schedule::ThreadMapped
+        );
+    }
+
+    #[test]
+    fn rows_of_hundreds_of_atoms_leave_thread_mapped_with_lanes() {
+        // Every 16th row 40–700 atoms among rows of 2–8 (the longest 25 times the mean), and
+        // 10% of the rows 60–600 atoms among rows of 1–4 (17 times).
+        let banded = TileStats::new(200_000, 200_000, 5_542_839, 700);
+        let bimodal = TileStats::new(200_000, 200_000, 7_040_839, 600);
+        for stats in [banded, bimodal] {
+            assert!(stats.imbalance() < DEFAULT_RULE.heavy_imbalance);
+            for k in [8, 32] {
+                assert_eq!(choose_schedule(Schedule::ALL, &stats, k), Schedule::Lrb);
+            }
+            assert_eq!(choose_schedule(Schedule::ALL, &stats, 128), Schedule::Lrb);
+            // SpMV keeps its choice: a thread per row there is not a chain over lanes.
+            assert_eq!(
+                choose_schedule(Schedule::ALL, &stats, 1),
+                Schedule::WarpMapped
+            );
+        }
+        // Just below the chain length the balanced rule stands.
+        let below = TileStats::new(
+            200_000,
+            200_000,
+            2_000_000,
+            DEFAULT_RULE.lane_chain_atoms - 1,
+        );
+        assert_eq!(
+            choose_schedule(Schedule::ALL, &below, 32),
             Schedule::ThreadMapped
         );
     }

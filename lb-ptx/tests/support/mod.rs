@@ -1047,13 +1047,14 @@ pub fn check_huge_tiles(s: Schedule, block: u32) {
     // Lanes: a giant tile (past the SpMV threshold and at least three lane chunks), and tiles
     // around the lane threshold and one lane chunk (walked whole, no partial) and just past it;
     // around the mid tier's threshold and piece (one piece, stored whole; two pieces, the second
-    // of one atom); and a run of mid tiles of random sizes, so that the pieces' search of the
+    // of one atom) and around its ceiling (eight pieces; the huge tier's first tile); and a run of mid tiles of random sizes, so that the pieces' search of the
     // mid list has many entries. k = 129 takes two lane passes of 32 groups; 3 and 33 leave
     // threads without a lane group.
     let lt = lb_ptx::primitives::huge::LANE_THRESHOLD as usize;
     let chunk = lb_ptx::primitives::huge::LANE_CHUNK as usize;
     let mt = lb_ptx::primitives::huge::MID_THRESHOLD as usize;
     let piece = lb_ptx::primitives::huge::PIECE as usize;
+    let ceiling = lb_ptx::primitives::huge::MID_CEILING as usize;
     let giant = huge_tile_sets(&mut rng, block)[2].1[0].max(rng.range(2 * chunk + 1, 3 * chunk));
     let mut sizes = vec![0, giant, 1, 2, 0, lt - 1, lt, chunk, chunk + 1, 1, 0];
     sizes.extend([
@@ -1064,9 +1065,11 @@ pub fn check_huge_tiles(s: Schedule, block: u32) {
         piece + 1,
         2 * piece,
         2 * piece + 1,
+        ceiling - 1,
+        ceiling,
         0,
     ]);
-    sizes.extend((0..rng.range(40, 80)).map(|_| rng.range(0, lt + 8)));
+    sizes.extend((0..rng.range(40, 80)).map(|_| rng.range(0, ceiling + 8)));
     let m = Matrix::from_lengths(&sizes);
     for k in [1, 3, 16, 32, 33, 64, 129] {
         let what = format!("{} (block {block}), lanes {k}, seed {seed}", s.name());

@@ -46,7 +46,7 @@
 //! the few threads of its lanes, a chain of `n` dependent steps, so a power-law row of a hundred
 //! atoms already keeps its threads busy long after the short rows around it are done (SpMM on
 //! R-MAT and power-law graphs, where most atoms sit in such rows). Tiles of [`MID_THRESHOLD`] up
-//! to [`LANE_THRESHOLD`] atoms are cut into pieces of [`PIECE`] atoms, and each piece is walked
+//! to [`MID_CEILING`] atoms are cut into pieces of [`PIECE`] atoms, and each piece is walked
 //! like a short tile by the threads of its lanes: the rows that were the longest chains become
 //! as many independent work items as they have pieces. A piece's partials go to `mid_partials`
 //! and a fix-up folds each tile's pieces in piece order. The list and the scan build the mid
@@ -136,16 +136,25 @@ const COUNT_WORDS: u64 = 3;
 const MID_COUNT: i64 = 2;
 
 /// With lanes, in a plan with the mid tier ([`mid_tier`]), tiles of at least this many atoms
-/// (and below [`LANE_THRESHOLD`]) are cut into pieces of [`PIECE`] atoms; shorter ones stay the
+/// (and below [`MID_CEILING`]) are cut into pieces of [`PIECE`] atoms; shorter ones stay the
 /// schedule's. A power of two, so that `lrb`'s classes can stop at its bin.
 pub const MID_THRESHOLD: u64 = 32;
 
 /// Atoms of one piece of the mid tier: a chain short enough that the pieces of a long row finish
 /// with the short rows around them, long enough that the piece's partial (one per lane) and its
 /// fold cost little against its walk. Hand-written kernels of this shape (a piece per group of
-/// threads over float lanes, SpMM k = 32 and 128 on an H100) ran fastest at 32 atoms among 16,
-/// 32, 64, 128 and 512.
-pub const PIECE: u64 = 32;
+/// threads over float lanes, each cut row added with atomics, SpMM on an H100) ran fastest at 32
+/// atoms at k = 32 and 64 at k = 128; with lb's partials, their ordered fold and the ceiling
+/// below, 128 was fastest on matrices whose atoms sit mostly in rows of 40 to 700 (H200, SpMM
+/// k = 32 and 128; docs/spmm.md, "Pieces and the ceiling").
+pub const PIECE: u64 = 128;
+
+/// With the mid tier, tiles of at least this many atoms go to the huge tier (without it,
+/// [`LANE_THRESHOLD`]): up to here a tile is at most eight pieces, all walked at once, whose fold
+/// in piece order costs less than the huge tier's block per chunk (most of whose pieces idle on
+/// a tile of a few hundred atoms), its tree and its chunk fix-up (docs/spmm.md, "Pieces and the
+/// ceiling").
+pub const MID_CEILING: u64 = 2 * CHUNK;
 
 /// With lanes, tiles of at least this many atoms are split, whatever the block size.
 ///
@@ -167,12 +176,22 @@ pub const LANE_THRESHOLD: u64 = CHUNK / 2;
 pub const LANE_CHUNK: u64 = 4 * CHUNK;
 
 /// Tiles with at least this many atoms are split, for blocks of `block` threads, with or without
-/// lanes (see the module docs and [`LANE_THRESHOLD`]).
+/// lanes (see the module docs and [`LANE_THRESHOLD`]), in a plan without the mid tier.
 pub fn threshold(block: u32, lanes: bool) -> u64 {
     if lanes {
         LANE_THRESHOLD
     } else {
         HUGE_FACTOR * u64::from(block) * CHUNK_ITEMS
+    }
+}
+
+/// The least atoms of a tile that the huge tier takes: [`threshold`], or [`MID_CEILING`] in a
+/// plan with the mid tier (`mid`, which has lanes).
+pub fn huge_from(block: u32, lanes: bool, mid: bool) -> u64 {
+    if mid {
+        MID_CEILING
+    } else {
+        threshold(block, lanes)
     }
 }
 
@@ -291,7 +310,7 @@ pub fn front_kernels(base: &str, opts: &Options, mid: bool) -> Vec<KernelPlan> {
 /// The kernels after the schedule's own: the walk, and the fix-up when the body reduces; with
 /// the mid tier (`mid`), its walk and fix-up too.
 pub fn back_kernels(base: &str, body: &Body, opts: &Options, mid: bool) -> Vec<KernelPlan> {
-    let mut out = huge_back_kernels(base, body, opts);
+    let mut out = huge_back_kernels(base, body, opts, mid);
     if mid {
         out.extend(pieces::kernels(base, body, opts));
     }
@@ -299,9 +318,9 @@ pub fn back_kernels(base: &str, body: &Body, opts: &Options, mid: bool) -> Vec<K
 }
 
 /// The huge tier's walk and fix-up.
-fn huge_back_kernels(base: &str, body: &Body, opts: &Options) -> Vec<KernelPlan> {
+fn huge_back_kernels(base: &str, body: &Body, opts: &Options, mid: bool) -> Vec<KernelPlan> {
     let lanes = opts.lanes.is_some();
-    let huge = Some(threshold(opts.block, lanes));
+    let huge = Some(huge_from(opts.block, lanes, mid));
     // The lane walk holds R partials and the chunk's bounds on top of a lane walk's registers:
     // at most 256 threads per block leave it all 255 registers.
     let walk_block = if lanes {
@@ -511,7 +530,8 @@ impl Split<'_> {
         let tile = l.tile(b, self.params, gs.item, self.opts.checked, gs.next);
         let (begin, end) = l.atoms(b, tile);
         let size = b.bin(BinOp::Sub, Type::U64, end, begin);
-        let from = threshold(self.opts.block, self.layout.lanes.is_some());
+        let lanes = self.layout.lanes.is_some();
+        let from = huge_from(self.opts.block, lanes, self.t.mid.is_some());
         let huge = is_huge(b, size, from);
         let mut add = b.if_begin(huge, false);
         self.append(b, (self.t.count, self.t.list), tile);

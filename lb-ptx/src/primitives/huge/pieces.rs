@@ -1,4 +1,4 @@
-//! The split's mid tier, with lanes: tiles of [`MID_THRESHOLD`] up to [`super::LANE_THRESHOLD`] atoms
+//! The split's mid tier, with lanes: tiles of [`MID_THRESHOLD`] up to [`super::MID_CEILING`] atoms
 //! cut into pieces of [`PIECE`] atoms, each walked like a short tile by the threads of its lanes,
 //! and folded back per tile in piece order (see the parent module's docs).
 //!
@@ -33,23 +33,31 @@ use crate::primitives::warp::shfl;
 use crate::primitives::Layout;
 use crate::{GenError, Options};
 
+/// Atoms per piece at the least: a tile of `n ≥ MID_THRESHOLD` atoms has at most
+/// `n / ATOMS_PER_PIECE` pieces. Below `PIECE` atoms it is one piece and `n ≥ MID_THRESHOLD`;
+/// from `PIECE` atoms on, `⌈n / PIECE⌉ ≤ 2n / PIECE`.
+const ATOMS_PER_PIECE: u64 = if MID_THRESHOLD < PIECE / 2 {
+    MID_THRESHOLD
+} else {
+    PIECE / 2
+};
+
 /// Partials per `mid_partials` element (one per block of the plan's first grid, which counts
-/// `16 · block` tiles and atoms per block and lane): a tile of `n ≥ PIECE` atoms has
-/// `⌈n / PIECE⌉ ≤ 2n / PIECE` pieces, so the pieces of all the mid tier's tiles times the lanes
-/// are at most `atoms · lanes / 16`, at most `block` per element.
+/// `16 · block` tiles and atoms per block and lane): the pieces of all the mid tier's tiles are
+/// at most `atoms / ATOMS_PER_PIECE`, so times the lanes at most `block · 16 / ATOMS_PER_PIECE`
+/// per element.
 pub fn partials_per_block(block: u32) -> u32 {
     let per_block_atoms = 16 * block;
-    per_block_atoms.div_ceil((PIECE / 2) as u32)
+    per_block_atoms.div_ceil(ATOMS_PER_PIECE as u32)
 }
 
-/// Elements of `mid_entries`, one u32 per piece: a tile of `n ≥ PIECE` atoms has
-/// `⌈n / PIECE⌉ ≤ 2n / PIECE` pieces, so the pieces are at most `atoms / (PIECE / 2)`, whatever
-/// the lanes. An entry index fits in 32 bits: the mid list holds at most `atoms / PIECE`
-/// entries, fewer than `2^32` for any tile set a device can hold (`2^37` atoms would be a
-/// terabyte of column indices and values).
+/// Elements of `mid_entries`, one u32 per piece: the pieces are at most
+/// `atoms / ATOMS_PER_PIECE`, whatever the lanes. An entry index fits in 32 bits: the mid list
+/// holds at most `atoms / MID_THRESHOLD` entries, fewer than `2^32` for any tile set a device can
+/// hold (`2^37` atoms would be a terabyte of column indices and values).
 pub fn entries_count() -> TempCount {
     TempCount::PerAtoms {
-        atoms: PIECE / 2,
+        atoms: ATOMS_PER_PIECE,
         extra: 1,
     }
 }
