@@ -42,6 +42,13 @@ pub enum Family {
     GiantRow,
     /// Tiny matrices where launch overhead dominates.
     Tiny,
+    /// Rows of 2–8 nonzeros near the diagonal with every 16th row 40–700 wide, its columns in
+    /// a band around the row (a mesh with coupled constraint rows): most atoms sit in rows of
+    /// tens to hundreds, and the longest row is only about 25 times the mean.
+    Banded,
+    /// 90 % of the rows 1–4 nonzeros, 10 % 60–600, columns uniform: most atoms in rows of
+    /// hundreds, the longest row about 17 times the mean.
+    Bimodal,
 }
 
 /// One corpus member.
@@ -132,6 +139,11 @@ pub fn build(families: &[Family], scale: Scale, seed: u64) -> Vec<Matrix> {
                     pick(2_000, 3_000_000, 16_000_000),
                 );
                 push(format!("giant_row-{rows}-{len}"), giant_row(rows, len, s));
+            }
+            Family::Banded | Family::Bimodal => {
+                let rows = pick(256, 120_000, 3_000_000);
+                let make = if f == Family::Banded { banded } else { bimodal };
+                push(format!("{family}-{rows}"), make(rows, s));
             }
             Family::Tiny => {
                 push("tiny-8x8".into(), regular(8, 3, s));
@@ -376,9 +388,83 @@ pub fn dense_rows(rows: usize, dense: usize, len: usize, seed: u64) -> Csr<f32> 
     with_lengths(rows, &lengths, seed)
 }
 
+/// `rows` rows of 2–8 nonzeros, every 16th 40–700 (at most the row count), each row's columns
+/// drawn from a window of `max(4 × its length, 64)` columns centred on the row.
+pub fn banded(rows: usize, seed: u64) -> Csr<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let cols = (0..rows)
+        .map(|r| {
+            let len = if r % 16 == 0 {
+                rng.random_range(40..=700)
+            } else {
+                rng.random_range(2..=8)
+            };
+            let width = (4 * len).max(64).min(rows);
+            let first = r.saturating_sub(width / 2).min(rows - width);
+            distinct(&mut rng, len.min(width), width)
+                .into_iter()
+                .map(|c| c + first as u32)
+                .collect()
+        })
+        .collect();
+    from_rows(rows, cols, &mut rng)
+}
+
+/// `rows` rows, each with probability 0.1 of 60–600 uniform nonzeros, else 1–4.
+pub fn bimodal(rows: usize, seed: u64) -> Csr<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let lengths: Vec<usize> = (0..rows)
+        .map(|_| {
+            if rng.random_bool(0.1) {
+                rng.random_range(60..=600)
+            } else {
+                rng.random_range(1..=4)
+            }
+        })
+        .collect();
+    with_lengths(rows, &lengths, seed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Both families put most atoms in rows of at least 32 (the split's mid tier with lanes)
+    /// while the longest row stays under 32 times the mean (not a heavy tail to the rule), and
+    /// `banded` keeps every column within its row's window.
+    #[test]
+    fn banded_and_bimodal_have_most_atoms_in_rows_of_tens_to_hundreds() {
+        for (name, m) in [
+            ("banded", banded(20_000, 7)),
+            ("bimodal", bimodal(20_000, 8)),
+        ] {
+            m.validate().unwrap();
+            let lengths: Vec<usize> = (0..m.num_rows).map(|r| m.row(r).len()).collect();
+            let long: usize = lengths.iter().filter(|&&l| l >= 32).sum();
+            assert!(
+                long * 4 > m.nnz() * 3,
+                "{name}: {long} of {} atoms",
+                m.nnz()
+            );
+            let mean = m.nnz() as f64 / m.num_rows as f64;
+            let max = *lengths.iter().max().unwrap() as f64;
+            assert!(
+                (15.0..32.0).contains(&(max / mean)),
+                "{name}: {max} / {mean}"
+            );
+        }
+        let m = banded(20_000, 7);
+        for r in 0..m.num_rows {
+            let width = (4 * m.row(r).len()).max(64) as i64;
+            for e in m.row(r) {
+                let c = m.col_indices[e] as i64;
+                assert!((c - r as i64).abs() <= width, "row {r}: column {c}");
+            }
+        }
+        let small = banded(256, 1);
+        assert!(small.validate().is_ok() && small.nnz() > 0);
+        assert_eq!(bimodal(300, 2).col_indices, bimodal(300, 2).col_indices);
+    }
 
     /// The grid is a symmetric graph of side² vertices, about 3.8 edges each, whose BFS depth
     /// from a corner grows like the side (a path numbered along the map would grow like n).
