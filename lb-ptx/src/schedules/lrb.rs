@@ -84,9 +84,6 @@ fn class_track(class: &str) -> u8 {
         _ => 0,
     }
 }
-/// The leading kernels that only produce cached temporaries: the huge-tile list and its scan,
-/// count, scan and scatter.
-const PRODUCERS: u32 = 5;
 
 impl Lrb {
     /// Bins: bit lengths 0..=64 of a 64-bit atom count.
@@ -114,6 +111,9 @@ impl ScheduleTemplate for Lrb {
         let base = entry_name(body, Schedule::Lrb);
         let mid = huge::mid_tier(opts, true);
         let mut kernels = huge::front_kernels(&base, opts, mid);
+        // The leading kernels that only produce cached temporaries: the split's (list, scan
+        // and, with the mid tier, place), then the binning's count, scan and scatter.
+        let producers = (kernels.len() + PRODUCER_KERNELS.len()) as u32;
         // With lanes at blocks of 256 threads or more every block-class tile is the split's:
         // no `_lrb_block` launch at all; with the split's mid tier, which takes every tile of at
         // least a warp's 32 atoms, no `_lrb_warp` either.
@@ -152,9 +152,7 @@ impl ScheduleTemplate for Lrb {
         // runtime keeps them with it and skips the list, its scan, count, scan and scatter on
         // later launches.
         let role = match opts.tiles {
-            None => TempRole::Cached {
-                producers: PRODUCERS,
-            },
+            None => TempRole::Cached { producers },
             Some(_) => TempRole::Scratch,
         };
         let mut temps = common_temps(opts);
@@ -184,7 +182,7 @@ impl ScheduleTemplate for Lrb {
                 role,
             },
         ]);
-        temps.extend(huge::temps(opts, Some(PRODUCERS), mid));
+        temps.extend(huge::temps(opts, Some(producers), mid));
         Ok(Plan {
             schedule: Cow::Borrowed(Schedule::Lrb.name()),
             kernels: Cow::Owned(kernels),

@@ -366,6 +366,17 @@ pub fn run_reduce_in(
     m: &Matrix,
     (k, offset): (Option<usize>, usize),
 ) -> Vec<u32> {
+    run_reduce_keeping(g, plan, m, (k, offset)).0
+}
+
+/// [`run_reduce_in`], keeping the simulator's memory and the temporaries' addresses (in plan
+/// order) for a test that reads them afterwards.
+pub fn run_reduce_keeping(
+    g: &lb_ptx::Generated,
+    plan: &Plan,
+    m: &Matrix,
+    (k, offset): (Option<usize>, usize),
+) -> (Vec<u32>, Vec<u64>, Memory) {
     let width = plan.offsets;
     let lanes = k.unwrap_or(1);
     let x = x_of(m.cols * lanes);
@@ -385,11 +396,12 @@ pub fn run_reduce_in(
     ));
     let y = upload(&mut mem, &nan) + offset as u64;
     args.extend([y, n as u64]);
-    run_plan(g, plan, args, size(m, lanes), &mut mem);
-    read_words::<4>(&mem, y, n)
+    let (temps, _) = run_plan(g, plan, args, size(m, lanes), &mut mem);
+    let out = read_words::<4>(&mem, y, n)
         .into_iter()
         .map(u32::from_le_bytes)
-        .collect()
+        .collect();
+    (out, temps, mem)
 }
 
 /// Checks `spmv` sums (or `spmm` with `k` lanes) against an f64 loop.

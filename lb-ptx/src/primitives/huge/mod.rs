@@ -14,7 +14,9 @@
 //! Kernels (entries `{base}_huge_list`, `_huge_scan`, `_huge_walk`, `_huge_fixup`):
 //! 1. **list** (grid [`first_grid`], one thread per tile position): appends every tile of at
 //!    least [`threshold`] atoms to `huge_list` (an atomic cursor in `huge_count[0]`, so the list
-//!    order depends on timing; nothing below depends on it).
+//!    order depends on timing; nothing below depends on it). With the mid tier it also counts
+//!    each segment's mid tiles, which a third kernel, **place**, lists in tile order after the
+//!    scan (`huge/pieces.rs`).
 //! 2. **scan** (one warp): `huge_starts[e]` = the chunks of list entries before `e`, a tile of
 //!    `n` atoms being `⌈n / CHUNK⌉` chunks of [`CHUNK`] atoms (`CHUNK = 32 · CHUNK_ITEMS`).
 //!    Without a frontier the list and the starts depend only on the tile set, so they are
@@ -49,11 +51,13 @@
 //! to [`MID_CEILING`] atoms are cut into pieces of [`PIECE`] atoms, and each piece is walked
 //! like a short tile by the threads of its lanes: the rows that were the longest chains become
 //! as many independent work items as they have pieces. A piece's partials go to `mid_partials`
-//! and a fix-up folds each tile's pieces in piece order. The list and the scan build the mid
-//! tier's list and piece starts in the same kernels as the huge tier's. The mid tier needs the
-//! lists cached (its one-warp scan runs once per tile set) and no frontier (whose repeats could
-//! outgrow `mid_partials`); a plan without it leaves tiles below [`LANE_THRESHOLD`] to the
-//! schedule's own kernel.
+//! and a fix-up folds each tile's pieces in piece order. The list and the scan count the mid
+//! tier's tiles and pieces per segment of 32 tiles in the same kernels as the huge tier's work,
+//! and the place kernel writes its list and piece starts in tile order, so that the pieces of
+//! neighbouring rows are walked together (they often read the same rows of B). The mid tier
+//! needs the lists cached (its one-warp scan runs once per tile set) and no frontier (whose
+//! repeats could outgrow `mid_partials`); a plan without it leaves tiles below
+//! [`LANE_THRESHOLD`] to the schedule's own kernel.
 //!
 //! Determinism: a chunk's bounds are fixed offsets inside its tile and every combination (a
 //! lane's atoms in order, the butterflies, a lane's partials in chunk order) is a fixed tree of
@@ -117,6 +121,7 @@ const SCAN: &str = "_huge_scan";
 const WALK: &str = "_huge_walk";
 const FIXUP: &str = "_huge_fixup";
 
+const MID_PLACE: &str = "_mid_place";
 const MID_WALK: &str = "_mid_walk";
 const MID_FIXUP: &str = "_mid_fixup";
 
@@ -128,6 +133,7 @@ const MID_LIST_TEMP: &str = "mid_list";
 const MID_STARTS_TEMP: &str = "mid_starts";
 const MID_PARTIALS_TEMP: &str = "mid_partials";
 const MID_ENTRIES_TEMP: &str = "mid_entries";
+const MID_SEGMENTS_TEMP: &str = "mid_segments";
 
 /// Words of `huge_count`: the huge list's length, the huge tier's chunk size, the mid list's
 /// length.
@@ -268,6 +274,7 @@ pub fn plan_around(
 ) -> Plan {
     let mid = mid_tier(opts, true);
     let mut kernels = front_kernels(&entry, opts, mid);
+    let producers = kernels.len() as u32;
     // The tiers' kernels (side tracks) before the schedule's own, so that its kernel runs
     // alongside them rather than before them.
     kernels.extend(back_kernels(&entry, body, opts, mid));
@@ -281,7 +288,7 @@ pub fn plan_around(
         track: 0,
     });
     let mut temps = common_temps(opts);
-    temps.extend(self::temps(opts, Some(2), mid));
+    temps.extend(self::temps(opts, Some(producers), mid));
     Plan {
         schedule: Cow::Borrowed(schedule.name()),
         kernels: Cow::Owned(kernels),
@@ -293,10 +300,11 @@ pub fn plan_around(
 }
 
 /// The kernels that come before the schedule's own: list and scan (the cache producers), for
-/// both tiers with the mid tier (`mid`, [`mid_tier`]).
+/// both tiers with the mid tier (`mid`, [`mid_tier`]), which adds the kernel that places its
+/// list in tile order.
 pub fn front_kernels(base: &str, opts: &Options, mid: bool) -> Vec<KernelPlan> {
     let first = Some(split_from(opts, mid));
-    vec![
+    let mut out = vec![
         kernel(
             format!("{base}{LIST}"),
             (opts.block, first_grid()),
@@ -304,7 +312,12 @@ pub fn front_kernels(base: &str, opts: &Options, mid: bool) -> Vec<KernelPlan> {
             0,
         ),
         kernel(format!("{base}{SCAN}"), (32, Grid::Fixed(1)), first, 0),
-    ]
+    ];
+    if mid {
+        let place = (opts.block, first_grid());
+        out.push(kernel(format!("{base}{MID_PLACE}"), place, first, 0));
+    }
+    out
 }
 
 /// The kernels after the schedule's own: the walk, and the fix-up when the body reduces; with
@@ -396,6 +409,7 @@ pub fn temps(opts: &Options, producers: Option<u32>, mid: bool) -> Vec<Temp> {
                 TempRole::Scratch,
             ),
             temp(MID_ENTRIES_TEMP, 4, pieces::entries_count(), false, role),
+            temp(MID_SEGMENTS_TEMP, 1, pieces::segments_bytes(), false, role),
         ]);
     }
     out
@@ -415,7 +429,7 @@ pub fn build(
     kp: &KernelPlan,
 ) -> Option<Result<Kernel, GenError>> {
     let entry = twin_base(kp.entry.as_ref());
-    let which = [LIST, SCAN, WALK, FIXUP, MID_WALK, MID_FIXUP]
+    let which = [LIST, SCAN, WALK, FIXUP, MID_PLACE, MID_WALK, MID_FIXUP]
         .into_iter()
         .find(|s| entry.ends_with(s))?;
     Some(build_one(body, opts, plan, kp, which))
@@ -442,6 +456,7 @@ fn build_one(
     match which {
         LIST => s.list(&mut b),
         SCAN => s.scan(&mut b),
+        MID_PLACE => s.mid_place(&mut b)?,
         WALK if layout.lanes.is_some() => s.walk_lanes(&mut b, kp.block)?,
         WALK => s.walk(&mut b)?,
         MID_WALK => s.mid_walk(&mut b)?,
@@ -463,14 +478,16 @@ struct Temps {
 }
 
 /// The mid tier's temporaries: its list of tiles, their first pieces (one u64 per entry, the
-/// total after the last), the pieces' partials (one per piece and lane) and each piece's entry
-/// (a u32 per piece).
+/// total after the last), the pieces' partials (one per piece and lane), each piece's entry
+/// (a u32 per piece) and, per segment of [`pieces::SEGMENT`] tiles, its entries and pieces,
+/// then the entries and pieces of the segments before it (two u64).
 #[derive(Clone, Copy)]
 struct MidTemps {
     list: Reg,
     starts: Reg,
     partials: Reg,
     entries: Reg,
+    segments: Reg,
 }
 
 impl Temps {
@@ -499,6 +516,7 @@ impl Temps {
                 starts: temp(MID_STARTS_TEMP)?,
                 partials: temp(MID_PARTIALS_TEMP)?,
                 entries: temp(MID_ENTRIES_TEMP)?,
+                segments: temp(MID_SEGMENTS_TEMP)?,
             }),
             false => None,
         };
@@ -522,9 +540,12 @@ struct Split<'a> {
 }
 
 impl Split<'_> {
-    /// One thread per tile position: huge tiles are appended to the list, and with the mid
-    /// tier the tiles of [`MID_THRESHOLD`] atoms up to the huge ones to the mid list.
+    /// One thread per tile position: huge tiles are appended to the list; with the mid tier,
+    /// [`Split::list_mid`].
     fn list(&self, b: &mut KernelBuilder) {
+        if let Some(mid) = self.t.mid {
+            return self.list_mid(b, mid);
+        }
         let l = self.layout;
         let gs = b.grid_stride_begin(l.tiles);
         let tile = l.tile(b, self.params, gs.item, self.opts.checked, gs.next);
@@ -533,16 +554,8 @@ impl Split<'_> {
         let lanes = self.layout.lanes.is_some();
         let from = huge_from(self.opts.block, lanes, self.t.mid.is_some());
         let huge = is_huge(b, size, from);
-        let mut add = b.if_begin(huge, false);
+        let add = b.if_begin(huge, false);
         self.append(b, (self.t.count, self.t.list), tile);
-        if let Some(mid) = self.t.mid {
-            b.if_else(&mut add);
-            let piecewise = is_huge(b, size, MID_THRESHOLD);
-            let append = b.if_begin(piecewise, false);
-            let cursor = self.t.count_at(b, MID_COUNT);
-            self.append(b, (cursor, mid.list), tile);
-            b.if_end(append);
-        }
         b.if_end(add);
         b.grid_stride_end(gs);
     }

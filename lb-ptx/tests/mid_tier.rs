@@ -1,0 +1,108 @@
+//! The split's mid tier over many segments of 32 tiles: its list is placed in tile order (the
+//! list kernel counts per segment, the scan turns the counts into starts, the place kernel
+//! writes each tile's slot), and SpMM with lanes still matches an f64 reference, on tile sets
+//! whose mid tiles sit at segment boundaries, fill whole segments, or are absent from most.
+
+mod codegen_common;
+mod support;
+
+use codegen_common::*;
+use lb_ptx::primitives::huge::{MID_CEILING, MID_THRESHOLD, PIECE};
+use lb_ptx::{generate, IndexWidth, Schedule};
+use support::*;
+
+/// Plans with the mid tier: the group family, `lrb` and `binning`.
+const SCHEDULES: [Schedule; 3] = [Schedule::WarpMapped, Schedule::Lrb, Schedule::Binning];
+
+/// Segments of 32 tiles, more than one round of the scan (128 segments a round): short tiles,
+/// mid tiles at both ends of segments, a segment of mid tiles only, one past the mid tier (the
+/// huge tier's) and mid tiles of random sizes at random places, among empty tiles.
+fn tile_sizes(rng: &mut Rng) -> Vec<usize> {
+    let (mt, ceiling) = (MID_THRESHOLD as usize, MID_CEILING as usize);
+    let tiles = 32 * rng.range(129, 160) + rng.range(1, 32);
+    let mut sizes: Vec<usize> = (0..tiles).map(|_| rng.range(0, 3)).collect();
+    let last = tiles - 1;
+    for (at, size) in [
+        (0, mt),
+        (31, ceiling - 1),
+        (32, mt + 1),
+        (63, PIECE as usize),
+        (last, PIECE as usize + 1),
+        (last - 1, ceiling),
+    ] {
+        sizes[at] = size;
+    }
+    let full = 32 * rng.range(3, tiles / 32 - 1);
+    for size in &mut sizes[full..full + 32] {
+        *size = rng.range(mt, 3 * mt);
+    }
+    for _ in 0..rng.range(30, 60) {
+        let at = rng.range(64, last - 1);
+        sizes[at] = rng.range(mt, ceiling);
+    }
+    sizes
+}
+
+#[test]
+fn the_mid_list_is_in_tile_order_and_the_sums_match() {
+    let mut rng = Rng::fresh();
+    let seed = rng.0;
+    let sizes = tile_sizes(&mut rng);
+    let m = Matrix::from_lengths(&sizes);
+    let mid: Vec<u64> = (0..sizes.len() as u64)
+        .filter(|&t| (MID_THRESHOLD..MID_CEILING).contains(&(sizes[t as usize] as u64)))
+        .collect();
+    let mut starts = vec![0u64];
+    for &t in &mid {
+        let pieces = (sizes[t as usize] as u64).div_ceil(PIECE);
+        starts.push(starts.last().unwrap() + pieces);
+    }
+    for s in SCHEDULES {
+        let o = lb_ptx::Options {
+            lanes: Some(2),
+            ..opts(s, 128, 1, IndexWidth::U64)
+        };
+        let g = generate(&spmm(), &o).unwrap();
+        let plan = &g.plans[0];
+        assert!(
+            plan.kernels.iter().any(|k| k.entry.ends_with("_mid_place")),
+            "{}: a plan with the mid tier",
+            s.name()
+        );
+        let temp = |name: &str| plan.temps.iter().position(|t| t.name == name).unwrap();
+        for k in [4, 33] {
+            let what = format!(
+                "{}, {} tiles, lanes {k}, seed {seed}",
+                s.name(),
+                sizes.len()
+            );
+            let (got, temps, mem) = run_reduce_keeping(&g, plan, &m, (Some(k), 0));
+            check_sum(&got, &m, Some(k), &what);
+            let count = read_u64(&mem, temps[temp("huge_count")], 3)[2];
+            assert_eq!(count, mid.len() as u64, "{what}: mid entries");
+            let list = read_u64(&mem, temps[temp("mid_list")], mid.len());
+            assert_eq!(list, mid, "{what}: the mid list in tile order");
+            let placed = read_u64(&mem, temps[temp("mid_starts")], mid.len() + 1);
+            assert_eq!(
+                placed, starts,
+                "{what}: first pieces, the total after the last"
+            );
+            let entries = read_u32s(&mem, temps[temp("mid_entries")], *starts.last().unwrap());
+            for (e, w) in starts.windows(2).enumerate() {
+                let owner = &entries[w[0] as usize..w[1] as usize];
+                assert!(
+                    owner.iter().all(|&x| x as usize == e),
+                    "{what}: pieces {w:?} belong to entry {e}, got {owner:?}"
+                );
+            }
+        }
+    }
+}
+
+/// `n` u32 words at `addr`.
+fn read_u32s(mem: &lb_ptx::sim::Memory, addr: u64, n: u64) -> Vec<u32> {
+    read_words::<4>(mem, addr, n as usize)
+        .into_iter()
+        .map(u32::from_le_bytes)
+        .collect()
+}
