@@ -5,7 +5,9 @@
 # instructions, cache traffic and the SMs', L2's and DRAM's throughput as a share of their peak.
 #   LB_BENCH=.gpu/var/lb-bench-X bash scripts/gpu-profile-spmm.sh OP "SCHEDULES" [PROBE_KERNEL]
 # LB_ARGS (default "--scale medium --families rmat") picks the matrices, e.g. "--no-corpus --mtx
-# FILE"; CUSPARSE=1 profiles cuSPARSE's kernels in the same runs too.
+# FILE"; CUSPARSE=1 profiles cuSPARSE's kernels in the same runs too; DETAILS=1 takes Nsight
+# Compute's sections instead (occupancy, warps per scheduler, cycles per issued instruction,
+# active threads per warp, spills), summarized by scripts/ncu-details.py.
 # e.g. bash scripts/gpu-profile-spmm.sh spmm32 "group_mapped(8) lrb" "seg_vec4<8, 4>"
 # Prints one line per launch; the raw CSV goes to $OUT/profile-spmm.tgz.
 set -uo pipefail
@@ -36,10 +38,19 @@ summary() {
 read -r -a matrices <<<"${LB_ARGS:---scale medium --families rmat}"
 cusparse=--no-cusparse
 [ -n "${CUSPARSE:-}" ] && cusparse=
+what=(--metrics "$metrics")
+if [ -n "${DETAILS:-}" ]; then
+  what=(--page details)
+  for section in SpeedOfLight WarpStateStats SchedulerStats Occupancy LaunchStats \
+    MemoryWorkloadAnalysis; do
+    what+=(--section "$section")
+  done
+  summary() { python3 scripts/ncu-details.py "$1"; }
+fi
 n=0
 for s in $schedules; do
   n=$((n + 1))
-  ncu --clock-control none --csv --metrics "$metrics" \
+  ncu --clock-control none --csv "${what[@]}" \
     "$bench" "${matrices[@]}" --ops "$op" --schedules "$s" \
     $cusparse --reps 1 --warmup 1 --budget-ms 1 --energy-ms 1 --quiet \
     >"$work/lb-$n.csv" 2>"$work/lb-$n.err"
@@ -48,7 +59,7 @@ for s in $schedules; do
 done
 if [ -n "$probe" ]; then
   nvcc -O3 -arch=sm_90 -o "$work/spmm_proto" bench/proto/spmm_proto.cu -lcusparse
-  timeout 300 ncu --clock-control none --csv --metrics "$metrics" --kernel-name-base demangled \
+  timeout 300 ncu --clock-control none --csv "${what[@]}" --kernel-name-base demangled \
     --kernel-name "regex:$probe" \
     --launch-count 1 "$work/spmm_proto" >"$work/probe.csv" 2>"$work/probe.err"
   echo "== probe $probe"

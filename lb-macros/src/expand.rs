@@ -378,6 +378,7 @@ fn plan_tokens(p: &Plan) -> TokenStream {
                 })
             }
             Grid::PerAtoms { atoms } => quote!(::lb::__private::Grid::PerAtoms { atoms: #atoms }),
+            Grid::PerTiles { tiles } => quote!(::lb::__private::Grid::PerTiles { tiles: #tiles }),
         };
         quote! {
             ::lb::__private::KernelPlan {

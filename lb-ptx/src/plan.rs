@@ -104,6 +104,10 @@ pub enum Grid {
     /// kernel whose blocks each take a run of atoms for all lanes at once (the huge-tile split's
     /// walk with lanes) and stride over the rest.
     PerAtoms { atoms: u32 },
+    /// One block per `tiles` tiles (tile positions: a frontier's length with a frontier), at
+    /// least one, whatever the lanes: for a kernel whose warps each take a run of consecutive
+    /// tiles (the mid tier's place kernel, a warp per 32) and stride over the rest.
+    PerTiles { tiles: u32 },
 }
 
 /// How a work-oriented grid ([`Grid::CoverWork`]) follows a frontier, whose atoms are summed on
@@ -173,6 +177,10 @@ impl Grid {
             Grid::PerAtoms { atoms } => size
                 .atoms
                 .div_ceil(u64::from(atoms.max(1)))
+                .clamp(1, u64::from(u32::MAX)) as u32,
+            Grid::PerTiles { tiles } => size
+                .tiles
+                .div_ceil(u64::from(tiles.max(1)))
                 .clamp(1, u64::from(u32::MAX)) as u32,
         }
     }

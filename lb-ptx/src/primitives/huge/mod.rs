@@ -314,7 +314,9 @@ pub fn front_kernels(base: &str, opts: &Options, mid: bool) -> Vec<KernelPlan> {
         kernel(format!("{base}{SCAN}"), (32, Grid::Fixed(1)), first, 0),
     ];
     if mid {
-        let place = (opts.block, first_grid());
+        // A warp per segment of 32 tiles: the first grid, sized by atoms and lanes, would be
+        // mostly warps with no segment.
+        let place = (opts.block, Grid::PerTiles { tiles: opts.block });
         out.push(kernel(format!("{base}{MID_PLACE}"), place, first, 0));
     }
     out

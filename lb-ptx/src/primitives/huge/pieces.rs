@@ -40,6 +40,12 @@ use crate::{GenError, Options};
 /// pieces are counted and placed with warp scans alone.
 pub const SEGMENT: u64 = 32;
 
+/// The most pieces of one mid tile.
+const MAX_PIECES: u64 = super::MID_CEILING.div_ceil(PIECE);
+
+// A segment's mid tiles and their pieces each fit the 16 bits of [`Split::segment_scan`].
+const _: () = assert!(SEGMENT * MAX_PIECES < 1 << 16);
+
 /// Segments each lane of the scan takes per round (`32 · SCAN_RUN` a round).
 const SCAN_RUN: u64 = 4;
 
@@ -135,9 +141,7 @@ impl Split<'_> {
             let add = b.if_begin(huge, false);
             s.append(b, (s.t.count, s.t.list), tile);
             b.if_end(add);
-            let (one, pieces) = Self::mid_pieces(b, size);
-            let ones = super::warp_scan(b, lane, one);
-            let sums = super::warp_scan(b, lane, pieces);
+            let (_, _, (ones, sums)) = Self::segment_scan(b, lane, size);
             let last = b.setp(Cmp::Eq, Type::U32, lane, Operand::Imm(31));
             let store = b.if_begin(last, false);
             let at = b.elem_addr(mid.segments, seg, 16);
@@ -226,9 +230,7 @@ impl Split<'_> {
     pub(super) fn mid_place(&self, b: &mut KernelBuilder) -> Result<(), GenError> {
         let mid = self.mid()?;
         self.segments(b, |_, b, seg, (lane, tile, size)| {
-            let (one, pieces) = Self::mid_pieces(b, size);
-            let ones = super::warp_scan(b, lane, one);
-            let sums = super::warp_scan(b, lane, pieces);
+            let (one, pieces, (ones, sums)) = Self::segment_scan(b, lane, size);
             let at = b.elem_addr(mid.segments, seg, 16);
             let entries_before = b.ld(Space::Global, Type::U64, at);
             let at = b.bin(BinOp::Add, Type::U64, at, Operand::Imm(8));
@@ -292,6 +294,31 @@ impl Split<'_> {
         each(self, b, seg, (lane, tile, size));
         b.bin_to(BinOp::Add, Type::U64, seg, seg, warps);
         b.loop_end(walk);
+    }
+
+    /// The lane's tile of `size` atoms in the mid tier ([`Self::mid_pieces`]: `one`, `pieces`,
+    /// u64) and the inclusive warp scans of both over the segment (u64). A segment holds at most
+    /// 32 mid tiles of at most [`MAX_PIECES`] pieces, so both counts fit 16 bits and one 32-bit
+    /// scan of `pieces << 16 | one` does both.
+    fn segment_scan(b: &mut KernelBuilder, lane: Reg, size: Reg) -> (Reg, Reg, (Reg, Reg)) {
+        let (one, pieces) = Self::mid_pieces(b, size);
+        let high = b.bin(BinOp::Shl, Type::B64, pieces, Operand::Imm(16));
+        let packed = b.bin(BinOp::Or, Type::B64, high, one);
+        let packed = b.cvt(Rounding::None, Type::U32, Type::U64, packed);
+        let mut d = 1;
+        while d < 32 {
+            let up = shfl(b, ShflMode::Up, packed, Type::U32, Operand::Imm(d));
+            let has = b.setp(Cmp::Ge, Type::U32, lane, Operand::Imm(d));
+            let sum = b.bin(BinOp::Add, Type::U32, packed, up);
+            let keep = b.selp(Type::U32, sum, packed, has);
+            b.mov_to(Type::U32, packed, keep);
+            d *= 2;
+        }
+        let low = b.bin(BinOp::And, Type::B32, packed, Operand::Imm(0xFFFF));
+        let ones = b.cvt(Rounding::None, Type::U64, Type::U32, low);
+        let high = b.bin(BinOp::Shr, Type::U32, packed, Operand::Imm(16));
+        let sums = b.cvt(Rounding::None, Type::U64, Type::U32, high);
+        (one, pieces, (ones, sums))
     }
 
     /// A tile of `size` atoms in the mid tier (at least [`MID_THRESHOLD`], below the huge
