@@ -1108,14 +1108,19 @@ fn piece_range(
 
 /// Inclusive scan of `x` (u64) over the warp (Hillis–Steele over shuffles); `lane` is `%laneid`.
 fn warp_scan(b: &mut KernelBuilder, lane: Reg, x: Reg) -> Reg {
-    let incl = b.mov(Type::U64, x);
+    warp_scan_of(b, lane, x, Type::U64)
+}
+
+/// [`warp_scan`] of an integer `x` of type `ty` (`.u32` or `.u64`).
+fn warp_scan_of(b: &mut KernelBuilder, lane: Reg, x: Reg, ty: Type) -> Reg {
+    let incl = b.mov(ty, x);
     let mut d = 1;
     while d < 32 {
-        let y = shfl(b, ShflMode::Up, incl, Type::U64, Operand::Imm(d));
+        let y = shfl(b, ShflMode::Up, incl, ty, Operand::Imm(d));
         let has = b.setp(Cmp::Ge, Type::U32, lane, Operand::Imm(d));
-        let sum = b.bin(BinOp::Add, Type::U64, incl, y);
-        let keep = b.selp(Type::U64, sum, incl, has);
-        b.mov_to(Type::U64, incl, keep);
+        let sum = b.bin(BinOp::Add, ty, incl, y);
+        let keep = b.selp(ty, sum, incl, has);
+        b.mov_to(ty, incl, keep);
         d *= 2;
     }
     incl

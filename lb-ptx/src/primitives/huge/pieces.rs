@@ -305,15 +305,7 @@ impl Split<'_> {
         let high = b.bin(BinOp::Shl, Type::B64, pieces, Operand::Imm(16));
         let packed = b.bin(BinOp::Or, Type::B64, high, one);
         let packed = b.cvt(Rounding::None, Type::U32, Type::U64, packed);
-        let mut d = 1;
-        while d < 32 {
-            let up = shfl(b, ShflMode::Up, packed, Type::U32, Operand::Imm(d));
-            let has = b.setp(Cmp::Ge, Type::U32, lane, Operand::Imm(d));
-            let sum = b.bin(BinOp::Add, Type::U32, packed, up);
-            let keep = b.selp(Type::U32, sum, packed, has);
-            b.mov_to(Type::U32, packed, keep);
-            d *= 2;
-        }
+        let packed = super::warp_scan_of(b, lane, packed, Type::U32);
         let low = b.bin(BinOp::And, Type::B32, packed, Operand::Imm(0xFFFF));
         let ones = b.cvt(Rounding::None, Type::U64, Type::U32, low);
         let high = b.bin(BinOp::Shr, Type::U32, packed, Operand::Imm(16));
