@@ -554,7 +554,7 @@ impl Split<'_> {
         let (begin, end) = l.atoms(b, tile);
         let size = b.bin(BinOp::Sub, Type::U64, end, begin);
         let lanes = self.layout.lanes.is_some();
-        let from = huge_from(self.opts.block, lanes, self.t.mid.is_some());
+        let from = threshold(self.opts.block, lanes);
         let huge = is_huge(b, size, from);
         let add = b.if_begin(huge, false);
         self.append(b, (self.t.count, self.t.list), tile);
