@@ -87,7 +87,8 @@ fn the_mid_list_is_in_tile_order_and_the_sums_match() {
                 placed, starts,
                 "{what}: first pieces, the total after the last"
             );
-            let entries = read_u32s(&mem, temps[temp("mid_entries")], *starts.last().unwrap());
+            let pieces = *starts.last().unwrap() as usize;
+            let entries = read_u32(&mem, temps[temp("mid_entries")], pieces);
             for (e, w) in starts.windows(2).enumerate() {
                 let owner = &entries[w[0] as usize..w[1] as usize];
                 assert!(
@@ -97,12 +98,4 @@ fn the_mid_list_is_in_tile_order_and_the_sums_match() {
             }
         }
     }
-}
-
-/// `n` u32 words at `addr`.
-fn read_u32s(mem: &lb_ptx::sim::Memory, addr: u64, n: u64) -> Vec<u32> {
-    read_words::<4>(mem, addr, n as usize)
-        .into_iter()
-        .map(u32::from_le_bytes)
-        .collect()
 }

@@ -149,8 +149,8 @@ impl ScheduleTemplate for Lrb {
         kernels.extend(huge::back_kernels(&base, body, opts, mid));
         kernels.extend(classes.map(class));
         // Without a frontier the bins and the huge-tile list depend only on the tile set: the
-        // runtime keeps them with it and skips the list, its scan, count, scan and scatter on
-        // later launches.
+        // runtime keeps them with it and skips the split's list, scan (and place) and the
+        // binning's count, scan and scatter on later launches.
         let role = match opts.tiles {
             None => TempRole::Cached { producers },
             Some(_) => TempRole::Scratch,

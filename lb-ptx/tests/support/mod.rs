@@ -40,6 +40,13 @@ pub fn read_u64(mem: &Memory, addr: u64, n: usize) -> Vec<u64> {
         .collect()
 }
 
+pub fn read_u32(mem: &Memory, addr: u64, n: usize) -> Vec<u32> {
+    read_words::<4>(mem, addr, n)
+        .into_iter()
+        .map(u32::from_le_bytes)
+        .collect()
+}
+
 /// A CSR tile set built from row lengths, with awkward float values.
 pub struct Matrix {
     pub cols: usize,
@@ -397,11 +404,7 @@ pub fn run_reduce_keeping(
     let y = upload(&mut mem, &nan) + offset as u64;
     args.extend([y, n as u64]);
     let (temps, _) = run_plan(g, plan, args, size(m, lanes), &mut mem);
-    let out = read_words::<4>(&mem, y, n)
-        .into_iter()
-        .map(u32::from_le_bytes)
-        .collect();
-    (out, temps, mem)
+    (read_u32(&mem, y, n), temps, mem)
 }
 
 /// Checks `spmv` sums (or `spmm` with `k` lanes) against an f64 loop.
