@@ -1,12 +1,14 @@
 //! The split's mid tier over many segments of 32 tiles: its list is placed in tile order (the
 //! list kernel counts per segment, the scan turns the counts into starts, the place kernel
 //! writes each tile's slot), and SpMM with lanes still matches an f64 reference, on tile sets
-//! whose mid tiles sit at segment boundaries, fill whole segments, or are absent from most.
+//! whose mid tiles sit at segment boundaries, fill whole segments, or are absent from most. The
+//! split's walks stop their grids at a few resident waves.
 
 mod codegen_common;
 mod support;
 
 use codegen_common::*;
+use lb_ptx::plan::{DeviceLimits, OffsetWidth, ProblemSize};
 use lb_ptx::primitives::huge::{MID_CEILING, MID_THRESHOLD, PIECE};
 use lb_ptx::{generate, IndexWidth, Schedule};
 use support::*;
@@ -96,6 +98,60 @@ fn the_mid_list_is_in_tile_order_and_the_sums_match() {
                     "{what}: pieces {w:?} belong to entry {e}, got {owner:?}"
                 );
             }
+        }
+    }
+}
+
+/// The split's walks with lanes take one block per run of atoms, but their work is a count on
+/// the device, so their grids stop at one resident wave per 32 lanes (one to four waves) and
+/// the blocks stride over the rest: a large tile set's grid is the cap, a small one's is its
+/// own size, an empty one's a block.
+#[test]
+fn the_walks_grids_stop_at_resident_waves() {
+    let limits = DeviceLimits {
+        sm_count: 10,
+        blocks_per_sm: 3,
+    };
+    let size = |atoms: u64, lanes: u64| ProblemSize {
+        tiles: 1000,
+        atoms,
+        lanes,
+        max_tile_atoms: u64::MAX,
+        offsets: OffsetWidth::U64,
+    };
+    for s in SCHEDULES {
+        let o = lb_ptx::Options {
+            lanes: Some(2),
+            ..opts(s, 128, 1, IndexWidth::U64)
+        };
+        let g = generate(&spmm(), &o).unwrap();
+        let plan = &g.plans[0];
+        let walks: Vec<_> = plan
+            .kernels
+            .iter()
+            .filter(|k| k.entry.ends_with("_mid_walk") || k.entry.ends_with("_huge_walk"))
+            .collect();
+        assert_eq!(walks.len(), 2, "{}: the mid and huge walks", s.name());
+        for k in walks {
+            let blocks = |atoms, lanes| k.grid.blocks(&size(atoms, lanes), k.block, &limits);
+            let what = format!("{} {}", s.name(), k.entry);
+            for (lanes, waves) in [
+                (1, 1),
+                (8, 1),
+                (32, 1),
+                (63, 1),
+                (64, 2),
+                (128, 4),
+                (1000, 4),
+            ] {
+                assert_eq!(blocks(1 << 30, lanes), 30 * waves, "{what}, lanes {lanes}");
+            }
+            assert_eq!(blocks(0, 32), 1, "{what}: an empty tile set");
+            let few = blocks(3000, 128);
+            assert!(
+                (1..30).contains(&few),
+                "{what}: 3 000 atoms take {few} blocks"
+            );
         }
     }
 }
