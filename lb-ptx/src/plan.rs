@@ -100,18 +100,21 @@ pub enum Grid {
         count_tiles: bool,
         frontier: FrontierGrid,
     },
-    /// One block per `atoms` atoms of the tile set, at least one, whatever the lanes, but at most
-    /// one resident wave per 32 lanes (at least one wave, at most four): for a kernel whose
-    /// blocks each take a run of atoms for all lanes at once (the huge-tile split's walks with
-    /// lanes) and stride over the rest.
+    /// One block per `atoms` atoms of the tile set, at least one, whatever the lanes, and with at
+    /// most 32 lanes never more than one resident wave: for a kernel whose blocks each take a run
+    /// of atoms for all lanes at once (the huge-tile split's walks with lanes) and stride over
+    /// the rest.
     ///
     /// Their work is a device-side count (the split's lists), usually far below the tile set's
     /// atoms. Uncapped, most blocks found nothing to do, yet each paid its entry (two 64-bit
     /// divisions a thread) and held an SM slot: 72 000 of the mid walk's 86 000 warps on a
-    /// 5.5 M-nonzero log-normal matrix at k = 32. One wave made SpMM 5–25% faster at k = 8
-    /// and 32 but up to 5% slower at k = 128, where a piece takes a warp instead of a quarter
-    /// and the pieces' blocks balance better dispatched than strided; four waves there were as
-    /// fast as no cap (H200, docs/spmm.md).
+    /// 5.5 M-nonzero log-normal matrix at k = 32, where one wave made SpMM 5–25% faster at
+    /// k = 8 and 32. With more lanes a piece takes up to a warp, the work fills much more of
+    /// the grid, and the hardware dispatching the blocks in order keeps the walked pieces in a
+    /// narrow window of rows, which a wave of blocks striding over them loses as they drift
+    /// apart: on a 3 M-row banded matrix at k = 128 (B of 1.5 GB, neighbouring rows reading
+    /// neighbouring rows of B) four striding waves took 7.1 ms where the uncapped grid took
+    /// 5.2 (H200, docs/spmm.md).
     PerAtoms { atoms: u32 },
     /// One block per `tiles` tiles (tile positions: a frontier's length with a frontier), at
     /// least one, whatever the lanes: for a kernel whose warps each take a run of consecutive
@@ -186,10 +189,10 @@ impl Grid {
             Grid::PerAtoms { atoms } => {
                 let resident =
                     u64::from(limits.sm_count.max(1)) * u64::from(limits.blocks_per_sm.max(1));
-                let waves = (size.lanes / 32).clamp(1, 4);
+                let cap = if size.lanes <= 32 { resident } else { u64::MAX };
                 size.atoms
                     .div_ceil(u64::from(atoms.max(1)))
-                    .min(resident * waves)
+                    .min(cap)
                     .clamp(1, u64::from(u32::MAX)) as u32
             }
             Grid::PerTiles { tiles } => size

@@ -2,13 +2,13 @@
 //! list kernel counts per segment, the scan turns the counts into starts, the place kernel
 //! writes each tile's slot), and SpMM with lanes still matches an f64 reference, on tile sets
 //! whose mid tiles sit at segment boundaries, fill whole segments, or are absent from most. The
-//! split's walks stop their grids at a few resident waves.
+//! split's walks stop their grids at a resident wave up to 32 lanes.
 
 mod codegen_common;
 mod support;
 
 use codegen_common::*;
-use lb_ptx::plan::{DeviceLimits, OffsetWidth, ProblemSize};
+use lb_ptx::plan::{DeviceLimits, Grid, OffsetWidth, ProblemSize};
 use lb_ptx::primitives::huge::{MID_CEILING, MID_THRESHOLD, PIECE};
 use lb_ptx::{generate, IndexWidth, Schedule};
 use support::*;
@@ -103,11 +103,11 @@ fn the_mid_list_is_in_tile_order_and_the_sums_match() {
 }
 
 /// The split's walks with lanes take one block per run of atoms, but their work is a count on
-/// the device, so their grids stop at one resident wave per 32 lanes (one to four waves) and
-/// the blocks stride over the rest: a large tile set's grid is the cap, a small one's is its
-/// own size, an empty one's a block.
+/// the device, so with at most 32 lanes their grids stop at one resident wave and the blocks
+/// stride over the rest; with more lanes they keep a block per run (docs/spmm.md, "The walks'
+/// grids"). A small tile set's grid is its own size, an empty one's a block.
 #[test]
-fn the_walks_grids_stop_at_resident_waves() {
+fn the_walks_grids_stop_at_a_resident_wave_up_to_32_lanes() {
     let limits = DeviceLimits {
         sm_count: 10,
         blocks_per_sm: 3,
@@ -133,25 +133,22 @@ fn the_walks_grids_stop_at_resident_waves() {
             .collect();
         assert_eq!(walks.len(), 2, "{}: the mid and huge walks", s.name());
         for k in walks {
-            let blocks = |atoms, lanes| k.grid.blocks(&size(atoms, lanes), k.block, &limits);
             let what = format!("{} {}", s.name(), k.entry);
-            for (lanes, waves) in [
-                (1, 1),
-                (8, 1),
-                (32, 1),
-                (63, 1),
-                (64, 2),
-                (128, 4),
-                (1000, 4),
-            ] {
-                assert_eq!(blocks(1 << 30, lanes), 30 * waves, "{what}, lanes {lanes}");
+            let Grid::PerAtoms { atoms: run } = k.grid else {
+                panic!("{what}: a grid per run of atoms, got {:?}", k.grid);
+            };
+            let blocks = |atoms, lanes| k.grid.blocks(&size(atoms, lanes), k.block, &limits);
+            let all = 1u64 << 30;
+            for lanes in [1, 8, 32] {
+                assert_eq!(blocks(all, lanes), 30, "{what}, lanes {lanes}");
+            }
+            for lanes in [33, 128, 1000] {
+                let per_run = all.div_ceil(u64::from(run)) as u32;
+                assert_eq!(blocks(all, lanes), per_run, "{what}, lanes {lanes}");
             }
             assert_eq!(blocks(0, 32), 1, "{what}: an empty tile set");
-            let few = blocks(3000, 128);
-            assert!(
-                (1..30).contains(&few),
-                "{what}: 3 000 atoms take {few} blocks"
-            );
+            let few = u64::from(run) * 5 / 2;
+            assert_eq!(blocks(few, 32), 3, "{what}: two and a half runs");
         }
     }
 }
