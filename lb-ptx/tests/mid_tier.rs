@@ -10,7 +10,7 @@ mod support;
 use codegen_common::*;
 use lb_ptx::plan::{DeviceLimits, Grid, OffsetWidth, ProblemSize};
 use lb_ptx::primitives::huge::{MID_CEILING, MID_THRESHOLD, PIECE};
-use lb_ptx::{generate, IndexWidth, Schedule};
+use lb_ptx::{generate, Generated, IndexWidth, Schedule};
 use support::*;
 
 /// Plans with the mid tier: the group family, `lrb` and `binning`.
@@ -45,6 +45,15 @@ fn tile_sizes(rng: &mut Rng) -> Vec<usize> {
     sizes
 }
 
+/// SpMM's module for `s` with lanes (`k`, parameter 2), blocks of 128 threads.
+fn spmm_with_lanes(s: Schedule) -> Generated {
+    let o = lb_ptx::Options {
+        lanes: Some(2),
+        ..opts(s, 128, 1, IndexWidth::U64)
+    };
+    generate(&spmm(), &o).unwrap()
+}
+
 #[test]
 fn the_mid_list_is_in_tile_order_and_the_sums_match() {
     let mut rng = Rng::fresh();
@@ -60,11 +69,7 @@ fn the_mid_list_is_in_tile_order_and_the_sums_match() {
         starts.push(starts.last().unwrap() + pieces);
     }
     for s in SCHEDULES {
-        let o = lb_ptx::Options {
-            lanes: Some(2),
-            ..opts(s, 128, 1, IndexWidth::U64)
-        };
-        let g = generate(&spmm(), &o).unwrap();
+        let g = spmm_with_lanes(s);
         let plan = &g.plans[0];
         assert!(
             plan.kernels.iter().any(|k| k.entry.ends_with("_mid_place")),
@@ -120,11 +125,7 @@ fn the_walks_grids_stop_at_a_resident_wave_up_to_32_lanes() {
         offsets: OffsetWidth::U64,
     };
     for s in SCHEDULES {
-        let o = lb_ptx::Options {
-            lanes: Some(2),
-            ..opts(s, 128, 1, IndexWidth::U64)
-        };
-        let g = generate(&spmm(), &o).unwrap();
+        let g = spmm_with_lanes(s);
         let plan = &g.plans[0];
         let walks: Vec<_> = plan
             .kernels
