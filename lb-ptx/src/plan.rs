@@ -78,6 +78,13 @@ pub struct DeviceLimits {
     pub blocks_per_sm: u32,
 }
 
+impl DeviceLimits {
+    /// Blocks of the kernel resident at once on the whole device (at least one).
+    pub fn resident_blocks(&self) -> u64 {
+        u64::from(self.sm_count.max(1)) * u64::from(self.blocks_per_sm.max(1))
+    }
+}
+
 /// How many blocks a kernel is launched with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Grid {
@@ -108,7 +115,7 @@ pub enum Grid {
     /// Their work is a device-side count (the split's lists), usually far below the tile set's
     /// atoms. Uncapped, most blocks found nothing to do, yet each paid its entry (two 64-bit
     /// divisions a thread) and held an SM slot: 72 000 of the mid walk's 86 000 warps on a
-    /// 5.5 M-nonzero log-normal matrix at k = 32, where one wave made SpMM 5–25% faster at
+    /// 5.5 M-nonzero log-normal matrix at k = 32, where one wave made SpMM 3–23% faster at
     /// k = 8 and 32. With more lanes a piece takes up to a warp, the work fills much more of
     /// the grid, and the hardware dispatching the blocks in order keeps the walked pieces in a
     /// narrow window of rows, which a wave of blocks striding over them loses as they drift
@@ -154,9 +161,7 @@ impl Grid {
                 let items = size.tiles.saturating_mul(size.lanes.max(1));
                 let per_block = u64::from(block) * u64::from(per_thread.max(1));
                 let wanted = items.div_ceil(per_block).max(1);
-                let resident =
-                    u64::from(limits.sm_count.max(1)) * u64::from(limits.blocks_per_sm.max(1));
-                wanted.min(resident) as u32
+                wanted.min(limits.resident_blocks()) as u32
             }
             Grid::Fixed(n) => n.max(1),
             Grid::CoverWork {
@@ -178,18 +183,18 @@ impl Grid {
                 let per_block = u64::from(block) * u64::from(per_thread.max(1));
                 let mut per_lane = work.div_ceil(per_block).max(1);
                 if frontier == FrontierGrid::Strided {
-                    let resident =
-                        u64::from(limits.sm_count.max(1)) * u64::from(limits.blocks_per_sm.max(1));
-                    per_lane = per_lane.min(resident);
+                    per_lane = per_lane.min(limits.resident_blocks());
                 }
                 per_lane
                     .saturating_mul(size.lanes.max(1))
                     .min(u64::from(u32::MAX)) as u32
             }
             Grid::PerAtoms { atoms } => {
-                let resident =
-                    u64::from(limits.sm_count.max(1)) * u64::from(limits.blocks_per_sm.max(1));
-                let cap = if size.lanes <= 32 { resident } else { u64::MAX };
+                let cap = if size.lanes <= 32 {
+                    limits.resident_blocks()
+                } else {
+                    u64::MAX
+                };
                 size.atoms
                     .div_ceil(u64::from(atoms.max(1)))
                     .min(cap)
