@@ -496,6 +496,15 @@ pub fn reduce_identity(b: &mut KernelBuilder, ty: Ty, reduce: Reduce) -> Result<
     Ok(b.mov(ptx_type(ty), imm))
 }
 
+/// The instruction that combines two values of a `reduce`.
+pub fn reduce_op(reduce: Reduce) -> BinOp {
+    match reduce {
+        Reduce::Sum => BinOp::Add,
+        Reduce::Min => BinOp::Min,
+        Reduce::Max => BinOp::Max,
+    }
+}
+
 /// `acc = acc ⊕ x`, rounding like Rust's `acc += x` / `acc.min(x)` / `acc.max(x)`.
 pub fn reduce_combine(
     b: &mut KernelBuilder,
@@ -509,12 +518,7 @@ pub fn reduce_combine(
             "`reduce` over `bool` is not supported".into(),
         ));
     }
-    let op = match reduce {
-        Reduce::Sum => BinOp::Add,
-        Reduce::Min => BinOp::Min,
-        Reduce::Max => BinOp::Max,
-    };
-    b.bin_to(op, ptx_type(ty), acc, acc, x);
+    b.bin_to(reduce_op(reduce), ptx_type(ty), acc, acc, x);
     Ok(())
 }
 

@@ -66,7 +66,7 @@ use std::borrow::Cow;
 
 use crate::body::{Body, IndexRole, Reduce, Ty};
 use crate::builder::KernelBuilder;
-use crate::codegen::{ptx_type, reduce_combine, reduce_identity, KernelParams};
+use crate::codegen::{ptx_type, reduce_combine, reduce_identity, reduce_op, KernelParams};
 use crate::ir::{
     AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, RegClass, Rounding, ShflMode, Space, Special,
     Type, UnOp, VoteMode,
@@ -252,21 +252,13 @@ fn fold_if(b: &mut KernelBuilder, pred: Reg, (ty, red): (Ty, Reduce), acc: Reg, 
         pred,
         false,
         Op::Bin {
-            op: combine_op(red),
+            op: reduce_op(red),
             ty: ptx_type(ty),
             dst: acc,
             a: acc.into(),
             b: x.into(),
         },
     );
-}
-
-fn combine_op(reduce: Reduce) -> BinOp {
-    match reduce {
-        Reduce::Sum => BinOp::Add,
-        Reduce::Min => BinOp::Min,
-        Reduce::Max => BinOp::Max,
-    }
 }
 
 /// The kernels of `plan` (made by [`group_plan`]) for group size `n`: the huge-tile split's and
@@ -760,7 +752,7 @@ fn small_rounds(b: &mut KernelBuilder, g: &Group, w: &Walk, s: &ShflSetup) -> Re
                 take,
                 false,
                 Op::Bin {
-                    op: combine_op(red),
+                    op: reduce_op(red),
                     ty: pt,
                     dst: x,
                     a: y.into(),

@@ -23,8 +23,9 @@
 //!    is complete and stored with a plain store; the first waits for its carry-in. Where the
 //!    share stages the block's tile ends in shared memory (`merge_path`), the stores are
 //!    gathered there and made by the whole block at the end instead (`Gathered`).
-//! 2. Block (`block_carry`): a segmented inclusive scan of the threads' partial values in
-//!    shared memory (a new segment at each thread that finished a tile). A thread completes its
+//! 2. Block (`block_carry`): a segmented inclusive scan of the threads' partial values, with
+//!    shuffles inside warps and shared memory across them (a new segment at each thread that
+//!    finished a tile). A thread completes its
 //!    first tile with the scan of the thread before it. The block's last scan value is its one
 //!    carry-out (key: the partial tile's position × lanes + lane); the first tile finished in
 //!    the block, which lacks the carries of earlier blocks, goes to the block's `head` slot
@@ -53,7 +54,7 @@ use crate::body::{Body, IndexRole, Reduce, Ty};
 use crate::builder::{KernelBuilder, LoopScope};
 use crate::codegen::{
     emit_body, load_offset, load_offset_as, offset_addr, ptx_type, reduce_combine, reduce_identity,
-    AtomContext, KernelParams,
+    reduce_op, AtomContext, KernelParams,
 };
 use crate::ir::{
     Address, BinOp, Cmp, Kernel, Label, Op, Operand, Reg, Rounding, ShflMode, Space, Special, Type,
@@ -85,6 +86,9 @@ const NO_CARRY: i64 = -1;
 /// The block's segmented scan of its threads' partial values, and its segment flags.
 const SCAN_VALUES: &str = "lb_scan_values";
 const SCAN_FLAGS: &str = "lb_scan_flags";
+/// Each warp's last scan value and flag, then the scan of those over the block's warps.
+const WARP_VALUES: &str = "lb_scan_warp_values";
+const WARP_FLAGS: &str = "lb_scan_warp_flags";
 
 /// `Options::items_per_thread`, or [`DEFAULT_ITEMS_PER_THREAD`] when it is 1 (unspecified).
 pub fn items_per_thread(opts: &Options) -> u32 {
@@ -1269,12 +1273,114 @@ pub(crate) struct Carry<'a> {
 
 /// An inclusive segmented scan of `acc` over the block's threads, in place: `flag` (u32) is 1
 /// where a segment starts and becomes 1 wherever a segment start lies between the block's start
-/// and the thread. Hillis–Steele over `log2(block)` fixed steps (thread `t` combines `t - d`
-/// into itself until its segment's start is reached), so the combination tree depends only on
-/// the flags and the block size: bitwise reproducible. Ends with a barrier; returns the
-/// shared-memory addresses of the thread's value and flag, so that `addr - size` is the
-/// previous thread's.
+/// and the thread. With [`ScanBy::Shuffles`] each warp scans its lanes with shuffles
+/// ([`warp_segmented_scan`]); the last
+/// lane of every warp leaves its warp's result in shared memory, the first warp scans those the
+/// same way, and a thread whose segment began before its warp prepends the scan of the warps
+/// before it (the two levels of Merrill & Garland's block-wide reduction of carry-outs, after
+/// CUB's warp-then-block scan). Three barriers whatever the block size, where a Hillis–Steele
+/// scan over the whole block in shared memory took two per step (sixteen at 256 threads) and
+/// four shared accesses per thread and step. The combination tree depends only on the flags and
+/// the block size: bitwise reproducible. Leaves every thread's result and flag in shared memory
+/// behind a barrier and returns their addresses, so that `addr - size` is the previous
+/// thread's (so does [`ScanBy::SharedSteps`]).
 fn segmented_scan(
+    b: &mut KernelBuilder,
+    block: i64,
+    tid: Reg,
+    (ty, r): (Ty, Reduce),
+    (acc, flag): (Reg, Reg),
+    by: ScanBy,
+) -> Result<(Reg, Reg), GenError> {
+    if by == ScanBy::SharedSteps {
+        return segmented_scan_in_steps(b, block, tid, (ty, r), acc, flag);
+    }
+    if ty == Ty::Bool {
+        return Err(GenError::Unsupported(
+            "`reduce` over `bool` is not supported".into(),
+        ));
+    }
+    let (t, size) = (ptx_type(ty), ty.size());
+    let op = reduce_op(r);
+    let lane = b.special(Special::LaneId);
+    warp_segmented_scan(b, lane, (t, op), acc, flag);
+    if block > 32 {
+        let warps = block / 32;
+        b.shared(WARP_VALUES, 8, warps as u32 * size);
+        b.shared(WARP_FLAGS, 4, warps as u32 * 4);
+        let values = b.mov(Type::U64, Operand::Symbol(WARP_VALUES.into()));
+        let flags = b.mov(Type::U64, Operand::Symbol(WARP_FLAGS.into()));
+        let warp = b.bin(BinOp::Shr, Type::U64, tid, Operand::Imm(5));
+        let last_lane = b.setp(Cmp::Eq, Type::U32, lane, Operand::Imm(31));
+        let scope = b.if_begin(last_lane, false);
+        let addr = b.elem_addr(values, warp, size);
+        b.st(Space::Shared, t, addr, acc);
+        let addr = b.elem_addr(flags, warp, 4);
+        b.st(Space::Shared, Type::U32, addr, flag);
+        b.if_end(scope);
+        b.emit(Op::BarSync);
+        // The first warp scans the warps' results, one lane each (the identity past the last
+        // warp, which no lower lane reads).
+        let first_warp = b.setp(Cmp::Lt, Type::U64, tid, Operand::Imm(32));
+        let scope = b.if_begin(first_warp, false);
+        let value = reduce_identity(b, ty, r)?;
+        let warp_flag = b.mov(Type::U32, Operand::Imm(0));
+        let slot = b.cvt(Rounding::None, Type::U64, Type::U32, lane);
+        let value_addr = b.elem_addr(values, slot, size);
+        let flag_addr = b.elem_addr(flags, slot, 4);
+        let inside = b.setp(Cmp::Lt, Type::U32, lane, Operand::Imm(warps));
+        let load = b.if_begin(inside, false);
+        b.ld_to(Space::Shared, t, value, value_addr);
+        b.ld_to(Space::Shared, Type::U32, warp_flag, flag_addr);
+        b.if_end(load);
+        warp_segmented_scan(b, lane, (t, op), value, warp_flag);
+        let store = b.if_begin(inside, false);
+        b.st(Space::Shared, t, value_addr, value);
+        b.st(Space::Shared, Type::U32, flag_addr, warp_flag);
+        b.if_end(store);
+        b.if_end(scope);
+        b.emit(Op::BarSync);
+        let later_warp = b.setp(Cmp::Ge, Type::U64, tid, Operand::Imm(32));
+        let open = b.setp(Cmp::Eq, Type::U32, flag, Operand::Imm(0));
+        let continues = b.bin(BinOp::And, Type::Pred, later_warp, open);
+        let scope = b.if_begin(continues, false);
+        let before = b.bin(BinOp::Sub, Type::U64, warp, Operand::Imm(1));
+        let addr = b.elem_addr(values, before, size);
+        let earlier = b.ld(Space::Shared, t, addr);
+        combine_earlier(b, (t, op), acc, earlier);
+        let addr = b.elem_addr(flags, before, 4);
+        b.ld_to(Space::Shared, Type::U32, flag, addr);
+        b.if_end(scope);
+    }
+    b.shared(SCAN_VALUES, 8, block as u32 * size);
+    b.shared(SCAN_FLAGS, 4, block as u32 * 4);
+    let values = b.mov(Type::U64, Operand::Symbol(SCAN_VALUES.into()));
+    let flags = b.mov(Type::U64, Operand::Symbol(SCAN_FLAGS.into()));
+    let my_value = b.elem_addr(values, tid, size);
+    let my_flag = b.elem_addr(flags, tid, 4);
+    b.st(Space::Shared, t, my_value, acc);
+    b.st(Space::Shared, Type::U32, my_flag, flag);
+    b.emit(Op::BarSync);
+    Ok((my_value, my_flag))
+}
+
+/// How [`segmented_scan`] crosses the block's threads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ScanBy {
+    /// Shuffles within each warp, shared memory across warps: three barriers.
+    Shuffles,
+    /// Hillis–Steele over the whole block in shared memory, two barriers per step. Kept for
+    /// `multi_phase`'s rounds: with the shuffles its main kernel needs 40 registers instead of
+    /// 32 on sm_90 (the warp scan alone does it), a quarter of its occupancy, and took 461 µs
+    /// instead of 429 on `banded-3000000` on an H200 (docs/benchmarks.md, thirty-seventh
+    /// session), where `merge_path` and `two_phase` gained 4–5%.
+    SharedSteps,
+}
+
+/// [`segmented_scan`] as a Hillis–Steele scan over `log2(block)` fixed steps in shared memory
+/// (thread `t` combines `t - d` into itself until its segment's start is reached). Ends with a
+/// barrier; returns the shared-memory addresses of the thread's value and flag.
+fn segmented_scan_in_steps(
     b: &mut KernelBuilder,
     block: i64,
     tid: Reg,
@@ -1327,6 +1433,50 @@ fn segmented_scan(
     Ok((my_value, my_flag))
 }
 
+/// [`segmented_scan`] over one warp's lanes (`lane` is `%laneid`), in place, for a value
+/// of PTX type `t` combined with `op`: Hillis–Steele over shuffles, lane `l` prepending lane
+/// `l - d` while no segment starts between them. Every lane runs every shuffle.
+fn warp_segmented_scan(
+    b: &mut KernelBuilder,
+    lane: Reg,
+    (t, op): (Type, BinOp),
+    acc: Reg,
+    flag: Reg,
+) {
+    let mut d = 1;
+    while d < 32 {
+        let earlier = shfl(b, ShflMode::Up, acc, t, Operand::Imm(d));
+        let earlier_flag = shfl(b, ShflMode::Up, flag, Type::U32, Operand::Imm(d));
+        let reads = b.setp(Cmp::Ge, Type::U32, lane, Operand::Imm(d));
+        let open = b.setp(Cmp::Eq, Type::U32, flag, Operand::Imm(0));
+        let take = b.bin(BinOp::And, Type::Pred, reads, open);
+        b.emit_guarded(
+            take,
+            false,
+            Op::Bin {
+                op,
+                ty: t,
+                dst: acc,
+                a: earlier.into(),
+                b: acc.into(),
+            },
+        );
+        select_to(b, Type::U32, flag, earlier_flag, flag, take);
+        d *= 2;
+    }
+}
+
+/// `acc = earlier ⊕ acc`.
+fn combine_earlier(b: &mut KernelBuilder, (t, op): (Type, BinOp), acc: Reg, earlier: Reg) {
+    b.emit(Op::Bin {
+        op,
+        ty: t,
+        dst: acc,
+        a: earlier.into(),
+        b: acc.into(),
+    });
+}
+
 /// The end of a reducing main kernel, after every thread's walk (level 2 in the module docs):
 /// a segmented inclusive scan of the threads' partial values, a new segment at each thread that
 /// finished a tile. A thread that finished a tile completes its first one with the scan of the
@@ -1363,7 +1513,11 @@ pub(crate) fn block_carry(
         select_to(b, t, v.acc, v.acc, joined, finishes);
         b.if_end(scope);
     }
-    let (my_value, my_flag) = segmented_scan(b, f.block, f.tid, (ty, r), v.acc, flag)?;
+    let by = match c.chain {
+        Some(_) => ScanBy::SharedSteps,
+        None => ScanBy::Shuffles,
+    };
+    let (my_value, my_flag) = segmented_scan(b, f.block, f.tid, (ty, r), (v.acc, flag), by)?;
     let other_value = b.reg_for(t);
 
     // The head: is a thread before this one in the block finishing a tile (`closed`)?

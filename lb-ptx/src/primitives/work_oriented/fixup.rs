@@ -24,8 +24,8 @@
 use std::borrow::Cow;
 
 use super::{
-    blocks_per_lane, entry_from_back, frame, segmented_scan, temp_index, Frame, CARRY_HEADS,
-    CARRY_KEYS, CARRY_VALUES, NO_CARRY,
+    blocks_per_lane, entry_from_back, frame, segmented_scan, temp_index, Frame, ScanBy,
+    CARRY_HEADS, CARRY_KEYS, CARRY_VALUES, NO_CARRY,
 };
 use crate::body::{Body, Reduce, Ty};
 use crate::builder::KernelBuilder;
@@ -131,7 +131,7 @@ pub(crate) fn in_kernel(
     b.ld_to(Space::Global, t, head, head_addr);
     b.if_end(inner);
     b.if_end(scope);
-    segmented_scan(b, f.block, f.tid, (ty, r), acc, flag)?;
+    segmented_scan(b, f.block, f.tid, (ty, r), (acc, flag), ScanBy::Shuffles)?;
 
     // A run ends where the next key differs (the last slot carries nothing): its scan, then the
     // head of the block after it, which finished the tile.
@@ -314,7 +314,14 @@ pub(crate) fn fixup_kernel(
     let span = b.mov(Type::U64, Operand::Symbol(SPAN.into()));
     let lead = b.setp(Cmp::Eq, Type::U64, f.tid, Operand::Imm(0));
     b.st_if(lead, Space::Shared, Type::U64, span, Operand::Imm(NO_CARRY));
-    segmented_scan(&mut b, f.block, f.tid, (ty, r), acc, flag)?;
+    segmented_scan(
+        &mut b,
+        f.block,
+        f.tid,
+        (ty, r),
+        (acc, flag),
+        ScanBy::Shuffles,
+    )?;
     let scope = b.if_begin(valid, false);
     b.st(Space::Global, t, value_addr, acc);
     let inner = b.if_begin(ends, false);
