@@ -70,6 +70,23 @@ fn default_block_and_other_shares() {
     check_all(&m, 32, 2, "2 per thread");
 }
 
+/// The block's carry scan crosses warps through one warp's scan of their results: up to 32
+/// warps (1 024 threads), with tiles that open in one warp and close many warps later, tiles
+/// that fit in a lane, and warps that finish no tile.
+#[test]
+fn carry_scans_of_blocks_up_to_1024_threads() {
+    let rows: Vec<usize> = (0..700)
+        .map(|r| match r % 97 {
+            3 => 1500,
+            40 => 90,
+            _ => r % 4,
+        })
+        .collect();
+    let m = Matrix::from_lengths(&rows);
+    check_all(&m, 1024, 1, "32 warps");
+    check_all(&m, 512, 2, "16 warps");
+}
+
 #[test]
 fn lanes_including_counts_that_are_not_multiples_of_32() {
     for k in [1, 3, 33] {

@@ -1352,6 +1352,19 @@ fn segmented_scan(
         b.ld_to(Space::Shared, Type::U32, flag, addr);
         b.if_end(scope);
     }
+    Ok(publish_scan(b, block, tid, (t, size), acc, flag))
+}
+
+/// Stores every thread's scan value and flag at its index of the block's scan arrays, behind a
+/// barrier; returns the thread's two addresses.
+fn publish_scan(
+    b: &mut KernelBuilder,
+    block: i64,
+    tid: Reg,
+    (t, size): (Type, u32),
+    acc: Reg,
+    flag: Reg,
+) -> (Reg, Reg) {
     b.shared(SCAN_VALUES, 8, block as u32 * size);
     b.shared(SCAN_FLAGS, 4, block as u32 * 4);
     let values = b.mov(Type::U64, Operand::Symbol(SCAN_VALUES.into()));
@@ -1361,7 +1374,7 @@ fn segmented_scan(
     b.st(Space::Shared, t, my_value, acc);
     b.st(Space::Shared, Type::U32, my_flag, flag);
     b.emit(Op::BarSync);
-    Ok((my_value, my_flag))
+    (my_value, my_flag)
 }
 
 /// How [`segmented_scan`] crosses the block's threads.
@@ -1373,7 +1386,7 @@ pub(crate) enum ScanBy {
     /// `multi_phase`'s rounds: with the shuffles its main kernel needs 40 registers instead of
     /// 32 on sm_90 (the warp scan alone does it), a quarter of its occupancy, and took 461 µs
     /// instead of 429 on `banded-3000000` on an H200 (docs/benchmarks.md, thirty-seventh
-    /// session), where `merge_path` and `two_phase` gained 4–5%.
+    /// session), where `merge_path` and `two_phase` gained 2–4%.
     SharedSteps,
 }
 
@@ -1389,15 +1402,7 @@ fn segmented_scan_in_steps(
     flag: Reg,
 ) -> Result<(Reg, Reg), GenError> {
     let (t, size) = (ptx_type(ty), ty.size());
-    b.shared(SCAN_VALUES, 8, block as u32 * size);
-    b.shared(SCAN_FLAGS, 4, block as u32 * 4);
-    let values = b.mov(Type::U64, Operand::Symbol(SCAN_VALUES.into()));
-    let flags = b.mov(Type::U64, Operand::Symbol(SCAN_FLAGS.into()));
-    let my_value = b.elem_addr(values, tid, size);
-    let my_flag = b.elem_addr(flags, tid, 4);
-    b.st(Space::Shared, t, my_value, acc);
-    b.st(Space::Shared, Type::U32, my_flag, flag);
-    b.emit(Op::BarSync);
+    let (my_value, my_flag) = publish_scan(b, block, tid, (t, size), acc, flag);
     let other_value = b.reg_for(t);
     let other_flag = b.reg_for(Type::U32);
     let mut d = 1;
