@@ -1274,13 +1274,12 @@ pub(crate) struct Carry<'a> {
 /// An inclusive segmented scan of `acc` over the block's threads, in place: `flag` (u32) is 1
 /// where a segment starts and becomes 1 wherever a segment start lies between the block's start
 /// and the thread. With [`ScanBy::Shuffles`] each warp scans its lanes with shuffles
-/// ([`warp_segmented_scan`]); the last
-/// lane of every warp leaves its warp's result in shared memory, the first warp scans those the
-/// same way, and a thread whose segment began before its warp prepends the scan of the warps
-/// before it (the two levels of Merrill & Garland's block-wide reduction of carry-outs, after
-/// CUB's warp-then-block scan). Three barriers whatever the block size, where a Hillis–Steele
-/// scan over the whole block in shared memory took two per step (sixteen at 256 threads) and
-/// four shared accesses per thread and step. The combination tree depends only on the flags and
+/// ([`warp_segmented_scan`]); the last lane of every warp leaves its warp's result in shared
+/// memory, the first warp scans those the same way, and a thread whose segment began before its
+/// warp prepends the scan of the warps before it (the two levels of Merrill & Garland's
+/// block-wide reduction of carry-outs, after CUB's warp-then-block scan). At most three barriers
+/// whatever the block size, where a Hillis–Steele scan over the whole block in shared memory
+/// took two per step (sixteen at 256 threads) and four shared accesses per thread and step. The combination tree depends only on the flags and
 /// the block size: bitwise reproducible. Leaves every thread's result and flag in shared memory
 /// behind a barrier and returns their addresses, so that `addr - size` is the previous
 /// thread's (so does [`ScanBy::SharedSteps`]).
