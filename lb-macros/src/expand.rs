@@ -360,6 +360,9 @@ fn plan_tokens(p: &Plan) -> TokenStream {
             Grid::CoverItems { per_thread } => {
                 quote!(::lb::__private::Grid::CoverItems { per_thread: #per_thread })
             }
+            Grid::GroupPerItem { threads } => {
+                quote!(::lb::__private::Grid::GroupPerItem { threads: #threads })
+            }
             Grid::Fixed(n) => quote!(::lb::__private::Grid::Fixed(#n)),
             Grid::CoverWork {
                 per_thread,

@@ -92,6 +92,13 @@ pub enum Grid {
     /// never more blocks than are resident at once: the kernel strides over the rest.
     /// At least one block, so an empty problem still launches validly.
     CoverItems { per_thread: u32 },
+    /// `threads` threads per work item (tile × lane), never more blocks than are resident at
+    /// once: for a kernel whose items each take a group of threads and stride over the rest
+    /// (the virtual warps of `group_mapped(N)`, N < 32, whose paper asks `#RequiredThreads =
+    /// #workitems · |VirtualWarp|`, Busato & Bombieri §2.2.2). One thread per tile left each
+    /// virtual warp `N` tiles to walk one after the other on a tile set smaller than the
+    /// resident threads, and the GPU mostly idle.
+    GroupPerItem { threads: u32 },
     /// Exactly this many blocks.
     Fixed(u32),
     /// One thread per even share of the work, for the work-oriented schedules: work is
@@ -161,6 +168,14 @@ impl Grid {
                 let items = size.tiles.saturating_mul(size.lanes.max(1));
                 let per_block = u64::from(block) * u64::from(per_thread.max(1));
                 let wanted = items.div_ceil(per_block).max(1);
+                wanted.min(limits.resident_blocks()) as u32
+            }
+            Grid::GroupPerItem { threads } => {
+                let items = size.tiles.saturating_mul(size.lanes.max(1));
+                let wanted = items
+                    .saturating_mul(u64::from(threads.max(1)))
+                    .div_ceil(u64::from(block.max(1)))
+                    .max(1);
                 wanted.min(limits.resident_blocks()) as u32
             }
             Grid::Fixed(n) => n.max(1),

@@ -5,8 +5,8 @@ mod codegen_common;
 
 use codegen_common::*;
 use lb_ptx::body::Body;
-use lb_ptx::plan::{Grid, OffsetWidth, TempRole};
-use lb_ptx::{generate, GenError, Options};
+use lb_ptx::plan::{DeviceLimits, Grid, OffsetWidth, ProblemSize, TempRole};
+use lb_ptx::{generate, GenError, Options, Schedule};
 
 fn ptx(body: &Body, opts: &Options) -> String {
     generate(body, opts).expect("generates").ptx
@@ -109,6 +109,88 @@ fn plan_of_thread_mapped() {
     assert_eq!(temps.len(), 1);
     assert_eq!(temps[0].role, TempRole::ErrorFlag);
     assert_eq!((temps[0].elem_bytes, temps[0].zero), (8, true));
+}
+
+/// The grid of a group walk's own kernel (the last of its plan's) under `schedules`.
+fn walk_grids(body: &Body, schedule: Schedule, lanes: Option<usize>) -> Vec<(String, Grid)> {
+    let opts = Options {
+        schedules: vec![schedule],
+        lanes,
+        ..Options::default()
+    };
+    generate(body, &opts)
+        .unwrap()
+        .plans
+        .iter()
+        .map(|p| {
+            let k = p.kernels.last().unwrap();
+            (k.entry.to_string(), k.grid)
+        })
+        .collect()
+}
+
+#[test]
+fn virtual_warps_take_a_tile_each() {
+    // Busato & Bombieri's `#RequiredThreads = #workitems · |VirtualWarp|`: N threads per tile.
+    for n in [2, 4, 8, 16] {
+        for (entry, grid) in walk_grids(&spmv(), Schedule::GroupMapped(n), None) {
+            assert_eq!(grid, Grid::GroupPerItem { threads: n }, "{entry}");
+        }
+    }
+    // `dynamic_virtual_warps` picks a size per tile set; its 32-thread plan is the warp walk.
+    for (entry, grid) in walk_grids(&spmv(), Schedule::DynamicVirtualWarps, None) {
+        let n: u32 = entry
+            .trim_end_matches("_u32")
+            .rsplit('_')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no group size in `{entry}`"));
+        let want = if n < 32 {
+            Grid::GroupPerItem { threads: n }
+        } else {
+            Grid::CoverItems { per_thread: 1 }
+        };
+        assert_eq!(grid, want, "{entry}");
+    }
+    // With lanes the walk takes one (tile, lane) item per thread; a warp walk keeps its slots.
+    for schedule in [Schedule::GroupMapped(8), Schedule::WarpMapped] {
+        let lanes = (schedule == Schedule::GroupMapped(8)).then_some(2);
+        let body = if lanes.is_some() { spmm() } else { spmv() };
+        for (entry, grid) in walk_grids(&body, schedule, lanes) {
+            assert_eq!(grid, Grid::CoverItems { per_thread: 1 }, "{entry}");
+        }
+    }
+}
+
+#[test]
+fn group_per_item_grids_cover_the_groups_up_to_the_resident_blocks() {
+    let limits = DeviceLimits {
+        sm_count: 132,
+        blocks_per_sm: 8,
+    };
+    let size = |tiles, lanes| ProblemSize {
+        tiles,
+        atoms: tiles * 28,
+        lanes,
+        max_tile_atoms: 28,
+        offsets: OffsetWidth::U32,
+    };
+    let grid = Grid::GroupPerItem { threads: 8 };
+    // 100 tiles of 8 threads: 800 threads, four blocks of 256 (one thread a tile needs one).
+    assert_eq!(grid.blocks(&size(100, 1), 256, &limits), 4);
+    assert_eq!(
+        Grid::CoverItems { per_thread: 1 }.blocks(&size(100, 1), 256, &limits),
+        1
+    );
+    // 120 000 tiles want 3 750 blocks; 1 056 are resident and stride over the rest.
+    assert_eq!(grid.blocks(&size(120_000, 1), 256, &limits), 1056);
+    // Lanes multiply the items; no tiles still launch one block.
+    assert_eq!(grid.blocks(&size(64, 2), 256, &limits), 4);
+    assert_eq!(grid.blocks(&size(0, 1), 256, &limits), 1);
+    assert_eq!(
+        Grid::GroupPerItem { threads: 0 }.blocks(&size(512, 1), 256, &limits),
+        2
+    );
 }
 
 #[test]

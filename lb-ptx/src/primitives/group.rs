@@ -100,7 +100,17 @@ pub fn group_plan(
             ),
         });
     }
-    Ok(huge::plan_around(body, opts, schedule, entry, select))
+    let mut plan = huge::plan_around(body, opts, schedule, entry.clone(), select);
+    if n < 32 && opts.lanes.is_none() {
+        // The virtual warps take a tile each (`virtual_warps`); with lanes the group walks
+        // (tile, lane) items one thread each.
+        let mut kernels = plan.kernels.to_vec();
+        for k in kernels.iter_mut().filter(|k| k.entry == entry) {
+            k.grid = Grid::GroupPerItem { threads: n };
+        }
+        plan.kernels = Cow::Owned(kernels);
+    }
+    Ok(plan)
 }
 
 /// Shared memory for `N > 32`, per thread: the slot's first atom, end atom and tile (u64 each);
@@ -402,10 +412,9 @@ fn group_body(
 /// loop over tiles is uniform inside a virtual warp, so virtual warps of one warp never wait for
 /// each other. Tiles of the huge-tile split are skipped: the split's kernels walk and store them.
 ///
-/// The grid is the plan's `CoverItems` one: one thread per tile up to the resident blocks, so
-/// each virtual warp takes about `n` tiles of a large tile set, which the paper's
-/// `#RequiredThreads = #workitems · |VirtualWarp|` serializes the same way once the threads run
-/// out.
+/// The grid is the plan's `GroupPerItem` one: a virtual warp per tile (the paper's
+/// `#RequiredThreads = #workitems · |VirtualWarp|`) up to the resident blocks, past which each
+/// virtual warp strides over several tiles.
 fn virtual_warps(
     b: &mut KernelBuilder,
     body: &Body,
