@@ -100,17 +100,20 @@ pub fn group_plan(
             ),
         });
     }
-    let mut plan = huge::plan_around(body, opts, schedule, entry.clone(), select);
-    if n < 32 && opts.lanes.is_none() {
-        // The virtual warps take a tile each (`virtual_warps`); with lanes the group walks
-        // (tile, lane) items one thread each.
-        let mut kernels = plan.kernels.to_vec();
-        for k in kernels.iter_mut().filter(|k| k.entry == entry) {
-            k.grid = Grid::GroupPerItem { threads: n };
-        }
-        plan.kernels = Cow::Owned(kernels);
-    }
-    Ok(plan)
+    // The virtual warps take a tile each (`virtual_warps`); with lanes the group walks (tile,
+    // lane) items one thread each, and from 32 threads a group owns a tile per thread.
+    let grid = if n < 32 && opts.lanes.is_none() {
+        Grid::GroupPerItem { threads: n }
+    } else {
+        Grid::CoverItems { per_thread: 1 }
+    };
+    Ok(huge::plan_around(
+        body,
+        opts,
+        schedule,
+        (entry, grid),
+        select,
+    ))
 }
 
 /// Shared memory for `N > 32`, per thread: the slot's first atom, end atom and tile (u64 each);

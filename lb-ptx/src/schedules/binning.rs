@@ -49,7 +49,7 @@ use crate::ir::{
     Address, AtomOp, BinOp, Cmp, Kernel, LdCache, Op, Operand, Reg, RegClass, Rounding, ShflMode,
     Space, Special, Type, UnOp,
 };
-use crate::plan::{KernelPlan, Plan};
+use crate::plan::{Grid, KernelPlan, Plan};
 use crate::primitives::huge;
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::{ballot, batch_slot, butterfly, shfl};
@@ -102,11 +102,12 @@ const NONE: i64 = 0xffff_ffff;
 impl ScheduleTemplate for Binning {
     fn plan(&self, body: &Body, opts: &Options) -> Result<Plan, GenError> {
         let entry = entry_name(body, Schedule::Binning);
+        let grid = Grid::CoverItems { per_thread: 1 };
         Ok(huge::plan_around(
             body,
             opts,
             Schedule::Binning,
-            entry,
+            (entry, grid),
             None,
         ))
     }

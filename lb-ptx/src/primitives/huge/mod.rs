@@ -262,14 +262,14 @@ pub fn partials_per_block(block: u32) -> u32 {
     (5 * block).div_ceil(4 * 32)
 }
 
-/// The plan of a schedule whose one kernel `entry` (a `CoverItems` grid of one item per thread)
+/// The plan of a schedule whose one kernel `entry` (on `grid`, one that strides over the tiles)
 /// leaves huge tiles to the split: the split's list and scan, the kernel, the split's walk and
 /// fix-up, and their temporaries after the error flag.
 pub fn plan_around(
     body: &Body,
     opts: &Options,
     schedule: Schedule,
-    entry: String,
+    (entry, grid): (String, Grid),
     select: Option<Select>,
 ) -> Plan {
     let mid = mid_tier(opts, true);
@@ -281,7 +281,7 @@ pub fn plan_around(
     kernels.push(KernelPlan {
         entry: Cow::Owned(entry.clone()),
         block: opts.block,
-        grid: Grid::CoverItems { per_thread: 1 },
+        grid,
         dynamic_shared: 0,
         min_tile_atoms: None,
         min_grid: None,
