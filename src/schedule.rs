@@ -69,7 +69,7 @@
 //!     let front = b.setp(Cmp::Eq, Type::U64, thread, Operand::Imm(0));
 //!     let zero = b.mov(w, Operand::Imm(0));
 //!     let i0 = b.selp(w, zero, after, front);
-//!     Share { i0, j0: a0, i1, j1: a1, ends: TileEnds::Global, block_atoms: None }
+//!     Share { i0, j0: a0, i1, j1: a1, ends: TileEnds::Global, block_atoms: None, values: None }
 //! }
 //!
 //! #[load_balanced(schedule = "thread_mapped", reduce = "sum", output = "y")]

@@ -408,6 +408,11 @@ pub struct AtomContext {
     /// `x[e + lane]` is then `&x[e]` (the same for every lane of the atom, so computed once for
     /// all of them) plus this offset.
     pub lane_scaled: [Option<Reg>; 4],
+    /// `atom` as a u32 register, when the schedule's plan keeps atom indices in 32 bits: a load
+    /// at the atom then takes its address in one `mul.wide.u32` from it instead of 64-bit
+    /// shifts and adds (issue 11's index width: 32-bit address arithmetic where the tile set
+    /// fits).
+    pub atom32: Option<Reg>,
 }
 
 /// How many `array[atom]` addresses a walk may keep (a tile set has at most three atom arrays).
@@ -1296,6 +1301,11 @@ impl Lower<'_> {
     /// An index, kept as the `u32` it was cast from when nothing needs the 64-bit value (no
     /// bounds check): the address is then one `mul.wide.u32` from it.
     fn index(&mut self, guarded: bool, index: &Expr) -> Result<load::Index, GenError> {
+        if let (ExprKind::Index(IndexRole::Atom), Some(atom), false) =
+            (&index.kind, self.ctx.atom32, guarded)
+        {
+            return Ok(load::Index::U32(atom));
+        }
         if let ExprKind::Cast { arg } = &index.kind {
             if !guarded && arg.ty == Ty::U32 && index.ty == Ty::U64 {
                 return Ok(load::Index::U32(self.expr(arg)?));

@@ -215,8 +215,8 @@ fn plans_have_one_variant_per_index_width() {
             }
             assert_eq!(entries, expected);
             let count_tiles = merge;
-            // merge_path's default is 11 items per thread, the others' 7.
-            let items = if merge { 11 } else { 7 };
+            // merge_path's default is 13 items per thread, the others' 7.
+            let items = if merge { 13 } else { 7 };
             let main_grid = Grid::CoverWork {
                 per_thread: items,
                 count_tiles,

@@ -63,5 +63,6 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
         j1: a1,
         ends: TileEnds::Global,
         block_atoms: None,
+        values: None,
     }
 }

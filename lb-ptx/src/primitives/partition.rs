@@ -635,5 +635,6 @@ pub fn range_share(
         j1: a1,
         ends: st.ends,
         block_atoms: None,
+        values: None,
     }
 }

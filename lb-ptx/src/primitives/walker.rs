@@ -138,6 +138,7 @@ impl Walker<'_> {
             atom_addrs: kept.as_ref().map(KeptAtoms::addrs).unwrap_or_default(),
             coalesced: stride >= 32,
             lane_scaled: [None; 4],
+            atom32: None,
         };
         self.each_lane(b, &ctx, lanes, &mut each)?;
         if let Some(k) = &kept {

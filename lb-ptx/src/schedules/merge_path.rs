@@ -78,23 +78,24 @@ impl ScheduleTemplate for MergePath {
 }
 
 /// Work items per thread when the attribute leaves `items_per_thread` out and the block stages
-/// its values (a reducing body that reads neither tile nor rank, no frontier): 11, where that
-/// fits in shared memory; otherwise the work-oriented default, 7. Measured on an H100
-/// (docs/benchmarks.md, 2026-11-22), staged: against 7, 11 items took 0.66–0.87× the time on
-/// every large member (power law 698 → 549 µs, regular 8 M × 16 2332 → 1494, rmat-23 1335 →
-/// 1153) and 0.78–0.88× on the medium ones, and 15 was slower than 7 on most; unstaged, 11 was
-/// slower than 7. The block's diagonal search, carry scan and fix-up are amortized over more
-/// items while the staged pass keeps every thread's gathers coalesced.
-const DEFAULT_ITEMS: u32 = 11;
+/// its values (a reducing body that reads neither tile nor rank, no frontier): 13, where that
+/// fits in shared memory; otherwise the work-oriented default, 7. The block's diagonal search,
+/// carry scan and fix-up are amortized over more items while the staged pass keeps every
+/// thread's gathers coalesced. On an H100 (docs/benchmarks.md, 2026-11-22), with the values and
+/// the tile ends in separate arrays, 11 items took 0.66–0.87× the time of 7 on every large
+/// member and 15 was slower than 7 on most. With one array for both (`ends_after_values`) and
+/// 32-bit staging, on an H200 (thirty-ninth session), 13 items fit the SpMV kernel in 32
+/// registers and 15.5 KB, eight blocks an SM (11 items: 36 registers, six), and took 0.87× the
+/// time of 11 on `banded-3000000` (288 → 250 µs), 0.9–1.0× on the medium corpus and 1.0× on the
+/// large members whose gathers are random; 15 lost 3–10% on the medium power law, bimodal and
+/// giant-row members.
+const DEFAULT_ITEMS: u32 = 13;
 
 /// `opts` with merge_path's default items per thread filled in (see [`DEFAULT_ITEMS`]).
 fn with_default_items<'a>(body: &Body, opts: &'a Options) -> Cow<'a, Options> {
-    let capacity = u64::from(DEFAULT_ITEMS) * u64::from(opts.block);
-    let staged = staged_bytes(body, opts, DEFAULT_ITEMS)
-        + work_oriented::staged_values_bytes(body, opts.block, capacity);
     if opts.items_per_thread > 1
         || !work_oriented::may_stage_values(body, opts.tiles.is_some())
-        || staged > work_oriented::SHARED_LIMIT
+        || staged_bytes(body, opts, DEFAULT_ITEMS) > work_oriented::SHARED_LIMIT
     {
         return Cow::Borrowed(opts);
     }
@@ -104,13 +105,20 @@ fn with_default_items<'a>(body: &Body, opts: &'a Options) -> Cow<'a, Options> {
     })
 }
 
-/// Shared memory of the main kernel with `items` per thread: the staged tile ends, the carry
-/// scan's values and flags, and the neighbour exchange (the staged values are optional and
-/// checked where they are declared).
+/// Shared memory of the main kernel with `items` per thread: the array of the staged tile ends
+/// (and values, ahead of them, when the body's values are staged: see `ends_after_values`), the
+/// carry scan's values and flags, and the neighbour exchange.
 fn staged_bytes(body: &Body, opts: &Options, items: u32) -> u64 {
     let width = if opts.index == IndexWidth::U32 { 4 } else { 8 };
+    let (slot, pad) = match body.reduce {
+        Some((ty, _)) if work_oriented::may_stage_values(body, opts.tiles.is_some()) => {
+            (u64::from(ty.size()).max(width), width)
+        }
+        _ => (width, 0),
+    };
     let scan = body.reduce.map_or(0, |(ty, _)| u64::from(ty.size()) + 4);
-    u64::from(opts.block) * (u64::from(items) * width + scan)
+    u64::from(opts.block) * (u64::from(items) * slot + scan)
+        + pad
         + work_oriented::next_thread_bytes(opts.block)
 }
 
@@ -213,7 +221,11 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
         return frontier_share(b, f);
     }
     let w = f.w;
-    b.shared(TILE_ENDS, 8, (f.capacity as u32) * w.size());
+    // With the values ahead of the ends: room for the ends' alignment after the values.
+    let (slot, pad) = f
+        .stageable
+        .map_or((w.size(), 0), |ty| (ty.size().max(w.size()), w.size()));
+    b.shared(TILE_ENDS, 8, (f.capacity as u32) * slot + pad);
 
     let start = b.bin(BinOp::Mul, Type::U64, f.cta, Operand::Imm(f.capacity));
     let d0 = b.bin(BinOp::Min, Type::U64, start, f.work);
@@ -228,7 +240,14 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
     // The block's atoms: its diagonals minus the tiles finished before them.
     let block_first = b.bin(BinOp::Sub, Type::U64, d0, i_start);
     let block_end = b.bin(BinOp::Sub, Type::U64, d1, i_end);
-    let base = b.mov(Type::U64, Operand::Symbol(TILE_ENDS.into()));
+    let stage = b.mov(Type::U64, Operand::Symbol(TILE_ENDS.into()));
+    let (base, values) = match f.stageable {
+        Some(ty) => (
+            ends_after_values(b, w, stage, ty, (block_first, block_end)),
+            Some(stage),
+        ),
+        None => (stage, None),
+    };
     let count = b.bin(BinOp::Sub, Type::U64, i_end, i_start);
     work_oriented::stage_tile_ends(b, f, base, (i_start, count));
     b.emit(Op::BarSync);
@@ -260,7 +279,32 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
         j1,
         ends: TileEnds::Shared { base, first, count },
         block_atoms: Some((block_first, block_end)),
+        values,
     }
+}
+
+/// Where the tile ends go when the block's values are staged ahead of them in the same array:
+/// after the block's `atoms` values of type `ty`, aligned to the ends' width `w`. A block's
+/// share is at most `capacity` items, tiles and atoms together, so one array of `capacity`
+/// slots (plus the alignment) holds both; two arrays of `capacity` each took 24.7 KB a block at
+/// 11 items, which left six resident blocks only 92 KB of the 256 KB an H100 or H200 SM shares
+/// between L1 and shared memory, where the random gathers of `x` want all the L1 they can get
+/// (docs/benchmarks.md, thirty-eighth and thirty-ninth sessions).
+fn ends_after_values(
+    b: &mut KernelBuilder,
+    w: Type,
+    stage: Reg,
+    ty: crate::body::Ty,
+    (first, end): (Reg, Reg),
+) -> Reg {
+    let atoms = b.bin(BinOp::Sub, Type::U64, end, first);
+    let mut bytes = b.bin(BinOp::Mul, Type::U64, atoms, Operand::Imm(ty.size().into()));
+    if !ty.size().is_multiple_of(w.size()) {
+        let align = i64::from(w.size()) - 1;
+        let up = b.bin(BinOp::Add, Type::U64, bytes, Operand::Imm(align));
+        bytes = b.bin(BinOp::And, Type::B64, up, Operand::Imm(!align));
+    }
+    b.bin(BinOp::Add, Type::U64, stage, bytes)
 }
 
 /// With a frontier a thread's share grows with the frontier's atoms (see `work_oriented`'s
@@ -290,5 +334,6 @@ fn frontier_share(b: &mut KernelBuilder, f: &Frame) -> Share {
         j1,
         ends: TileEnds::Global,
         block_atoms: None,
+        values: None,
     }
 }
