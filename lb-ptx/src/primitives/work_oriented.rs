@@ -791,21 +791,13 @@ pub fn main_kernel(
         wants_begin: wants_rank,
         gather,
     };
-    let staged = match (s.block_atoms, s.values) {
-        (Some(range), into @ Some(_)) => Some(stage_values(
+    let staged = match s.block_atoms {
+        Some(range) if s.values.is_some() || stages_values(&b, body, &f) => Some(stage_values(
             &mut b,
             &f,
             body,
             opts.checked,
-            (range, into),
-            lane,
-        )?),
-        (Some(range), None) if stages_values(&b, body, &f) => Some(stage_values(
-            &mut b,
-            &f,
-            body,
-            opts.checked,
-            (range, None),
+            (range, s.values),
             lane,
         )?),
         _ => None,
@@ -1036,7 +1028,7 @@ fn stage_values(
 /// start)` (no sum passes `end`, so none wraps) and handed to the body as
 /// [`AtomContext::atom32`]: each load at the atom is one `mul.wide.u32` from it, where the 64-bit
 /// add, compare, select, shift and add cost about twice the instructions (the SASS of the SpMV
-/// staging pass went from about 22 to 11 instructions per atom).
+/// staging pass went from about 22 to 15 instructions per atom on sm_90).
 fn unrolled_values(
     b: &mut KernelBuilder,
     f: &Frame,

@@ -19,7 +19,7 @@
 use std::borrow::Cow;
 
 use super::{Schedule, ScheduleTemplate};
-use crate::body::Body;
+use crate::body::{Body, Ty};
 use crate::builder::KernelBuilder;
 use crate::ir::{BinOp, Cmp, Kernel, LdCache, Op, Operand, Reg, Space, Type};
 use crate::plan::{KernelPlan, Plan, Temp, TempCount, TempRole};
@@ -294,7 +294,7 @@ fn ends_after_values(
     b: &mut KernelBuilder,
     w: Type,
     stage: Reg,
-    ty: crate::body::Ty,
+    ty: Ty,
     (first, end): (Reg, Reg),
 ) -> Reg {
     let atoms = b.bin(BinOp::Sub, Type::U64, end, first);
