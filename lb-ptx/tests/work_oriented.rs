@@ -170,6 +170,42 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(6))]
+
+    /// `merge_path`'s staging pass both ways in one launch: blocks whose atoms fill every item
+    /// but the last (long rows: at most one tile per thread) read the atom arrays at immediate
+    /// offsets from the thread's first atom, the others (short rows, empty rows, the last
+    /// block) clamp every item. SpMV and SpMM (an odd lane count and one past a warp) against
+    /// the f64 loop, at a small share and at the default block and items.
+    #[test]
+    fn staging_of_blocks_with_and_without_room_left(
+        long in prop::collection::vec(12usize..90, 40..400),
+        short in prop::collection::vec(0usize..4, 0..300),
+        giant in 0usize..5000,
+    ) {
+        let rows: Vec<usize> = long
+            .iter()
+            .chain(&short)
+            .chain(&[giant, 0])
+            .chain(&long)
+            .copied()
+            .collect();
+        let m = Matrix::from_lengths(&rows);
+        for (block, items) in [(32, 5), (256, 13)] {
+            let o = opts(Schedule::MergePath, block, items, IndexWidth::U32);
+            let what = format!("block {block} items {items}");
+            let got = run_reduce(&spmv(), &o, 0, &m, None);
+            check_sum(&got, &m, None, &what);
+            for k in [3, 33] {
+                let o = Options { lanes: Some(2), ..o.clone() };
+                let got = run_reduce(&spmm(), &o, 0, &m, Some(k));
+                check_sum(&got, &m, Some(k), &format!("{what} k = {k}"));
+            }
+        }
+    }
+}
+
 /// A tile far longer than a block's share: with block 32 and 2 items per thread, the tile of
 /// 50 000 atoms spans about 780 blocks, so its carries cross hundreds of block boundaries.
 #[test]

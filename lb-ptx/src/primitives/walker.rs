@@ -346,7 +346,7 @@ impl KeptAtoms {
 
     /// The addresses of the elements `ahead` atoms past the kept ones (each an add that
     /// [`crate::optimize`] folds into the load's offset).
-    fn addrs_at(
+    pub(crate) fn addrs_at(
         &self,
         b: &mut KernelBuilder,
         ahead: u32,
