@@ -29,16 +29,16 @@ def main():
     names = [a.split("=", 1)[0] for a in args]
     data = [load(a.split("=", 1)[1], op, k) for a in args]
     matrices = sorted({m for d in data for (m, _) in d})
-    schedules = sorted({s for d in data for (_, s) in d} - {"cusparse", "auto"})
+    schedules = sorted({s for d in data for (_, s) in d} - {"cusparse", "auto", "gather"})
     print("%-40s %-22s" % ("matrix", "schedule") + "".join("%11s" % n for n in names))
     best = {n: [] for n in names}
     for m in matrices:
-        for s in schedules + ["auto", "cusparse"]:
+        for s in schedules + ["auto", "cusparse", "gather"]:
             row = [d.get((m, s)) for d in data]
             if any(v is not None for v in row):
                 print("%-40s %-22s" % (m, s) + "".join("%11.1f" % v if v else "%11s" % "-" for v in row))
         for n, d in zip(names, data):
-            cands = [v for (mm, s), v in d.items() if mm == m and s not in ("cusparse", "auto")]
+            cands = [v for (mm, s), v in d.items() if mm == m and s not in ("cusparse", "auto", "gather")]
             cus = d.get((m, "cusparse"))
             if cands and cus:
                 best[n].append((m, cus / min(cands)))

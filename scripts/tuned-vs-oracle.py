@@ -10,12 +10,14 @@ import json
 import math
 import sys
 
-# Not schedules `auto` or the tuner choose among: the picks themselves, cuSPARSE, and the
+# Not schedules `auto` or the tuner choose among: the picks themselves, cuSPARSE, the gather
+# floor (lb-bench's `gather` row), and the
 # schedules written outside lb that `lb-bench --custom` adds (examples/custom-schedules).
 NOT_CANDIDATES = (
     "auto",
     "tuned",
     "cusparse",
+    "gather",
     "direct_search",
     "local_warp_search",
     "block_search",

@@ -59,6 +59,41 @@ fn spmv_lengths(rows: usize, cols: usize, x: usize, y: usize) -> Result<(), Stri
     Ok(())
 }
 
+/// Median time in ms of `reps` calls of `call` on `stream` (CUDA events around each), after one
+/// call; `what` names the work in errors.
+pub fn time_on(
+    stream: &CudaStream,
+    what: &str,
+    reps: usize,
+    mut call: impl FnMut() -> Result<(), String>,
+) -> Result<f64, String> {
+    call()?;
+    stream
+        .synchronize()
+        .map_err(|e| driver(&format!("{what}, warm-up"), e))?;
+    let event = || {
+        stream
+            .record_event(Some(cu::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| driver("recording an event", e))
+    };
+    let mut times = Vec::with_capacity(reps.max(1));
+    for _ in 0..reps.max(1) {
+        let start = event()?;
+        call()?;
+        let stop = event()?;
+        stream
+            .synchronize()
+            .map_err(|e| driver(&format!("running {what}"), e))?;
+        times.push(
+            start
+                .elapsed_ms(&stop)
+                .map_err(|e| driver("reading events", e))?,
+        );
+    }
+    times.sort_by(f32::total_cmp);
+    Ok(f64::from(times[times.len() / 2]))
+}
+
 /// A cuSPARSE handle bound to the default stream of GPU 0's primary context, which is the
 /// context and stream lb's `Device::cuda(0)` uses: buffers are shared and work is ordered.
 pub struct Cusparse {
@@ -96,36 +131,8 @@ impl Cusparse {
     }
 
     /// Median time in ms of `reps` calls of `call` (CUDA events around each), after one call.
-    fn time(
-        &self,
-        reps: usize,
-        mut call: impl FnMut() -> Result<(), String>,
-    ) -> Result<f64, String> {
-        call()?;
-        self.stream
-            .synchronize()
-            .map_err(|e| driver("cuSPARSE warm-up", e))?;
-        let event = || {
-            self.stream
-                .record_event(Some(cu::CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(|e| driver("recording an event", e))
-        };
-        let mut times = Vec::with_capacity(reps.max(1));
-        for _ in 0..reps.max(1) {
-            let start = event()?;
-            call()?;
-            let stop = event()?;
-            self.stream
-                .synchronize()
-                .map_err(|e| driver("running cuSPARSE", e))?;
-            times.push(
-                start
-                    .elapsed_ms(&stop)
-                    .map_err(|e| driver("reading events", e))?,
-            );
-        }
-        times.sort_by(f32::total_cmp);
-        Ok(f64::from(times[times.len() / 2]))
+    fn time(&self, reps: usize, call: impl FnMut() -> Result<(), String>) -> Result<f64, String> {
+        time_on(&self.stream, "cuSPARSE", reps, call)
     }
 
     /// y = A·x with `alg`: the median time in ms. `y` holds the result afterwards.

@@ -9,6 +9,7 @@ mod cg;
 mod corpus;
 mod driver_floor;
 mod fit;
+mod gather_floor;
 mod graph;
 mod host_loop;
 mod looped;

@@ -74,7 +74,7 @@ pub struct Record {
     pub cols: usize,
     pub nnz: usize,
     pub max_row: usize,
-    /// A schedule's name, "auto" or "cusparse".
+    /// A schedule's name, "auto", "tuned", "cusparse" or "gather" (the gather floor).
     pub schedule: String,
     /// For "auto": the schedule the heuristic picked; for "tuned": the one measured fastest.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -107,6 +107,10 @@ pub struct Record {
     pub floor_fraction: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub copy_gbps: Option<f64>,
+    /// The gather floor's time over this run's (1 = as fast as the nonzeros' own gathers allow;
+    /// `crate::gather_floor`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gather_fraction: Option<f64>,
     /// cuSPARSE's best time over this run's; above 1 means faster than cuSPARSE.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speedup_vs_cusparse: Option<f64>,
@@ -192,6 +196,7 @@ impl Record {
             reps: None,
             gbps: None,
             floor_fraction: None,
+            gather_fraction: None,
             copy_gbps: None,
             speedup_vs_cusparse: None,
             cusparse_alg: None,
@@ -280,8 +285,17 @@ fn opt(v: Option<f64>, prec: usize) -> String {
 pub fn print_header(gpu: bool) {
     if gpu {
         println!(
-            "{:<8} {:<34} {:<28} {:>10} {:>8} {:>7} {:>8} {:>9} {:>7}  status",
-            "op", "matrix", "schedule", "time(us)", "GB/s", "floor", "vs cuSP", "mJ/call", "W"
+            "{:<8} {:<34} {:<28} {:>10} {:>8} {:>7} {:>7} {:>8} {:>9} {:>7}  status",
+            "op",
+            "matrix",
+            "schedule",
+            "time(us)",
+            "GB/s",
+            "floor",
+            "gather",
+            "vs cuSP",
+            "mJ/call",
+            "W"
         );
     } else {
         println!(
@@ -342,13 +356,14 @@ pub fn print_row(r: &Record) {
         );
     } else {
         println!(
-            "{:<8} {:<34} {:<28} {:>10} {:>8} {:>7} {:>8} {:>9} {:>7}  {status}",
+            "{:<8} {:<34} {:<28} {:>10} {:>8} {:>7} {:>7} {:>8} {:>9} {:>7}  {status}",
             r.op,
             r.matrix,
             schedule,
             opt(r.median_ms.map(|ms| ms * 1e3), 1),
             opt(r.gbps, 1),
             opt(r.floor_fraction, 2),
+            opt(r.gather_fraction, 2),
             opt(r.speedup_vs_cusparse, 2),
             opt(r.energy_mj_per_call, 3),
             opt(r.avg_power_w, 0),
@@ -382,9 +397,9 @@ fn cost(r: &Record) -> Option<f64> {
     r.median_ms.or(r.sim_busiest_instructions.map(|v| v as f64))
 }
 
-/// Rows that are not one schedule's own.
+/// Rows that are not one schedule's own: the picks, cuSPARSE and the gather floor.
 fn is_pick(schedule: &str) -> bool {
-    matches!(schedule, "auto" | "tuned" | "cusparse")
+    matches!(schedule, "auto" | "tuned" | "cusparse" | "gather")
 }
 
 pub fn auto_summary(records: &[Record], ctx: &Context) -> Vec<AutoSummary> {

@@ -11,6 +11,7 @@ use lb::schedule::UserSchedule;
 
 use crate::baseline::{CuCsr, Cusparse, Power, SPMM_ALGS, SPMV_ALGS};
 use crate::corpus::{self, Family, Matrix};
+use crate::gather_floor::{self, GatherFloor};
 use crate::graph;
 use crate::report::{self, Context, Record};
 use crate::variants::{self, Variant};
@@ -347,6 +348,7 @@ struct Gpu {
     copy_bytes_per_s: Option<f64>,
     cusparse: Option<Cusparse>,
     power: Option<Power>,
+    gather: Option<GatherFloor>,
 }
 
 pub fn run(cli: &Cli) -> Result<Summary, String> {
@@ -400,6 +402,7 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
             Cusparse::new()
         };
         let power = Power::new();
+        let gather = GatherFloor::new(&dev);
         for (what, err) in [
             (
                 "copy bandwidth",
@@ -407,6 +410,7 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
             ),
             ("cuSPARSE", cusparse.as_ref().err().cloned()),
             ("NVML", power.as_ref().err().cloned()),
+            ("the gather floor", gather.as_ref().err().cloned()),
         ] {
             if let Some(e) = err {
                 eprintln!("lb-bench: {what}: {e}; its columns are n/a");
@@ -416,6 +420,7 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
             copy_bytes_per_s: copy.ok(),
             cusparse: cusparse.ok(),
             power: power.ok(),
+            gather: gather.ok().flatten(),
         }
     });
     let ctx = Context::new(
@@ -611,7 +616,49 @@ fn run_one(
             }
         }
     }
+    if let (Some(g), Some(floor)) = (gpu, gpu.and_then(|g| g.gather.as_ref())) {
+        let gather = gather_run(cli, &p, &m.csr, floor, &base, g);
+        if let Some(theirs) = gather.median_ms {
+            for r in &mut out {
+                r.gather_fraction = r.median_ms.map(|ours| theirs / ours);
+            }
+        }
+        out.push(gather);
+    }
     out
+}
+
+/// The gather floor of this op on this matrix ([`GatherFloor`]), checked by the total of its
+/// partial sums against the total of the reference's outputs.
+fn gather_run(
+    cli: &Cli,
+    p: &Problem,
+    a: &Csr<f32>,
+    floor: &GatherFloor,
+    base: &Record,
+    g: &Gpu,
+) -> Record {
+    let mut r = base.clone();
+    r.schedule = "gather".into();
+    if p.half.is_some() {
+        return r.failed("the gather floor reads f32 operands only");
+    }
+    r.kernels = vec!["gather floor: the nonzeros in order, no rows".into()];
+    let (ms, total) = match floor.time(&p.dev, a, &p.dx, p.op.k(), cli.reps.max(3)) {
+        Ok(t) => t,
+        Err(e) => return r.failed(e),
+    };
+    let (want, scale) = gather_floor::expected(&p.want, &p.magnitude);
+    let err = (total - want).abs() / scale.max(f64::MIN_POSITIVE);
+    if err > p.tolerance(cli) {
+        return r.failed(format!(
+            "wrong total: {total} against {want} (error {err:.2e} of the terms' magnitude)"
+        ));
+    }
+    r.max_rel_err = Some(err);
+    r.set_time(ms, cli.reps.max(3), p.bytes, g.copy_bytes_per_s);
+    r.gather_fraction = Some(1.0);
+    r
 }
 
 /// Kernels whose fastest schedule takes less than this (ms) are timed again in rounds.

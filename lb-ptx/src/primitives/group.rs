@@ -73,7 +73,7 @@ use crate::ir::{
 };
 use crate::plan::{twin_base, Grid, KernelPlan, Plan, Select, Temp, TempCount, TempRole};
 use crate::primitives::huge;
-use crate::primitives::layout::Layout;
+use crate::primitives::layout::{Layout, LANE_BLOCKING};
 use crate::primitives::walker::{own_tiles, TileSource, Walker};
 use crate::primitives::warp::batch_slot;
 use crate::primitives::warp::{butterfly as warp_butterfly, butterfly_with};
@@ -327,7 +327,7 @@ fn group_body(
 ) -> Result<(), GenError> {
     if layout.lanes.is_some() {
         let huge = Some(split_from);
-        layout.per_lane_blocking_vec(b, (body, params), |b, r| {
+        layout.per_lane_blocking_vec(b, (body, params), &LANE_BLOCKING, |b, r| {
             let source = TileSource::Layout;
             own_tiles(b, body, opts, (params, layout), source, (r, Some(n)), huge)
         })?;

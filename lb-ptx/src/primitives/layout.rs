@@ -341,19 +341,23 @@ fn apply_epilogue(
     })
 }
 
-/// Lanes per thread (register blocking) for `lanes` lanes: 4 from 32 lanes, 2 from 16, else 1.
+/// Lanes per thread (register blocking) of a walk over whole tiles for `lanes` lanes: 4 from 8
+/// lanes, else 1.
 ///
 /// A thread that owns R lanes of a tile evaluates the body for all R per atom, so the atom's
 /// loads (column index, value) and the lane-invariant index arithmetic (`&b[col * k]`) are done
 /// once for R lanes, and R gathers are in flight together: the register blocking of GE-SpMM
 /// (Huang et al., SC'20), whose coarse-grained warp merging gives each thread several columns of
-/// B for the same reason. The thread's lanes are `group + r × groups` with
-/// `groups = ⌈lanes / R⌉`, so for each r consecutive threads read consecutive elements of B's row
-/// and write consecutive elements of C's. The rule is the largest R that keeps `groups ≥ 8`:
-/// eight f32 side by side are one 32-byte sector, the unit of a coalesced access, so no sector is
-/// read for fewer lanes than a thread-per-lane mapping reads it. The masked tail stays small: at
-/// most `R − 1` of a tile's `R × groups` lane slots pass `lanes`, under 10% from 32 lanes on. R
-/// stops at 4 because a thread holds R partials and, in the two-atom walk, 2R gathered values.
+/// B for the same reason. With adjacent lanes ([`Blocking`]) a thread reads its R lanes of B's
+/// row with one vector load, so at k = 8 two threads read the row's 32 bytes, one whole sector,
+/// where eight threads did with scalar loads: a quarter of the instructions per atom for the
+/// same sectors (H200, SpMM at k = 8, docs/benchmarks.md, forty-first session: `group_mapped(4)`
+/// on road 61.1 → 38.0 µs, on the 7-point stencil 42.2 → 26.7, on `regular-250000x4` 21.1 →
+/// 14.8; no member slower).
+/// With strided lanes (`group + r × groups`, a lane count that is not a multiple of R) the
+/// threads of a tile still read its row's sectors together. R stops at 4 because a thread holds
+/// R partials and, in the multi-atom walks, several gathered values per lane. The huge-tile
+/// split's tiers keep [`SPLIT_LANE_BLOCKING`].
 pub fn lanes_per_thread(lanes: u64) -> u32 {
     LANE_BLOCKING
         .iter()
@@ -361,9 +365,19 @@ pub fn lanes_per_thread(lanes: u64) -> u32 {
         .map_or(1, |&(r, _, _)| r)
 }
 
-/// The register-blocking variants: `(lanes per thread, min lanes, max lanes)` (`max` exclusive,
-/// `u64::MAX` unbounded), covering `0..` once; see [`lanes_per_thread`].
-pub const LANE_BLOCKING: [(u32, u64, u64); 3] = [(1, 0, 16), (2, 16, 32), (4, 32, u64::MAX)];
+/// Register-blocking variants: `(lanes per thread, min lanes, max lanes)` (`max` exclusive,
+/// `u64::MAX` unbounded), covering `0..` once.
+pub type BlockingTable = [(u32, u64, u64)];
+
+/// The register blocking of the walks over whole tiles; see [`lanes_per_thread`].
+pub const LANE_BLOCKING: [(u32, u64, u64); 2] = [(1, 0, 8), (4, 8, u64::MAX)];
+
+/// The register blocking of the huge-tile split's tiers and of `consolidate`: 4 lanes per thread
+/// from 32 lanes, 2 from 16, else 1, the largest R that keeps `⌈lanes / R⌉ ≥ 8` threads side by
+/// side. Their parallelism is pieces (or buffered tiles) times those threads: with 2 threads a
+/// piece at k = 8, the mid tier of `bimodal-120000` filled under a quarter of an H200 and took
+/// 80.1 µs where 8 threads a piece took 61.8.
+pub const SPLIT_LANE_BLOCKING: [(u32, u64, u64); 3] = [(1, 0, 16), (2, 16, 32), (4, 32, u64::MAX)];
 
 /// Emits `code` once per register-blocking variant of [`LANE_BLOCKING`], each behind a test of
 /// the lane count, so that one kernel runs the variant [`lanes_per_thread`] picks: for a plan
@@ -372,10 +386,11 @@ pub const LANE_BLOCKING: [(u32, u64, u64); 3] = [(1, 0, 16), (2, 16, 32), (4, 32
 pub fn per_lane_blocking(
     b: &mut KernelBuilder,
     lanes: Reg,
+    table: &BlockingTable,
     mut code: impl FnMut(&mut KernelBuilder, u32) -> Result<(), GenError>,
 ) -> Result<(), GenError> {
     let end = b.label();
-    for &(r, min, _) in LANE_BLOCKING.iter().rev() {
+    for &(r, min, _) in table.iter().rev() {
         let next = b.label();
         if min > 0 {
             let fewer = b.setp(Cmp::Lt, Type::U64, lanes, Operand::Imm(min as i64));
@@ -423,10 +438,11 @@ impl Layout {
         &self,
         b: &mut KernelBuilder,
         (body, params): (&Body, &KernelParams),
+        table: &BlockingTable,
         mut code: impl FnMut(&mut KernelBuilder, Blocking) -> Result<(), GenError>,
     ) -> Result<(), GenError> {
         let lanes = self.lanes.expect("lane blocking needs `lanes`");
-        per_lane_blocking(b, lanes, |b, r| {
+        per_lane_blocking(b, lanes, table, |b, r| {
             self.adjacent_or_strided(b, (body, params), r, &mut code)
         })
     }

@@ -69,7 +69,7 @@ use crate::ir::{
 };
 use crate::plan::{FrontierGrid, Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::huge;
-use crate::primitives::layout::{per_lane_blocking, Blocking};
+use crate::primitives::layout::{per_lane_blocking, Blocking, SPLIT_LANE_BLOCKING};
 use crate::primitives::walker::tile_lanes;
 use crate::primitives::warp::{butterfly, grid_warps, shfl};
 use crate::primitives::Layout;
@@ -496,7 +496,7 @@ impl Consolidate {
             (b.mov(Type::U64, Operand::Imm(0)), count)
         };
         if let Some(lanes) = c.layout.lanes {
-            per_lane_blocking(&mut b, lanes, |b, r| {
+            per_lane_blocking(&mut b, lanes, &SPLIT_LANE_BLOCKING, |b, r| {
                 child_lanes(b, body, opts, &c, (first, count), r)
             })?;
             if !device {
@@ -601,7 +601,7 @@ impl Consolidate {
             is_t0,
         };
         match c.layout.lanes {
-            Some(lanes) => per_lane_blocking(&mut b, lanes, |b, r| {
+            Some(lanes) => per_lane_blocking(&mut b, lanes, &SPLIT_LANE_BLOCKING, |b, r| {
                 self.batches(b, body, opts, &c, regs, (device_child, launch), Some(r))
             })?,
             None => self.batches(&mut b, body, opts, &c, regs, (device_child, launch), None)?,

@@ -54,6 +54,7 @@ use crate::ir::{
 };
 use crate::plan::{twin_base, Grid, KernelPlan, OffsetWidth, Plan, Temp, TempCount, TempRole};
 use crate::primitives::huge;
+use crate::primitives::layout::LANE_BLOCKING;
 use crate::primitives::walker::{own_tiles, TileSource, Walker};
 use crate::primitives::warp::{butterfly, grid_warps};
 use crate::primitives::Layout;
@@ -567,18 +568,20 @@ impl Process<'_> {
         if self.layout.lanes.is_some() {
             let params = (self.params, self.layout);
             let body = (self.body, self.params);
-            return self.layout.per_lane_blocking_vec(b, body, |b, r| {
-                let source = TileSource::Layout;
-                own_tiles(
-                    b,
-                    self.body,
-                    self.opts,
-                    params,
-                    source,
-                    (r, None),
-                    Some(skip_from),
-                )
-            });
+            return self
+                .layout
+                .per_lane_blocking_vec(b, body, &LANE_BLOCKING, |b, r| {
+                    let source = TileSource::Layout;
+                    own_tiles(
+                        b,
+                        self.body,
+                        self.opts,
+                        params,
+                        source,
+                        (r, None),
+                        Some(skip_from),
+                    )
+                });
         }
         let gs = b.grid_stride_begin(items);
         let w = self.layout.work_item(b, gs.item);
@@ -609,10 +612,12 @@ impl Process<'_> {
             let params = (self.params, self.layout);
             let (list, from) = (self.perm, self.from);
             let body = (self.body, self.params);
-            return self.layout.per_lane_blocking_vec(b, body, |b, r| {
-                let source = TileSource::List { list, from, count };
-                own_tiles(b, self.body, self.opts, params, source, (r, Some(32)), None)
-            });
+            return self
+                .layout
+                .per_lane_blocking_vec(b, body, &LANE_BLOCKING, |b, r| {
+                    let source = TileSource::List { list, from, count };
+                    own_tiles(b, self.body, self.opts, params, source, (r, Some(32)), None)
+                });
         }
         let (item, warps, lane_w) = grid_warps(b);
         let lane_w64 = b.cvt(Rounding::None, Type::U64, Type::U32, lane_w);

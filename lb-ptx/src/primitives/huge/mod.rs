@@ -91,7 +91,7 @@ use crate::ir::{BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, ShflMode, Space,
 use crate::plan::{
     twin_base, FrontierGrid, Grid, KernelPlan, OffsetWidth, Plan, Select, Temp, TempCount, TempRole,
 };
-use crate::primitives::layout::{Blocking, LANE_BLOCKING};
+use crate::primitives::layout::{Blocking, SPLIT_LANE_BLOCKING};
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::{butterfly, grid_warps, shfl};
 use crate::primitives::Layout;
@@ -786,12 +786,14 @@ impl Split<'_> {
     /// different row: 32 sectors for one lane's 32 values.
     fn walk_lanes(&self, b: &mut KernelBuilder, block: u32) -> Result<(), GenError> {
         if self.body.reduce.is_some() {
-            let most = LANE_BLOCKING.iter().map(|l| l.0).max().unwrap_or(1);
+            let most = SPLIT_LANE_BLOCKING.iter().map(|l| l.0).max().unwrap_or(1);
             b.shared("lb_smem", 8, 8 * most * block);
         }
         let body = (self.body, self.params);
         self.layout
-            .per_lane_blocking_vec(b, body, |b, r| self.walk_lanes_by(b, block, r))
+            .per_lane_blocking_vec(b, body, &SPLIT_LANE_BLOCKING, |b, r| {
+                self.walk_lanes_by(b, block, r)
+            })
     }
 
     /// [`Split::walk_lanes`] for `per_thread` lanes per thread.

@@ -30,7 +30,7 @@ use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity};
 use crate::ir::{BinOp, Cmp, Operand, Reg, Rounding, ShflMode, Space, Type};
 use crate::plan::{Grid, KernelPlan, TempCount};
-use crate::primitives::layout::{per_lane_blocking, Blocking, LaneSet};
+use crate::primitives::layout::{per_lane_blocking, Blocking, LaneSet, SPLIT_LANE_BLOCKING};
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::{grid_warps, shfl};
 use crate::primitives::Layout;
@@ -413,7 +413,9 @@ impl Split<'_> {
         let mid = self.mid()?;
         let body = (self.body, self.params);
         self.layout
-            .per_lane_blocking_vec(b, body, |b, r| self.mid_walk_by(b, mid, r))
+            .per_lane_blocking_vec(b, body, &SPLIT_LANE_BLOCKING, |b, r| {
+                self.mid_walk_by(b, mid, r)
+            })
     }
 
     /// [`Split::mid_walk`] for `per_thread` lanes per thread.
@@ -487,7 +489,9 @@ impl Split<'_> {
             .lanes
             .ok_or_else(|| GenError::Unsupported("the split's mid tier needs lanes".into()))?;
         let mid = self.mid()?;
-        per_lane_blocking(b, lanes, |b, r| self.mid_fixup_by(b, mid, r))
+        per_lane_blocking(b, lanes, &SPLIT_LANE_BLOCKING, |b, r| {
+            self.mid_fixup_by(b, mid, r)
+        })
     }
 
     /// [`Split::mid_fixup`] for `per_thread` lanes per thread.
