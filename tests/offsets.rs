@@ -197,6 +197,44 @@ fn a_plan_of_the_other_width_is_an_error_and_launches_nothing() {
     }
 }
 
+/// The 32-bit plans keep a lane walk's positions and lane groups in 32 bits, so over 32-bit
+/// offsets a lane count (or a frontier) past `u32::MAX` is an error before anything runs.
+#[test]
+fn counts_past_32_bits_over_32_bit_offsets_are_refused() {
+    let dev = device();
+    let a = random_csr(Shape::Random, 20, 20, 7);
+    let da = DeviceCsr::upload_with_offsets(&dev, &a, OffsetWidth::U32).unwrap();
+    let dx = dev.upload(&random_vec(a.num_cols, 8)).unwrap();
+    let dy = dev.upload(&vec![f32::NAN; a.num_rows]).unwrap();
+    let big = u64::from(u32::MAX) + 1;
+    for (tiles, lanes) in [(a.num_rows as u64, big), (big, 1)] {
+        let plan = spmv::PLANS
+            .iter()
+            .find(|p| p.offsets == OffsetWidth::U32)
+            .expect("a 32-bit plan");
+        let mut args = Vec::<ArgValue>::new();
+        da.push_args(&mut args);
+        dx.push_args(&mut args);
+        dy.push_args(&mut args);
+        let size = ProblemSize {
+            tiles,
+            atoms: a.nnz() as u64,
+            lanes,
+            max_tile_atoms: u64::MAX,
+            offsets: OffsetWidth::U32,
+        };
+        // SAFETY: the arguments are the kernel's own (tile set, x, y), and the launch is
+        // refused before any kernel runs (a count past 32 bits over 32-bit offsets).
+        let err = unsafe { execute(&dev, spmv::PTX, plan, &["a", "x"], args, size) }.unwrap_err();
+        assert!(
+            matches!(&err, Error::Shape(m) if m.contains("32-bit offsets")),
+            "{tiles} tiles, {lanes} lanes: {err}"
+        );
+        let untouched = dev.download(&dy).unwrap();
+        assert!(untouched.iter().all(|v| v.is_nan()), "nothing ran");
+    }
+}
+
 #[test]
 fn the_storage_rule_matches_the_32_bit_plans() {
     let limit = u64::from(u32::MAX);

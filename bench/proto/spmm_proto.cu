@@ -1,8 +1,10 @@
 // Hand-written SpMM kernels (C = A·B, A CSR f32, B and C row-major n×k) against cuSPARSE on
-// generated matrices of the shapes lb-bench's medium corpus uses: a probe of which mapping the
-// code generator should emit, not part of lb.
+// generated matrices of the shapes lb-bench's medium corpus uses (and `lognormal`/`bimodal` like
+// scripts/gen-unseen-mtx.py's): a probe of which mapping the code generator should emit, not
+// part of lb. Results: docs/spmm.md ("A hand-written probe", "Registers and occupancy").
 //
-//   nvcc -O3 -arch=sm_90 -o spmm_proto spmm_proto.cu -lcusparse && ./spmm_proto
+//   nvcc -O3 -arch=sm_90 -std=c++17 -o spmm_proto spmm_proto.cu -lcusparse
+//   ./spmm_proto [rmat,power,lognormal,bimodal,regular,stencil]   (default: all)
 #include <cuda_runtime.h>
 #include <cusparse.h>
 
@@ -99,6 +101,30 @@ static Csr power_law(int n, double mean, double sd, int maxlen, uint64_t seed) {
   return from_rows("power_law-" + std::to_string(n), n, rows, rng);
 }
 
+static Csr lognormal(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> z(0, 1);
+  std::uniform_int_distribution<int> col(0, n - 1);
+  std::vector<std::vector<int>> rows(n);
+  for (int i = 0; i < n; i++) {
+    long len = std::min<long>(20000, (long)std::exp(std::log(12.0) + 1.3 * z(rng)));
+    for (long j = 0; j < len; j++) rows[i].push_back(col(rng));
+  }
+  return from_rows("lognormal-" + std::to_string(n), n, rows, rng);
+}
+
+static Csr bimodal(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::uniform_int_distribution<int> col(0, n - 1), lng(60, 600), sht(1, 4);
+  std::vector<std::vector<int>> rows(n);
+  for (int i = 0; i < n; i++) {
+    int len = u(rng) < 0.1 ? lng(rng) : sht(rng);
+    for (int j = 0; j < len; j++) rows[i].push_back(col(rng));
+  }
+  return from_rows("bimodal-" + std::to_string(n), n, rows, rng);
+}
+
 static Csr regular(int n, int k, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> col(0, n - 1);
@@ -137,31 +163,58 @@ __device__ __forceinline__ void fma4(float4& a, float v, float4 b) {
   a.w = fmaf(v, b.w, a.w);
 }
 
-// Scalar lanes strided by TPR (lb's current layout): thread owns lanes g, g+G, g+2G, g+3G.
-template <int G>
-__global__ void row_scalar(int rows, int k, const int* __restrict__ off, const int* __restrict__ col,
-                           const float* __restrict__ val, const float* __restrict__ B,
-                           float* __restrict__ C) {
-  int g = threadIdx.x % G;
-  long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
-  long stride = (long)gridDim.x * blockDim.x / G;
-  for (long row = t / G; row < rows; row += stride) {
-    int b = __ldg(off + row), e = __ldg(off + row + 1);
-    float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    for (int j = b; j < e; j++) {
-      const float* br = B + (size_t)__ldg(col + j) * k + g;
-      float v = __ldg(val + j);
-      a0 = fmaf(v, __ldg(br), a0);
-      a1 = fmaf(v, __ldg(br + G), a1);
-      a2 = fmaf(v, __ldg(br + 2 * G), a2);
-      a3 = fmaf(v, __ldg(br + 3 * G), a3);
-    }
-    float* cr = C + (size_t)row * k + g;
-    cr[0] = a0;
-    cr[G] = a1;
-    cr[2 * G] = a2;
-    cr[3 * G] = a3;
+// U consecutive atoms from `j`: their values and, for each, the four lanes of B's row at its
+// column that thread `g` owns.
+template <int G, int U>
+__device__ __forceinline__ void trip(int j, int k, int g, const int* __restrict__ col,
+                                     const float* __restrict__ val, const float* __restrict__ B,
+                                     float (&v)[U], float4 (&x)[U]) {
+  int c[U];
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    c[u] = __ldg(col + j + u);
+    v[u] = __ldg(val + j + u);
   }
+#pragma unroll
+  for (int u = 0; u < U; u++) x[u] = __ldg((const float4*)(B + (size_t)c[u] * k) + g);
+}
+
+// acc += the atoms b..e, U a trip and then one at a time; `after(j + 1)` runs after atom j's.
+template <int G, int U, class F>
+__device__ __forceinline__ void walk(int b, int e, int k, int g, const int* __restrict__ col,
+                                     const float* __restrict__ val, const float* __restrict__ B,
+                                     float4& acc, F after) {
+  int j = b;
+  for (; j + U <= e; j += U) {
+    float v[U];
+    float4 x[U];
+    trip<G, U>(j, k, g, col, val, B, v, x);
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      fma4(acc, v[u], x[u]);
+      after(j + u + 1);
+    }
+  }
+  for (; j < e; j++) {
+    fma4(acc, __ldg(val + j), __ldg((const float4*)(B + (size_t)__ldg(col + j) * k) + g));
+    after(j + 1);
+  }
+}
+
+// A segment's or row's atoms b..e into acc.
+template <int G, int U>
+__device__ __forceinline__ void walk(int b, int e, int k, int g, const int* __restrict__ col,
+                                     const float* __restrict__ val, const float* __restrict__ B,
+                                     float4& acc) {
+  walk<G, U>(b, e, k, g, col, val, B, acc, [](int) {});
+}
+
+__device__ __forceinline__ void atomic_add4(float4* at, float4 v) {
+  float* p = (float*)at;
+  atomicAdd(p, v.x);
+  atomicAdd(p + 1, v.y);
+  atomicAdd(p + 2, v.z);
+  atomicAdd(p + 3, v.w);
 }
 
 // float4 lanes: G = k / 4 threads per row, thread g owns lanes 4g..4g+3. U atoms per trip.
@@ -175,22 +228,7 @@ __global__ void row_vec4(int rows, int k, const int* __restrict__ off, const int
   for (long row = t / G; row < rows; row += stride) {
     int b = __ldg(off + row), e = __ldg(off + row + 1);
     float4 acc = make_float4(0, 0, 0, 0);
-    int j = b;
-    for (; j + U <= e; j += U) {
-      int c[U];
-      float v[U];
-      float4 x[U];
-#pragma unroll
-      for (int u = 0; u < U; u++) {
-        c[u] = __ldg(col + j + u);
-        v[u] = __ldg(val + j + u);
-      }
-#pragma unroll
-      for (int u = 0; u < U; u++) x[u] = __ldg((const float4*)(B + (size_t)c[u] * k) + g);
-#pragma unroll
-      for (int u = 0; u < U; u++) fma4(acc, v[u], x[u]);
-    }
-    for (; j < e; j++) fma4(acc, __ldg(val + j), __ldg((const float4*)(B + (size_t)__ldg(col + j) * k) + g));
+    walk<G, U>(b, e, k, g, col, val, B, acc);
     ((float4*)(C + (size_t)row * k))[g] = acc;
   }
 }
@@ -210,29 +248,10 @@ __global__ void seg_vec4(int segs, int k, const int* __restrict__ seg_row,
     int row = rowc & 0x7fffffff;
     int b = __ldg(seg_begin + s), e = __ldg(seg_end + s);
     float4 acc = make_float4(0, 0, 0, 0);
-    int j = b;
-    for (; j + U <= e; j += U) {
-      int c[U];
-      float v[U];
-      float4 x[U];
-#pragma unroll
-      for (int u = 0; u < U; u++) {
-        c[u] = __ldg(col + j + u);
-        v[u] = __ldg(val + j + u);
-      }
-#pragma unroll
-      for (int u = 0; u < U; u++) x[u] = __ldg((const float4*)(B + (size_t)c[u] * k) + g);
-#pragma unroll
-      for (int u = 0; u < U; u++) fma4(acc, v[u], x[u]);
-    }
-    for (; j < e; j++) fma4(acc, __ldg(val + j), __ldg((const float4*)(B + (size_t)__ldg(col + j) * k) + g));
+    walk<G, U>(b, e, k, g, col, val, B, acc);
     float4* cr = (float4*)(C + (size_t)row * k) + g;
     if (rowc < 0) {
-      float* p = (float*)cr;
-      atomicAdd(p, acc.x);
-      atomicAdd(p + 1, acc.y);
-      atomicAdd(p + 2, acc.z);
-      atomicAdd(p + 3, acc.w);
+      atomic_add4(cr, acc);
     } else {
       *cr = acc;
     }
@@ -240,59 +259,91 @@ __global__ void seg_vec4(int segs, int k, const int* __restrict__ seg_row,
 }
 
 
-// Segments of at most S atoms taken by a whole warp: its 32 / G groups split the segment's atoms
-// round robin and meet by shuffles (a fixed tree); cut rows add into C with atomics.
+// seg_vec4 without atomic arithmetic: a cut row's segments store their partials, and the last of
+// them to arrive (one counter per thread of the row's first segment) adds them in segment order.
 template <int G, int U>
-__global__ void seg_warp_vec4(int segs, int k, const int* __restrict__ seg_row,
-                              const int* __restrict__ seg_begin, const int* __restrict__ seg_end,
-                              const int* __restrict__ col, const float* __restrict__ val,
-                              const float* __restrict__ B, float* __restrict__ C) {
-  constexpr int NG = 32 / G;
-  int g = threadIdx.x % G, sub = (threadIdx.x % 32) / G;
-  long w = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-  long warps = (long)gridDim.x * blockDim.x / 32;
-  for (long s = w; s < segs; s += warps) {
+__global__ void seg_det_vec4(int segs, int k, const int* __restrict__ seg_row,
+                             const int* __restrict__ seg_begin, const int* __restrict__ seg_end,
+                             const int* __restrict__ seg_first, const int* __restrict__ col,
+                             const float* __restrict__ val, const float* __restrict__ B,
+                             float* __restrict__ C, float* partials, int* counters) {
+  int g = threadIdx.x % G;
+  long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  long stride = (long)gridDim.x * blockDim.x / G;
+  for (long s = t / G; s < segs; s += stride) {
     int rowc = __ldg(seg_row + s);
     int row = rowc & 0x7fffffff;
     int b = __ldg(seg_begin + s), e = __ldg(seg_end + s);
     float4 acc = make_float4(0, 0, 0, 0);
-    int base = b;
-    for (; base + NG * U <= e; base += NG * U) {
-      int j = base + sub * U;
-      int c[U];
-      float v[U];
-      float4 x[U];
-#pragma unroll
-      for (int u = 0; u < U; u++) {
-        c[u] = __ldg(col + j + u);
-        v[u] = __ldg(val + j + u);
+    walk<G, U>(b, e, k, g, col, val, B, acc);
+    float4* cr = (float4*)(C + (size_t)row * k) + g;
+    if (rowc < 0) {
+      int first = __ldg(seg_first + s);
+      ((float4*)(partials + (size_t)s * k))[g] = acc;
+      __threadfence();
+      // seg_first[segs + first]: how many segments the row has.
+      int total = __ldg(seg_first + segs + first);
+      int seen = atomicAdd(counters + (size_t)first * G + g, 1);
+      if (seen == total - 1) {
+        __threadfence();
+        float4 sum = make_float4(0, 0, 0, 0);
+        for (int i = 0; i < total; i++) {
+          float4 p = __ldcg((const float4*)(partials + (size_t)(first + i) * k) + g);
+          sum.x += p.x;
+          sum.y += p.y;
+          sum.z += p.z;
+          sum.w += p.w;
+        }
+        *cr = sum;
+        counters[(size_t)first * G + g] = 0;
       }
-#pragma unroll
-      for (int u = 0; u < U; u++) x[u] = __ldg((const float4*)(B + (size_t)c[u] * k) + g);
-#pragma unroll
-      for (int u = 0; u < U; u++) fma4(acc, v[u], x[u]);
+    } else {
+      *cr = acc;
     }
-    for (int t = base + sub; t < e; t += NG)
-      fma4(acc, __ldg(val + t), __ldg((const float4*)(B + (size_t)__ldg(col + t) * k) + g));
-#pragma unroll
-    for (int d = G; d < 32; d *= 2) {
-      acc.x += __shfl_xor_sync(0xffffffffu, acc.x, d);
-      acc.y += __shfl_xor_sync(0xffffffffu, acc.y, d);
-      acc.z += __shfl_xor_sync(0xffffffffu, acc.z, d);
-      acc.w += __shfl_xor_sync(0xffffffffu, acc.w, d);
+  }
+}
+
+// Merge-based lanes: each group of G threads (float4 lanes) takes a contiguous run of `chunk`
+// atoms whatever the rows, finds the row of its first atom by a binary search, and walks U atoms
+// a trip; a row that ends inside the run is stored when the run holds all of it, and added with
+// atomics when it started in an earlier run or goes on past this one (C zeroed first).
+template <int G, int U>
+__global__ void nz_vec4(int rows, int nnz, int chunk, int k, const int* __restrict__ off,
+                        const int* __restrict__ col, const float* __restrict__ val,
+                        const float* __restrict__ B, float* __restrict__ C) {
+  int g = threadIdx.x % G;
+  long grp = ((long)blockIdx.x * blockDim.x + threadIdx.x) / G;
+  long groups = (long)gridDim.x * blockDim.x / G;
+  for (long ch = grp; ch * chunk < nnz; ch += groups) {
+    int a0 = (int)(ch * chunk), a1 = min(nnz, a0 + chunk);
+    int lo = 0, hi = rows;
+    while (lo < hi) {
+      int mid = (lo + hi) >> 1;
+      if (__ldg(off + mid + 1) <= a0) lo = mid + 1; else hi = mid;
     }
-    if (sub == 0) {
-      float4* cr = (float4*)(C + (size_t)row * k) + g;
-      if (rowc < 0) {
-        float* p = (float*)cr;
-        atomicAdd(p, acc.x);
-        atomicAdd(p + 1, acc.y);
-        atomicAdd(p + 2, acc.z);
-        atomicAdd(p + 3, acc.w);
+    int r = lo;
+    int next = __ldg(off + r + 1);
+    bool cut = __ldg(off + r) < a0;
+    int since = a0;
+    float4 acc = make_float4(0, 0, 0, 0);
+    auto flush = [&](int e) {
+      float4* cr = (float4*)(C + (size_t)r * k) + g;
+      if (cut) {
+        atomic_add4(cr, acc);
       } else {
         *cr = acc;
       }
-    }
+      acc = make_float4(0, 0, 0, 0);
+      cut = false;
+      since = e;
+      r++;
+      while (r < rows && __ldg(off + r + 1) == e) r++;
+      next = r < rows ? __ldg(off + r + 1) : 0x7fffffff;
+    };
+    walk<G, U>(a0, a1, k, g, col, val, B, acc, [&](int end) {
+      if (end == next) flush(end);
+    });
+    if (since < a1) atomic_add4((float4*)(C + (size_t)r * k) + g, acc);
   }
 }
 
@@ -313,6 +364,44 @@ static void segments_of(const Csr& a, int S, std::vector<int>& sr, std::vector<i
           se.push_back(std::min(e, s + S));
   }
 }
+
+// A segment list on the device: each segment's row (sign bit: a cut row), first and end atom,
+// and for the deterministic kernel `first`: each segment's row's first segment, then (indexed
+// by that) the row's segment count.
+struct Segs {
+  int *row = nullptr, *begin = nullptr, *end = nullptr, *first = nullptr;
+  std::vector<int> sr, sb, se;
+  Segs(const Csr& a, int S) {
+    segments_of(a, S, sr, sb, se);
+    int n = count();
+    std::vector<int> sf(2 * (size_t)n, 0);
+    for (int i = 0; i < n;) {
+      int j = i + 1;
+      if (sr[i] < 0)
+        while (j < n && sr[j] == sr[i]) j++;
+      for (int q = i; q < j; q++) sf[q] = i;
+      sf[n + i] = j - i;
+      i = j;
+    }
+    row = upload(sr);
+    begin = upload(sb);
+    end = upload(se);
+    first = upload(sf);
+  }
+  ~Segs() {
+    CK(cudaFree(row));
+    CK(cudaFree(begin));
+    CK(cudaFree(end));
+    CK(cudaFree(first));
+  }
+  int count() const { return (int)sr.size(); }
+  static int* upload(const std::vector<int>& v) {
+    int* p;
+    CK(cudaMalloc(&p, 4 * v.size() + 4));
+    CK(cudaMemcpy(p, v.data(), 4 * v.size(), cudaMemcpyHostToDevice));
+    return p;
+  }
+};
 
 struct Dev {
   int *off, *col;
@@ -425,54 +514,90 @@ static void run(const Csr& a, int k, int sms) {
     report(name, ms);
   };
 
-  // Segments: rows longer than S cut into pieces of S.
-  auto launch_segs_t = [&](auto kern, int G, int S, const char* name, int per_seg) {
-    std::vector<int> sr, sb, se;
-    segments_of(a, S, sr, sb, se);
-    int *dr, *db, *de;
-    CK(cudaMalloc(&dr, 4 * sr.size()));
-    CK(cudaMalloc(&db, 4 * sr.size()));
-    CK(cudaMalloc(&de, 4 * sr.size()));
-    CK(cudaMemcpy(dr, sr.data(), 4 * sr.size(), cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(db, sb.data(), 4 * sr.size(), cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(de, se.data(), 4 * sr.size(), cudaMemcpyHostToDevice));
-    int segs = (int)sr.size();
-    long threads = (long)segs * per_seg;
-    long grid = std::min<long>((threads + block - 1) / block, (long)blocks_wave * 4);
+  // Segments: rows longer than S cut into pieces of S. `smem` > 0: that much dynamic shared
+  // memory a block, only to cap the blocks an SM.
+  auto launch_segs = [&](auto kern, int G, int S, const char* name, int smem = 0) {
+    Segs sg(a, S);
+    int segs = sg.count();
+    long cap = (long)blocks_wave * 4;
+    char full[80];
+    snprintf(full, sizeof full, "%s S=%d", name, S);
+    if (smem > 0) {
+      CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      int per_sm = 0;
+      CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, block, smem));
+      cap = (long)sms * per_sm * 4;
+      snprintf(full, sizeof full, "%s S=%d %dblk/SM", name, S, per_sm);
+    }
+    long grid = std::min<long>(((long)segs * G + block - 1) / block, cap);
     poison();
     float ms = median_ms([&] {
       CK(cudaMemsetAsync(C, 0, sizeof(float) * nc));
-      kern<<<grid, block>>>(segs, k, dr, db, de, d.col, d.val, B, C);
+      kern<<<grid, block, smem>>>(segs, k, sg.row, sg.begin, sg.end, d.col, d.val, B, C);
+    });
+    report(full, ms);
+  };
+  // Deterministic segments: partials and a last-arriver fold, no atomics on values, no memset.
+  auto launch_det = [&](auto kern, int G, int S, const char* name) {
+    Segs sg(a, S);
+    int segs = sg.count();
+    int *cnt;
+    float* part;
+    CK(cudaMalloc(&cnt, 4 * (size_t)segs * G));
+    CK(cudaMalloc(&part, 4 * (size_t)segs * k));
+    CK(cudaMemset(cnt, 0, 4 * (size_t)segs * G));
+    long grid = std::min<long>(((long)segs * G + block - 1) / block, (long)blocks_wave * 4);
+    poison();
+    float ms = median_ms([&] {
+      kern<<<grid, block>>>(segs, k, sg.row, sg.begin, sg.end, sg.first, d.col, d.val, B, C,
+                            part, cnt);
     });
     char full[64];
     snprintf(full, sizeof full, "%s S=%d", name, S);
     report(full, ms);
-    CK(cudaFree(dr));
-    CK(cudaFree(db));
-    CK(cudaFree(de));
-  };
-  auto launch_segs = [&](auto kern, int G, int S, const char* name) {
-    launch_segs_t(kern, G, S, name, G);
+    CK(cudaFree(cnt));
+    CK(cudaFree(part));
   };
 
-  if (k == 32) {
-    launch_rows(row_scalar<8>, 8, "row_scalar G=8", 1);
-    launch_rows(row_vec4<8, 1>, 8, "row_vec4 G=8 U=1", 1);
-    launch_rows(row_vec4<8, 2>, 8, "row_vec4 G=8 U=2", 1);
+  auto launch_nz = [&](auto kern, int G, int chunk, const char* name) {
+    long groups_wave = (long)blocks_wave * block / G;
+    long chunks = (a.nnz() + chunk - 1) / chunk;
+    long grid = std::min<long>((chunks * G + block - 1) / block, blocks_wave);
+    if (chunk == 0) {
+      chunk = (int)((a.nnz() + groups_wave - 1) / groups_wave);
+      grid = blocks_wave;
+    }
+    poison();
+    float ms = median_ms([&] {
+      CK(cudaMemsetAsync(C, 0, sizeof(float) * nc));
+      kern<<<grid, block>>>(a.rows, (int)a.nnz(), chunk, k, d.off, d.col, d.val, B, C);
+    });
+    char full[64];
+    snprintf(full, sizeof full, "%s chunk=%d", name, chunk);
+    report(full, ms);
+  };
+  auto zero_only = [&] {
+    float ms = median_ms([&] { CK(cudaMemsetAsync(C, 0, sizeof(float) * nc)); });
+    printf("%-28s k=%-4d %-22s %9.1f us\n", a.name.c_str(), k, "memset C", ms * 1000);
+  };
+  zero_only();
+  if (k == 8) {
+    launch_rows(row_vec4<2, 4>, 2, "row_vec4 G=2 U=4", 1);
+    launch_segs(seg_vec4<2, 4>, 2, 32, "seg_vec4 G=2 U=4");
+    for (int S : {32, 64}) launch_det(seg_det_vec4<2, 4>, 2, S, "seg_det G=2 U=4");
+    for (int c : {64, 128}) launch_nz(nz_vec4<2, 4>, 2, c, "nz_vec4 G=2 U=4");
+  } else if (k == 32) {
     launch_rows(row_vec4<8, 4>, 8, "row_vec4 G=8 U=4", 1);
-    launch_rows(row_vec4<8, 2>, 8, "row_vec4 G=8 U=2 4w", 4);
-    for (int S : {32, 128, 512}) launch_segs(seg_vec4<8, 2>, 8, S, "seg_vec4 G=8 U=2");
-    for (int S : {32, 128}) launch_segs(seg_vec4<8, 4>, 8, S, "seg_vec4 G=8 U=4");
-    for (int S : {32, 128, 512}) launch_segs_t(seg_warp_vec4<8, 2>, 8, S, "seg_warp G=8 U=2", 32);
-    for (int S : {64, 256}) launch_segs(seg_vec4<8, 4>, 8, S, "seg_vec4 G=8 U=4");
+    for (int S : {32, 64}) launch_segs(seg_vec4<8, 4>, 8, S, "seg_vec4 G=8 U=4");
+    for (int smem : {40000, 50000, 60000})
+      launch_segs(seg_vec4<8, 4>, 8, 32, "seg_vec4 G=8 U=4", smem);
+    for (int S : {32, 64, 128}) launch_det(seg_det_vec4<8, 4>, 8, S, "seg_det G=8 U=4");
+    for (int c : {64, 128, 256}) launch_nz(nz_vec4<8, 4>, 8, c, "nz_vec4 G=8 U=4");
   } else if (k == 128) {
-    launch_rows(row_scalar<32>, 32, "row_scalar G=32", 1);
-    launch_rows(row_vec4<32, 1>, 32, "row_vec4 G=32 U=1", 1);
-    launch_rows(row_vec4<32, 2>, 32, "row_vec4 G=32 U=2", 1);
     launch_rows(row_vec4<32, 4>, 32, "row_vec4 G=32 U=4", 1);
-    for (int S : {32, 128, 512}) launch_segs(seg_vec4<32, 2>, 32, S, "seg_vec4 G=32 U=2");
-    for (int S : {32, 128}) launch_segs(seg_vec4<32, 4>, 32, S, "seg_vec4 G=32 U=4");
-    for (int S : {16, 64}) launch_segs(seg_vec4<32, 4>, 32, S, "seg_vec4 G=32 U=4");
+    launch_segs(seg_vec4<32, 4>, 32, 64, "seg_vec4 G=32 U=4");
+    for (int S : {64, 128}) launch_det(seg_det_vec4<32, 4>, 32, S, "seg_det G=32 U=4");
+    launch_nz(nz_vec4<32, 4>, 32, 128, "nz_vec4 G=32 U=4");
   }
   cusparseDestroySpMat(ma);
   cusparseDestroyDnMat(mb);
@@ -485,70 +610,22 @@ static void run(const Csr& a, int k, int sms) {
   CK(cudaFree(C));
 }
 
-// cuSPARSE SpMV, both CSR algorithms, with and without cusparseSpMV_preprocess.
-static void spmv_cusparse(const Csr& a) {
-  int *off, *col;
-  float *val, *x, *y;
-  CK(cudaMalloc(&off, 4 * a.off.size()));
-  CK(cudaMalloc(&col, 4 * a.col.size()));
-  CK(cudaMalloc(&val, 4 * a.val.size()));
-  CK(cudaMalloc(&x, 4 * (size_t)a.cols));
-  CK(cudaMalloc(&y, 4 * (size_t)a.rows));
-  CK(cudaMemcpy(off, a.off.data(), 4 * a.off.size(), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(col, a.col.data(), 4 * a.col.size(), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(val, a.val.data(), 4 * a.val.size(), cudaMemcpyHostToDevice));
-  CK(cudaMemset(x, 0, 4 * (size_t)a.cols));
-  cusparseHandle_t h;
-  CS(cusparseCreate(&h));
-  cusparseSpMatDescr_t ma;
-  cusparseDnVecDescr_t vx, vy;
-  CS(cusparseCreateCsr(&ma, a.rows, a.cols, a.nnz(), off, col, val, CUSPARSE_INDEX_32I,
-                       CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
-  CS(cusparseCreateDnVec(&vx, a.cols, x, CUDA_R_32F));
-  CS(cusparseCreateDnVec(&vy, a.rows, y, CUDA_R_32F));
-  float one = 1, zero = 0;
-  for (auto alg : {CUSPARSE_SPMV_CSR_ALG1, CUSPARSE_SPMV_CSR_ALG2})
-    for (int pre = 0; pre < 2; pre++) {
-      size_t ws = 0;
-      CS(cusparseSpMV_bufferSize(h, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, ma, vx, &zero, vy,
-                                 CUDA_R_32F, alg, &ws));
-      void* w;
-      CK(cudaMalloc(&w, ws + 1));
-      if (pre)
-        CS(cusparseSpMV_preprocess(h, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, ma, vx, &zero, vy,
-                                   CUDA_R_32F, alg, w));
-      float ms = median_ms([&] {
-        CS(cusparseSpMV(h, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, ma, vx, &zero, vy, CUDA_R_32F,
-                        alg, w));
-      });
-      printf("%-28s spmv   %s%s %9.1f us\n", a.name.c_str(),
-             alg == CUSPARSE_SPMV_CSR_ALG1 ? "alg1" : "alg2", pre ? "+pre " : "     ", ms * 1000);
-      CK(cudaFree(w));
-    }
-  cusparseDestroySpMat(ma);
-  cusparseDestroyDnVec(vx);
-  cusparseDestroyDnVec(vy);
-  cusparseDestroy(h);
-  CK(cudaFree(off));
-  CK(cudaFree(col));
-  CK(cudaFree(val));
-  CK(cudaFree(x));
-  CK(cudaFree(y));
-}
-
 int main(int argc, char** argv) {
   int sms;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   std::vector<Csr> ms;
-  ms.push_back(rmat(18, 8, 42));
-  ms.push_back(power_law(500000, 8, 100, 100000, 42));
-  ms.push_back(regular(250000, 16, 42));
-  ms.push_back(stencil7(80, 42));
+  std::string only = argc > 1 ? argv[1] : "";
+  auto want = [&](const char* n) { return only.empty() || only.find(n) != std::string::npos; };
+  if (want("rmat")) ms.push_back(rmat(18, 8, 42));
+  if (want("power")) ms.push_back(power_law(500000, 8, 100, 100000, 42));
+  if (want("lognormal")) ms.push_back(lognormal(200000, 1));
+  if (want("bimodal")) ms.push_back(bimodal(200000, 1));
+  if (want("regular")) ms.push_back(regular(250000, 16, 42));
+  if (want("stencil")) ms.push_back(stencil7(80, 42));
   for (auto& a : ms) {
     int mx = 0;
     for (int r = 0; r < a.rows; r++) mx = std::max(mx, a.off[r + 1] - a.off[r]);
     printf("# %s rows %d nnz %ld max_row %d\n", a.name.c_str(), a.rows, a.nnz(), mx);
-    spmv_cusparse(a);
-    for (int k : {32, 128}) run(a, k, sms);
+    for (int k : {8, 32, 128}) run(a, k, sms);
   }
 }

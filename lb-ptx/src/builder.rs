@@ -6,8 +6,8 @@
 //! constructs freely. Everything is numbered in creation order, so output is deterministic.
 
 use crate::ir::{
-    Address, AtomOp, BinOp, Cmp, Guard, Instr, Kernel, Label, LdCache, Op, Operand, Param, Reg,
-    RegClass, Rounding, SharedDecl, Space, Special, Type, UnOp,
+    Address, AtomOp, BinOp, Cmp, Guard, Instr, Kernel, Label, LdCache, Occupancy, Op, Operand,
+    Param, Reg, RegClass, Rounding, SharedDecl, Space, Special, Type, UnOp,
 };
 
 /// Builds one `.entry`.
@@ -19,6 +19,7 @@ pub struct KernelBuilder {
     counts: [u32; 5],
     labels: u32,
     body: Vec<Instr>,
+    occupancy: Option<Occupancy>,
 }
 
 /// An open `if`: created by [`KernelBuilder::if_begin`], closed by [`KernelBuilder::if_end`].
@@ -85,6 +86,7 @@ impl KernelBuilder {
             counts: [0; 5],
             labels: 0,
             body: Vec::new(),
+            occupancy: None,
         }
     }
 
@@ -526,6 +528,11 @@ impl KernelBuilder {
         dst
     }
 
+    /// Asks ptxas for `occupancy` ([`Kernel::occupancy`]).
+    pub fn set_occupancy(&mut self, occupancy: Occupancy) {
+        self.occupancy = Some(occupancy);
+    }
+
     /// Appends `ret;` and returns the kernel.
     pub fn finish(mut self) -> Kernel {
         self.emit(Op::Ret);
@@ -536,6 +543,7 @@ impl KernelBuilder {
             reg_counts: self.counts,
             max_registers: None,
             body: self.body,
+            occupancy: self.occupancy,
         }
     }
 }

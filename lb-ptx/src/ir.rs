@@ -832,6 +832,18 @@ pub struct Kernel {
     /// spills rather than build a kernel that fails to launch. (`.maxntid` would say the same
     /// but lets ptxas aim at a full SM and cap far lower, spilling kernels that fit.)
     pub max_registers: Option<u32>,
+    /// `.maxntid` and `.minnctapersm`: the kernel is never launched with more threads a block
+    /// than [`Occupancy::max_threads`], and ptxas should fit [`Occupancy::min_blocks`] such
+    /// blocks on an SM, which sets its register budget on each target (docs/spmm.md,
+    /// "Registers and occupancy").
+    pub occupancy: Option<Occupancy>,
+}
+
+/// A kernel's occupancy directives ([`Kernel::occupancy`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Occupancy {
+    pub max_threads: u32,
+    pub min_blocks: u32,
 }
 
 /// A PTX module: header plus kernels.
@@ -1107,6 +1119,10 @@ impl fmt::Display for Kernel {
         writeln!(f, ")")?;
         if let Some(n) = self.max_registers {
             writeln!(f, ".maxnreg {n}")?;
+        }
+        if let Some(o) = self.occupancy {
+            writeln!(f, ".maxntid {}, 1, 1", o.max_threads)?;
+            writeln!(f, ".minnctapersm {}", o.min_blocks)?;
         }
         writeln!(f, "{{")?;
         for (class, &n) in RegClass::ALL.iter().zip(self.reg_counts.iter()) {

@@ -395,6 +395,10 @@ fn every_op_module() -> Module {
         reg_counts: [2, 3, 4, 5, 1],
         body,
         max_registers: Some(64),
+        occupancy: Some(Occupancy {
+            max_threads: 256,
+            min_blocks: 6,
+        }),
     };
     let k2 = Kernel {
         name: "empty".into(),
@@ -403,6 +407,7 @@ fn every_op_module() -> Module {
         reg_counts: [0; 5],
         body: vec![Op::Ret.into()],
         max_registers: None,
+        occupancy: None,
     };
     Module {
         version: (7, 8),
@@ -448,6 +453,39 @@ fn errors_carry_line_numbers() {
         assert_eq!(e.line, line, "{tail:?}: {e}");
         assert!(e.message.contains(msg), "{tail:?}: {e}");
     }
+}
+
+#[test]
+fn occupancy_directives_are_checked() {
+    let head = ".version 7.8\n.target sm_75\n.address_size 64\n.visible .entry k(\n)\n";
+    let cases = [
+        (
+            ".maxntid 256, 2, 1\n.minnctapersm 6\n{\n\tret;\n}\n",
+            "second or third",
+        ),
+        (".maxntid 256, 1, 1\n{\n\tret;\n}\n", ".minnctapersm"),
+        (
+            ".maxntid 0, 1, 1\n.minnctapersm 6\n{\n\tret;\n}\n",
+            "thread count",
+        ),
+        (
+            ".maxntid 256, 1, 1\n.minnctapersm x\n{\n\tret;\n}\n",
+            "block count",
+        ),
+    ];
+    for (tail, msg) in cases {
+        let e = parse(&format!("{head}{tail}")).unwrap_err();
+        assert!(e.message.contains(msg), "{tail:?}: {e}");
+    }
+    let ok = format!("{head}.maxntid 128, 1, 1\n.minnctapersm 12\n{{\n\tret;\n}}\n");
+    let m = parse(&ok).unwrap();
+    assert_eq!(
+        m.kernels[0].occupancy,
+        Some(Occupancy {
+            max_threads: 128,
+            min_blocks: 12
+        })
+    );
 }
 
 proptest! {

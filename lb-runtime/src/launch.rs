@@ -413,6 +413,19 @@ pub unsafe fn submit(
             tile_set_bits: size.offsets.bytes() * 8,
         });
     }
+    // Over 32-bit offsets the lane walks keep positions and lane groups in 32 bits
+    // (`lb_ptx::primitives::layout::LaneStride`).
+    if plan.offsets == lb_ptx::plan::OffsetWidth::U32
+        && size.tiles.max(size.lanes) > u64::from(u32::MAX)
+    {
+        return Err(Error::Shape(format!(
+            "{} tiles and {} lanes over a tile set with 32-bit offsets: both must be at most \
+             {} (split the frontier or the lanes into several launches)",
+            size.tiles,
+            size.lanes,
+            u32::MAX
+        )));
+    }
     // A frontier launch (the one kind without the tile set's cache) has a new size nearly every
     // time: its sized plan is not kept, so a traversal does not push the stream's other plans
     // out.

@@ -2,13 +2,13 @@
 //! an item is, where a tile's atoms begin and end, and where its output goes; and the lane
 //! mapping, lanes as a second dimension of the grid with register blocking ([`LaneStride`]).
 
-use crate::body::{Body, ParamKind, Ty};
+use crate::body::{Body, IndexRole, ParamKind, TileSetKind, Ty};
 use crate::builder::{KernelBuilder, LoopScope};
 use crate::codegen::{
     check_index, emit_body, load_offset, mem_type, narrow_half, offset_addr, widen_half,
     AtomContext, CsrRegs, KernelParams, ParamRegs,
 };
-use crate::ir::{Address, LdCache, Op};
+use crate::ir::{Address, LdCache, Occupancy, Op};
 use crate::ir::{BinOp, Cmp, Label, Operand, Reg, Rounding, Space, Type};
 use crate::plan::OffsetWidth;
 use crate::{GenError, Options};
@@ -300,8 +300,9 @@ impl Layout {
             store_mirrors(b, params, index, (accs, ty));
             return Ok(());
         }
-        for ((&acc, &lane), valid) in accs.iter().zip(&set.lanes).zip(&set.valid) {
+        for (r, (&acc, valid)) in accs.iter().zip(&set.valid).enumerate() {
             let masked = valid.map(|v| b.if_begin(v, false));
+            let lane = set.lane(b, r);
             self.store_output(b, body, params, (tile, Some(lane)), (acc, ty), checked)?;
             if let Some(scope) = masked {
                 b.if_end(scope);
@@ -309,6 +310,20 @@ impl Layout {
         }
         Ok(())
     }
+}
+
+/// Adds `step` to the loop variable `at` (of type `ty`) and answers whether it is still below
+/// `end`. The 32-bit form compares before adding (`step < end - at`), so that a sum past
+/// `u32::MAX` cannot wrap back below `end`.
+fn stride_on(b: &mut KernelBuilder, ty: Type, at: Reg, (step, end): (Reg, Reg)) -> Reg {
+    if ty == Type::U64 {
+        b.bin_to(BinOp::Add, ty, at, at, step);
+        return b.setp(Cmp::Lt, ty, at, end);
+    }
+    let left = b.bin(BinOp::Sub, ty, end, at);
+    let more = b.setp(Cmp::Lt, ty, step, left);
+    b.bin_to(BinOp::Add, ty, at, at, step);
+    more
 }
 
 /// Whether `body`'s epilogue reads the output's old value.
@@ -449,7 +464,8 @@ impl Layout {
 
     /// `code` for `r` lanes per thread, adjacent behind the kernel's test of
     /// [`Layout::per_lane_blocking_vec`] where the body reads lanes with vector loads and
-    /// `r > 1`, else strided. Needs `lanes`.
+    /// `r > 1`, with one lane per thread where that test fails; `r` strided lanes where the
+    /// body has no vector path. Needs `lanes`.
     pub fn adjacent_or_strided(
         &self,
         b: &mut KernelBuilder,
@@ -484,7 +500,12 @@ impl Layout {
         };
         code(b, adjacent)?;
         b.if_else(&mut scope);
-        code(b, Blocking::strided(r))?;
+        // One lane a thread, not `r` strided ones: the walks stride over (position, lane group)
+        // pairs on any grid, so the thread takes its `r` lanes one after another. `r` strided
+        // lanes held their lanes, clamped lanes and scaled offsets through the walk (56
+        // registers in the mid tier's walk on sm_90, where the adjacent walk needs 32), and
+        // a kernel's registers are those of its largest path.
+        code(b, Blocking::strided(1))?;
         b.if_end(scope);
         Ok(())
     }
@@ -499,17 +520,28 @@ impl Layout {
 /// division per thread, not per work item): `position = thread / W`, `group = thread % W`. Each
 /// thread then keeps its group and strides over positions by `⌊threads / W⌋` (the last
 /// `threads % W` threads idle).
+///
+/// With 32-bit tile offsets the loops' state is 32-bit (`index`): the positions are tiles or
+/// pieces of a tile set whose tiles and atoms fit in 32 bits, and the runtime refuses a lane
+/// count above `u32::MAX` over such a tile set, so every position, group, count and step fits.
+/// Held through the walk, seven 64-bit values of state cost seven registers more than 32-bit
+/// ones; the lane kernels' registers, not their instructions, bound how many warps an SM keeps
+/// in flight, and so their speed (docs/spmm.md, "Registers and occupancy").
 pub struct LaneStride {
-    /// The tile position (u64).
+    /// The tile position (u64), made at the head of each trip.
     pub position: Reg,
-    /// The lane group (u64, `< groups`).
+    /// The lane group (u64, `< groups`), made at the head of each trip.
     pub group: Reg,
     /// Lane groups per tile, `⌈lanes / R⌉` (u64).
     pub groups: Reg,
-    /// The number of positions (u64).
-    count: Reg,
     /// Branch here to skip to the thread's next (position, group).
     pub next: Label,
+    /// The width of the loops' state (u32 or u64) and the state below in it.
+    index: Type,
+    at: Reg,
+    group_at: Reg,
+    groups_at: Reg,
+    count: Reg,
     width: Reg,
     first_group: Reg,
     step: Reg,
@@ -517,11 +549,20 @@ pub struct LaneStride {
     groups_loop: Label,
 }
 
+/// The threads a lane walk over a 32-bit tile set asks ptxas to fit on an SM
+/// ([`Layout::aim_lane_walk_occupancy`]): six blocks of 256, a budget of 40 registers on
+/// sm_80 and sm_90 (sm_75 holds at most 1 024 threads and keeps its own budget).
+pub const LANE_WALK_THREADS: u32 = 1536;
+
 /// The lanes a thread owns in one tile: `lanes[r] = group + r × groups`, or with adjacent lanes
 /// ([`Blocking`]) `group × R + r`.
 pub struct LaneSet {
-    /// The lanes (u64), for the output.
-    pub lanes: Vec<Reg>,
+    /// The lanes (u64) made before the walk: every one of strided lanes, whose body copies
+    /// read them, but only the first of adjacent lanes, whose copies take the first one's vector
+    /// load: the others are made where the stores need them ([`LaneSet::lane`]), so that they
+    /// are not live across the walk (four 64-bit lanes held through the walk kept the mid
+    /// tier's kernel at 48 registers).
+    lanes: Vec<Reg>,
     /// The lanes the body is evaluated for (u64): `lanes[r]`, or for a body without side effects
     /// `min(lanes[r], lanes − 1)`, so that a masked lane computes in bounds without a branch and
     /// its value is dropped (the body's lane-invariant part stays one straight line, which
@@ -536,6 +577,21 @@ pub struct LaneSet {
     /// With adjacent lanes: the walk reads the lanes of a vector-read array with one vector
     /// load ([`crate::codegen::LaneVector`]).
     pub vector: Option<LaneVectorSpec>,
+}
+
+impl LaneSet {
+    /// Lanes per thread (R).
+    pub fn per_thread(&self) -> usize {
+        self.valid.len()
+    }
+
+    /// Lane `r` (u64), for the output: for adjacent lanes `lanes[0] + r`, emitted here.
+    pub fn lane(&self, b: &mut KernelBuilder, r: usize) -> Reg {
+        match self.lanes.get(r) {
+            Some(&lane) => lane,
+            None => b.bin(BinOp::Add, Type::U64, self.lanes[0], Operand::Imm(r as i64)),
+        }
+    }
 }
 
 /// R adjacent lanes and the lane count's parameter, for [`crate::codegen::LaneVector`].
@@ -564,13 +620,13 @@ impl Layout {
         };
         let none = b.setp(Cmp::Eq, Type::U64, groups, Operand::Imm(0));
         b.break_if(&positions, none, false);
+        let threads = self.lane_threads(b, (thread, threads), &positions);
         let wide = match cap {
             Some(n) => b.bin(BinOp::Min, Type::U64, groups, Operand::Imm(n.into())),
             None => groups,
         };
         let width = b.bin(BinOp::Min, Type::U64, wide, threads);
-        let step = b.bin(BinOp::Div, Type::U64, threads, width);
-        let position = b.bin(BinOp::Div, Type::U64, thread, width);
+        let (step, position) = self.split_threads(b, (threads, thread), width);
         let whole = b.bin(BinOp::Mul, Type::U64, position, width);
         let first_group = b.bin(BinOp::Sub, Type::U64, thread, whole);
         // The last `threads % width` threads would repeat the first positions' groups.
@@ -579,22 +635,136 @@ impl Layout {
         b.break_if(&positions, idle, false);
         let past = b.setp(Cmp::Ge, Type::U64, position, count);
         b.break_if(&positions, past, false);
+        let state = [position, step, count, width, first_group, groups];
+        let (index, [at, step, count, width, first_group, groups_at]) = match self.offsets {
+            OffsetWidth::U64 => (Type::U64, state),
+            OffsetWidth::U32 => {
+                // Past the count the loop ends anyway: a step clamped to it fits in 32 bits.
+                let clamped = b.bin(BinOp::Min, Type::U64, step, count);
+                let state = [position, clamped, count, width, first_group, groups];
+                (
+                    Type::U32,
+                    state.map(|r| b.cvt(Rounding::None, Type::U32, Type::U64, r)),
+                )
+            }
+        };
+        let wide = |b: &mut KernelBuilder, r: Reg| match index {
+            Type::U32 => b.cvt(Rounding::None, Type::U64, Type::U32, r),
+            _ => r,
+        };
         b.place(positions.head);
-        let group = b.mov(Type::U64, first_group);
+        let position = wide(b, at);
+        let group_at = b.mov(index, first_group);
         let groups_loop = b.label();
         b.place(groups_loop);
+        let group = wide(b, group_at);
         LaneStride {
             position,
             group,
             groups,
-            count,
             next: b.label(),
+            index,
+            at,
+            group_at,
+            groups_at,
+            count,
             width,
             first_group,
             step,
             positions,
             groups_loop,
         }
+    }
+
+    /// `(threads / width, thread / width)` (u64). With 32-bit tile offsets by 32-bit divisions:
+    /// a 64-bit division is a call to a subroutine whose register convention cost the mid tier's
+    /// walk two registers on sm_90 (34 against 32) even on a branch never taken. The caller
+    /// caps the grid at `u32::MAX` threads first ([`Layout::lane_threads`]).
+    fn split_threads(
+        &self,
+        b: &mut KernelBuilder,
+        (threads, thread): (Reg, Reg),
+        width: Reg,
+    ) -> (Reg, Reg) {
+        if self.offsets == OffsetWidth::U64 {
+            let step = b.bin(BinOp::Div, Type::U64, threads, width);
+            let position = b.bin(BinOp::Div, Type::U64, thread, width);
+            return (step, position);
+        }
+        let narrow = |b: &mut KernelBuilder, r: Reg| b.cvt(Rounding::None, Type::U32, Type::U64, r);
+        let w = narrow(b, width);
+        [threads, thread]
+            .map(|n| {
+                let n = narrow(b, n);
+                let q = b.bin(BinOp::Div, Type::U32, n, w);
+                b.cvt(Rounding::None, Type::U64, Type::U32, q)
+            })
+            .into()
+    }
+
+    /// The grid's threads for [`Layout::lane_stride_begin`]: all of them with 64-bit tile
+    /// offsets; with 32-bit ones at most `u32::MAX`, the others idle (the loops stride, so
+    /// fewer threads still cover every pair; no grid the runtime makes for such a tile set has
+    /// more), so that every index of the loops fits in 32 bits.
+    fn lane_threads(
+        &self,
+        b: &mut KernelBuilder,
+        (thread, threads): (Reg, Reg),
+        exit: &LoopScope,
+    ) -> Reg {
+        if self.offsets == OffsetWidth::U64 {
+            return threads;
+        }
+        let most = b.bin(
+            BinOp::Min,
+            Type::U64,
+            threads,
+            Operand::Imm(u32::MAX as i64),
+        );
+        let spare = b.setp(Cmp::Ge, Type::U64, thread, most);
+        b.break_if(exit, spare, false);
+        most
+    }
+
+    /// Asks ptxas to fit [`LANE_WALK_THREADS`] threads of this lane walk on an SM, for a body
+    /// that reads its lanes as vectors ([`crate::codegen::vector_lane_params`]: a gather and a
+    /// product, SpMM's shape) over 32-bit tile offsets, launched with `block` threads a block.
+    /// Left to itself ptxas gave these kernels 32 registers on sm_80/90 and then kept one gather
+    /// in flight per thread; with the budget of six blocks of 256 (40 registers) it keeps two,
+    /// and with 48 (the 64-bit state's) five blocks fit. On an H200 the budget of 40 was fastest
+    /// at k = 32 and 128 and tied 48 at k = 8 (docs/spmm.md, "Registers and occupancy"). Other
+    /// bodies, `checked` kernels (a test and an error report per access), formats written
+    /// outside lb and bodies that read the atom's rank (their own arrays' index math) and
+    /// 64-bit plans, whose state needs more (at 40 the `checked` mid walk spilled 68 bytes and
+    /// a SELL format's 24), are left to ptxas.
+    pub fn aim_lane_walk_occupancy(
+        &self,
+        b: &mut KernelBuilder,
+        (body, checked): (&Body, bool),
+        block: u32,
+    ) {
+        let Some(p) = self.lanes_param else {
+            return;
+        };
+        let built_in = matches!(
+            body.params[body.tile_set()].kind,
+            ParamKind::TileSet {
+                kind: TileSetKind::Csr | TileSetKind::Csc | TileSetKind::Coo,
+                ..
+            }
+        );
+        if checked
+            || !built_in
+            || body.reads(IndexRole::Rank)
+            || self.offsets != OffsetWidth::U32
+            || crate::codegen::vector_lane_params(body, p).is_empty()
+        {
+            return;
+        }
+        b.set_occupancy(Occupancy {
+            max_threads: block,
+            min_blocks: (LANE_WALK_THREADS / block).max(1),
+        });
     }
 
     /// Lane groups per tile for `per_thread` lanes per thread, `⌈lanes / per_thread⌉` (u64; a
@@ -613,13 +783,12 @@ impl Layout {
 
     /// Closes [`Layout::lane_stride_begin`]'s loops.
     pub fn lane_stride_end(b: &mut KernelBuilder, ls: LaneStride) {
+        let ty = ls.index;
         b.place(ls.next);
-        b.bin_to(BinOp::Add, Type::U64, ls.group, ls.group, ls.width);
-        let more = b.setp(Cmp::Lt, Type::U64, ls.group, ls.groups);
+        let more = stride_on(b, ty, ls.group_at, (ls.width, ls.groups_at));
         b.bra_if(more, false, ls.groups_loop);
-        b.bin_to(BinOp::Add, Type::U64, ls.position, ls.position, ls.step);
-        b.mov_to(Type::U64, ls.group, ls.first_group);
-        let more = b.setp(Cmp::Lt, Type::U64, ls.position, ls.count);
+        let more = stride_on(b, ty, ls.at, (ls.step, ls.count));
+        b.mov_to(ty, ls.group_at, ls.first_group);
         b.bra_if(more, false, ls.positions.head);
         b.place(ls.positions.exit);
     }
@@ -676,9 +845,9 @@ fn adjacent_lanes(b: &mut KernelBuilder, group: Reg, (r, lanes_param): (u32, usi
         .collect();
     LaneSet {
         scaled: scaled_lanes(b, &lanes),
-        body: lanes.clone(),
         valid: vec![None; lanes.len()],
-        lanes,
+        lanes: vec![first],
+        body: lanes,
         vector: Some(LaneVectorSpec {
             width: r,
             lanes_param,

@@ -461,6 +461,7 @@ pub fn own_tiles(
         TileSource::Layout => layout.tiles,
         TileSource::List { count, .. } => count,
     };
+    layout.aim_lane_walk_occupancy(b, (body, opts.checked), opts.block);
     let ls = layout.lane_stride_begin(b, positions, (blocking.per_thread, cap));
     let tile = match source {
         TileSource::Layout => layout.tile(b, params, ls.position, opts.checked, ls.next),
@@ -495,9 +496,7 @@ pub fn tile_lanes(
     set: &LaneSet,
 ) -> Result<(), GenError> {
     let accs = match body.reduce {
-        Some((ty, r)) => set
-            .lanes
-            .iter()
+        Some((ty, r)) => (0..set.per_thread())
             .map(|_| reduce_identity(b, ty, r))
             .collect::<Result<Vec<_>, _>>()?,
         None => Vec::new(),

@@ -181,6 +181,13 @@ pub fn launch_with_limit(
             cfg.block
         )));
     }
+    // The GPU refuses such a launch too (`.maxntid`).
+    if let Some(o) = kernel.occupancy.filter(|o| cfg.block > o.max_threads) {
+        return Err(SimError::BadLaunch(format!(
+            "block size {} is above the {} threads `{}` declares (`.maxntid`)",
+            cfg.block, o.max_threads, kernel.name
+        )));
+    }
     if u64::from(cfg.grid) * u64::from(cfg.block) > MAX_THREADS {
         return Err(SimError::BadLaunch(format!(
             "{} blocks of {} threads is more than the simulator's {MAX_THREADS} threads",

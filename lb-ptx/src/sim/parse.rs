@@ -5,9 +5,9 @@
 //! number; no input text makes the parser panic.
 
 use crate::ir::{
-    Address, AtomOp, BinOp, Cmp, DeviceFunc, Guard, Instr, Kernel, Label, LdCache, Module, Op,
-    Operand, Param, ParamDeclTy, Reg, RegClass, Rounding, SharedDecl, ShflMode, Space, Special,
-    Type, UnOp, VoteMode,
+    Address, AtomOp, BinOp, Cmp, DeviceFunc, Guard, Instr, Kernel, Label, LdCache, Module,
+    Occupancy, Op, Operand, Param, ParamDeclTy, Reg, RegClass, Rounding, SharedDecl, ShflMode,
+    Space, Special, Type, UnOp, VoteMode,
 };
 
 /// A parse failure: the 1-based line it was found on and what was wrong.
@@ -316,6 +316,7 @@ impl Parser {
         } else {
             None
         };
+        let occupancy = self.occupancy()?;
         self.punct('{')?;
         let mut reg_counts = [0u32; 5];
         let mut shared = Vec::new();
@@ -362,7 +363,38 @@ impl Parser {
             reg_counts,
             body,
             max_registers,
+            occupancy,
         })
+    }
+
+    /// `.maxntid T, 1, 1` followed by `.minnctapersm M`, as [`Kernel`]'s `Display` writes them.
+    fn occupancy(&mut self) -> Result<Option<Occupancy>, ParseError> {
+        if !self.peek_word(".maxntid") {
+            return Ok(None);
+        }
+        self.pos += 1;
+        let max_threads = self.count("a thread count")?;
+        for _ in 0..2 {
+            self.punct(',')?;
+            if self.count("a thread count")? != 1 {
+                return self.err("`.maxntid` with a second or third dimension".to_string());
+            }
+        }
+        self.expect_word(".minnctapersm")?;
+        let min_blocks = self.count("a block count")?;
+        Ok(Some(Occupancy {
+            max_threads,
+            min_blocks,
+        }))
+    }
+
+    /// A positive count (`what` names it in the error).
+    fn count(&mut self, what: &str) -> Result<u32, ParseError> {
+        let word = self.word(what)?;
+        match word.parse::<u32>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => self.err(format!("`{word}` is not {what}")),
+        }
     }
 
     /// `.param .b64 name;` or `.param .align A .b8 name[N];` inside a call scope.

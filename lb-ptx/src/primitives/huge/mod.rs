@@ -846,9 +846,7 @@ impl Split<'_> {
         let group = b.bin(BinOp::Min, Type::U64, group, last_group);
         let set = l.lane_set(b, self.body, (group, groups), blocking);
         let accs = match self.body.reduce {
-            Some((ty, red)) => set
-                .lanes
-                .iter()
+            Some((ty, red)) => (0..set.per_thread())
                 .map(|_| reduce_identity(b, ty, red))
                 .collect::<Result<Vec<_>, _>>()?,
             None => Vec::new(),
@@ -877,8 +875,9 @@ impl Split<'_> {
             let lead = b.setp(Cmp::Eq, Type::U64, piece, Operand::Imm(0));
             let lead = b.bin(BinOp::And, Type::Pred, lead, has_group);
             let store = b.if_begin(lead, false);
-            for ((&acc, &lane), valid) in accs.iter().zip(&set.lanes).zip(&set.valid) {
+            for (r, (&acc, valid)) in accs.iter().zip(&set.valid).enumerate() {
                 let masked = valid.map(|v| b.if_begin(v, false));
+                let lane = set.lane(b, r);
                 self.store_chunk(b, &c, Some(lane), (acc, ty))?;
                 if let Some(scope) = masked {
                     b.if_end(scope);

@@ -100,17 +100,20 @@ pub fn kernels(base: &str, body: &Body, opts: &Options) -> Vec<KernelPlan> {
     };
     // One block per `2 · block` atoms: a group of `W` threads per piece leaves a block
     // `block / W ≥ 8` pieces at once (`W ≤ 32`), at most `block / 16` pieces per `2 · block`
-    // atoms. The walk's lane registers cap it at 256 threads, as the huge tier's.
+    // atoms.
     let walk = Grid::PerAtoms {
         atoms: 2 * opts.block,
     };
-    let mut out = vec![kernel(MID_WALK, opts.block.min(256), walk)];
+    let mut out = vec![kernel(MID_WALK, opts.block.min(MID_WALK_BLOCK), walk)];
     if body.reduce.is_some() {
         let fixup = Grid::CoverItems { per_thread: 1 };
         out.push(kernel(MID_FIXUP, opts.block, fixup));
     }
     out
 }
+
+/// The mid walk's largest block: its lane registers cap it at 256 threads, as the huge tier's.
+const MID_WALK_BLOCK: u32 = 256;
 
 /// A piece's tile and atoms, from [`Split::piece`].
 struct Piece {
@@ -426,6 +429,8 @@ impl Split<'_> {
         blocking: Blocking,
     ) -> Result<(), GenError> {
         let l = self.layout;
+        let who = (self.body, self.opts.checked);
+        l.aim_lane_walk_occupancy(b, who, self.opts.block.min(MID_WALK_BLOCK));
         let (_, pieces) = self.mid_sizes(b, mid);
         let ls = l.lane_stride_begin(b, pieces, (blocking.per_thread, Some(32)));
         let p = ls.position;
@@ -447,8 +452,9 @@ impl Split<'_> {
         })?;
         if let Some((ty, _)) = self.body.reduce {
             let lanes_count = l.lanes.expect("checked by mid_walk");
-            for ((&acc, &lane), valid) in accs.iter().zip(&set.lanes).zip(&set.valid) {
+            for (r, (&acc, valid)) in accs.iter().zip(&set.valid).enumerate() {
                 let masked = valid.map(|v| b.if_begin(v, false));
+                let lane = set.lane(b, r);
                 let mut split = b.if_begin(piece.whole, true);
                 let row = b.bin(BinOp::Mul, Type::U64, p, lanes_count);
                 let slot = b.bin(BinOp::Add, Type::U64, row, lane);
@@ -470,9 +476,7 @@ impl Split<'_> {
     /// One accumulator per lane of `set`, at the reduction's identity (none without `reduce`).
     fn identities(&self, b: &mut KernelBuilder, set: &LaneSet) -> Result<Vec<Reg>, GenError> {
         match self.body.reduce {
-            Some((ty, red)) => set
-                .lanes
-                .iter()
+            Some((ty, red)) => (0..set.per_thread())
                 .map(|_| reduce_identity(b, ty, red))
                 .collect(),
             None => Ok(Vec::new()),
@@ -522,10 +526,11 @@ impl Split<'_> {
         let accs = self.identities(b, &set)?;
         // Masked lanes read their tile's last lane (in bounds) and store nothing.
         let last = b.bin(BinOp::Sub, Type::U64, lanes_count, Operand::Imm(1));
-        let read: Vec<Reg> = set
-            .lanes
-            .iter()
-            .map(|&lane| b.bin(BinOp::Min, Type::U64, lane, last))
+        let read: Vec<Reg> = (0..set.per_thread())
+            .map(|r| {
+                let lane = set.lane(b, r);
+                b.bin(BinOp::Min, Type::U64, lane, last)
+            })
             .collect();
         let p = b.mov(Type::U64, first);
         let folds = b.loop_begin();
@@ -540,9 +545,9 @@ impl Split<'_> {
         }
         b.bin_to(BinOp::Add, Type::U64, p, p, Operand::Imm(1));
         b.loop_end(folds);
-        for ((&acc, &lane), valid) in accs.iter().zip(&set.lanes).zip(&set.valid) {
+        for (r, (&acc, valid)) in accs.iter().zip(&set.valid).enumerate() {
             let masked = valid.map(|v| b.if_begin(v, false));
-            let out = (tile, Some(lane));
+            let out = (tile, Some(set.lane(b, r)));
             l.store_output(b, self.body, self.params, out, (acc, ty), self.opts.checked)?;
             if let Some(scope) = masked {
                 b.if_end(scope);
