@@ -648,16 +648,16 @@ impl Layout {
                 )
             }
         };
-        let wide = |b: &mut KernelBuilder, r: Reg| match index {
+        let widen = |b: &mut KernelBuilder, r: Reg| match index {
             Type::U32 => b.cvt(Rounding::None, Type::U64, Type::U32, r),
             _ => r,
         };
         b.place(positions.head);
-        let position = wide(b, at);
+        let position = widen(b, at);
         let group_at = b.mov(index, first_group);
         let groups_loop = b.label();
         b.place(groups_loop);
-        let group = wide(b, group_at);
+        let group = widen(b, group_at);
         LaneStride {
             position,
             group,
