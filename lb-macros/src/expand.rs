@@ -356,6 +356,10 @@ fn plan_tokens(p: &Plan) -> TokenStream {
             Some(m) => quote!(::core::option::Option::Some(#m)),
             None => quote!(::core::option::Option::None),
         };
+        let lanes = match k.lanes {
+            Some((min, max)) => quote!(::core::option::Option::Some((#min, #max))),
+            None => quote!(::core::option::Option::None),
+        };
         let grid = match k.grid {
             Grid::CoverItems { per_thread } => {
                 quote!(::lb::__private::Grid::CoverItems { per_thread: #per_thread })
@@ -391,6 +395,7 @@ fn plan_tokens(p: &Plan) -> TokenStream {
                 dynamic_shared: #dynamic_shared,
                 min_tile_atoms: #min_tile_atoms,
                 min_grid: #min_grid,
+                lanes: #lanes,
                 track: #track,
             }
         }

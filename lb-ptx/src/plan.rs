@@ -241,6 +241,10 @@ pub struct KernelPlan {
     /// work-oriented fix-up kernel, whose work the main kernel does itself on a smaller grid).
     /// `None`: always launched.
     pub min_grid: Option<u32>,
+    /// The kernel runs only when the lane count ([`ProblemSize::lanes`]) lies in `min..=max`
+    /// (two builds of the split's mid walk, for few lanes and for many). `None`: for every
+    /// lane count.
+    pub lanes: Option<(u64, u64)>,
     /// The track the kernel is enqueued on. Track 0 is the launching stream. A kernel on a side
     /// track `n > 0` starts after every track-0 kernel listed before it and runs alongside the
     /// track-0 kernels listed after it; the kernels of one track run in their listed order, and
@@ -257,6 +261,9 @@ impl KernelPlan {
     pub fn needed(&self, size: &ProblemSize, first_grid: u32) -> bool {
         self.min_tile_atoms.is_none_or(|m| size.max_tile_atoms >= m)
             && self.min_grid.is_none_or(|g| first_grid >= g)
+            && self
+                .lanes
+                .is_none_or(|(min, max)| (min..=max).contains(&size.lanes))
     }
 }
 

@@ -77,7 +77,10 @@ fn the_mid_list_is_in_tile_order_and_the_sums_match() {
             s.name()
         );
         let temp = |name: &str| plan.temps.iter().position(|t| t.name == name).unwrap();
-        for k in [4, 33] {
+        // The walk in parts up to 64 lanes: threads a part and parts a warp, 2 and 4 (16 and 8
+        // parts of 2 and 4 threads), 8 and 32 (four parts of 8), 64 (two of 16), 33 (one of 9);
+        // the walk without parts above: 65 and 100.
+        for k in [2, 4, 8, 32, 33, 64, 65, 100] {
             let what = format!(
                 "{}, {} tiles, lanes {k}, seed {seed}",
                 s.name(),
@@ -113,6 +116,47 @@ fn the_mid_list_is_in_tile_order_and_the_sums_match() {
 /// grids"). A small tile set's grid is its own size, an empty one's a block.
 #[test]
 fn the_walks_grids_stop_at_a_resident_wave_up_to_32_lanes() {
+    // (Its body is below the next test.)
+    walks_grids();
+}
+
+/// The mid walk is built twice, in parts (`_mid_parts`, up to 64 lanes) and whole
+/// (`_mid_walk`, above): for every lane count exactly one of them is launched.
+#[test]
+fn one_mid_walk_runs_for_each_lane_count() {
+    for s in SCHEDULES {
+        let g = spmm_with_lanes(s);
+        let plan = &g.plans[0];
+        for lanes in (0..300).chain([1 << 20, u64::MAX]) {
+            let size = ProblemSize {
+                tiles: 1000,
+                atoms: 100_000,
+                lanes,
+                max_tile_atoms: 500,
+                offsets: OffsetWidth::U32,
+            };
+            let run: Vec<&str> = plan
+                .kernels
+                .iter()
+                .filter(|k| k.entry.ends_with("_mid_walk") || k.entry.ends_with("_mid_parts"))
+                .filter(|k| k.needed(&size, 1))
+                .map(|k| k.entry.as_ref())
+                .collect();
+            let want = if lanes <= 64 {
+                "_mid_parts"
+            } else {
+                "_mid_walk"
+            };
+            assert!(
+                run.len() == 1 && run[0].ends_with(want),
+                "{}, {lanes} lanes: {run:?}",
+                s.name()
+            );
+        }
+    }
+}
+
+fn walks_grids() {
     let limits = DeviceLimits {
         sm_count: 10,
         blocks_per_sm: 3,
@@ -130,9 +174,18 @@ fn the_walks_grids_stop_at_a_resident_wave_up_to_32_lanes() {
         let walks: Vec<_> = plan
             .kernels
             .iter()
-            .filter(|k| k.entry.ends_with("_mid_walk") || k.entry.ends_with("_huge_walk"))
+            .filter(|k| {
+                ["_mid_walk", "_mid_parts", "_huge_walk"]
+                    .iter()
+                    .any(|w| k.entry.ends_with(w))
+            })
             .collect();
-        assert_eq!(walks.len(), 2, "{}: the mid and huge walks", s.name());
+        assert_eq!(
+            walks.len(),
+            3,
+            "{}: the mid walks and the huge walk",
+            s.name()
+        );
         for k in walks {
             let what = format!("{} {}", s.name(), k.entry);
             let Grid::PerAtoms { atoms: run } = k.grid else {

@@ -1055,6 +1055,7 @@ mod tests {
             dynamic_shared: 0,
             min_tile_atoms: None,
             min_grid: None,
+            lanes: None,
             track: 0,
         };
         Plan {
@@ -1100,6 +1101,7 @@ mod tests {
             dynamic_shared: 0,
             min_tile_atoms,
             min_grid: None,
+            lanes: None,
             track,
         };
         let kernels = vec![

@@ -1017,6 +1017,7 @@ pub fn dynamic_plan(
             dynamic_shared: 0,
             min_tile_atoms: None,
             min_grid: None,
+            lanes: None,
             track: 0,
         },
     );

@@ -703,9 +703,11 @@ impl Layout {
     }
 
     /// The grid's threads for [`Layout::lane_stride_begin`]: all of them with 64-bit tile
-    /// offsets; with 32-bit ones at most `u32::MAX`, the others idle (the loops stride, so
-    /// fewer threads still cover every pair; no grid the runtime makes for such a tile set has
-    /// more), so that every index of the loops fits in 32 bits.
+    /// offsets; with 32-bit ones at most the whole warps below `u32::MAX`, the others idle (the
+    /// loops stride, so fewer threads still cover every pair; no grid the runtime makes for such
+    /// a tile set has more), so that every index of the loops fits in 32 bits. Whole warps keep
+    /// every thread count a multiple of 32, on which the mid walk's parts rely (a piece's
+    /// threads stay in one warp from one position to the next).
     fn lane_threads(
         &self,
         b: &mut KernelBuilder,
@@ -719,7 +721,8 @@ impl Layout {
             BinOp::Min,
             Type::U64,
             threads,
-            Operand::Imm(u32::MAX as i64),
+            // The whole warps below 2^32.
+            Operand::Imm(i64::from(!31u32)),
         );
         let spare = b.setp(Cmp::Ge, Type::U64, thread, most);
         b.break_if(exit, spare, false);
@@ -741,7 +744,7 @@ impl Layout {
         &self,
         b: &mut KernelBuilder,
         (body, checked): (&Body, bool),
-        block: u32,
+        (block, threads): (u32, u32),
     ) {
         let Some(p) = self.lanes_param else {
             return;
@@ -763,7 +766,7 @@ impl Layout {
         }
         b.set_occupancy(Occupancy {
             max_threads: block,
-            min_blocks: (LANE_WALK_THREADS / block).max(1),
+            min_blocks: (threads / block).max(1),
         });
     }
 

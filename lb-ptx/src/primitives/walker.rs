@@ -14,7 +14,7 @@ use crate::codegen::{
     KernelParams, LaneVector, MAX_ATOM_ADDRS,
 };
 use crate::ir::{BinOp, Cmp, Operand, Reg, Space, Type};
-use crate::primitives::layout::{Blocking, LaneSet, Layout};
+use crate::primitives::layout::{Blocking, LaneSet, Layout, LANE_WALK_THREADS};
 use crate::{GenError, Options};
 
 /// What an atom walk needs, per lane.
@@ -461,7 +461,7 @@ pub fn own_tiles(
         TileSource::Layout => layout.tiles,
         TileSource::List { count, .. } => count,
     };
-    layout.aim_lane_walk_occupancy(b, (body, opts.checked), opts.block);
+    layout.aim_lane_walk_occupancy(b, (body, opts.checked), (opts.block, LANE_WALK_THREADS));
     let ls = layout.lane_stride_begin(b, positions, (blocking.per_thread, cap));
     let tile = match source {
         TileSource::Layout => layout.tile(b, params, ls.position, opts.checked, ls.next),

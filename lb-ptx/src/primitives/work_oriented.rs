@@ -229,6 +229,7 @@ fn plans_of(
                 dynamic_shared: 0,
                 min_tile_atoms: None,
                 min_grid: None,
+                lanes: None,
                 track: 0,
             });
             if body.reduce.is_some() {
@@ -239,6 +240,7 @@ fn plans_of(
                     dynamic_shared: 0,
                     min_tile_atoms: None,
                     min_grid: Some(fixup::kernels_from(opts.block)),
+                    lanes: None,
                     track: 0,
                 });
             }

@@ -214,6 +214,7 @@ impl ScheduleTemplate for Consolidate {
             dynamic_shared: 0,
             min_tile_atoms: None,
             min_grid: None,
+            lanes: None,
             track: 0,
         };
         // The parent runs on the split's first-kernel grid, which sizes its chunk partials.

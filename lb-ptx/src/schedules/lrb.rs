@@ -142,6 +142,7 @@ impl ScheduleTemplate for Lrb {
                 _ => None,
             },
             min_grid: None,
+            lanes: None,
             track: class_track(k),
         };
         // The binning's producers, then the split's tiers and the warp and block classes on

@@ -43,6 +43,7 @@ impl ScheduleTemplate for ThreadMapped {
                 dynamic_shared: 0,
                 min_tile_atoms: None,
                 min_grid: None,
+                lanes: None,
                 track: 0,
             }]),
             temps: Cow::Owned(common_temps(opts)),

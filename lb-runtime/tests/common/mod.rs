@@ -75,6 +75,7 @@ const DOUBLE_KERNELS: &[KernelPlan] = &[KernelPlan {
     dynamic_shared: 0,
     min_tile_atoms: None,
     min_grid: None,
+    lanes: None,
     track: 0,
 }];
 
@@ -94,6 +95,7 @@ const RAISE_KERNELS: &[KernelPlan] = &[KernelPlan {
     dynamic_shared: 0,
     min_tile_atoms: None,
     min_grid: None,
+    lanes: None,
     track: 0,
 }];
 
@@ -131,6 +133,7 @@ const MISSING_KERNELS: &[KernelPlan] = &[KernelPlan {
     dynamic_shared: 0,
     min_tile_atoms: None,
     min_grid: None,
+    lanes: None,
     track: 0,
 }];
 

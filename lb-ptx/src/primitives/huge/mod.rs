@@ -123,6 +123,7 @@ const FIXUP: &str = "_huge_fixup";
 
 const MID_PLACE: &str = "_mid_place";
 const MID_WALK: &str = "_mid_walk";
+const MID_PARTS: &str = "_mid_parts";
 const MID_FIXUP: &str = "_mid_fixup";
 
 const COUNT_TEMP: &str = "huge_count";
@@ -285,6 +286,7 @@ pub fn plan_around(
         dynamic_shared: 0,
         min_tile_atoms: None,
         min_grid: None,
+        lanes: None,
         track: 0,
     });
     let mut temps = common_temps(opts);
@@ -366,6 +368,7 @@ fn kernel(
         dynamic_shared: 0,
         min_tile_atoms,
         min_grid: None,
+        lanes: None,
         track,
     }
 }
@@ -431,9 +434,11 @@ pub fn build(
     kp: &KernelPlan,
 ) -> Option<Result<Kernel, GenError>> {
     let entry = twin_base(kp.entry.as_ref());
-    let which = [LIST, SCAN, WALK, FIXUP, MID_PLACE, MID_WALK, MID_FIXUP]
-        .into_iter()
-        .find(|s| entry.ends_with(s))?;
+    let which = [
+        LIST, SCAN, WALK, FIXUP, MID_PLACE, MID_WALK, MID_PARTS, MID_FIXUP,
+    ]
+    .into_iter()
+    .find(|s| entry.ends_with(s))?;
     Some(build_one(body, opts, plan, kp, which))
 }
 
@@ -461,7 +466,8 @@ fn build_one(
         MID_PLACE => s.mid_place(&mut b)?,
         WALK if layout.lanes.is_some() => s.walk_lanes(&mut b, kp.block)?,
         WALK => s.walk(&mut b)?,
-        MID_WALK => s.mid_walk(&mut b)?,
+        MID_WALK => s.mid_walk(&mut b, false)?,
+        MID_PARTS => s.mid_walk(&mut b, true)?,
         MID_FIXUP => s.mid_fixup(&mut b)?,
         _ => s.fixup(&mut b)?,
     }

@@ -13,24 +13,33 @@
 //!    group family takes (tile, lane group) pairs: `W` threads side by side per piece, each
 //!    owning `R` lanes ([`per_lane_blocking`]). A piece reads its entry from `mid_entries`,
 //!    walks its atoms in order once for its `R` lanes ([`Walker::walk_lanes`]) and stores
-//!    one partial per lane at `mid_partials[piece × lanes + lane]`; a tile of one piece (exactly
-//!    [`PIECE`] atoms) stores its output instead.
+//!    one partial per lane at `mid_partials[piece × lanes + lane]`; a tile of one piece (at most
+//!    [`PIECE`] atoms) stores its output instead. Up to [`PARTS_LANES`] lanes the walk is built
+//!    in [`Parts`] (`{base}_mid_parts`): a warp takes one piece, `32 / W` sets of `W` threads
+//!    each walk a part of its atoms, and the first part adds the others' partials; above, the
+//!    whole piece per thread (`{base}_mid_walk`). The plan launches one of the two by the lane
+//!    count.
 //! 2. **fixup** (with `reduce`): (entry, lane group) pairs; each thread folds its lanes' partials
 //!    over the entry's pieces in piece order and stores the tile's output (the epilogue, if any,
 //!    sees only this final value).
 //!
-//! Determinism: a piece's atoms and the fold's order are fixed by the tile's size alone, so two
-//! launches agree bitwise; no atomics touch a value.
+//! Determinism: a piece's atoms, its parts and the fold's order are fixed by the tile's size and
+//! the lane blocking (see [`Parts`]), so two launches on the same buffers agree bitwise; no
+//! atomics touch a value.
 
 use std::borrow::Cow;
 
-use super::{MidTemps, Split, MID_COUNT, MID_FIXUP, MID_THRESHOLD, MID_TRACK, MID_WALK, PIECE};
-use crate::body::Body;
+use super::{
+    MidTemps, Split, MID_COUNT, MID_FIXUP, MID_PARTS, MID_THRESHOLD, MID_TRACK, MID_WALK, PIECE,
+};
+use crate::body::{Body, Reduce, Ty};
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity};
-use crate::ir::{BinOp, Cmp, Operand, Reg, Rounding, ShflMode, Space, Type};
+use crate::ir::{BinOp, Cmp, Op, Operand, Reg, Rounding, ShflMode, Space, Special, Type};
 use crate::plan::{Grid, KernelPlan, TempCount};
-use crate::primitives::layout::{per_lane_blocking, Blocking, LaneSet, SPLIT_LANE_BLOCKING};
+use crate::primitives::layout::{
+    per_lane_blocking, Blocking, LaneSet, LANE_WALK_THREADS, SPLIT_LANE_BLOCKING,
+};
 use crate::primitives::walker::Walker;
 use crate::primitives::warp::{grid_warps, shfl};
 use crate::primitives::Layout;
@@ -89,13 +98,14 @@ pub fn entries_count() -> TempCount {
 
 /// The mid tier's kernels: the walk, and the fix-up when the body reduces.
 pub fn kernels(base: &str, body: &Body, opts: &Options) -> Vec<KernelPlan> {
-    let kernel = |suffix: &str, block: u32, grid: Grid| KernelPlan {
+    let kernel = |suffix: &str, block: u32, grid: Grid, lanes: Option<(u64, u64)>| KernelPlan {
         entry: Cow::Owned(format!("{base}{suffix}")),
         block,
         grid,
         dynamic_shared: 0,
         min_tile_atoms: Some(MID_THRESHOLD),
         min_grid: None,
+        lanes,
         track: MID_TRACK,
     };
     // One block per `2 · block` atoms: a group of `W` threads per piece leaves a block
@@ -104,16 +114,34 @@ pub fn kernels(base: &str, body: &Body, opts: &Options) -> Vec<KernelPlan> {
     let walk = Grid::PerAtoms {
         atoms: 2 * opts.block,
     };
-    let mut out = vec![kernel(MID_WALK, opts.block.min(MID_WALK_BLOCK), walk)];
+    let block = opts.block.min(MID_WALK_BLOCK);
+    let parts = Some((0, PARTS_LANES));
+    let whole = Some((PARTS_LANES + 1, u64::MAX));
+    let mut out = vec![
+        kernel(MID_PARTS, block, walk, parts),
+        kernel(MID_WALK, block, walk, whole),
+    ];
     if body.reduce.is_some() {
         let fixup = Grid::CoverItems { per_thread: 1 };
-        out.push(kernel(MID_FIXUP, opts.block, fixup));
+        out.push(kernel(MID_FIXUP, opts.block, fixup, None));
     }
     out
 }
 
 /// The mid walk's largest block: its lane registers cap it at 256 threads, as the huge tier's.
 const MID_WALK_BLOCK: u32 = 256;
+
+/// The most lanes for which a piece can be walked in [`Parts`] (`W = ⌈lanes / R⌉` a power of two
+/// below 32 needs `lanes ≤ 64` with [`SPLIT_LANE_BLOCKING`]): up to this lane count the plan
+/// launches the mid walk in parts (`_mid_parts`), above it the one without (`_mid_walk`).
+const PARTS_LANES: u64 = 64;
+
+/// The threads an SM a mid walk in parts asks for ([`Layout::aim_lane_walk_occupancy`]): five
+/// blocks of 256, 48 registers. Its warp barriers need more registers than the walk without
+/// them: at [`LANE_WALK_THREADS`] (40) ptxas spilled the loop's state on sm_80, and on an H200
+/// five blocks ran as fast as six at k = 32 and faster at k = 8 (docs/spmm.md, "Pieces in
+/// parts"). The walk without parts keeps six blocks, which were faster at k = 128.
+const PARTS_WALK_THREADS: u32 = 1280;
 
 /// A piece's tile and atoms, from [`Split::piece`].
 struct Piece {
@@ -124,6 +152,147 @@ struct Piece {
     to: Reg,
     /// The tile is this one piece: its result is the output, not a partial.
     whole: Reg,
+}
+
+/// The mid walk's shared array through which a warp's parts add their partials
+/// ([`Parts::combine`]): a slot of the thread's lanes per thread.
+const PARTS_SMEM: &str = "lb_parts";
+
+/// How the threads of a warp share a piece of the mid walk. With `W` threads side by side over a
+/// piece's lanes, a warp took `32 / W` pieces, and each of the `W` threads walked the piece's up
+/// to [`PIECE`] atoms alone: at k = 32 (8 threads a piece) the walk was a chain of 32 trips per
+/// thread, and the pieces of a `lognormal` graph filled an H200 about 1.2 times, so the second
+/// wave left most of the GPU idle. Where `W` is a power of two below 32, a warp takes one piece
+/// in `Q = 32 / W` parts of (nearly) equal atoms, each walked by `W` threads, and the first
+/// part's threads add the others' partials ([`Parts::combine`]) before they store. The grid's
+/// positions are (piece, part) pairs, piece-major, so the 32 threads of a piece are one whole
+/// warp: they enter and leave the loop together, and its warp barriers take the full warp.
+///
+/// Determinism: the parts and the order of their sum are fixed by the piece and `W`, i.e. by
+/// the tile's size, the lane count and the lanes per thread (which the kernel picks from the
+/// lane count and the vector operands' alignment), so two launches on the same buffers agree
+/// bitwise.
+struct Parts {
+    /// `log2 Q` (u32): 0 where `W` is no power of two below 32; `W = 32 >> log2 Q` otherwise,
+    /// so that the walk holds one register for the parts.
+    log: Reg,
+}
+
+impl Parts {
+    /// The parts for `groups` (u64) threads a piece.
+    fn new(b: &mut KernelBuilder, groups: Reg) -> Parts {
+        let below = b.bin(BinOp::Sub, Type::U64, groups, Operand::Imm(1));
+        let common = b.bin(BinOp::And, Type::B64, groups, below);
+        let power = b.setp(Cmp::Eq, Type::U64, common, Operand::Imm(0));
+        // No power of two: a width that no part count fits.
+        let width = b.selp(Type::U64, groups, Operand::Imm(64), power);
+        let mut log = b.mov(Type::U32, Operand::Imm(0));
+        for j in 1..=5 {
+            let fits = b.setp(Cmp::Le, Type::U64, width, Operand::Imm(32 >> j));
+            log = b.selp(Type::U32, Operand::Imm(j.into()), log, fits);
+        }
+        Parts { log }
+    }
+
+    /// The piece of position `position` (u64 each).
+    fn piece(&self, b: &mut KernelBuilder, position: Reg) -> Reg {
+        b.bin(BinOp::Shr, Type::U64, position, self.log)
+    }
+
+    /// The part of its piece that position `position` walks (u64 each).
+    fn part(&self, b: &mut KernelBuilder, position: Reg) -> Reg {
+        let one = b.mov(Type::U64, Operand::Imm(1));
+        let count = b.bin(BinOp::Shl, Type::B64, one, self.log);
+        let last = b.bin(BinOp::Sub, Type::U64, count, Operand::Imm(1));
+        b.bin(BinOp::And, Type::B64, position, last)
+    }
+
+    /// Whether position `position` walks a part other than its piece's first (a predicate: its
+    /// threads store nothing).
+    fn rest(&self, b: &mut KernelBuilder, position: Reg) -> Reg {
+        let part = self.part(b, position);
+        b.setp(Cmp::Ne, Type::U64, part, Operand::Imm(0))
+    }
+
+    /// The atoms of position `position`'s part of its piece's atoms `from..to` (u64 each).
+    fn range(&self, b: &mut KernelBuilder, position: Reg, (from, to): (Reg, Reg)) -> (Reg, Reg) {
+        let part = self.part(b, position);
+        let atoms = b.bin(BinOp::Sub, Type::U64, to, from);
+        let bound = |b: &mut KernelBuilder, k: Reg| {
+            let scaled = b.bin(BinOp::Mul, Type::U64, atoms, k);
+            let skip = b.bin(BinOp::Shr, Type::U64, scaled, self.log);
+            b.bin(BinOp::Add, Type::U64, from, skip)
+        };
+        let start = bound(b, part);
+        let next = b.bin(BinOp::Add, Type::U64, part, Operand::Imm(1));
+        let end = bound(b, next);
+        (start, end)
+    }
+
+    /// Adds the parts' partials `accs` (one per lane of the thread) of the warp's piece, in part
+    /// order, into the first part's threads, through [`PARTS_SMEM`]: each thread leaves its
+    /// partials in its slot, and a thread of the first part reads those of the threads `W`,
+    /// `2W`, .. above it, which hold the same lanes. Through shared memory rather than
+    /// shuffles: ptxas cannot prove the warp converged after walks of different lengths, so each
+    /// `shfl.sync` got a fallback call whose register convention spilled the walk's state at its
+    /// budget on sm_80; `bar.warp.sync` needs no call. The second barrier keeps a thread's next
+    /// piece from overwriting its slot before the first part has read it.
+    fn combine(
+        &self,
+        b: &mut KernelBuilder,
+        (position, block): (Reg, u32),
+        accs: &[Reg],
+        (ty, red): (Ty, Reduce),
+    ) -> Result<(), GenError> {
+        let done = b.label();
+        let one = b.setp(Cmp::Eq, Type::U32, self.log, Operand::Imm(0));
+        b.bra_if(one, false, done);
+        let size = ty.size();
+        let per_thread = accs.len() as u32 * size;
+        b.shared(PARTS_SMEM, 8, block * per_thread);
+        let base = b.mov(Type::U64, Operand::Symbol(PARTS_SMEM.into()));
+        let tid = b.special(Special::TidX);
+        let tid = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
+        let mine = b.bin(BinOp::Mul, Type::U64, tid, Operand::Imm(per_thread.into()));
+        let mine = b.bin(BinOp::Add, Type::U64, base, mine);
+        // Lane `r`'s value in the slot at `slot`.
+        let lane_at = |b: &mut KernelBuilder, slot: Reg, r: usize| {
+            let offset = Operand::Imm((r as u32 * size).into());
+            b.bin(BinOp::Add, Type::U64, slot, offset)
+        };
+        for (r, &acc) in accs.iter().enumerate() {
+            let at = lane_at(b, mine, r);
+            b.st(Space::Shared, ptx_type(ty), at, acc);
+        }
+        let full = Operand::Imm(0xffff_ffff);
+        b.emit(Op::WarpSync { mask: full.clone() });
+        let rest = self.rest(b, position);
+        let read = b.if_begin(rest, true);
+        // The same lanes' slots of the parts above: `W = 32 >> log2 Q` threads apart, `Q - 1`
+        // of them.
+        let warp = b.mov(Type::U32, Operand::Imm(32 * i64::from(per_thread)));
+        let stride = b.bin(BinOp::Shr, Type::U32, warp, self.log);
+        let stride = b.cvt(Rounding::None, Type::U64, Type::U32, stride);
+        let at = b.bin(BinOp::Add, Type::U64, mine, stride);
+        let unit = b.mov(Type::U32, Operand::Imm(1));
+        let parts = b.bin(BinOp::Shl, Type::B32, unit, self.log);
+        let left = b.bin(BinOp::Sub, Type::U32, parts, Operand::Imm(1));
+        let fold = b.loop_begin();
+        let over = b.setp(Cmp::Eq, Type::U32, left, Operand::Imm(0));
+        b.break_if(&fold, over, false);
+        for (r, &acc) in accs.iter().enumerate() {
+            let from = lane_at(b, at, r);
+            let x = b.ld(Space::Shared, ptx_type(ty), from);
+            reduce_combine(b, ty, red, acc, x)?;
+        }
+        b.bin_to(BinOp::Add, Type::U64, at, at, stride);
+        b.bin_to(BinOp::Sub, Type::U32, left, left, Operand::Imm(1));
+        b.loop_end(fold);
+        b.if_end(read);
+        b.emit(Op::WarpSync { mask: full });
+        b.place(done);
+        Ok(())
+    }
 }
 
 impl Split<'_> {
@@ -407,7 +576,7 @@ impl Split<'_> {
     }
 
     /// The mid tier's walk (see the module docs).
-    pub(super) fn mid_walk(&self, b: &mut KernelBuilder) -> Result<(), GenError> {
+    pub(super) fn mid_walk(&self, b: &mut KernelBuilder, in_parts: bool) -> Result<(), GenError> {
         if self.layout.lanes.is_none() {
             return Err(GenError::Unsupported(
                 "the split's mid tier needs lanes".into(),
@@ -417,24 +586,45 @@ impl Split<'_> {
         let body = (self.body, self.params);
         self.layout
             .per_lane_blocking_vec(b, body, &SPLIT_LANE_BLOCKING, |b, r| {
-                self.mid_walk_by(b, mid, r)
+                self.mid_walk_by(b, mid, (r, in_parts))
             })
     }
 
-    /// [`Split::mid_walk`] for `per_thread` lanes per thread.
+    /// [`Split::mid_walk`] for one lane blocking, in [`Parts`] or not.
     fn mid_walk_by(
         &self,
         b: &mut KernelBuilder,
         mid: MidTemps,
-        blocking: Blocking,
+        (blocking, in_parts): (Blocking, bool),
     ) -> Result<(), GenError> {
         let l = self.layout;
         let who = (self.body, self.opts.checked);
-        l.aim_lane_walk_occupancy(b, who, self.opts.block.min(MID_WALK_BLOCK));
+        let block = self.opts.block.min(MID_WALK_BLOCK);
+        let threads = if in_parts {
+            PARTS_WALK_THREADS
+        } else {
+            LANE_WALK_THREADS
+        };
+        l.aim_lane_walk_occupancy(b, who, (block, threads));
         let (_, pieces) = self.mid_sizes(b, mid);
-        let ls = l.lane_stride_begin(b, pieces, (blocking.per_thread, Some(32)));
-        let p = ls.position;
+        let parts = in_parts.then(|| {
+            let groups = l.lane_groups(b, blocking.per_thread);
+            Parts::new(b, groups)
+        });
+        let positions = match &parts {
+            Some(parts) => b.bin(BinOp::Shl, Type::B64, pieces, parts.log),
+            None => pieces,
+        };
+        let ls = l.lane_stride_begin(b, positions, (blocking.per_thread, Some(32)));
+        let p = match &parts {
+            Some(parts) => parts.piece(b, ls.position),
+            None => ls.position,
+        };
         let piece = self.piece(b, mid, p);
+        let (from, to) = match &parts {
+            Some(parts) => parts.range(b, ls.position, (piece.from, piece.to)),
+            None => (piece.from, piece.to),
+        };
         let set = l.lane_set(b, self.body, (ls.group, ls.groups), blocking);
         let accs = self.identities(b, &set)?;
         let w = Walker {
@@ -443,30 +633,37 @@ impl Split<'_> {
             checked: self.opts.checked,
             lane: None,
         };
-        let range = (piece.begin, piece.from, piece.to);
-        w.walk_lanes(b, Some(piece.tile), range, 1, Some(&set), |b, r, x| {
+        let atoms = (piece.begin, from, to);
+        w.walk_lanes(b, Some(piece.tile), atoms, 1, Some(&set), |b, r, x| {
             if let (Some(&acc), Some(x), Some((ty, red))) = (accs.get(r), x, self.body.reduce) {
                 reduce_combine(b, ty, red, acc, x)?;
             }
             Ok(())
         })?;
-        if let Some((ty, _)) = self.body.reduce {
-            let lanes_count = l.lanes.expect("checked by mid_walk");
-            for (r, (&acc, valid)) in accs.iter().zip(&set.valid).enumerate() {
-                let masked = valid.map(|v| b.if_begin(v, false));
-                let lane = set.lane(b, r);
-                let mut split = b.if_begin(piece.whole, true);
-                let row = b.bin(BinOp::Mul, Type::U64, p, lanes_count);
-                let slot = b.bin(BinOp::Add, Type::U64, row, lane);
-                let at = b.elem_addr(mid.partials, slot, 8);
-                b.st(Space::Global, ptx_type(ty), at, acc);
-                b.if_else(&mut split);
-                let out = (piece.tile, Some(lane));
-                l.store_output(b, self.body, self.params, out, (acc, ty), self.opts.checked)?;
-                b.if_end(split);
-                if let Some(scope) = masked {
-                    b.if_end(scope);
-                }
+        let Some(reduce) = self.body.reduce else {
+            Layout::lane_stride_end(b, ls);
+            return Ok(());
+        };
+        if let Some(parts) = &parts {
+            parts.combine(b, (ls.position, block), &accs, reduce)?;
+            let rest = parts.rest(b, ls.position);
+            b.bra_if(rest, false, ls.next);
+        }
+        let (ty, lanes_count) = (reduce.0, l.lanes.expect("checked by mid_walk"));
+        for (r, (&acc, valid)) in accs.iter().zip(&set.valid).enumerate() {
+            let masked = valid.map(|v| b.if_begin(v, false));
+            let lane = set.lane(b, r);
+            let mut split = b.if_begin(piece.whole, true);
+            let row = b.bin(BinOp::Mul, Type::U64, p, lanes_count);
+            let slot = b.bin(BinOp::Add, Type::U64, row, lane);
+            let at = b.elem_addr(mid.partials, slot, 8);
+            b.st(Space::Global, ptx_type(ty), at, acc);
+            b.if_else(&mut split);
+            let out = (piece.tile, Some(lane));
+            l.store_output(b, self.body, self.params, out, (acc, ty), self.opts.checked)?;
+            b.if_end(split);
+            if let Some(scope) = masked {
+                b.if_end(scope);
             }
         }
         Layout::lane_stride_end(b, ls);

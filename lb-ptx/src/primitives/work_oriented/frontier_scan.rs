@@ -104,6 +104,7 @@ pub fn kernel_plans(main: &str, block: u32, grid: Grid) -> [KernelPlan; KERNELS]
         dynamic_shared: 0,
         min_tile_atoms: None,
         min_grid: None,
+        lanes: None,
         track: 0,
     })
 }
