@@ -729,9 +729,10 @@ impl Layout {
         most
     }
 
-    /// Asks ptxas to fit [`LANE_WALK_THREADS`] threads of this lane walk on an SM, for a body
-    /// that reads its lanes as vectors ([`crate::codegen::vector_lane_params`]: a gather and a
-    /// product, SpMM's shape) over 32-bit tile offsets, launched with `block` threads a block.
+    /// Asks ptxas to fit `threads` threads of this lane walk on an SM ([`LANE_WALK_THREADS`] but
+    /// for the split's mid walk in parts), for a body that reads its lanes as vectors
+    /// ([`crate::codegen::vector_lane_params`]: a gather and a product, SpMM's shape) over 32-bit
+    /// tile offsets, launched with `block` threads a block.
     /// Left to itself ptxas gave these kernels 32 registers on sm_80/90 and then kept one gather
     /// in flight per thread; with the budget of six blocks of 256 (40 registers) it keeps two,
     /// and with 48 (the 64-bit state's) five blocks fit. On an H200 the budget of 40 was fastest
