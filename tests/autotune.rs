@@ -2,8 +2,8 @@
 //! busiest thread's instructions, so every choice is deterministic: the first launch on a tile
 //! set runs every candidate and keeps the cheapest (checked against each schedule launched by
 //! name), later launches reuse it, a new tile set tunes again, a tuning file carries the choice
-//! to another device and to another process and survives garbage, and kernels whose runs could not be repeated safely
-//! keep the heuristic and leave exactly one launch's result. The `gpu_*` twin (ignored without a
+//! to another device and to another process and survives garbage, kernels that write through `&mut` slices
+//! or push to queues are tuned on scratch copies and leave exactly one launch's result. The `gpu_*` twin (ignored without a
 //! GPU; `scripts/gpu-run.sh` runs it) tunes by CUDA-event time.
 
 mod common;
@@ -198,27 +198,73 @@ fn a_second_process_reuses_the_persisted_choice() {
     );
 }
 
+/// A kernel that adds into its `&mut` slices is tuned on scratch copies of them: the first
+/// launch measures every schedule, and the caller's buffers (which start non-zero) see exactly one
+/// launch's adds, the chosen schedule's, and so does a later launch that reuses the choice.
 #[test]
-fn kernels_with_side_effects_keep_the_rule_and_run_once() {
+fn kernels_with_side_effects_tune_on_scratch_copies_and_run_once() {
     let dev = Device::simulator();
     dev.set_tuning(Tuning::Tune);
     dev.set_tuning_file(None);
-    let a = random_csr(Shape::Random, 150, 60, seed());
-    let da = DeviceCsr::upload(&dev, &a).unwrap();
-    let mut counts = dev.zeros::<u32>(a.num_cols).unwrap();
-    let mut sums = dev.zeros::<f32>(a.num_cols).unwrap();
-    let l = scatter::launch(&dev, &da, &mut counts, &mut sums).unwrap();
-    assert_eq!(l.picked, Picked::Rule);
-    // The histogram counts every nonzero exactly once: no candidate run added to it.
-    let mut want = vec![0u32; a.num_cols];
-    for &c in &a.col_indices {
-        want[c as usize] += 1;
+    let seed = seed();
+    for shape in [Shape::Random, Shape::OneGiantRow, Shape::Empty] {
+        let a = random_csr(shape, 150, 60, seed);
+        let da = DeviceCsr::upload(&dev, &a).unwrap();
+        let start_counts: Vec<u32> = (0..a.num_cols as u32).map(|c| c % 7).collect();
+        let start_sums: Vec<f32> = random_vec(a.num_cols, seed ^ 2);
+        let mut counts = dev.upload(&start_counts).unwrap();
+        let mut sums = dev.upload(&start_sums).unwrap();
+        let first = scatter::launch(&dev, &da, &mut counts, &mut sums).unwrap();
+        let Picked::Tuned(costs) = &first.picked else {
+            panic!(
+                "{shape:?}: the first launch did not tune: {:?}",
+                first.picked
+            );
+        };
+        assert_eq!(
+            costs.len(),
+            scatter::SCHEDULES.len(),
+            "{shape:?}: {costs:?}"
+        );
+        // One launch's adds on top of what the buffers held: no candidate run reached them.
+        let (mut want_counts, mut want_sums) = (start_counts.clone(), vec![0f64; a.num_cols]);
+        for (s, w) in start_sums.iter().zip(&mut want_sums) {
+            *w = f64::from(*s);
+        }
+        for row in 0..a.num_rows {
+            for nz in a.row_offsets[row]..a.row_offsets[row + 1] {
+                let c = a.col_indices[nz] as usize;
+                want_counts[c] += 1;
+                if a.values[nz] >= 0.0 {
+                    want_sums[c] += f64::from(a.values[nz]) * (row as f64 + 1.0);
+                }
+            }
+        }
+        let check = |counts: &DeviceBuffer<u32>, sums: &DeviceBuffer<f32>, what: &str| {
+            assert_eq!(counts.download().unwrap(), want_counts, "{shape:?}: {what}");
+            for (c, (got, want)) in sums.download().unwrap().iter().zip(&want_sums).enumerate() {
+                let tol = 1e-4 * want.abs().max(1.0) * a.nnz().max(1) as f64;
+                assert!(
+                    (f64::from(*got) - want).abs() <= tol,
+                    "{shape:?}: {what}: column {c}: {got} against {want}"
+                );
+            }
+        };
+        check(&counts, &sums, "tuned launch");
+        // The next launch reuses the choice and adds once more.
+        let (mut counts, mut sums) = (
+            dev.upload(&start_counts).unwrap(),
+            dev.upload(&start_sums).unwrap(),
+        );
+        let second = scatter::launch(&dev, &da, &mut counts, &mut sums).unwrap();
+        assert_eq!(second.picked, Picked::Cached, "{shape:?}");
+        assert_eq!(second.schedule, first.schedule, "{shape:?}");
+        check(&counts, &sums, "cached launch");
     }
-    assert_eq!(counts.download().unwrap(), want);
 }
 
-/// Queue pushes are side effects too: an `auto` kernel that pushes keeps the rule, and the queue
-/// holds one launch's pushes.
+/// Queue pushes are side effects too: an `auto` kernel that pushes is tuned on scratch queues,
+/// and the caller's queue holds one launch's pushes.
 #[load_balanced(schedule = "auto")]
 fn push_positive(a: &Csr<f32>, out: &mut Queue, #[atom] nz: usize) {
     if a.values[nz] > 0.0 {
@@ -227,21 +273,33 @@ fn push_positive(a: &Csr<f32>, out: &mut Queue, #[atom] nz: usize) {
 }
 
 #[test]
-fn queue_pushes_are_not_repeated() {
+fn queue_pushes_are_tuned_on_scratch_queues_and_not_repeated() {
     let dev = Device::simulator();
     dev.set_tuning(Tuning::Tune);
     dev.set_tuning_file(None);
     let a = random_csr(Shape::Random, 120, 50, seed());
     let da = DeviceCsr::upload(&dev, &a).unwrap();
-    let mut q = DeviceQueue::new(&dev, a.nnz().max(1)).unwrap();
-    let l = push_positive::launch(&dev, &da, &mut q).unwrap();
-    assert_eq!(l.picked, Picked::Rule);
-    let mut got = q.download().unwrap();
-    got.sort_unstable();
+    // Exactly the room one launch needs: a second launch's pushes would overflow it.
     let want: Vec<u32> = (0..a.nnz() as u32)
         .filter(|&nz| a.values[nz as usize] > 0.0)
         .collect();
+    let mut q = DeviceQueue::new(&dev, want.len().max(1)).unwrap();
+    let l = push_positive::launch(&dev, &da, &mut q).unwrap();
+    assert!(matches!(l.picked, Picked::Tuned(_)), "{:?}", l.picked);
+    assert_eq!(q.pushed().unwrap(), want.len() as u64);
+    let mut got = q.download().unwrap();
+    got.sort_unstable();
     assert_eq!(got, want);
+    // A later launch reuses the choice and pushes once more, after what the queue holds.
+    q.grow(2 * want.len().max(1)).unwrap();
+    let l = push_positive::launch(&dev, &da, &mut q).unwrap();
+    assert_eq!(l.picked, Picked::Cached);
+    assert_eq!(q.pushed().unwrap(), 2 * want.len() as u64);
+    let mut got = q.download().unwrap();
+    got.sort_unstable();
+    let mut twice: Vec<u32> = want.iter().flat_map(|&nz| [nz, nz]).collect();
+    twice.sort_unstable();
+    assert_eq!(got, twice);
 }
 
 #[test]

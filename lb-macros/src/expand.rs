@@ -901,15 +901,13 @@ fn launchers(
     let choose =
         quote!(::lb::__private::choose_schedule(self::SCHEDULES, #tile_set.stats(), #lane_count));
     // Candidate runs of a tuning launch must leave what one launch leaves: a reduce kernel
-    // overwrites its whole output at each run; `&mut` slices and queues would take every run's
-    // writes and pushes, and a frontier launch is not the tile set's own problem. An epilogue
-    // that reads the output's old value would read each earlier run's result.
-    let tunable = sig.output.is_some()
-        && !reads_old
-        && sig.tiles.is_none()
-        && sig
-            .body_params()
-            .all(|p| !matches!(p.role, Role::Queue | Role::Slice { mutable: true, .. }));
+    // overwrites its whole output at each run, and each `&mut` slice and queue (and an output
+    // whose old value the epilogue reads) is replaced by a scratch copy of it for the
+    // candidates, so that only the chosen schedule's launch writes the caller's buffers. A
+    // frontier launch is not the tile set's own problem: it keeps the heuristic.
+    let tunable = sig.tiles.is_none();
+    let scratch = scratch_args(sig, reads_old);
+    let (scratch_slots, scratch_copies, candidate_names) = scratch;
     let fn_name = func.sig.ident.to_string();
     let safe_doc = tested.safe_doc();
     let safety_doc = tested.safety_doc();
@@ -938,6 +936,7 @@ fn launchers(
 
         /// `launch`'s schedule choice, then the launch.
         fn __lb_auto(stream: &::lb::__private::Stream, __lb_mode: ::lb::__private::Submit, #(#params),*) -> ::lb::__private::Result<::lb::__private::Pending> {
+            #(#scratch_slots)*
             let __lb_kernel = ::lb::__private::AutoKernel {
                 name: #fn_name,
                 ptx: self::PTX,
@@ -950,7 +949,10 @@ fn launchers(
                 #tile_set.stats(),
                 ::lb::__private::DeviceTileSet::temp_cache(#tile_set),
                 #lane_count,
-                &mut |__lb_st, __lb_s| self::__lb_run(__lb_st, __lb_s, false, ::lb::__private::Submit::Timed, #(#names),*),
+                &mut |__lb_st, __lb_s| {
+                    #(#scratch_copies)*
+                    self::__lb_run(__lb_st, __lb_s, false, ::lb::__private::Submit::Timed, #(#candidate_names),*)
+                },
             )?;
             let mut __lb_pending = self::__lb_run(stream, __lb_schedule, false, __lb_mode, #(#names),*)?;
             __lb_pending.set_picked(__lb_picked);
@@ -1026,6 +1028,46 @@ fn launchers(
 
         #run
     }
+}
+
+/// What a tuning launch's candidate runs take instead of the buffers they would write: for each
+/// `&mut` slice and queue (and the output when the epilogue reads its old value), a slot
+/// declared before the tuner (`let mut __lb_scratch_x = None;`), the copy into it before each
+/// run (`scratch_copy`, `DeviceQueue::scratch_of`), and the arguments as [`arg_names`] lists
+/// them with those buffers replaced.
+fn scratch_args(
+    sig: &Sig,
+    reads_old: bool,
+) -> (Vec<TokenStream>, Vec<TokenStream>, Vec<TokenStream>) {
+    let slice_copy = quote!(::lb::__private::scratch_copy);
+    let queue_copy = quote!(::lb::__private::DeviceQueue::scratch_of);
+    let written = sig
+        .body_params()
+        .map(|p| {
+            let copy = match p.role {
+                Role::Slice { mutable: true, .. } => Some(&slice_copy),
+                Role::Queue => Some(&queue_copy),
+                _ => None,
+            };
+            (&p.ident, copy)
+        })
+        .chain(
+            sig.output
+                .iter()
+                .map(|o| (o, reads_old.then_some(&slice_copy))),
+        );
+    let (mut slots, mut copies, mut names) = (Vec::new(), Vec::new(), Vec::new());
+    for (id, copy) in written {
+        let Some(copy) = copy else {
+            names.push(quote!(#id));
+            continue;
+        };
+        let slot = format_ident!("__lb_scratch_{}", syn::ext::IdentExt::unraw(id));
+        slots.push(quote!(let mut #slot = ::core::option::Option::None;));
+        copies.push(quote!(let #slot = #copy(&*#id, &mut #slot)?;));
+        names.push(quote!(#slot));
+    }
+    (slots, copies, names)
 }
 
 /// The launchers' arguments as the generated functions pass them on: the body's parameters,

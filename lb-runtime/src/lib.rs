@@ -70,5 +70,5 @@ pub use sprs;
 pub use stats::TileStats;
 pub use stream::{Graph, Pending, Stream, Workspace};
 pub use tiles::{DeviceTileSet, DeviceTiles, Tiles};
-pub use tune::{pick_schedule, AutoKernel, Picked, RunFn, Tuning};
+pub use tune::{pick_schedule, scratch_copy, AutoKernel, Picked, RunFn, Tuning};
 pub use user::{plan_names, user_kernels, UserKernels};

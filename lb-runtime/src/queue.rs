@@ -79,6 +79,35 @@ impl DeviceQueue {
         })
     }
 
+    /// The queue a tuning launch's candidate pushes to instead of `src`: `slot`'s queue
+    /// (allocated at the first candidate with `src`'s capacity), holding `src`'s items and count.
+    /// The generated `auto` launchers call it before every candidate run, as
+    /// [`scratch_copy`](crate::scratch_copy) for `&mut` slices, so that only the chosen
+    /// schedule's launch pushes to the caller's queue. A queue that cannot be allocated leaves
+    /// the candidate out, as [`scratch_copy`](crate::scratch_copy) says.
+    pub fn scratch_of<'a>(
+        src: &DeviceQueue,
+        slot: &'a mut Option<DeviceQueue>,
+    ) -> Result<&'a mut DeviceQueue> {
+        let dev = src.items.device().clone();
+        let scratch = match slot {
+            Some(q) => q,
+            None => {
+                let bytes = src.capacity.saturating_mul(4).saturating_add(8);
+                let q = DeviceQueue::new(&dev, src.capacity)
+                    .map_err(|e| crate::tune::no_room_to_tune(bytes, &e))?;
+                slot.insert(q)
+            }
+        };
+        // `src.items` may be a shorter view of its slots (`slots`): the same view here.
+        scratch.items.set_len(src.items.len());
+        let copied = dev.copy(&src.items, &mut scratch.items);
+        scratch.items.set_len(scratch.capacity);
+        copied?;
+        dev.copy(&src.count, &mut scratch.count)?;
+        Ok(scratch)
+    }
+
     /// Item slots.
     pub fn capacity(&self) -> usize {
         self.capacity

@@ -6,10 +6,12 @@
 //! for shorter kernels, 101 for short kernels within 5% of the best, taken in rounds across the
 //! candidates after one run of each that warms its module and caches), or on the simulator the
 //! busiest thread's instructions of a run after that first one, the measure lb-bench ranks
-//! simulator runs by. Only kernels whose every candidate run leaves the same result are tuned: a
-//! `reduce` kernel with no `&mut` slice, queue or frontier (its output is overwritten whole by
-//! each run, the winner's run last). Any other kernel keeps the heuristic (`Picked::Rule`):
-//! running it several times would apply its atomics and pushes several times.
+//! simulator runs by. Only kernels whose candidate runs leave what one launch leaves are tuned:
+//! a kernel without a frontier. Its `reduce` output is overwritten whole by each run (the
+//! winner's run last), and its `&mut` slices and queues, and an output whose old value its
+//! epilogue reads, are replaced by scratch copies for the candidates ([`scratch_copy`],
+//! [`DeviceQueue::scratch_of`](crate::DeviceQueue::scratch_of)), so that only the winner's launch
+//! adds into them or pushes to them. A frontier launch keeps the heuristic (`Picked::Rule`).
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -18,6 +20,7 @@ use std::sync::{Mutex, Once};
 
 use lb_ptx::Schedule;
 
+use crate::buffer::{DeviceBuffer, Element};
 use crate::cache::TempCache;
 use crate::device::{lock, Device};
 use crate::error::{Error, Result};
@@ -42,7 +45,8 @@ pub enum Picked {
     Named,
     /// The heuristic picked it: tuning is off, or the kernel cannot be tuned (see the module
     /// documentation), or a capture is in progress, or the candidates reported a bad argument
-    /// (which this launch then reports too).
+    /// (which this launch then reports too), or no candidate could run (their scratch copies
+    /// could not be allocated).
     Rule,
     /// Measured by this launch: each candidate with its cost (ms on a GPU, the busiest
     /// thread's instructions on the simulator), fastest first. A candidate that cannot run the
@@ -66,6 +70,46 @@ pub struct AutoKernel {
     pub schedules: &'static [Schedule],
     /// Every candidate run leaves the same result (see the module documentation).
     pub tunable: bool,
+}
+
+/// The buffer a tuning launch's candidate writes instead of `src`, one of the kernel's `&mut`
+/// slices: `slot`'s buffer (allocated at the first candidate, on `src`'s device, `src`'s length),
+/// overwritten with `src`'s contents. The generated `auto` launchers call it before every
+/// candidate run, so that each run starts from what the launch was given and none of them
+/// touches the caller's buffer: a kernel that adds into its `&mut` slices (a histogram's atomics)
+/// can then be tuned, and the chosen schedule's launch, on the caller's buffers, is the only one
+/// they see. The copy is ordered before the candidate's kernels and after the previous
+/// candidate's, as every copy and launch of a device is ([`Device::new_stream`]). If the copy
+/// cannot be allocated, the candidate is left out (an [`Error::Shape`] saying so): with every
+/// candidate left out, the launch runs the heuristic's pick on the caller's buffers, as it did
+/// before such kernels were tuned.
+pub fn scratch_copy<'a, T: Element>(
+    src: &DeviceBuffer<T>,
+    slot: &'a mut Option<DeviceBuffer<T>>,
+) -> Result<&'a mut DeviceBuffer<T>> {
+    let dev = src.device().clone();
+    let scratch = match slot {
+        Some(buf) => buf,
+        None => {
+            let bytes = src.len().saturating_mul(T::SIZE);
+            let buf = dev
+                .zeros::<T>(src.len())
+                .map_err(|e| no_room_to_tune(bytes, &e))?;
+            slot.insert(buf)
+        }
+    };
+    dev.copy(src, scratch)?;
+    Ok(scratch)
+}
+
+/// What a candidate's run returns when its scratch copy of `bytes` bytes could not be allocated
+/// (`e`): an [`Error::Shape`], which leaves the candidate out, as a schedule that cannot run the
+/// problem is, rather than failing a launch that needs no copy.
+pub(crate) fn no_room_to_tune(bytes: usize, e: &Error) -> Error {
+    Error::Shape(format!(
+        "no room for a tuning candidate's scratch copy of {bytes} bytes ({e}); the heuristic's \
+         pick runs on the caller's buffers"
+    ))
 }
 
 /// A device's tuning settings.
@@ -540,6 +584,38 @@ pub fn pick_schedule(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tuning launch whose candidates cannot get their scratch copies runs the heuristic's
+    /// pick (`Picked::Rule`) instead of failing, and remembers nothing for the tile set.
+    #[test]
+    fn candidates_without_room_for_scratch_copies_leave_the_rule() {
+        let dev = Device::simulator();
+        dev.set_tuning(Tuning::Tune);
+        dev.set_tuning_file(None);
+        let kernel = AutoKernel {
+            name: "k",
+            ptx: "// k",
+            schedules: &[Schedule::ThreadMapped, Schedule::MergePath],
+            tunable: true,
+        };
+        let stats = TileStats::new(100, 100, 1_000, 20);
+        let cache = TempCache::default();
+        let no_room = Error::Sim(lb_ptx::sim::SimError::AllocFailed { bytes: 1 << 40 });
+        let mut tried = Vec::new();
+        let mut run = |_: &Stream, s: Schedule| -> Result<Pending> {
+            tried.push(s);
+            Err(no_room_to_tune(1 << 40, &no_room))
+        };
+        let stream = dev.stream();
+        let (s, picked) = pick_schedule(&stream, &kernel, &stats, &cache, 1, &mut run).unwrap();
+        assert_eq!(picked, Picked::Rule);
+        assert_eq!(s, choose_schedule(kernel.schedules, &stats, 1));
+        assert_eq!(tried.len(), kernel.schedules.len(), "{tried:?}");
+        assert_eq!(
+            cache.tuned((kernel.ptx.as_ptr() as usize, kernel.ptx.len(), 1)),
+            None
+        );
+    }
 
     #[test]
     fn a_tuning_file_skips_what_it_cannot_read() {
