@@ -266,6 +266,10 @@ pub struct Cli {
     /// JSON-lines results of earlier runs (`--json`), leaving one matrix family out at a time.
     #[arg(long = "fit-rule", value_name = "FILE", num_args = 1..)]
     pub fit_rule: Vec<PathBuf>,
+    /// Instead of running anything: draw the plots of `--plots DIR` from these JSON-lines
+    /// results of earlier runs (`--json`), e.g. several calls' files of one corpus together.
+    #[arg(long = "plots-from", value_name = "FILE", num_args = 1.., requires = "plots")]
+    pub plots_from: Vec<PathBuf>,
     /// Skip cuSPARSE.
     #[arg(long)]
     pub no_cusparse: bool,
@@ -365,6 +369,17 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if !cli.fit_rule.is_empty() {
         return match fit::run(&cli.fit_rule) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("lb-bench: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    if let (false, Some(dir)) = (cli.plots_from.is_empty(), &cli.plots) {
+        let drawn = report::read_plot_points(&cli.plots_from)
+            .and_then(|points| report::plots(dir, &points));
+        return match drawn {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("lb-bench: {e}");

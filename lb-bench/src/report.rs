@@ -520,23 +520,96 @@ pub fn print_host_loop_summary(records: &[Record]) {
 
 type Series = BTreeMap<String, Vec<(f64, f64)>>;
 
+/// What the plots read of one run: a [`Record`] of this process, or a JSON line of an earlier
+/// one (`--plots-from`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlotPoint {
+    pub op: String,
+    pub matrix: String,
+    pub nnz: usize,
+    pub schedule: String,
+    /// The run passed verification and was timed.
+    pub ok: bool,
+    pub gbps: Option<f64>,
+    pub sim_instr_per_atom: Option<f64>,
+    pub speedup_vs_cusparse: Option<f64>,
+}
+
+impl From<&Record> for PlotPoint {
+    fn from(r: &Record) -> PlotPoint {
+        PlotPoint {
+            op: r.op.to_string(),
+            matrix: r.matrix.clone(),
+            nnz: r.nnz,
+            schedule: r.schedule.clone(),
+            ok: r.status == "ok",
+            gbps: r.gbps,
+            sim_instr_per_atom: r.sim_instr_per_atom,
+            speedup_vs_cusparse: r.speedup_vs_cusparse,
+        }
+    }
+}
+
+impl PlotPoint {
+    /// The run record of one line of `--json` output; `None` for the other records (the
+    /// `auto_summary` lines) and for a run line without an op, matrix, size or schedule.
+    pub fn from_json(v: &serde_json::Value) -> Option<PlotPoint> {
+        if v["record"] != "run" {
+            return None;
+        }
+        Some(PlotPoint {
+            op: v["op"].as_str()?.to_string(),
+            matrix: v["matrix"].as_str()?.to_string(),
+            nnz: usize::try_from(v["nnz"].as_u64()?).ok()?,
+            schedule: v["schedule"].as_str()?.to_string(),
+            ok: v["status"] == "ok",
+            gbps: v["gbps"].as_f64(),
+            sim_instr_per_atom: v["sim_instr_per_atom"].as_f64(),
+            speedup_vs_cusparse: v["speedup_vs_cusparse"].as_f64(),
+        })
+    }
+}
+
+/// The run records of JSON-lines files written by `--json`, in file order (`--plots-from`).
+/// A line that is not JSON is an error that names the file and line; other records are skipped.
+pub fn read_plot_points(files: &[std::path::PathBuf]) -> Result<Vec<PlotPoint>, String> {
+    let mut out = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for (i, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let v: serde_json::Value = serde_json::from_str(line)
+                .map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
+            out.extend(PlotPoint::from_json(&v));
+        }
+    }
+    if out.is_empty() {
+        return Err("no run records to plot: pass files written by `--json`".into());
+    }
+    Ok(out)
+}
+
 /// The landscape per op (GB/s against nonzeros, one series per schedule; on the simulator,
 /// instructions per atom) and, on a GPU, the speedup over cuSPARSE per matrix.
-pub fn plots(dir: &Path, records: &[Record]) -> Result<(), String> {
+pub fn plots(dir: &Path, records: &[PlotPoint]) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
         .map_err(|_| "the embedded font is invalid".to_string())?;
     let ops: Vec<&str> = {
-        let mut v: Vec<&str> = records.iter().map(|r| r.op).collect();
-        v.dedup();
+        // Each op once, in the order of its first run (files of several calls may interleave).
+        let mut v: Vec<&str> = Vec::new();
+        for r in records {
+            if !v.contains(&r.op.as_str()) {
+                v.push(r.op.as_str());
+            }
+        }
         v
     };
     for op in ops {
-        let mine = || {
-            records
-                .iter()
-                .filter(move |r| r.op == op && r.status == "ok")
-        };
+        let mine = || records.iter().filter(move |r| r.op == op && r.ok);
         let gpu = mine().any(|r| r.gbps.is_some());
         let mut landscape = Series::new();
         for r in mine().filter(|r| r.schedule != "auto" && r.schedule != "tuned") {

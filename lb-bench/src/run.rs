@@ -535,7 +535,8 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
         out.flush().map_err(|e| format!("writing JSON: {e}"))?;
     }
     if let Some(dir) = &cli.plots {
-        report::plots(dir, &records).map_err(|e| format!("plots in {}: {e}", dir.display()))?;
+        let points: Vec<report::PlotPoint> = records.iter().map(report::PlotPoint::from).collect();
+        report::plots(dir, &points).map_err(|e| format!("plots in {}: {e}", dir.display()))?;
     }
     Ok(Summary {
         failed: records.iter().filter(|r| r.status != "ok").count(),

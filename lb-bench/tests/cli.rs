@@ -343,6 +343,7 @@ fn help_documents_every_option() {
         "--sim",
         "--json",
         "--plots",
+        "--plots-from",
         "--quiet",
         "--devices",
         "--chunks",
@@ -573,4 +574,69 @@ fn simulated_devices_search_graphs() {
         }
     }
     assert_eq!(seen, expected);
+}
+
+/// A run line as a GPU run writes it, with the fields the plots read.
+fn gpu_line(op: &str, matrix: &str, nnz: u64, schedule: &str, gbps: f64, speedup: f64) -> String {
+    serde_json::json!({
+        "record": "run", "op": op, "matrix": matrix, "nnz": nnz, "schedule": schedule,
+        "status": "ok", "gbps": gbps, "speedup_vs_cusparse": speedup,
+    })
+    .to_string()
+}
+
+#[test]
+fn plots_are_drawn_again_from_earlier_json_lines() {
+    let dir = std::env::temp_dir().join(format!("lb-bench-replot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Two calls' files of one corpus, a summary line among them, as GPU runs write them.
+    let first = dir.join("first.jsonl");
+    let second = dir.join("second.jsonl");
+    let lines = [
+        gpu_line("spmm32", "road", 2_000_000, "lrb", 900.0, 2.5),
+        gpu_line("spmm32", "road", 2_000_000, "auto", 880.0, 2.4),
+        r#"{"record":"auto_summary","op":"spmm32"}"#.to_string(),
+    ];
+    std::fs::write(&first, lines.join("\n") + "\n").unwrap();
+    let more = [
+        gpu_line("spmm32", "rmat", 2_100_000, "lrb", 700.0, 1.3),
+        gpu_line("spmm32", "rmat", 2_100_000, "auto", 690.0, 1.2),
+        gpu_line("spmm128", "rmat", 2_100_000, "lrb", 800.0, 1.1),
+    ];
+    std::fs::write(&second, more.join("\n")).unwrap();
+    let plots = dir.join("plots");
+    let replot = |files: &[&std::path::Path]| {
+        bench()
+            .arg("--plots-from")
+            .args(files)
+            .arg("--plots")
+            .arg(&plots)
+            .output()
+            .unwrap()
+    };
+    succeeded(&replot(&[&first, &second]));
+    for name in ["landscape-spmm32", "speedup-spmm32", "landscape-spmm128"] {
+        let png = std::fs::read(plots.join(format!("{name}.png"))).unwrap_or_default();
+        assert!(png.starts_with(b"\x89PNG"), "{name}.png was not drawn");
+    }
+    // No `auto` row for spmm128: no speedup points, so no speedup plot.
+    assert!(!plots.join("speedup-spmm128.png").exists());
+
+    // A line that is not JSON names its file and line; a file without run records is refused.
+    std::fs::write(&second, "{\"record\":\"run\"}\nnot json\n").unwrap();
+    let out = replot(&[&second]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("second.jsonl:2") && !err.contains("panicked"),
+        "{err}"
+    );
+    std::fs::write(&second, "{\"record\":\"auto_summary\"}\n").unwrap();
+    let out = replot(&[&second]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no run records"));
+    // `--plots-from` needs `--plots`.
+    let out = bench().arg("--plots-from").arg(&first).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
