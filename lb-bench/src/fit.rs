@@ -40,37 +40,32 @@ impl Problem {
 /// of the same (op, matrix, schedule) replaces an earlier one.
 fn read(files: &[PathBuf]) -> Result<Vec<Problem>, String> {
     let mut problems: BTreeMap<(String, String), Problem> = BTreeMap::new();
-    for path in files {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        for (i, line) in text.lines().enumerate() {
-            let v: serde_json::Value = serde_json::from_str(line)
-                .map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
-            if v["record"] != "run" || v["status"] != "ok" {
-                continue;
-            }
-            let (Some(op), Some(matrix), Some(schedule), Some(ms)) = (
-                v["op"].as_str(),
-                v["matrix"].as_str(),
-                v["schedule"].as_str().and_then(Schedule::from_name),
-                v["median_ms"].as_f64(),
-            ) else {
-                continue;
-            };
-            if !op.starts_with("spm") {
-                continue;
-            }
-            let num = |key: &str| v[key].as_u64().unwrap_or(0);
-            let p = problems
-                .entry((op.to_string(), matrix.to_string()))
-                .or_insert_with(|| Problem {
-                    family: v["family"].as_str().unwrap_or("?").to_string(),
-                    name: format!("{op} {matrix}"),
-                    stats: TileStats::new(num("rows"), num("cols"), num("nnz"), num("max_row")),
-                    lanes: v["k"].as_u64().unwrap_or(1),
-                    times: HashMap::new(),
-                });
-            p.times.insert(schedule, ms);
+    for v in crate::report::read_json_lines(files)? {
+        if v["record"] != "run" || v["status"] != "ok" {
+            continue;
         }
+        let (Some(op), Some(matrix), Some(schedule), Some(ms)) = (
+            v["op"].as_str(),
+            v["matrix"].as_str(),
+            v["schedule"].as_str().and_then(Schedule::from_name),
+            v["median_ms"].as_f64(),
+        ) else {
+            continue;
+        };
+        if !op.starts_with("spm") {
+            continue;
+        }
+        let num = |key: &str| v[key].as_u64().unwrap_or(0);
+        let p = problems
+            .entry((op.to_string(), matrix.to_string()))
+            .or_insert_with(|| Problem {
+                family: v["family"].as_str().unwrap_or("?").to_string(),
+                name: format!("{op} {matrix}"),
+                stats: TileStats::new(num("rows"), num("cols"), num("nnz"), num("max_row")),
+                lanes: v["k"].as_u64().unwrap_or(1),
+                times: HashMap::new(),
+            });
+        p.times.insert(schedule, ms);
     }
     Ok(problems.into_values().collect())
 }

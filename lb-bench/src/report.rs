@@ -1,7 +1,7 @@
 //! Output: the table on stdout, the JSON-lines records, the `auto` summary and the PNG plots.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 use serde::Serialize;
@@ -570,22 +570,32 @@ impl PlotPoint {
     }
 }
 
-/// The run records of JSON-lines files written by `--json`, in file order (`--plots-from`).
-/// A line that is not JSON is an error that names the file and line; other records are skipped.
-pub fn read_plot_points(files: &[std::path::PathBuf]) -> Result<Vec<PlotPoint>, String> {
+/// Every value of JSON-lines files written by `--json`, in file order (`--plots-from`,
+/// `--fit-rule`). Blank lines are skipped; a line that is not JSON is an error that names its
+/// file and line.
+pub fn read_json_lines(files: &[PathBuf]) -> Result<Vec<serde_json::Value>, String> {
     let mut out = Vec::new();
     for path in files {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        for (i, line) in text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-        {
-            let v: serde_json::Value = serde_json::from_str(line)
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let v = serde_json::from_str(line)
                 .map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
-            out.extend(PlotPoint::from_json(&v));
+            out.push(v);
         }
     }
+    Ok(out)
+}
+
+/// The run records of JSON-lines files written by `--json`, in file order (`--plots-from`);
+/// the other records are skipped, and files without any run record are an error.
+pub fn read_plot_points(files: &[PathBuf]) -> Result<Vec<PlotPoint>, String> {
+    let out: Vec<PlotPoint> = read_json_lines(files)?
+        .iter()
+        .filter_map(PlotPoint::from_json)
+        .collect();
     if out.is_empty() {
         return Err("no run records to plot: pass files written by `--json`".into());
     }

@@ -640,3 +640,42 @@ fn plots_are_drawn_again_from_earlier_json_lines() {
     assert_eq!(out.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_rule_is_refitted_from_earlier_json_lines() {
+    let dir = std::env::temp_dir().join(format!("lb-bench-fit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let line = |family: &str, matrix: &str, schedule: &str, ms: f64| {
+        serde_json::json!({
+            "record": "run", "op": "spmv", "matrix": matrix, "family": family, "rows": 1000,
+            "cols": 1000, "nnz": 8000, "max_row": 40, "schedule": schedule, "status": "ok",
+            "median_ms": ms,
+        })
+        .to_string()
+    };
+    let runs = dir.join("runs.jsonl");
+    let lines = [
+        line("road", "road-1000", "thread_mapped", 0.010),
+        line("road", "road-1000", "merge_path", 0.020),
+        String::new(),
+        line("rmat", "rmat-10", "thread_mapped", 0.030),
+        line("rmat", "rmat-10", "merge_path", 0.015),
+        r#"{"record":"auto_summary","op":"spmv"}"#.to_string(),
+    ];
+    std::fs::write(&runs, lines.join("\n")).unwrap();
+    let out = bench().arg("--fit-rule").arg(&runs).output().unwrap();
+    let report = succeeded(&out);
+    assert!(
+        report.starts_with("2 problems, 2 families"),
+        "the two (op, matrix) problems of two families:\n{report}"
+    );
+    std::fs::write(&runs, lines[0].clone() + "\n{not json\n").unwrap();
+    let out = bench().arg("--fit-rule").arg(&runs).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("runs.jsonl:2") && !err.contains("panicked"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
