@@ -365,27 +365,27 @@ fn positive_f32(text: &str) -> Result<f32, String> {
     }
 }
 
+/// The exit of a mode that reads earlier results instead of running (`--fit-rule`,
+/// `--plots-from`): success, or the error on stderr and status 2.
+fn offline(result: Result<(), String>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lb-bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if !cli.fit_rule.is_empty() {
-        return match fit::run(&cli.fit_rule) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("lb-bench: {e}");
-                ExitCode::from(2)
-            }
-        };
+        return offline(fit::run(&cli.fit_rule));
     }
     if let (false, Some(dir)) = (cli.plots_from.is_empty(), &cli.plots) {
         let drawn = report::read_plot_points(&cli.plots_from)
             .and_then(|points| report::plots(dir, &points));
-        return match drawn {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("lb-bench: {e}");
-                ExitCode::from(2)
-            }
-        };
+        return offline(drawn);
     }
     match run::run(&cli) {
         Ok(summary) if summary.failed == 0 => ExitCode::SUCCESS,
