@@ -4,7 +4,7 @@
 // part of lb. Results: docs/spmm.md ("A hand-written probe", "Registers and occupancy").
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o spmm_proto spmm_proto.cu -lcusparse
-//   ./spmm_proto [rmat,power,lognormal,bimodal,regular,stencil]   (default: all)
+//   ./spmm_proto [rmat,power,lognormal,bimodal,regular,stencil] [k,k,..]   (default: all, 8,32,128)
 #include <cuda_runtime.h>
 #include <cusparse.h>
 
@@ -347,6 +347,117 @@ __global__ void nz_vec4(int rows, int nnz, int chunk, int k, const int* __restri
   }
 }
 
+// Lane panels: the k lanes cut into panels of P = 4·G lanes (G threads of float4 a row). Every
+// thread walks its rows for panel 0, then for panel 1, and so on, so that at any time the grid
+// gathers from one panel's slice of B (cols × P floats), which L2 can hold where the whole of B
+// (cols × k floats) does not. A row's column indices and values are read once per panel.
+template <int G, int U>
+__global__ void panel_rows(int rows, int k, const int* __restrict__ off,
+                           const int* __restrict__ col, const float* __restrict__ val,
+                           const float* __restrict__ B, float* __restrict__ C) {
+  int g = threadIdx.x % G;
+  long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  long stride = (long)gridDim.x * blockDim.x / G;
+  for (int p0 = 0; p0 < k; p0 += 4 * G) {
+    const float* Bp = B + p0;
+    for (long row = t / G; row < rows; row += stride) {
+      int b = __ldg(off + row), e = __ldg(off + row + 1);
+      float4 acc = make_float4(0, 0, 0, 0);
+      walk<G, U>(b, e, k, g, col, val, Bp, acc);
+      ((float4*)(C + (size_t)row * k + p0))[g] = acc;
+    }
+  }
+}
+
+// Lane panels by block: blocks `panel · per_panel ..` take panel `panel`, one row per thread
+// group; the GPU starts blocks in index order, so the panels run nearly one after another.
+template <int G, int U>
+__global__ void panel_blocks(int rows, int k, int per_panel, const int* __restrict__ off,
+                             const int* __restrict__ col, const float* __restrict__ val,
+                             const float* __restrict__ B, float* __restrict__ C) {
+  int g = threadIdx.x % G;
+  int p0 = (blockIdx.x / per_panel) * 4 * G;
+  long t = (long)(blockIdx.x % per_panel) * blockDim.x + threadIdx.x;
+  long stride = (long)per_panel * blockDim.x / G;
+  for (long row = t / G; row < rows; row += stride) {
+    int b = __ldg(off + row), e = __ldg(off + row + 1);
+    float4 acc = make_float4(0, 0, 0, 0);
+    walk<G, U>(b, e, k, g, col, val, B + p0, acc);
+    ((float4*)(C + (size_t)row * k + p0))[g] = acc;
+  }
+}
+
+// Segments (rows cut at S atoms, cut rows added with atomics) in lane panels by block.
+template <int G, int U>
+__global__ void panel_segs(int segs, int k, int per_panel, const int* __restrict__ seg_row,
+                           const int* __restrict__ seg_begin, const int* __restrict__ seg_end,
+                           const int* __restrict__ col, const float* __restrict__ val,
+                           const float* __restrict__ B, float* __restrict__ C) {
+  int g = threadIdx.x % G;
+  int p0 = (blockIdx.x / per_panel) * 4 * G;
+  long t = (long)(blockIdx.x % per_panel) * blockDim.x + threadIdx.x;
+  long stride = (long)per_panel * blockDim.x / G;
+  for (long s = t / G; s < segs; s += stride) {
+    int rowc = __ldg(seg_row + s);
+    int row = rowc & 0x7fffffff;
+    int b = __ldg(seg_begin + s), e = __ldg(seg_end + s);
+    float4 acc = make_float4(0, 0, 0, 0);
+    walk<G, U>(b, e, k, g, col, val, B + p0, acc);
+    float4* cr = (float4*)(C + (size_t)row * k + p0) + g;
+    if (rowc < 0) {
+      atomic_add4(cr, acc);
+    } else {
+      *cr = acc;
+    }
+  }
+}
+
+// Segments of at most S atoms, deterministic in two kernels and without atomics: a segment of a
+// cut row stores its partial in its own slot (`partials[s·k ..]`); `fold_cut_rows` then adds each
+// cut row's partials in segment order. The segment kernel holds no counter state, so it keeps the
+// registers of `seg_vec4`.
+template <int G, int U>
+__global__ void seg_part_vec4(int segs, int k, const int* __restrict__ seg_row,
+                              const int* __restrict__ seg_begin, const int* __restrict__ seg_end,
+                              const int* __restrict__ col, const float* __restrict__ val,
+                              const float* __restrict__ B, float* __restrict__ C,
+                              float* __restrict__ partials) {
+  int g = threadIdx.x % G;
+  long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  long stride = (long)gridDim.x * blockDim.x / G;
+  for (long s = t / G; s < segs; s += stride) {
+    int rowc = __ldg(seg_row + s);
+    int b = __ldg(seg_begin + s), e = __ldg(seg_end + s);
+    float4 acc = make_float4(0, 0, 0, 0);
+    walk<G, U>(b, e, k, g, col, val, B, acc);
+    float* dst = rowc < 0 ? partials + (size_t)s * k : C + (size_t)rowc * k;
+    ((float4*)dst)[g] = acc;
+  }
+}
+
+// For each cut row (its first segment and segment count), the partials added in segment order.
+template <int G>
+__global__ void fold_cut_rows(int cuts, int k, const int* __restrict__ cut_first,
+                              const int* __restrict__ cut_count, const int* __restrict__ seg_row,
+                              const float* __restrict__ partials, float* __restrict__ C) {
+  int g = threadIdx.x % G;
+  long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  long stride = (long)gridDim.x * blockDim.x / G;
+  for (long c = t / G; c < cuts; c += stride) {
+    int first = __ldg(cut_first + c), n = __ldg(cut_count + c);
+    int row = __ldg(seg_row + first) & 0x7fffffff;
+    float4 sum = make_float4(0, 0, 0, 0);
+    for (int i = 0; i < n; i++) {
+      float4 p = ((const float4*)(partials + (size_t)(first + i) * k))[g];
+      sum.x += p.x;
+      sum.y += p.y;
+      sum.z += p.z;
+      sum.w += p.w;
+    }
+    ((float4*)(C + (size_t)row * k))[g] = sum;
+  }
+}
+
 // ---- harness -----------------------------------------------------------------------------
 
 // Rows longer than S cut into pieces of S (cut rows flagged by the sign bit); empty rows kept.
@@ -576,6 +687,75 @@ static void run(const Csr& a, int k, int sms) {
     snprintf(full, sizeof full, "%s chunk=%d", name, chunk);
     report(full, ms);
   };
+  // Lane panels of P = 4·G lanes: `panel_rows` (every thread walks the panels in turn on a grid
+  // of `waves` full waves) and `panel_blocks` (a block per panel's share of rows, panel-major).
+  auto launch_panels = [&](auto rows_kern, auto blocks_kern, int G, const char* tag) {
+    char full[64];
+    long threads = (long)a.rows * G;
+    long grid = std::min<long>((threads + block - 1) / block, (long)blocks_wave);
+    poison();
+    float ms = median_ms([&] { rows_kern<<<grid, block>>>(a.rows, k, d.off, d.col, d.val, B, C); });
+    snprintf(full, sizeof full, "panel_rows %s", tag);
+    report(full, ms);
+    int per_panel = (int)((threads + block - 1) / block);
+    int panels = k / (4 * G);
+    poison();
+    ms = median_ms([&] {
+      blocks_kern<<<(long)per_panel * panels, block>>>(a.rows, k, per_panel, d.off, d.col, d.val,
+                                                       B, C);
+    });
+    snprintf(full, sizeof full, "panel_blocks %s", tag);
+    report(full, ms);
+  };
+  auto launch_panel_segs = [&](auto kern, int G, int S, const char* tag) {
+    Segs sg(a, S);
+    int segs = sg.count();
+    int per_panel = (int)(((long)segs * G + block - 1) / block);
+    int panels = k / (4 * G);
+    poison();
+    float ms = median_ms([&] {
+      CK(cudaMemsetAsync(C, 0, sizeof(float) * nc));
+      kern<<<(long)per_panel * panels, block>>>(segs, k, per_panel, sg.row, sg.begin, sg.end,
+                                                d.col, d.val, B, C);
+    });
+    char full[64];
+    snprintf(full, sizeof full, "panel_segs %s S=%d", tag, S);
+    report(full, ms);
+  };
+  // Two-kernel deterministic segments: `seg_part_vec4`, then `fold_cut_rows`. `waves`: the
+  // segment kernel's grid in full waves of eight blocks an SM (0: one group per segment).
+  auto launch_part = [&](auto kern, auto fold, int G, int S, int waves, const char* name) {
+    Segs sg(a, S);
+    int segs = sg.count();
+    std::vector<int> cf, cc;
+    for (int i = 0; i < segs;) {
+      int j = i + 1;
+      if (sg.sr[i] < 0) {
+        while (j < segs && sg.sr[j] == sg.sr[i]) j++;
+        cf.push_back(i), cc.push_back(j - i);
+      }
+      i = j;
+    }
+    int cuts = (int)cf.size();
+    int* d_cf = Segs::upload(cf);
+    int* d_cc = Segs::upload(cc);
+    float* part;
+    CK(cudaMalloc(&part, 4 * (size_t)segs * k));
+    long grid = ((long)segs * G + block - 1) / block;
+    if (waves > 0) grid = std::min<long>(grid, (long)blocks_wave * waves);
+    long fgrid = std::max<long>(1, ((long)cuts * G + block - 1) / block);
+    poison();
+    float ms = median_ms([&] {
+      kern<<<grid, block>>>(segs, k, sg.row, sg.begin, sg.end, d.col, d.val, B, C, part);
+      if (cuts > 0) fold<<<fgrid, block>>>(cuts, k, d_cf, d_cc, sg.row, part, C);
+    });
+    char full[80];
+    snprintf(full, sizeof full, "%s S=%d w=%d", name, S, waves);
+    report(full, ms);
+    CK(cudaFree(part));
+    CK(cudaFree(d_cf));
+    CK(cudaFree(d_cc));
+  };
   auto zero_only = [&] {
     float ms = median_ms([&] { CK(cudaMemsetAsync(C, 0, sizeof(float) * nc)); });
     printf("%-28s k=%-4d %-22s %9.1f us\n", a.name.c_str(), k, "memset C", ms * 1000);
@@ -586,6 +766,7 @@ static void run(const Csr& a, int k, int sms) {
     launch_segs(seg_vec4<2, 4>, 2, 32, "seg_vec4 G=2 U=4");
     for (int S : {32, 64}) launch_det(seg_det_vec4<2, 4>, 2, S, "seg_det G=2 U=4");
     for (int c : {64, 128}) launch_nz(nz_vec4<2, 4>, 2, c, "nz_vec4 G=2 U=4");
+    for (int S : {16, 32}) launch_part(seg_part_vec4<2, 4>, fold_cut_rows<2>, 2, S, 4, "seg_part G=2 U=4");
   } else if (k == 32) {
     launch_rows(row_vec4<8, 4>, 8, "row_vec4 G=8 U=4", 1);
     for (int S : {32, 64}) launch_segs(seg_vec4<8, 4>, 8, S, "seg_vec4 G=8 U=4");
@@ -593,11 +774,26 @@ static void run(const Csr& a, int k, int sms) {
       launch_segs(seg_vec4<8, 4>, 8, 32, "seg_vec4 G=8 U=4", smem);
     for (int S : {32, 64, 128}) launch_det(seg_det_vec4<8, 4>, 8, S, "seg_det G=8 U=4");
     for (int c : {64, 128, 256}) launch_nz(nz_vec4<8, 4>, 8, c, "nz_vec4 G=8 U=4");
+    for (int S : {16, 32, 64})
+      for (int w : {0, 4})
+        launch_part(seg_part_vec4<8, 4>, fold_cut_rows<8>, 8, S, w, "seg_part G=8 U=4");
+  } else if (k == 64) {
+    launch_rows(row_vec4<16, 4>, 16, "row_vec4 G=16 U=4", 1);
+    launch_segs(seg_vec4<16, 4>, 16, 64, "seg_vec4 G=16 U=4");
+    launch_panels(panel_rows<8, 4>, panel_blocks<8, 4>, 8, "P=32 U=4");
+    launch_panels(panel_rows<4, 4>, panel_blocks<4, 4>, 4, "P=16 U=4");
+    launch_panel_segs(panel_segs<8, 4>, 8, 64, "P=32 U=4");
   } else if (k == 128) {
     launch_rows(row_vec4<32, 4>, 32, "row_vec4 G=32 U=4", 1);
     launch_segs(seg_vec4<32, 4>, 32, 64, "seg_vec4 G=32 U=4");
     for (int S : {64, 128}) launch_det(seg_det_vec4<32, 4>, 32, S, "seg_det G=32 U=4");
     launch_nz(nz_vec4<32, 4>, 32, 128, "nz_vec4 G=32 U=4");
+    launch_panels(panel_rows<8, 4>, panel_blocks<8, 4>, 8, "P=32 U=4");
+    launch_panels(panel_rows<4, 4>, panel_blocks<4, 4>, 4, "P=16 U=4");
+    launch_panels(panel_rows<16, 4>, panel_blocks<16, 4>, 16, "P=64 U=4");
+    launch_panel_segs(panel_segs<8, 4>, 8, 64, "P=32 U=4");
+    launch_panel_segs(panel_segs<4, 4>, 4, 64, "P=16 U=4");
+    for (int S : {32, 64}) launch_part(seg_part_vec4<32, 4>, fold_cut_rows<32>, 32, S, 4, "seg_part G=32 U=4");
   }
   cusparseDestroySpMat(ma);
   cusparseDestroyDnMat(mb);
@@ -615,6 +811,13 @@ int main(int argc, char** argv) {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   std::vector<Csr> ms;
   std::string only = argc > 1 ? argv[1] : "";
+  // Second argument: the k values, comma-separated (default 8,32,128).
+  std::vector<int> ks;
+  for (const char* p = argc > 2 ? argv[2] : "8,32,128"; *p;) {
+    ks.push_back(atoi(p));
+    while (*p && *p != ',') p++;
+    if (*p) p++;
+  }
   auto want = [&](const char* n) { return only.empty() || only.find(n) != std::string::npos; };
   if (want("rmat")) ms.push_back(rmat(18, 8, 42));
   if (want("power")) ms.push_back(power_law(500000, 8, 100, 100000, 42));
@@ -626,6 +829,6 @@ int main(int argc, char** argv) {
     int mx = 0;
     for (int r = 0; r < a.rows; r++) mx = std::max(mx, a.off[r + 1] - a.off[r]);
     printf("# %s rows %d nnz %ld max_row %d\n", a.name.c_str(), a.rows, a.nnz(), mx);
-    for (int k : {8, 32, 128}) run(a, k, sms);
+    for (int k : ks) run(a, k, sms);
   }
 }
