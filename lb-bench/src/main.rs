@@ -16,6 +16,7 @@ mod looped;
 mod multi;
 mod multi_graph;
 mod oversize;
+mod reference;
 mod report;
 mod run;
 mod variants;

@@ -13,6 +13,7 @@ use crate::baseline::{CuCsr, Cusparse, Power, SPMM_ALGS, SPMV_ALGS};
 use crate::corpus::{self, Family, Matrix};
 use crate::gather_floor::{self, GatherFloor};
 use crate::graph;
+use crate::reference::{self, by_row_blocks};
 use crate::report::{self, Context, Record};
 use crate::variants::{self, Variant};
 use crate::{Cli, Op};
@@ -162,21 +163,30 @@ impl Problem {
         let mut abs_a = a.clone();
         abs_a.values.iter_mut().for_each(|v| *v = v.abs());
         let abs_x: Vec<f32> = x.iter().map(|v| v.abs()).collect();
+        let cores = reference::cores();
         match op.k() {
             None => {
-                spmv::cpu(a, &x, &mut want);
-                spmv::cpu(&abs_a, &abs_x, &mut magnitude);
+                by_row_blocks(cores, (a, 1), &mut want, |a, y| spmv::cpu(a, &x, y));
+                by_row_blocks(cores, (&abs_a, 1), &mut magnitude, |a, y| {
+                    spmv::cpu(a, &abs_x, y)
+                });
             }
             Some(k) if op.is_half() => {
                 let (a16, x16) = inputs16.as_ref().expect("an f16 op has f16 inputs");
                 let mut want16 = vec![f16::ZERO; out_len];
-                hspmm::cpu(a16, x16, k, &mut want16);
+                by_row_blocks(cores, (a16, k), &mut want16, |a, c| {
+                    hspmm::cpu(a, x16, k, c)
+                });
                 want = lb::widen(&want16);
-                spmm::cpu(&abs_a, &abs_x, k, &mut magnitude);
+                by_row_blocks(cores, (&abs_a, k), &mut magnitude, |a, c| {
+                    spmm::cpu(a, &abs_x, k, c)
+                });
             }
             Some(k) => {
-                spmm::cpu(a, &x, k, &mut want);
-                spmm::cpu(&abs_a, &abs_x, k, &mut magnitude);
+                by_row_blocks(cores, (a, k), &mut want, |a, c| spmm::cpu(a, &x, k, c));
+                by_row_blocks(cores, (&abs_a, k), &mut magnitude, |a, c| {
+                    spmm::cpu(a, &abs_x, k, c)
+                });
             }
         }
         let da = DeviceCsr::upload(dev, a)?;
@@ -513,6 +523,11 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
                     let line = serde_json::to_string(r).map_err(|e| e.to_string())?;
                     writeln!(out, "{line}").map_err(|e| format!("writing JSON: {e}"))?;
                 }
+            }
+            // Each matrix's lines reach the file before the next matrix runs: a run stopped by
+            // a time limit (a large member at k = 128 takes minutes) keeps what it finished.
+            if let Some(out) = json.as_mut() {
+                out.flush().map_err(|e| format!("writing JSON: {e}"))?;
             }
             records.extend(new);
             bar.inc(1);
