@@ -217,6 +217,21 @@ __device__ __forceinline__ void atomic_add4(float4* at, float4 v) {
   atomicAdd(p + 3, v.w);
 }
 
+// Rows `first, first + stride, ..` below `rows`, each walked for the thread's lanes and stored
+// (`B` and `C` point at the lanes' first column).
+template <int G, int U>
+__device__ __forceinline__ void rows_from(long first, long stride, int rows, int k, int g,
+                                          const int* __restrict__ off, const int* __restrict__ col,
+                                          const float* __restrict__ val,
+                                          const float* __restrict__ B, float* __restrict__ C) {
+  for (long row = first; row < rows; row += stride) {
+    int b = __ldg(off + row), e = __ldg(off + row + 1);
+    float4 acc = make_float4(0, 0, 0, 0);
+    walk<G, U>(b, e, k, g, col, val, B, acc);
+    ((float4*)(C + (size_t)row * k))[g] = acc;
+  }
+}
+
 // float4 lanes: G = k / 4 threads per row, thread g owns lanes 4g..4g+3. U atoms per trip.
 template <int G, int U>
 __global__ void row_vec4(int rows, int k, const int* __restrict__ off, const int* __restrict__ col,
@@ -225,11 +240,31 @@ __global__ void row_vec4(int rows, int k, const int* __restrict__ off, const int
   int g = threadIdx.x % G;
   long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
   long stride = (long)gridDim.x * blockDim.x / G;
-  for (long row = t / G; row < rows; row += stride) {
-    int b = __ldg(off + row), e = __ldg(off + row + 1);
-    float4 acc = make_float4(0, 0, 0, 0);
-    walk<G, U>(b, e, k, g, col, val, B, acc);
-    ((float4*)(C + (size_t)row * k))[g] = acc;
+  rows_from<G, U>(t / G, stride, rows, k, g, off, col, val, B, C);
+}
+
+// Segment `s`'s row (sign bit: a cut row), and its atoms walked into `acc` for the thread's lanes
+// of B (`B` points at the lanes' first column).
+template <int G, int U>
+__device__ __forceinline__ int segment(long s, int k, int g, const int* __restrict__ seg_row,
+                                       const int* __restrict__ seg_begin,
+                                       const int* __restrict__ seg_end, const int* __restrict__ col,
+                                       const float* __restrict__ val, const float* __restrict__ B,
+                                       float4& acc) {
+  int rowc = __ldg(seg_row + s);
+  int b = __ldg(seg_begin + s), e = __ldg(seg_end + s);
+  acc = make_float4(0, 0, 0, 0);
+  walk<G, U>(b, e, k, g, col, val, B, acc);
+  return rowc;
+}
+
+// `acc` into row `rowc`'s lanes of C: added with atomics for a cut row (sign bit), else stored.
+__device__ __forceinline__ void store_or_add(float* C, int rowc, int k, int g, float4 acc) {
+  float4* cr = (float4*)(C + (size_t)(rowc & 0x7fffffff) * k) + g;
+  if (rowc < 0) {
+    atomic_add4(cr, acc);
+  } else {
+    *cr = acc;
   }
 }
 
@@ -244,17 +279,9 @@ __global__ void seg_vec4(int segs, int k, const int* __restrict__ seg_row,
   long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
   long stride = (long)gridDim.x * blockDim.x / G;
   for (long s = t / G; s < segs; s += stride) {
-    int rowc = __ldg(seg_row + s);
-    int row = rowc & 0x7fffffff;
-    int b = __ldg(seg_begin + s), e = __ldg(seg_end + s);
-    float4 acc = make_float4(0, 0, 0, 0);
-    walk<G, U>(b, e, k, g, col, val, B, acc);
-    float4* cr = (float4*)(C + (size_t)row * k) + g;
-    if (rowc < 0) {
-      atomic_add4(cr, acc);
-    } else {
-      *cr = acc;
-    }
+    float4 acc;
+    int rowc = segment<G, U>(s, k, g, seg_row, seg_begin, seg_end, col, val, B, acc);
+    store_or_add(C, rowc, k, g, acc);
   }
 }
 
@@ -271,12 +298,9 @@ __global__ void seg_det_vec4(int segs, int k, const int* __restrict__ seg_row,
   long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
   long stride = (long)gridDim.x * blockDim.x / G;
   for (long s = t / G; s < segs; s += stride) {
-    int rowc = __ldg(seg_row + s);
-    int row = rowc & 0x7fffffff;
-    int b = __ldg(seg_begin + s), e = __ldg(seg_end + s);
-    float4 acc = make_float4(0, 0, 0, 0);
-    walk<G, U>(b, e, k, g, col, val, B, acc);
-    float4* cr = (float4*)(C + (size_t)row * k) + g;
+    float4 acc;
+    int rowc = segment<G, U>(s, k, g, seg_row, seg_begin, seg_end, col, val, B, acc);
+    float4* cr = (float4*)(C + (size_t)(rowc & 0x7fffffff) * k) + g;
     if (rowc < 0) {
       int first = __ldg(seg_first + s);
       ((float4*)(partials + (size_t)s * k))[g] = acc;
@@ -358,15 +382,8 @@ __global__ void panel_rows(int rows, int k, const int* __restrict__ off,
   int g = threadIdx.x % G;
   long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
   long stride = (long)gridDim.x * blockDim.x / G;
-  for (int p0 = 0; p0 < k; p0 += 4 * G) {
-    const float* Bp = B + p0;
-    for (long row = t / G; row < rows; row += stride) {
-      int b = __ldg(off + row), e = __ldg(off + row + 1);
-      float4 acc = make_float4(0, 0, 0, 0);
-      walk<G, U>(b, e, k, g, col, val, Bp, acc);
-      ((float4*)(C + (size_t)row * k + p0))[g] = acc;
-    }
-  }
+  for (int p0 = 0; p0 < k; p0 += 4 * G)
+    rows_from<G, U>(t / G, stride, rows, k, g, off, col, val, B + p0, C + p0);
 }
 
 // Lane panels by block: blocks `panel · per_panel ..` take panel `panel`, one row per thread
@@ -379,12 +396,7 @@ __global__ void panel_blocks(int rows, int k, int per_panel, const int* __restri
   int p0 = (blockIdx.x / per_panel) * 4 * G;
   long t = (long)(blockIdx.x % per_panel) * blockDim.x + threadIdx.x;
   long stride = (long)per_panel * blockDim.x / G;
-  for (long row = t / G; row < rows; row += stride) {
-    int b = __ldg(off + row), e = __ldg(off + row + 1);
-    float4 acc = make_float4(0, 0, 0, 0);
-    walk<G, U>(b, e, k, g, col, val, B + p0, acc);
-    ((float4*)(C + (size_t)row * k + p0))[g] = acc;
-  }
+  rows_from<G, U>(t / G, stride, rows, k, g, off, col, val, B + p0, C + p0);
 }
 
 // Segments (rows cut at S atoms, cut rows added with atomics) in lane panels by block.
@@ -398,17 +410,9 @@ __global__ void panel_segs(int segs, int k, int per_panel, const int* __restrict
   long t = (long)(blockIdx.x % per_panel) * blockDim.x + threadIdx.x;
   long stride = (long)per_panel * blockDim.x / G;
   for (long s = t / G; s < segs; s += stride) {
-    int rowc = __ldg(seg_row + s);
-    int row = rowc & 0x7fffffff;
-    int b = __ldg(seg_begin + s), e = __ldg(seg_end + s);
-    float4 acc = make_float4(0, 0, 0, 0);
-    walk<G, U>(b, e, k, g, col, val, B + p0, acc);
-    float4* cr = (float4*)(C + (size_t)row * k + p0) + g;
-    if (rowc < 0) {
-      atomic_add4(cr, acc);
-    } else {
-      *cr = acc;
-    }
+    float4 acc;
+    int rowc = segment<G, U>(s, k, g, seg_row, seg_begin, seg_end, col, val, B + p0, acc);
+    store_or_add(C + p0, rowc, k, g, acc);
   }
 }
 
@@ -426,10 +430,8 @@ __global__ void seg_part_vec4(int segs, int k, const int* __restrict__ seg_row,
   long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
   long stride = (long)gridDim.x * blockDim.x / G;
   for (long s = t / G; s < segs; s += stride) {
-    int rowc = __ldg(seg_row + s);
-    int b = __ldg(seg_begin + s), e = __ldg(seg_end + s);
-    float4 acc = make_float4(0, 0, 0, 0);
-    walk<G, U>(b, e, k, g, col, val, B, acc);
+    float4 acc;
+    int rowc = segment<G, U>(s, k, g, seg_row, seg_begin, seg_end, col, val, B, acc);
     float* dst = rowc < 0 ? partials + (size_t)s * k : C + (size_t)rowc * k;
     ((float4*)dst)[g] = acc;
   }
