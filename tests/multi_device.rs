@@ -382,6 +382,45 @@ fn spmv_on_one_to_four_simulated_devices_matches_the_f64_reference() {
     }
 }
 
+/// Rows weighing more than an atom in the split (`SplitOptions::row_weight`): the same results
+/// on one to four devices, and the device with the short rows gets fewer atoms.
+#[test]
+fn rows_weighted_in_the_split_gather_the_same_results() {
+    let seed = seed();
+    for n in 1..=4 {
+        let devices = Devices::simulators(n).expect("simulators");
+        for (name, a) in matrices(seed) {
+            for row_weight in [0, 3, 8] {
+                let options = SplitOptions {
+                    row_weight: Some(row_weight),
+                    ..SplitOptions::default()
+                };
+                let what = format!("{name} on {n} devices, rows weighing {row_weight}");
+                iterate_spmv_split(&devices, &a, &what, Schedule::MergePath, options);
+            }
+        }
+    }
+    // Long rows first, then many rows of one atom: the last device holds the short rows.
+    let devices = Devices::simulators(2).expect("simulators");
+    let triplets = (0..4020).flat_map(|r: usize| {
+        let len = if r < 20 { 200 } else { 1 };
+        (0..len).map(move |j| (r, (r * 31 + j * 17 + seed as usize) % 4020, 1.0 + j as f32))
+    });
+    let a = Csr::from_triplets(4020, 4020, triplets.collect()).expect("valid triplets");
+    let atoms_of_last = |row_weight| {
+        let options = SplitOptions {
+            row_weight: Some(row_weight),
+            ..SplitOptions::default()
+        };
+        let split = MultiCsr::upload_with(&devices, &a, options).expect("upload");
+        split.parts().last().expect("a part").atoms().len()
+    };
+    assert!(
+        atoms_of_last(4) < atoms_of_last(1),
+        "rows weighing 4 give the device of short rows fewer atoms"
+    );
+}
+
 /// Each device's share cut into chunks of whole rows, each chunk's rows gathered as soon as it
 /// is done: the same results for every chunk count, with rows cut between devices (whose
 /// gathered value waits for the reduce) and without.

@@ -258,6 +258,16 @@ pub struct Cli {
     /// iterations in one `MultiCsr::iterate_async`). Default: `off`.
     #[arg(long = "local-first", value_name = "off|on", value_delimiter = ',', value_parser = on_off)]
     pub local_first: Vec<bool>,
+    /// With `--devices`: how many atoms a row's end weighs when the matrix is split between
+    /// the devices (`SplitOptions::row_weight`), comma-separated, one split per weight.
+    /// Default: 1 (rows plus atoms).
+    #[arg(long = "row-weight", value_name = "W", value_delimiter = ',')]
+    pub row_weights: Vec<usize>,
+    /// With `--devices`: also time the kernel on the whole matrix on the first device with its
+    /// dense input in each of N buffers of the same values (the `x buffers` line): how much a
+    /// kernel's time depends on where its input lies. Default: 0 (not timed).
+    #[arg(long = "x-buffers", value_name = "N", default_value_t = 0)]
+    pub x_buffers: usize,
     /// With `--devices`: also SpMV on a generated matrix this many times larger than the first
     /// GPU's memory (so one GPU cannot hold it), on the group only, verified row by row
     /// against f64 on every core of the host.

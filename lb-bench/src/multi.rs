@@ -27,8 +27,17 @@
 //! - `iterate`: `--reps` iterations in one `MultiCsr::iterate_async` (its steps pipelined: a
 //!   device's next step waits only for the rows copied to it), and `iter-scaling` against
 //!   `one-loop`; on a square matrix on several devices (NaN otherwise);
-//! - under the line, `part kernels`: each part's kernel time in `compute` (CUDA events, median),
-//!   in part order (device by device, each device's chunks in order): how even the split is;
+//! - under the line: `parts' rows/atoms`, each part's rows and atoms; `part kernels`, each
+//!   part's kernel time in `compute` (CUDA events, median), in part order (device by device,
+//!   each device's chunks in order): how even the split is; `iterate's kernels`, each launch's
+//!   kernel time within a step of `iterate` (the products over own columns first, where there
+//!   are any): against `iterate`, what a step adds to its slowest kernel; `iterate's host`, the
+//!   host's time per step to enqueue `iterate` (near `iterate`, the host bounds it); `parts
+//!   alone`, each part's kernel launched with the other devices idle; `parts on one GPU`, each
+//!   part's rows as a matrix of their own on the first device alone; `whole on one GPU`, the
+//!   whole matrix's kernel there (what the parts add up against); with `--x-buffers N`, `x
+//!   buffers`, that kernel with its input in each of N buffers of the same values, two passes;
+//! - `rw`: how many atoms a row's end weighed in the split (`--row-weight`);
 //! - `own`: `yes` where the split has column halves (`--local-first on`): in `iterate`, each
 //!   device's products over its own columns ran first, while the others' rows of the input
 //!   were copied in (the other columns launch whole parts, as without).
@@ -58,6 +67,11 @@ pub(crate) struct MultiRecord {
     pub(crate) transport: String,
     /// Whether the split has column halves and `loop` ran them own columns first.
     pub(crate) local_first: bool,
+    /// How many atoms a row's end weighed in the split (`--row-weight`).
+    pub(crate) row_weight: usize,
+    /// Each part's rows and atoms, in part order.
+    pub(crate) part_rows: Vec<usize>,
+    pub(crate) part_atoms: Vec<usize>,
     pub(crate) iteration_us: f64,
     pub(crate) compute_us: f64,
     pub(crate) exchange_us: f64,
@@ -75,6 +89,26 @@ pub(crate) struct MultiRecord {
     pub(crate) iterate_scaling: f64,
     /// Each part's kernel µs in `compute` (median), in part order.
     pub(crate) part_us: Vec<f64>,
+    /// Each launch's kernel µs within a step of `iterate` (median over the steps), in the
+    /// order a step enqueues them (the products over own columns first, where there are any).
+    pub(crate) iterate_part_us: Vec<f64>,
+    /// Host µs per step inside `iterate`'s call (enqueuing it, before the wait): where it is
+    /// near `iterate`, the host's driver calls bound the iteration, not the devices.
+    pub(crate) iterate_host_us: f64,
+    /// Each part's kernel µs launched alone, the other devices idle (median), in part order.
+    pub(crate) alone_part_us: Vec<f64>,
+    /// Each part's rows and atoms as a matrix of their own on the group's first device alone
+    /// (uploaded like the whole matrix of `one`), kernel µs (median), in part order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) on_one_part_us: Vec<f64>,
+    /// With `--x-buffers N`: the whole matrix's kernel µs on the group's first device with the
+    /// dense input in each of N buffers of the same values (median of `--reps` back-to-back
+    /// launches), two passes in opposite order, as `[buffer][pass]`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) x_buffer_us: Vec<[f64; 2]>,
+    /// The whole matrix's kernel µs on the group's first device alone (CUDA events, median of
+    /// `one`'s synchronous launches): what the parts' kernels add up against.
+    pub(crate) one_kernel_us: f64,
     pub(crate) one_device_us: f64,
     pub(crate) scaling: f64,
     /// Largest relative error of the gathered result against the f64 reference.
@@ -92,6 +126,9 @@ pub(crate) struct Times {
     pub(crate) looped: f64,
     pub(crate) iterate: f64,
     pub(crate) parts: Vec<f64>,
+    pub(crate) iterate_parts: Vec<f64>,
+    pub(crate) iterate_host: f64,
+    pub(crate) alone_parts: Vec<f64>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -151,14 +188,16 @@ fn fill(x: &mut Replicated<f32>, devices: usize, values: &[f32]) -> lb::Result<(
 
 /// µs per iteration of `reps` iterations in one [`MultiCsr::iterate_async`], after `warmup` in
 /// another, each started from `initial`: each device's products over its own columns first,
-/// where the split has column halves. Leaves the last result in `x`.
+/// where the split has column halves. Then the same iterations again with CUDA events around
+/// each launch: the median kernel µs of each launch of a step, in the order a step enqueues
+/// them (empty on simulators). Leaves the last result in `x`.
 fn time_iterate(
     split: &MultiCsr<f32>,
     op: Op,
     schedule: Schedule,
     (x, out, initial): (&mut Replicated<f32>, &mut RowParts<f32>, &[f32]),
     (warmup, reps): (usize, usize),
-) -> lb::Result<f64> {
+) -> lb::Result<(f64, f64, Vec<f64>)> {
     let reduction = spmv::REDUCTION.expect("spmv reduces");
     let devices = split.devices().count();
     let mut spare = split.devices().replicated_zeros::<f32>(x.len())?;
@@ -174,8 +213,128 @@ fn time_iterate(
     split.devices().synchronize()?;
     let start = Instant::now();
     drop(split.iterate_async(reduction, reps.max(1), x, &mut spare, out, run)?);
+    let host = micros(start) / reps.max(1) as f64;
     split.devices().synchronize()?;
-    Ok(micros(start) / reps.max(1) as f64)
+    let per_iteration = micros(start) / reps.max(1) as f64;
+    fill(x, devices, initial)?;
+    set_timing(split, true);
+    let timed = split
+        .iterate_async(reduction, reps.max(1), x, &mut spare, out, run)
+        .and_then(|p| p.wait());
+    set_timing(split, false);
+    let kernels: Vec<f64> = timed?
+        .parts
+        .iter()
+        .map(|l| l.elapsed_ms.map_or(f64::NAN, |t| f64::from(t) * 1e3))
+        .collect();
+    let per_step = kernels.len() / reps.max(1);
+    let launches = (0..per_step)
+        .map(|i| median(kernels.iter().skip(i).step_by(per_step).copied().collect()))
+        .filter(|t| !t.is_nan())
+        .collect();
+    Ok((per_iteration, host, launches))
+}
+
+/// CUDA events around every launch on the devices' streams of `split` (`on`), or none.
+fn set_timing(split: &MultiCsr<f32>, on: bool) {
+    for d in split.devices().devices() {
+        d.stream().set_timing(on);
+    }
+}
+
+/// Each part of `split` (the rows and atoms of `a` it holds) uploaded as a matrix of its own on
+/// `one` and timed there as [`time_parts_alone`] does: whether a part is slower than its share
+/// of the whole because of its rows, or because of how the group holds it.
+fn time_parts_on_one(
+    one: &Devices,
+    a: &Csr<f32>,
+    split: &MultiCsr<f32>,
+    (op, schedule): (Op, Schedule),
+    dense_host: &[f32],
+    reps: usize,
+) -> lb::Result<Vec<f64>> {
+    let dense = one.replicate(dense_host)?;
+    let mut times = Vec::new();
+    for p in split.parts() {
+        let (rows, atoms) = (p.rows(), p.atoms());
+        let row_offsets = (rows.start..=rows.end)
+            .map(|r| a.row_offsets[r].clamp(atoms.start, atoms.end) - atoms.start)
+            .collect();
+        let sub = Csr::new(
+            rows.len(),
+            a.num_cols,
+            row_offsets,
+            a.col_indices[atoms.clone()].to_vec(),
+            a.values[atoms].to_vec(),
+        )?;
+        let whole = MultiCsr::upload(one, &sub)?;
+        let alone = time_parts_alone(&whole, op, schedule, &dense, reps)?;
+        times.extend(alone);
+    }
+    Ok(times)
+}
+
+/// The kernel on the whole of `a` on `one`, `reps` launches back to back (CUDA events, median)
+/// with the dense input in each of `n` buffers of the same values, in two passes of opposite
+/// order (drift shows as a difference between the passes, placement between the buffers).
+fn time_x_buffers(
+    one: &Devices,
+    a: &Csr<f32>,
+    (op, schedule): (Op, Schedule),
+    dense_host: &[f32],
+    (n, reps): (usize, usize),
+) -> lb::Result<Vec<[f64; 2]>> {
+    let k = op.k().unwrap_or(1);
+    let whole = MultiCsr::upload(one, a)?;
+    let part = &whole.parts()[0];
+    let stream = part.device().stream();
+    let mut out = part.device().zeros::<f32>(a.num_rows * k)?;
+    let xs = (0..n)
+        .map(|_| one.replicate(dense_host))
+        .collect::<lb::Result<Vec<_>>>()?;
+    let mut times = vec![[f64::NAN; 2]; n];
+    set_timing(&whole, true);
+    let orders: [Vec<usize>; 2] = [(0..n).collect(), (0..n).rev().collect()];
+    for (pass, order) in orders.iter().enumerate() {
+        for &b in order {
+            let mut t = Vec::new();
+            for _ in 0..reps.max(1) + 1 {
+                let launched =
+                    launch_part(op, schedule, part, &stream, &xs[b], &mut out)?.wait()?;
+                t.push(launched.elapsed_ms.map_or(f64::NAN, |t| f64::from(t) * 1e3));
+            }
+            times[b][pass] = median(t.split_off(1));
+        }
+    }
+    set_timing(&whole, false);
+    Ok(times)
+}
+
+/// Each part's kernel µs (median of `reps`) launched alone on its device, the others idle:
+/// against the parts' times when all run at once, what running together costs each part.
+fn time_parts_alone(
+    split: &MultiCsr<f32>,
+    op: Op,
+    schedule: Schedule,
+    dense: &Replicated<f32>,
+    reps: usize,
+) -> lb::Result<Vec<f64>> {
+    let k = op.k().unwrap_or(1);
+    set_timing(split, true);
+    let mut alone = Vec::new();
+    for p in split.parts() {
+        let stream = p.device().stream();
+        let mut out = p.device().zeros::<f32>(p.rows().len() * k)?;
+        let mut times = Vec::new();
+        for _ in 0..reps.max(1) + 1 {
+            let launched = launch_part(op, schedule, p, &stream, dense, &mut out)?.wait()?;
+            times.push(launched.elapsed_ms.map_or(f64::NAN, |t| f64::from(t) * 1e3));
+        }
+        // The first launch warms the part's caches.
+        alone.push(median(times.split_off(1)));
+    }
+    set_timing(split, false);
+    Ok(alone)
 }
 
 /// Times `reps` iterations (after `warmup`) of compute then exchange on `split`, and on a
@@ -201,7 +360,7 @@ pub(crate) fn time_iterations(
     };
     // First the iterations back to back (they leave `gathered` as whatever the last one
     // made; the synchronous iterations after them leave it as `A · dense` again).
-    let iterate = match &initial {
+    let (iterate, iterate_host, iterate_parts) = match &initial {
         Some(initial) if devices > 1 => time_iterate(
             split,
             op,
@@ -209,7 +368,12 @@ pub(crate) fn time_iterations(
             (gathered, out, initial),
             (warmup, reps),
         )?,
-        _ => f64::NAN,
+        _ => (f64::NAN, f64::NAN, Vec::new()),
+    };
+    let alone_parts = if devices > 1 {
+        time_parts_alone(split, op, schedule, dense, reps)?
+    } else {
+        Vec::new()
     };
     let looped = {
         let (warmup, reps) = (warmup.max(1), reps.max(1));
@@ -251,12 +415,7 @@ pub(crate) fn time_iterations(
     let (mut iteration, mut compute, mut exchange) = (Vec::new(), Vec::new(), Vec::new());
     let (mut launch_host, mut exchange_host) = (Vec::new(), Vec::new());
     let mut parts: Vec<Vec<f64>> = vec![Vec::new(); split.parts().len()];
-    let timing = |on: bool| {
-        for d in split.devices().devices() {
-            d.stream().set_timing(on);
-        }
-    };
-    timing(true);
+    set_timing(split, true);
     for i in 0..warmup + reps {
         let mut in_launches = 0.0;
         let start = Instant::now();
@@ -290,9 +449,12 @@ pub(crate) fn time_iterations(
             exchange_host.push(g);
         }
     }
-    timing(false);
+    set_timing(split, false);
     Ok(Times {
         parts: parts.into_iter().map(median).collect(),
+        iterate_parts,
+        iterate_host,
+        alone_parts,
         iteration: median(iteration),
         compute: median(compute),
         exchange: median(exchange),
@@ -341,18 +503,35 @@ fn measure(
         cli.local_first.clone()
     };
     let dense = group.replicate(&dense_host)?;
+    let x_buffers = if cli.x_buffers > 0 {
+        time_x_buffers(one, a, (op, schedule), &dense_host, (cli.x_buffers, reps.1))?
+    } else {
+        Vec::new()
+    };
     let mut records = Vec::new();
-    for (chunks, local_columns_first) in chunk_counts
+    let weights = if cli.row_weights.is_empty() {
+        vec![1]
+    } else {
+        cli.row_weights.clone()
+    };
+    for ((chunks, local_columns_first), row_weight) in chunk_counts
         .into_iter()
         .flat_map(|c| local_first.iter().map(move |&l| (c, l)))
+        .flat_map(|c| weights.iter().map(move |&w| (c, w)))
     {
         let options = SplitOptions {
             chunks,
             local_columns_first,
+            row_weight: Some(row_weight),
             ..SplitOptions::default()
         };
         let split = MultiCsr::upload_with(group, a, options)?;
         let mut out = split.outputs::<f32>(k)?;
+        let on_one = if local_columns_first || group.count() == 1 {
+            Vec::new()
+        } else {
+            time_parts_on_one(one, a, &split, (op, schedule), &dense_host, reps.1)?
+        };
         for &transport in &transports {
             group.set_transport(transport)?;
             let mut gathered = group.replicated_zeros::<f32>(a.num_rows * k)?;
@@ -370,6 +549,9 @@ fn measure(
                 chunks: split.chunks(),
                 transport: transport_name(transport).into(),
                 local_first: split.parts().iter().any(|p| p.column_halves().is_some()),
+                row_weight: row_weight.max(1),
+                part_rows: split.parts().iter().map(|p| p.rows().len()).collect(),
+                part_atoms: split.parts().iter().map(|p| p.atoms().len()).collect(),
                 iteration_us: times.iteration,
                 compute_us: times.compute,
                 exchange_us: times.exchange,
@@ -381,6 +563,12 @@ fn measure(
                 iterate_us: times.iterate,
                 iterate_scaling: one_times.looped / times.iterate,
                 part_us: times.parts.clone(),
+                iterate_part_us: times.iterate_parts.clone(),
+                iterate_host_us: times.iterate_host,
+                alone_part_us: times.alone_parts.clone(),
+                on_one_part_us: on_one.clone(),
+                x_buffer_us: x_buffers.clone(),
+                one_kernel_us: one_times.parts.first().copied().unwrap_or(f64::NAN),
                 one_device_us: one_us,
                 scaling: one_us / times.iteration,
                 max_rel_error: max_rel_error(a, &dense_host, k, &last),
@@ -400,13 +588,14 @@ pub(crate) fn transport_name(t: Transport) -> &'static str {
     }
 }
 
-const HEADER: [&str; 18] = [
+const HEADER: [&str; 19] = [
     "matrix",
     "op",
     "schedule",
     "chunks",
     "transport",
     "own",
+    "rw",
     "iteration",
     "compute",
     "exchange",
@@ -430,13 +619,14 @@ pub(crate) fn report(
     let bad =
         record.error.is_some() || record.max_rel_error.is_nan() || record.max_rel_error > tolerance;
     println!(
-        "{:<40} {:<8} {:<16} {:>6} {:>9} {:>4} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8.2} {:>11.1} {:>10.1} {:>9.1} {:>9.1} {:>12.2} {:>9.1} {:>12.2}{}",
+        "{:<40} {:<8} {:<16} {:>6} {:>9} {:>4} {:>3} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8.2} {:>11.1} {:>10.1} {:>9.1} {:>9.1} {:>12.2} {:>9.1} {:>12.2}{}",
         record.matrix,
         record.op,
         record.schedule,
         record.chunks,
         record.transport,
         if record.local_first { "yes" } else { "no" },
+        record.row_weight,
         record.iteration_us,
         record.compute_us,
         record.exchange_us,
@@ -455,9 +645,36 @@ pub(crate) fn report(
             (None, false) => String::new(),
         }
     );
-    if !record.part_us.is_empty() {
-        let parts: Vec<String> = record.part_us.iter().map(|t| format!("{t:.1}")).collect();
-        println!("  part kernels, µs: {}", parts.join(" "));
+    if !record.part_rows.is_empty() {
+        let sizes: Vec<String> = (record.part_rows.iter().zip(&record.part_atoms))
+            .map(|(r, a)| format!("{r}/{a}"))
+            .collect();
+        println!("  parts' rows/atoms: {}", sizes.join(" "));
+    }
+    if !record.x_buffer_us.is_empty() {
+        let times: Vec<String> = (record.x_buffer_us.iter())
+            .map(|[a, b]| format!("{a:.1}/{b:.1}"))
+            .collect();
+        println!("  x buffers, µs (two passes): {}", times.join(" "));
+    }
+    for (what, times) in [
+        ("part kernels", &record.part_us[..]),
+        ("iterate's kernels", &record.iterate_part_us),
+        (
+            "iterate's host, per step",
+            std::slice::from_ref(&record.iterate_host_us),
+        ),
+        ("parts alone", &record.alone_part_us),
+        ("parts on one GPU", &record.on_one_part_us),
+        (
+            "whole on one GPU",
+            std::slice::from_ref(&record.one_kernel_us),
+        ),
+    ] {
+        if !times.is_empty() {
+            let times: Vec<String> = times.iter().map(|t| format!("{t:.1}")).collect();
+            println!("  {what}, µs: {}", times.join(" "));
+        }
     }
     if let Some(w) = json.as_mut() {
         let line = serde_json::to_string(record).expect("records serialize");
@@ -469,9 +686,9 @@ pub(crate) fn report(
 fn print_header() {
     let h = HEADER;
     println!(
-        "{:<40} {:<8} {:<16} {:>6} {:>9} {:>4} {:>10} {:>10} {:>10} {:>10} {:>8} {:>11} {:>10} {:>9} {:>9} {:>12} {:>9} {:>12}",
+        "{:<40} {:<8} {:<16} {:>6} {:>9} {:>4} {:>3} {:>10} {:>10} {:>10} {:>10} {:>8} {:>11} {:>10} {:>9} {:>9} {:>12} {:>9} {:>12}",
         h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9], h[10], h[11], h[12],
-        h[13], h[14], h[15], h[16], h[17]
+        h[13], h[14], h[15], h[16], h[17], h[18]
     );
 }
 
@@ -500,6 +717,9 @@ pub fn run(
                         chunks: 0,
                         transport: transport_name(group.transport()).into(),
                         local_first: false,
+                        row_weight: 1,
+                        part_rows: Vec::new(),
+                        part_atoms: Vec::new(),
                         iteration_us: f64::NAN,
                         compute_us: f64::NAN,
                         exchange_us: f64::NAN,
@@ -511,6 +731,12 @@ pub fn run(
                         iterate_us: f64::NAN,
                         iterate_scaling: f64::NAN,
                         part_us: Vec::new(),
+                        iterate_part_us: Vec::new(),
+                        iterate_host_us: f64::NAN,
+                        alone_part_us: Vec::new(),
+                        on_one_part_us: Vec::new(),
+                        x_buffer_us: Vec::new(),
+                        one_kernel_us: f64::NAN,
                         one_device_us: f64::NAN,
                         scaling: f64::NAN,
                         max_rel_error: f64::NAN,

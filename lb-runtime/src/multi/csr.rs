@@ -109,6 +109,15 @@ pub struct SplitOptions {
     /// (a second pass over the part's rows and the combination of the two results): see
     /// [`column_halves_pay`].
     pub local_columns_first: bool,
+    /// How many atoms a row's end weighs in the split: the devices get even shares of
+    /// `row_weight · rows + atoms` (`None` or `Some(1)`: rows plus atoms, a merge path). A
+    /// row costs a device more than its atoms where its result travels: with
+    /// [`Transport::PeerStores`](super::Transport::PeerStores) every row's result is stored
+    /// into every device's copy, so a device with many short rows sends the most; a weight
+    /// above one gives it fewer atoms instead. On two H200s with stores, R-MAT ran fastest at
+    /// one (docs/multi-gpu.md); time yours with `lb-bench --devices N --row-weight 1,2,4`.
+    /// `Some(0)` counts as one.
+    pub row_weight: Option<usize>,
 }
 
 /// A [`Csr`] split across the devices of a [`Devices`] group by a merge path over rows and atoms
@@ -260,7 +269,8 @@ impl<T: Element> MultiCsr<T> {
         } else {
             partition::min_cut_row(&csr.row_offsets, n)
         };
-        let shares = partition::split(&csr.row_offsets, n, min_cut);
+        let weight = options.row_weight.unwrap_or(1);
+        let shares = partition::split_weighted(&csr.row_offsets, n, min_cut, weight);
         // Each device's chunks; a share's carry names a device until it is mapped to the
         // owner's first part below.
         let mut pieces: Vec<(usize, usize, Share)> = Vec::new();
@@ -574,6 +584,7 @@ impl<T: Element> MultiCsr<T> {
             let steps = Steps {
                 halves,
                 pipelined: step + 1 < iterations,
+                after_barrier: step > 0,
             };
             let rest = self.enqueue(reduction, out, Some(spare), steps, |p, s, y| {
                 launch(p, s, input.on(p.index()), y)
@@ -638,7 +649,11 @@ impl<T: Element> MultiCsr<T> {
         reduction: Reduction,
         out: &mut RowParts<U>,
         mut into: Option<&mut Replicated<U>>,
-        Steps { halves, pipelined }: Steps,
+        Steps {
+            halves,
+            pipelined,
+            after_barrier,
+        }: Steps,
         mut launch: impl FnMut(&CsrPart<T>, &Stream, &mut DeviceBuffer<U>) -> Result<Pending>,
     ) -> Result<Vec<Pending>> {
         if reduction.whole_rows && self.parts.iter().any(|p| p.carries_to().is_some()) {
@@ -668,8 +683,8 @@ impl<T: Element> MultiCsr<T> {
             .collect();
         let mut pending = Vec::with_capacity(self.parts.len());
         let mut steps = || -> Result<()> {
-            if side || stores {
-                exchange.begin(devices, stores, side)?;
+            if side || (stores && !after_barrier) {
+                exchange.begin(devices, stores && !after_barrier, side)?;
             }
             for step in 0..self.chunks() {
                 for (d, parts) in self.by_device.iter().enumerate() {
@@ -1077,6 +1092,11 @@ struct Steps {
     /// into its own copy of the gathered array, and its copies to its peers run on into the
     /// next step ([`Exchange::end`]).
     pipelined: bool,
+    /// The step before ended in this call, with nothing enqueued since: with the kernels
+    /// storing into every copy, its end made every device's stream wait for every device's
+    /// kernels and exchanges, which is all that the stores' wait at the start of this step
+    /// would add (a second wait across devices, on the critical path of every step).
+    after_barrier: bool,
 }
 
 /// A part's kernel must run on the stream its launch closure was given: what follows it there

@@ -24,22 +24,27 @@ pub struct Share {
     pub carry_to: Option<usize>,
 }
 
-/// The point of the merged sequence at `diagonal`: `(rows consumed, atoms consumed)`.
+/// The point of the merged sequence at `diagonal`: `(rows consumed, atoms consumed)`, where each
+/// row's end counts as `row_weight` items.
 ///
-/// Row `i`'s end comes after its own atoms, at position `offsets[i + 1] + i` of the merged
-/// sequence; it is consumed before the diagonal when that position is below it. That predicate
-/// is monotone in `i`, so a binary search finds the count.
-fn merge_point(offsets: &[usize], diagonal: usize) -> (usize, usize) {
+/// Row `i`'s end comes after its own atoms, at position `offsets[i + 1] + row_weight · i` of the
+/// merged sequence; it is consumed before the diagonal when that position is below it. That
+/// predicate is monotone in `i`, so a binary search finds the count. With a weight above one
+/// the diagonal can fall inside a row's end; the atoms consumed are then that row's last one,
+/// so the point stays on the sequence (its atoms between the row's offsets).
+fn merge_point(offsets: &[usize], diagonal: usize, row_weight: usize) -> (usize, usize) {
     let (mut lo, mut hi) = (0, offsets.len() - 1);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        if offsets[mid + 1] + mid < diagonal {
+        if offsets[mid + 1] + row_weight * mid < diagonal {
             lo = mid + 1;
         } else {
             hi = mid;
         }
     }
-    (lo, diagonal - lo)
+    let atoms = diagonal.saturating_sub(row_weight * lo);
+    let row_end = offsets[(lo + 1).min(offsets.len() - 1)];
+    (lo, atoms.clamp(offsets[lo], row_end))
 }
 
 /// `n` shares of the CSR-like tile set with `offsets` (`rows + 1` nondecreasing tile offsets
@@ -49,15 +54,32 @@ fn merge_point(offsets: &[usize], diagonal: usize) -> (usize, usize) {
 /// [`min_cut_row`] keeps the shares within a percent or two of even while splitting only rows
 /// long enough to unbalance them.
 pub fn split(offsets: &[usize], n: usize, min_cut_row: usize) -> Vec<Share> {
+    split_weighted(offsets, n, min_cut_row, 1)
+}
+
+/// [`split`] with each row's end counting as `row_weight` atoms in the merged sequence: the
+/// shares are even in `row_weight · rows + atoms`. One is Merrill and Garland's merge path;
+/// more gives the devices with many short rows fewer atoms, for where a row costs more than an
+/// atom (its result stored into every device's copy, [`Transport::PeerStores`]). Zero counts as
+/// one: a row's end must take a place in the sequence, or the last row would never be consumed.
+///
+/// [`Transport::PeerStores`]: super::Transport::PeerStores
+pub fn split_weighted(
+    offsets: &[usize],
+    n: usize,
+    min_cut_row: usize,
+    row_weight: usize,
+) -> Vec<Share> {
+    let row_weight = row_weight.max(1);
     let rows = offsets.len() - 1;
     let atoms = offsets[rows];
-    let total = rows + atoms;
+    // u128: `k · total` overflows u64 only for tile sets far beyond any memory, but a wrong
+    // cut would be silent.
+    let total = row_weight as u128 * rows as u128 + atoms as u128;
     let mut points: Vec<(usize, usize)> = (0..=n)
         .map(|k| {
-            // u128: `k · total` overflows u64 only for tile sets far beyond any memory, but a
-            // wrong cut would be silent.
-            let diagonal = (k as u128 * total as u128 / n as u128) as usize;
-            merge_point(offsets, diagonal)
+            let diagonal = (k as u128 * total / n as u128) as usize;
+            merge_point(offsets, diagonal, row_weight)
         })
         .collect();
     for p in &mut points {
@@ -157,8 +179,12 @@ mod tests {
     /// The invariants every split keeps: atoms and owned rows are partitions, the local
     /// offsets cover exactly the share's atoms, and a carry goes to the row's owner.
     fn check(lengths: &[usize], n: usize, whole_rows: bool) -> Vec<Share> {
+        check_weighted(lengths, n, whole_rows, 1)
+    }
+
+    fn check_weighted(lengths: &[usize], n: usize, whole_rows: bool, w: usize) -> Vec<Share> {
         let o = offsets(lengths);
-        let shares = split(&o, n, if whole_rows { usize::MAX } else { 0 });
+        let shares = split_weighted(&o, n, if whole_rows { usize::MAX } else { 0 }, w);
         assert_eq!(shares.len(), n);
         let (mut row, mut atom) = (0, 0);
         for (k, s) in shares.iter().enumerate() {
@@ -195,6 +221,29 @@ mod tests {
                 "{shares:?}"
             );
         }
+    }
+
+    #[test]
+    fn weighted_rows_even_out_rows_times_weight_plus_atoms() {
+        // Half the atoms in 10 long rows, half in 1 000 rows of one: with rows weighing 4 the
+        // device with the short rows takes fewer atoms.
+        let mut lengths = vec![100; 10];
+        lengths.extend([1; 1000]);
+        for w in [1, 2, 4, 7] {
+            let shares = check_weighted(&lengths, 2, false, w);
+            let total = w * lengths.len() + 2000;
+            for s in &shares {
+                let items = w * s.owned.len() + s.atoms.len();
+                assert!(items.abs_diff(total / 2) <= 100 + w, "w {w}: {shares:?}");
+            }
+        }
+        let one = check_weighted(&lengths, 2, false, 1);
+        let four = check_weighted(&lengths, 2, false, 4);
+        assert!(four[1].atoms.len() < one[1].atoms.len(), "{one:?} {four:?}");
+        assert_eq!(
+            check_weighted(&lengths, 3, false, 0),
+            check(&lengths, 3, false)
+        );
     }
 
     #[test]
@@ -304,6 +353,9 @@ mod tests {
             let n = 1 + next(5);
             check(&lengths, n, false);
             check(&lengths, n, true);
+            let w = 1 + next(8);
+            check_weighted(&lengths, n, false, w);
+            check_weighted(&lengths, n, true, w);
             check_chunks(&lengths, n, 1 + next(6));
         }
     }
