@@ -274,6 +274,17 @@ fn time_parts_on_one(
     Ok(times)
 }
 
+/// The median kernel µs (CUDA events; the stream's timing must be on) of `reps` synchronous
+/// `launch`es after one more that warms the caches.
+fn kernel_us(mut launch: impl FnMut() -> lb::Result<Pending>, reps: usize) -> lb::Result<f64> {
+    let mut times = Vec::new();
+    for _ in 0..reps.max(1) + 1 {
+        let launched = launch()?.wait()?;
+        times.push(launched.elapsed_ms.map_or(f64::NAN, |t| f64::from(t) * 1e3));
+    }
+    Ok(median(times.split_off(1)))
+}
+
 /// The kernel on the whole of `a` on `one`, `reps` launches back to back (CUDA events, median)
 /// with the dense input in each of `n` buffers of the same values, in two passes of opposite
 /// order (drift shows as a difference between the passes, placement between the buffers).
@@ -297,13 +308,10 @@ fn time_x_buffers(
     let orders: [Vec<usize>; 2] = [(0..n).collect(), (0..n).rev().collect()];
     for (pass, order) in orders.iter().enumerate() {
         for &b in order {
-            let mut t = Vec::new();
-            for _ in 0..reps.max(1) + 1 {
-                let launched =
-                    launch_part(op, schedule, part, &stream, &xs[b], &mut out)?.wait()?;
-                t.push(launched.elapsed_ms.map_or(f64::NAN, |t| f64::from(t) * 1e3));
-            }
-            times[b][pass] = median(t.split_off(1));
+            times[b][pass] = kernel_us(
+                || launch_part(op, schedule, part, &stream, &xs[b], &mut out),
+                reps,
+            )?;
         }
     }
     set_timing(&whole, false);
@@ -325,13 +333,10 @@ fn time_parts_alone(
     for p in split.parts() {
         let stream = p.device().stream();
         let mut out = p.device().zeros::<f32>(p.rows().len() * k)?;
-        let mut times = Vec::new();
-        for _ in 0..reps.max(1) + 1 {
-            let launched = launch_part(op, schedule, p, &stream, dense, &mut out)?.wait()?;
-            times.push(launched.elapsed_ms.map_or(f64::NAN, |t| f64::from(t) * 1e3));
-        }
-        // The first launch warms the part's caches.
-        alone.push(median(times.split_off(1)));
+        alone.push(kernel_us(
+            || launch_part(op, schedule, p, &stream, dense, &mut out),
+            reps,
+        )?);
     }
     set_timing(split, false);
     Ok(alone)
