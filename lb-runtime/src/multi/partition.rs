@@ -32,19 +32,25 @@ pub struct Share {
 /// predicate is monotone in `i`, so a binary search finds the count. With a weight above one
 /// the diagonal can fall inside a row's end; the atoms consumed are then that row's last one,
 /// so the point stays on the sequence (its atoms between the row's offsets).
-fn merge_point(offsets: &[usize], diagonal: usize, row_weight: usize) -> (usize, usize) {
+fn merge_point(offsets: &[usize], diagonal: u128, row_weight: usize) -> (usize, usize) {
+    // u128: a row weight of any size times a row count stays exact.
+    let end = |i: usize| offsets[i + 1] as u128 + row_weight as u128 * i as u128;
     let (mut lo, mut hi) = (0, offsets.len() - 1);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        if offsets[mid + 1] + row_weight * mid < diagonal {
+        if end(mid) < diagonal {
             lo = mid + 1;
         } else {
             hi = mid;
         }
     }
-    let atoms = diagonal.saturating_sub(row_weight * lo);
+    let atoms = diagonal.saturating_sub(row_weight as u128 * lo as u128);
     let row_end = offsets[(lo + 1).min(offsets.len() - 1)];
-    (lo, atoms.clamp(offsets[lo], row_end))
+    // The clamp keeps the count within the tile set's atoms, so it fits a usize again.
+    (
+        lo,
+        atoms.clamp(offsets[lo] as u128, row_end as u128) as usize,
+    )
 }
 
 /// `n` shares of the CSR-like tile set with `offsets` (`rows + 1` nondecreasing tile offsets
@@ -73,14 +79,11 @@ pub fn split_weighted(
     let row_weight = row_weight.max(1);
     let rows = offsets.len() - 1;
     let atoms = offsets[rows];
-    // u128: `k · total` overflows u64 only for tile sets far beyond any memory, but a wrong
-    // cut would be silent.
+    // u128: `k · total` overflows u64 for a large row weight (or tile sets far beyond any
+    // memory), and a wrong cut would be silent.
     let total = row_weight as u128 * rows as u128 + atoms as u128;
     let mut points: Vec<(usize, usize)> = (0..=n)
-        .map(|k| {
-            let diagonal = (k as u128 * total / n as u128) as usize;
-            merge_point(offsets, diagonal, row_weight)
-        })
+        .map(|k| merge_point(offsets, k as u128 * total / n as u128, row_weight))
         .collect();
     for p in &mut points {
         // A cut inside row `r` (atoms of it on both sides) moves to the row's end when the row
@@ -244,6 +247,9 @@ mod tests {
             check_weighted(&lengths, 3, false, 0),
             check(&lengths, 3, false)
         );
+        // A weight far above any atom count splits by rows, without overflowing.
+        let by_rows = check_weighted(&lengths, 2, false, usize::MAX);
+        assert!(by_rows[0].owned.len().abs_diff(505) <= 1, "{by_rows:?}");
     }
 
     #[test]
