@@ -141,6 +141,11 @@ pub struct Cli {
     /// Leave out the built-in corpus (use with --mtx).
     #[arg(long)]
     pub no_corpus: bool,
+    /// Relabel the vertices of every square matrix (the corpus's and `--mtx` files) by one
+    /// seeded random permutation, rows and columns alike (P·A·Pᵀ), as Graph500's generator
+    /// does; names get `-relabelled`. Shows how much a kernel's time owes to the numbering.
+    #[arg(long)]
+    pub relabel: bool,
     /// Matrix Market files to add (repeatable).
     #[arg(long = "mtx", value_name = "FILE")]
     pub mtx: Vec<PathBuf>,

@@ -388,6 +388,14 @@ pub fn run(cli: &Cli) -> Result<Summary, String> {
     if !cli.no_corpus {
         matrices.extend(corpus::build(&families, cli.scale, cli.seed));
     }
+    if cli.relabel {
+        for m in &mut matrices {
+            if m.csr.num_rows == m.csr.num_cols {
+                m.csr = corpus::relabel(&m.csr, cli.seed);
+                m.name.push_str("-relabelled");
+            }
+        }
+    }
     if matrices.is_empty() && cli.oversize.is_none() {
         return Err("no matrices: give --mtx FILE or drop --no-corpus".into());
     }
