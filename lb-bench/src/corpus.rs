@@ -263,21 +263,50 @@ pub fn road_grid(side: usize, seed: u64) -> Csr<f32> {
             }
         }
     }
-    let mut row_offsets = Vec::with_capacity(n + 1);
-    row_offsets.push(0);
-    let (mut col_indices, mut values) = (Vec::new(), Vec::new());
+    let mut square = Square::new(n, 0);
     for row in &mut rows {
-        row.sort_unstable_by_key(|&(c, _)| c);
-        col_indices.extend(row.iter().map(|&(c, _)| c));
-        values.extend(row.iter().map(|&(_, w)| w));
-        row_offsets.push(col_indices.len());
+        square.push(row);
     }
-    Csr {
-        num_rows: n,
-        num_cols: n,
-        row_offsets,
-        col_indices,
-        values,
+    square.finish()
+}
+
+/// A square matrix built row by row from (column, value) pairs.
+struct Square {
+    n: usize,
+    row_offsets: Vec<usize>,
+    col_indices: Vec<u32>,
+    values: Vec<f32>,
+}
+
+impl Square {
+    /// Room for `n` rows and `atoms` entries.
+    fn new(n: usize, atoms: usize) -> Square {
+        let mut row_offsets = Vec::with_capacity(n + 1);
+        row_offsets.push(0);
+        Square {
+            n,
+            row_offsets,
+            col_indices: Vec::with_capacity(atoms),
+            values: Vec::with_capacity(atoms),
+        }
+    }
+
+    /// Appends `row`, sorted by column here.
+    fn push(&mut self, row: &mut [(u32, f32)]) {
+        row.sort_unstable_by_key(|&(c, _)| c);
+        self.col_indices.extend(row.iter().map(|&(c, _)| c));
+        self.values.extend(row.iter().map(|&(_, v)| v));
+        self.row_offsets.push(self.col_indices.len());
+    }
+
+    fn finish(self) -> Csr<f32> {
+        Csr {
+            num_rows: self.n,
+            num_cols: self.n,
+            row_offsets: self.row_offsets,
+            col_indices: self.col_indices,
+            values: self.values,
+        }
     }
 }
 
@@ -359,10 +388,7 @@ fn relabel_by(a: &Csr<f32>, p: &[u32]) -> Csr<f32> {
     for (old, &new) in p.iter().enumerate() {
         old_of[new as usize] = old;
     }
-    let mut row_offsets = Vec::with_capacity(n + 1);
-    row_offsets.push(0);
-    let mut col_indices = Vec::with_capacity(a.col_indices.len());
-    let mut values = Vec::with_capacity(a.values.len());
+    let mut square = Square::new(n, a.col_indices.len());
     let mut row: Vec<(u32, f32)> = Vec::new();
     for &old in &old_of {
         let (lo, hi) = (a.row_offsets[old], a.row_offsets[old + 1]);
@@ -373,18 +399,9 @@ fn relabel_by(a: &Csr<f32>, p: &[u32]) -> Csr<f32> {
                 .zip(&a.values[lo..hi])
                 .map(|(&c, &v)| (p[c as usize], v)),
         );
-        row.sort_unstable_by_key(|&(c, _)| c);
-        col_indices.extend(row.iter().map(|&(c, _)| c));
-        values.extend(row.iter().map(|&(_, v)| v));
-        row_offsets.push(col_indices.len());
+        square.push(&mut row);
     }
-    Csr {
-        num_rows: n,
-        num_cols: n,
-        row_offsets,
-        col_indices,
-        values,
-    }
+    square.finish()
 }
 
 /// The 7-point Laplacian stencil on an n³ grid (values random, structure exact).
