@@ -3,7 +3,8 @@
 //! set runs every candidate and keeps the cheapest (checked against each schedule launched by
 //! name), later launches reuse it, a new tile set tunes again, a tuning file carries the choice
 //! to another device and to another process and survives garbage, kernels that write through `&mut` slices
-//! or push to queues are tuned on scratch copies and leave exactly one launch's result. The `gpu_*` twin (ignored without a
+//! or push to queues are tuned on scratch copies and leave exactly one launch's result; over a
+//! frontier the rule picks from the frontier's tiles. The `gpu_*` twin (ignored without a
 //! GPU; `scripts/gpu-run.sh` runs it) tunes by CUDA-event time.
 
 mod common;
@@ -80,6 +81,95 @@ fn the_first_launch_measures_every_schedule_and_keeps_the_cheapest() {
             matches!(third.picked, Picked::Tuned(_)),
             "{:?}",
             third.picked
+        );
+    }
+}
+
+/// The sum of each frontier row's values: `auto` over a frontier.
+#[load_balanced(schedule = "auto", tiles = "frontier", reduce = "sum", output = "y")]
+fn frontier_sums(a: &Csr<f32>, frontier: &[u32], #[atom] nz: usize) -> f32 {
+    a.values[nz]
+}
+
+/// Over a frontier, `auto` picks from the frontier's tiles, not the whole graph's, even with
+/// tuning on (a frontier launch is not tuned), and so does `launch_unchecked`: on a graph with
+/// one hub row of 50 000 atoms among 20 000 rows of 2, whose statistics say `merge_path`, a
+/// frontier of short rows runs `thread_mapped` and one holding the hub `merge_path`; every
+/// frontier row's sum matches the host's in f64. Inside a graph capture, where nothing can be
+/// waited for, the whole graph's pick runs, and the replay sums right.
+#[test]
+fn auto_over_a_frontier_picks_from_the_frontiers_tiles() {
+    let dev = Device::simulator();
+    dev.set_tuning(Tuning::Tune);
+    dev.set_tuning_file(None);
+    let s = seed();
+    let (n, m) = (20_000, 60_000);
+    let mut row_offsets = vec![0usize];
+    let mut col_indices: Vec<u32> = (0..50_000).collect();
+    row_offsets.push(col_indices.len());
+    for r in 1..n {
+        let c = (r * 2 + s as usize % 7) % (m - 1);
+        col_indices.extend([c as u32, c as u32 + 1]);
+        row_offsets.push(col_indices.len());
+    }
+    let values = random_vec(col_indices.len(), s);
+    let a = Csr::new(n, m, row_offsets, col_indices, values).unwrap();
+    let da = DeviceCsr::upload(&dev, &a).unwrap();
+    assert_eq!(
+        lb::choose_schedule(frontier_sums::SCHEDULES, da.stats(), 1),
+        Schedule::MergePath
+    );
+    for (frontier, expect) in [
+        ((1..700u32).collect::<Vec<_>>(), Schedule::ThreadMapped),
+        ((0..700u32).rev().collect::<Vec<_>>(), Schedule::MergePath),
+    ] {
+        let df = dev.upload(&frontier).unwrap();
+        let mut dy = dev.zeros::<f32>(n).unwrap();
+        let l = frontier_sums::launch(&dev, &da, &df, &mut dy).unwrap();
+        assert_eq!(l.schedule, expect.name());
+        assert_eq!(l.picked, Picked::Rule);
+        // SAFETY: every frontier entry is a row of `a`.
+        let u = unsafe { frontier_sums::launch_unchecked(&dev, &da, &df, &mut dy) }.unwrap();
+        assert_eq!(u.schedule, expect.name());
+        let y = dy.download().unwrap();
+        for &r in &frontier {
+            let r = r as usize;
+            let want: f64 = a.row(r).map(|e| f64::from(a.values[e])).sum();
+            let tol = 1e-4 * (1.0 + a.row(r).len() as f64).sqrt() * (1.0 + want.abs());
+            assert!(
+                (f64::from(y[r]) - want).abs() <= tol,
+                "row {r}: {} against {want}",
+                y[r]
+            );
+        }
+    }
+    // Inside a capture nothing can be waited for: the whole graph's pick, and the replay's sums
+    // are right.
+    let short: Vec<u32> = (1..700).collect();
+    let df = dev.upload(&short).unwrap();
+    let mut dy = dev.zeros::<f32>(n).unwrap();
+    let stream = dev.new_stream().unwrap();
+    frontier_sums::launch_with_async(&stream, Schedule::MergePath, &da, &df, &mut dy)
+        .unwrap()
+        .wait()
+        .unwrap();
+    dev.fill(&mut dy, 0.0).unwrap();
+    stream.wait_for(&dev.stream()).unwrap();
+    stream.begin_capture().unwrap();
+    let pending = frontier_sums::launch_async(&stream, &da, &df, &mut dy).unwrap();
+    assert_eq!(pending.launch().schedule, Schedule::MergePath.name());
+    drop(pending);
+    let graph = stream.end_capture().unwrap();
+    // SAFETY: `da`, `df` and `dy` outlive the replay, which is synchronized here.
+    unsafe { graph.launch() }.unwrap();
+    stream.synchronize().unwrap();
+    let y = dy.download().unwrap();
+    for &r in &short {
+        let r = r as usize;
+        let want: f64 = a.row(r).map(|e| f64::from(a.values[e])).sum();
+        assert!(
+            (f64::from(y[r]) - want).abs() <= 1e-4 * (1.0 + want.abs()),
+            "replayed row {r}"
         );
     }
 }

@@ -898,17 +898,68 @@ fn launchers(
         }
         None => quote!(1u64),
     };
-    let choose =
-        quote!(::lb::__private::choose_schedule(self::SCHEDULES, #tile_set.stats(), #lane_count));
+    // Over a frontier the statistics are the frontier's tiles' (lb_runtime::frontier_schedule).
+    let choose = match sig.tiles {
+        Some(i) => {
+            let f = &sig.params[i].ident;
+            quote!(::lb::__private::frontier_schedule(
+                &dev.stream(),
+                ::lb::__private::DeviceTileSet::tiles(#tile_set),
+                #f,
+                self::SCHEDULES,
+                #lane_count,
+            )?)
+        }
+        None => quote!(::lb::__private::choose_schedule(
+            self::SCHEDULES,
+            #tile_set.stats(),
+            #lane_count
+        )),
+    };
     // Candidate runs of a tuning launch must leave what one launch leaves: a reduce kernel
     // overwrites its whole output at each run, and each `&mut` slice and queue (and an output
     // whose old value the epilogue reads) is replaced by a scratch copy of it for the
-    // candidates, so that only the chosen schedule's launch writes the caller's buffers. A
-    // frontier launch is not the tile set's own problem: it keeps the heuristic.
-    let tunable = sig.tiles.is_none();
+    // candidates, so that only the chosen schedule's launch writes the caller's buffers.
+    let fn_name = func.sig.ident.to_string();
     let scratch = scratch_args(sig, reads_old);
     let (scratch_slots, scratch_copies, candidate_names) = scratch;
-    let fn_name = func.sig.ident.to_string();
+    // A frontier launch is not tuned: the rule picks from the frontier's statistics, which the
+    // device measures when they could change its pick.
+    let pick = match sig.tiles {
+        Some(i) => {
+            let f = &sig.params[i].ident;
+            quote! {
+                let __lb_schedule = ::lb::__private::frontier_schedule(
+                    stream,
+                    ::lb::__private::DeviceTileSet::tiles(#tile_set),
+                    #f,
+                    self::SCHEDULES,
+                    #lane_count,
+                )?;
+                let __lb_picked = ::lb::__private::Picked::Rule;
+            }
+        }
+        None => quote! {
+            #(#scratch_slots)*
+            let __lb_kernel = ::lb::__private::AutoKernel {
+                name: #fn_name,
+                ptx: self::PTX,
+                schedules: self::SCHEDULES,
+                tunable: true,
+            };
+            let (__lb_schedule, __lb_picked) = ::lb::__private::pick_schedule(
+                stream,
+                &__lb_kernel,
+                #tile_set.stats(),
+                ::lb::__private::DeviceTileSet::temp_cache(#tile_set),
+                #lane_count,
+                &mut |__lb_st, __lb_s| {
+                    #(#scratch_copies)*
+                    self::__lb_run(__lb_st, __lb_s, false, ::lb::__private::Submit::Timed, #(#candidate_names),*)
+                },
+            )?;
+        },
+    };
     let safe_doc = tested.safe_doc();
     let safety_doc = tested.safety_doc();
     let run = run_fn(func, sig, g);
@@ -919,8 +970,9 @@ fn launchers(
     quote! {
         /// Runs the kernels of the schedule among `SCHEDULES` that the device's tuning picks for
         /// the tile set (`Launch::picked` says how): measured at the first launch on a tile set
-        /// when the kernel can be tuned and tuning is on, else `lb::heuristic`'s choice; see
-        /// `launch_with` for what is checked.
+        /// when the kernel can be tuned and tuning is on, else `lb::heuristic`'s choice; over a
+        /// frontier, the heuristic's choice for the frontier's tiles (`lb::frontier_schedule`,
+        /// which may wait for the GPU to measure them); see `launch_with` for what is checked.
         pub fn launch(dev: &::lb::__private::Device, #(#params),*) -> ::lb::__private::Result<::lb::__private::Launch> {
             let __lb_stream = dev.stream();
             self::__lb_auto(&__lb_stream, ::lb::__private::Submit::Timed, #(#names),*)?.wait()
@@ -936,24 +988,7 @@ fn launchers(
 
         /// `launch`'s schedule choice, then the launch.
         fn __lb_auto(stream: &::lb::__private::Stream, __lb_mode: ::lb::__private::Submit, #(#params),*) -> ::lb::__private::Result<::lb::__private::Pending> {
-            #(#scratch_slots)*
-            let __lb_kernel = ::lb::__private::AutoKernel {
-                name: #fn_name,
-                ptx: self::PTX,
-                schedules: self::SCHEDULES,
-                tunable: #tunable,
-            };
-            let (__lb_schedule, __lb_picked) = ::lb::__private::pick_schedule(
-                stream,
-                &__lb_kernel,
-                #tile_set.stats(),
-                ::lb::__private::DeviceTileSet::temp_cache(#tile_set),
-                #lane_count,
-                &mut |__lb_st, __lb_s| {
-                    #(#scratch_copies)*
-                    self::__lb_run(__lb_st, __lb_s, false, ::lb::__private::Submit::Timed, #(#candidate_names),*)
-                },
-            )?;
+            #pick
             let mut __lb_pending = self::__lb_run(stream, __lb_schedule, false, __lb_mode, #(#names),*)?;
             __lb_pending.set_picked(__lb_picked);
             ::core::result::Result::Ok(__lb_pending)

@@ -130,6 +130,80 @@ impl Rule {
     }
 }
 
+impl Rule {
+    /// Every schedule among `generated` that [`Rule::choose`] can pick for a frontier of `len`
+    /// entries over a tile set with statistics `whole`, whatever tiles the frontier holds, in
+    /// the order of `generated`. One schedule: the frontier's own statistics cannot
+    /// change the choice, so they need not be measured ([`crate::frontier_schedule`]).
+    ///
+    /// A frontier of `len` entries (tiles may repeat) holds `F` atoms, `len × whole.min_atoms ≤
+    /// F ≤ len × whole.max_atoms`, and its longest tile `M` lies in `max(⌈F / len⌉,
+    /// whole.min_atoms) ..= min(F, whole.max_atoms)`. The rule compares `F` and the mean `F / len` with thresholds and `M`
+    /// with `lane_chain_atoms` and with `heavy_imbalance × F / len`; between the `F` at which
+    /// any of those comparisons, or the order of `M`'s bounds and thresholds, changes, every
+    /// comparison holds the same, so the choices at those `F` (and one either side), each with
+    /// `M` at its bounds and at its thresholds (and one either side), are every choice there is.
+    pub fn frontier_picks(
+        &self,
+        generated: &[Schedule],
+        whole: &TileStats,
+        len: u64,
+        lanes: u64,
+    ) -> Vec<Schedule> {
+        let pick = |atoms: u64, max: u64| {
+            self.choose(
+                generated,
+                &TileStats::new(len, whole.cols, atoms, max),
+                lanes,
+            )
+        };
+        if len == 0 {
+            return pick(0, 0).into_iter().collect();
+        }
+        let longest = whole.max_atoms;
+        let shortest = whole.min_atoms.min(longest);
+        let least = len.saturating_mul(shortest);
+        let most = len.saturating_mul(longest);
+        let per_entry = |mean: f64| (mean * len as f64).ceil() as u64;
+        let heavy = self.heavy_imbalance;
+        let chain = self.lane_chain_atoms;
+        let thresholds = [
+            self.small_atoms,
+            per_entry(self.block_mean_atoms),
+            per_entry(self.warp_mean_atoms),
+            per_entry(self.narrow_mean_atoms),
+            longest,
+            ((longest as f64) * len as f64 / heavy) as u64,
+            chain,
+            chain.saturating_mul(len),
+            ((chain as f64) * len as f64 / heavy) as u64,
+        ];
+        let mut atoms: Vec<u64> = vec![least, least.saturating_add(1), most];
+        for t in thresholds {
+            atoms.extend([t.saturating_sub(1), t, t.saturating_add(1)]);
+        }
+        let mut picks: Vec<Schedule> = Vec::new();
+        for f in atoms.into_iter().filter(|f| (least..=most).contains(f)) {
+            let lo = f.div_ceil(len).max(shortest);
+            let hi = f.min(longest);
+            let heavy_at = ((heavy * f as f64) / len as f64).ceil() as u64;
+            let mut maxes = vec![lo, hi];
+            for t in [chain, heavy_at] {
+                maxes.extend([t.saturating_sub(1), t, t.saturating_add(1)]);
+            }
+            for m in maxes.into_iter().filter(|m| (lo..=hi).contains(m)) {
+                if let Some(s) = pick(f, m) {
+                    if !picks.contains(&s) {
+                        picks.push(s);
+                    }
+                }
+            }
+        }
+        picks.sort_by_key(|s| generated.iter().position(|g| g == s));
+        picks
+    }
+}
+
 /// [`DEFAULT_RULE`]'s pick among `generated` (what the generated `launch` of a function with
 /// several schedules calls). Falls back to `ThreadMapped` for an empty list, which
 /// `launch_with` then reports as not generated.
@@ -278,5 +352,96 @@ mod tests {
             choose_schedule(&none_preferred, &power, 1),
             Schedule::DynamicVirtualWarps
         );
+    }
+
+    /// Whatever tiles a frontier holds, the rule's choice from its statistics is one of
+    /// `frontier_picks`: random tile sets, frontier lengths and lane counts, each with random
+    /// feasible frontiers (atoms up to `len ×` the longest tile, the frontier's longest tile
+    /// between the mean and the tile set's longest), many at the thresholds' edges.
+    #[test]
+    fn every_frontier_picks_one_of_the_frontier_picks() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x17);
+        let generated: &[Schedule] = Schedule::ALL;
+        for _ in 0..3_000 {
+            let longest = match rng.random_range(0..4) {
+                0 => rng.random_range(0..4),
+                1 => rng.random_range(0..64),
+                2 => rng.random_range(0..5_000),
+                _ => rng.random_range(0..3_000_000),
+            };
+            let cols = if rng.random_bool(0.2) {
+                rng.random_range(1..600)
+            } else {
+                1 << 20
+            };
+            let mut whole = TileStats::new(1 << 20, cols, 1 << 24, longest);
+            whole.min_atoms = if rng.random_bool(0.5) {
+                0
+            } else {
+                rng.random_range(0..=longest)
+            };
+            let shortest = whole.min_atoms;
+            let len = match rng.random_range(0..3) {
+                0 => rng.random_range(1..40),
+                1 => rng.random_range(1..2_000),
+                _ => rng.random_range(1..2_000_000),
+            };
+            let lanes = [1, 4, 8, 32, 128][rng.random_range(0..5)];
+            let picks = DEFAULT_RULE.frontier_picks(generated, &whole, len, lanes);
+            assert!(!picks.is_empty());
+            let (least, most) = (len * shortest, len * longest);
+            for _ in 0..40 {
+                let atoms = match rng.random_range(0..3) {
+                    0 => rng.random_range(least..=most),
+                    1 => rng.random_range(least..=most.min(least + 20_000)),
+                    _ => {
+                        least
+                            + (rng.random_range(0.0..300.0) * len as f64) as u64
+                                % (most - least + 1)
+                    }
+                };
+                let (lo, hi) = (atoms.div_ceil(len).max(shortest), atoms.min(longest));
+                if lo > hi {
+                    continue;
+                }
+                for max in [lo, hi, rng.random_range(lo..=hi)] {
+                    let stats = TileStats::new(len, cols, atoms, max);
+                    let s = choose_schedule(generated, &stats, lanes);
+                    assert!(
+                        picks.contains(&s),
+                        "{s:?} for {atoms} atoms, longest {max}, {len} entries, {lanes} lanes \
+                         (longest tile {longest}, {cols} columns) is not in {picks:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A frontier over a tile set whose tiles all hold 1 to 4 atoms cannot be heavy-tailed: one
+    /// pick; with empty tiles it can (a few atoms among many empty entries), and over a tile set
+    /// with a hub a frontier can be either.
+    #[test]
+    fn frontier_picks_are_one_on_short_tiles_and_several_with_a_hub() {
+        let mut road = TileStats::new(1_000_000, 1_000_000, 2_500_000, 4);
+        road.min_atoms = 1;
+        assert_eq!(
+            DEFAULT_RULE.frontier_picks(Schedule::ALL, &road, 5_000, 1),
+            vec![Schedule::ThreadMapped]
+        );
+        road.min_atoms = 0;
+        assert!(
+            DEFAULT_RULE
+                .frontier_picks(Schedule::ALL, &road, 5_000, 1)
+                .len()
+                > 1
+        );
+        let hub = TileStats::new(6_500_000, 6_500_000, 52_000_000, 1_000_000);
+        let picks = DEFAULT_RULE.frontier_picks(Schedule::ALL, &hub, 5_000, 1);
+        assert!(picks.contains(&Schedule::MergePath), "{picks:?}");
+        assert!(picks.contains(&Schedule::ThreadMapped), "{picks:?}");
+        assert!(picks.len() > 1);
+        let empty = DEFAULT_RULE.frontier_picks(Schedule::ALL, &hub, 0, 1);
+        assert_eq!(empty.len(), 1);
     }
 }

@@ -15,6 +15,7 @@ mod cuda;
 mod device;
 mod error;
 mod formats;
+mod frontier;
 pub mod generate;
 pub mod heuristic;
 mod host;
@@ -42,6 +43,7 @@ pub use cudarc;
 pub use device::{Device, Transferred};
 pub use error::{Error, Result};
 pub use formats::{Csr, DeviceCsr, DeviceOffsets, TileSet};
+pub use frontier::frontier_schedule;
 /// The 16-bit float types of the `half` crate, which device buffers and kernels take as
 /// storage for f32 arithmetic ([`HalfElement`]).
 pub use half;

@@ -15,6 +15,8 @@ pub struct TileStats {
     pub max_atoms: u64,
     /// Standard deviation of the atoms per tile (0 when unknown: built by [`TileStats::new`]).
     pub std_atoms: f64,
+    /// Atoms in the shortest tile (0 when unknown: built by [`TileStats::new`]).
+    pub min_atoms: u64,
 }
 
 impl TileStats {
@@ -36,6 +38,7 @@ impl TileStats {
                 .sum::<f64>()
                 / tiles as f64;
             stats.std_atoms = variance.sqrt();
+            stats.min_atoms = lengths().min().unwrap_or(0);
         }
         stats
     }
@@ -54,6 +57,7 @@ impl TileStats {
             mean_atoms,
             max_atoms,
             std_atoms: 0.0,
+            min_atoms: 0,
         }
     }
 

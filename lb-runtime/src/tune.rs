@@ -11,7 +11,8 @@
 //! winner's run last), and its `&mut` slices and queues, and an output whose old value its
 //! epilogue reads, are replaced by scratch copies for the candidates ([`scratch_copy`],
 //! [`DeviceQueue::scratch_of`](crate::DeviceQueue::scratch_of)), so that only the winner's launch
-//! adds into them or pushes to them. A frontier launch keeps the heuristic (`Picked::Rule`).
+//! adds into them or pushes to them. A frontier launch keeps the heuristic (`Picked::Rule`), on
+//! the frontier's own statistics ([`crate::frontier_schedule`]).
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
