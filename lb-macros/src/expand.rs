@@ -898,24 +898,27 @@ fn launchers(
         }
         None => quote!(1u64),
     };
-    // Over a frontier the statistics are the frontier's tiles' (lb_runtime::frontier_schedule).
-    let choose = match sig.tiles {
-        Some(i) => {
+    // Over a frontier the rule reads the frontier's tiles, measured on the device when they
+    // could change its pick (lb_runtime::frontier_schedule); such a launch is not tuned.
+    let frontier_pick = |stream: TokenStream| {
+        sig.tiles.map(|i| {
             let f = &sig.params[i].ident;
             quote!(::lb::__private::frontier_schedule(
-                &dev.stream(),
+                #stream,
                 ::lb::__private::DeviceTileSet::tiles(#tile_set),
                 #f,
                 self::SCHEDULES,
                 #lane_count,
             )?)
-        }
-        None => quote!(::lb::__private::choose_schedule(
+        })
+    };
+    let choose = frontier_pick(quote!(&dev.stream())).unwrap_or_else(|| {
+        quote!(::lb::__private::choose_schedule(
             self::SCHEDULES,
             #tile_set.stats(),
             #lane_count
-        )),
-    };
+        ))
+    });
     // Candidate runs of a tuning launch must leave what one launch leaves: a reduce kernel
     // overwrites its whole output at each run, and each `&mut` slice and queue (and an output
     // whose old value the epilogue reads) is replaced by a scratch copy of it for the
@@ -923,29 +926,17 @@ fn launchers(
     let fn_name = func.sig.ident.to_string();
     let scratch = scratch_args(sig, reads_old);
     let (scratch_slots, scratch_copies, candidate_names) = scratch;
-    // A frontier launch is not tuned: the rule picks from the frontier's statistics, which the
-    // device measures when they could change its pick.
-    let pick = match sig.tiles {
-        Some(i) => {
-            let f = &sig.params[i].ident;
-            quote! {
-                let __lb_schedule = ::lb::__private::frontier_schedule(
-                    stream,
-                    ::lb::__private::DeviceTileSet::tiles(#tile_set),
-                    #f,
-                    self::SCHEDULES,
-                    #lane_count,
-                )?;
-                let __lb_picked = ::lb::__private::Picked::Rule;
-            }
-        }
+    let pick = match frontier_pick(quote!(stream)) {
+        Some(frontier) => quote! {
+            let __lb_schedule = #frontier;
+            let __lb_picked = ::lb::__private::Picked::Rule;
+        },
         None => quote! {
             #(#scratch_slots)*
             let __lb_kernel = ::lb::__private::AutoKernel {
                 name: #fn_name,
                 ptx: self::PTX,
                 schedules: self::SCHEDULES,
-                tunable: true,
             };
             let (__lb_schedule, __lb_picked) = ::lb::__private::pick_schedule(
                 stream,

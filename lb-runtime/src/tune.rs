@@ -69,8 +69,6 @@ pub struct AutoKernel {
     /// processes).
     pub ptx: &'static str,
     pub schedules: &'static [Schedule],
-    /// Every candidate run leaves the same result (see the module documentation).
-    pub tunable: bool,
 }
 
 /// The buffer a tuning launch's candidate writes instead of `src`, one of the kernel's `&mut`
@@ -534,7 +532,7 @@ pub fn pick_schedule(
     let rule = choose_schedule(k.schedules, stats, lanes);
     let dev = stream.device();
     let cfg = dev.tune_config();
-    if k.schedules.len() < 2 || !k.tunable || lock(cfg).mode == Tuning::Rule {
+    if k.schedules.len() < 2 || lock(cfg).mode == Tuning::Rule {
         return Ok((rule, Picked::Rule));
     }
     let mem_key = (k.ptx.as_ptr() as usize, k.ptx.len(), lanes);
@@ -597,7 +595,6 @@ mod tests {
             name: "k",
             ptx: "// k",
             schedules: &[Schedule::ThreadMapped, Schedule::MergePath],
-            tunable: true,
         };
         let stats = TileStats::new(100, 100, 1_000, 20);
         let cache = TempCache::default();
