@@ -25,15 +25,12 @@ use lb_ptx::plan::OffsetWidth;
 use lb_ptx::Schedule;
 
 use crate::buffer::DeviceBuffer;
-use crate::device::Backend;
+use crate::builtin;
 use crate::error::{Error, Result};
 use crate::heuristic::DEFAULT_RULE;
 use crate::stats::TileStats;
 use crate::stream::Stream;
 use crate::tiles::DeviceTiles;
-
-/// Threads per block.
-const BLOCK: u32 = 256;
 
 /// The module: one entry per offset width.
 static PTX: LazyLock<String> = LazyLock::new(ptx);
@@ -97,32 +94,14 @@ pub(crate) fn measure(
         out.device_addr(),
     ];
     stream.order_after_device()?;
-    match dev.backend() {
-        Backend::Gpu(gpu) => {
-            let module = gpu.module(&PTX)?;
-            let f = module.function(entry, 0)?;
-            let Some(cuda) = stream.cudarc() else {
-                return Err(Error::DeviceMismatch {
-                    what: "a GPU stream without a CUDA stream".into(),
-                });
-            };
-            // The offsets hold `tiles + 1` entries of the entry's width and the frontier `len`
-            // u32 entries, both on this device (checked above); the kernel reads an offset pair
-            // only for an entry below `tiles`, reads `len` entries, and writes the two u64 of
-            // `out`, zeroed on this stream before the launch.
-            module.launch(f, cuda, grid(len, gpu.sm_count * 4), BLOCK, 0, &mut params)?;
-            cuda.synchronize()
-                .map_err(|e| Error::cuda("measuring a frontier's tiles", e))?;
-        }
-        Backend::Sim(sim) => {
-            let module = sim.module(&PTX)?;
-            let cfg = lb_ptx::sim::LaunchConfig {
-                grid: grid(len, crate::device::SIM_LIMITS.sm_count),
-                block: BLOCK,
-                dynamic_shared: 0,
-            };
-            lb_ptx::sim::launch(&module, entry, cfg, &params, &mut sim.memory())?;
-        }
+    // The offsets hold `tiles + 1` entries of the entry's width and the frontier `len` u32
+    // entries, both on this device (checked above); the kernel reads an offset pair only for an
+    // entry below `tiles`, reads `len` entries, and writes the two u64 of `out`, zeroed on this
+    // stream before the launch.
+    builtin::launch(stream, &PTX, entry, len, &mut params)?;
+    if let Some(cuda) = stream.cudarc() {
+        cuda.synchronize()
+            .map_err(|e| Error::cuda("measuring a frontier's tiles", e))?;
     }
     match dev.download(&out)?[..] {
         [atoms, longest] => Ok((atoms, longest)),
@@ -130,13 +109,6 @@ pub(crate) fn measure(
             "a frontier's statistics came back short".into(),
         )),
     }
-}
-
-/// Blocks for `len` entries, at most `max_blocks` (the grid then strides).
-fn grid(len: usize, max_blocks: u32) -> u32 {
-    u32::try_from((len as u64).div_ceil(u64::from(BLOCK)))
-        .unwrap_or(u32::MAX)
-        .clamp(1, max_blocks.max(1))
 }
 
 /// The module's text. Registers: `%rd0`–`%rd4` the parameters, `%rd5` the entry, `%rd7` the

@@ -8,6 +8,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod buffer;
+mod builtin;
 mod cache;
 mod coo;
 mod csc;

@@ -13,12 +13,9 @@ use std::sync::LazyLock;
 use lb_ptx::body::{Reduce, Ty};
 
 use crate::buffer::{DeviceBuffer, Element};
-use crate::device::Backend;
+use crate::builtin;
 use crate::error::{Error, Result};
 use crate::stream::Stream;
-
-/// Threads per block.
-pub(crate) const BLOCK: u32 = 256;
 
 /// The module, every entry `(dst, src, n)`.
 pub(crate) static PTX: LazyLock<String> = LazyLock::new(ptx);
@@ -47,13 +44,6 @@ pub(crate) fn entry(ty: Option<Ty>, op: Reduce) -> Option<String> {
     Some(format!("lb_combine_{name}_{verb}"))
 }
 
-/// Blocks for `n` elements, at most `max_blocks` (the grid then strides).
-pub(crate) fn grid(n: usize, max_blocks: u32) -> u32 {
-    u32::try_from((n as u64).div_ceil(u64::from(BLOCK)))
-        .unwrap_or(u32::MAX)
-        .clamp(1, max_blocks.max(1))
-}
-
 /// Enqueues `dst[i] = dst[i] op src[i]` for every element of `dst` on `stream` (run at once on
 /// the simulator). Both buffers are on the stream's device and equally long, and `U` has an
 /// entry ([`entry`]); the caller checked.
@@ -80,33 +70,15 @@ pub(crate) fn combine_into<U: Element>(
         return Ok(());
     }
     let mut params = [dst.device_addr(), src.device_addr(), n as u64];
-    match stream.device().backend() {
-        Backend::Gpu(gpu) => {
-            let module = gpu.module(&PTX)?;
-            let f = module.function(&name, 0)?;
-            let Some(cuda) = stream.cudarc() else {
-                return Err(Error::DeviceMismatch {
-                    what: "a GPU stream without a CUDA stream".into(),
-                });
-            };
-            // Both buffers hold `n` elements of the entry's type on this device (checked
-            // above); the kernel reads and writes `n` elements of each and takes the three
-            // parameters given. The caller orders the launch after the kernels that wrote both
-            // and before what reads `dst` next (the same stream).
-            module.launch(f, cuda, grid(n, gpu.sm_count * 4), BLOCK, 0, &mut params)?;
-            stream.order_device_after()
-        }
-        Backend::Sim(sim) => {
-            let module = sim.module(&PTX)?;
-            let cfg = lb_ptx::sim::LaunchConfig {
-                grid: grid(n, crate::device::SIM_LIMITS.sm_count),
-                block: BLOCK,
-                dynamic_shared: 0,
-            };
-            lb_ptx::sim::launch(&module, &name, cfg, &params, &mut sim.memory())?;
-            Ok(())
-        }
+    // Both buffers hold `n` elements of the entry's type on this device (checked above); the
+    // kernel reads and writes `n` elements of each and takes the three parameters given. The
+    // caller orders the launch after the kernels that wrote both and before what reads `dst`
+    // next (the same stream).
+    builtin::launch(stream, &PTX, &name, n, &mut params)?;
+    if stream.cudarc().is_some() {
+        stream.order_device_after()?;
     }
+    Ok(())
 }
 
 /// The module's text. Registers: `%rd0` `dst`, `%rd1` `src`, `%rd2` `n`, `%rd3` the element,
@@ -184,8 +156,8 @@ mod tests {
                     mem.write(dst, &bytes(&a)).expect("write");
                     mem.write(src, &bytes(&b)).expect("write");
                     let cfg = LaunchConfig {
-                        grid: grid(n, 2),
-                        block: BLOCK,
+                        grid: crate::builtin::grid(n, 2),
+                        block: crate::builtin::BLOCK,
                         dynamic_shared: 0,
                     };
                     sim::launch(&module, &name, cfg, &[dst, src, n as u64], &mut mem)
@@ -240,13 +212,5 @@ mod tests {
     #[test]
     fn the_module_assembles() {
         lb_ptx::ptxas::assert_assembles("the combine kernels", &PTX);
-    }
-
-    #[test]
-    fn the_grid_covers_the_elements_up_to_its_cap() {
-        assert_eq!(grid(0, 132), 1);
-        assert_eq!(grid(256, 132), 1);
-        assert_eq!(grid(257, 132), 2);
-        assert_eq!(grid(1 << 30, 132), 132);
     }
 }
