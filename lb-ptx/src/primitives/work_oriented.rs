@@ -290,6 +290,10 @@ pub struct Frame {
     /// ([`may_stage_values`]): a share that stages its tile ends may then reserve room for the
     /// values in the same shared array ([`Share::values`]).
     pub stageable: Option<Ty>,
+    /// Whether staged values may start below the block's first atom ([`STAGING_ALIGN`]): the
+    /// body is pure and unchecked, so [`stage_values`] may evaluate it at atoms that are not
+    /// the block's and throw their values away.
+    pub aligns_staging: bool,
     /// With [`FrontierGrid::Strided`], the rounds the main kernel's blocks stride over; `cta`
     /// and `lane` are set at the head of each ([`BlockStride::begin`]).
     pub stride: Option<BlockStride>,
@@ -578,6 +582,7 @@ pub(crate) fn frame(
         lane,
         stride: None,
         stageable: stageable(body, frontier),
+        aligns_staging: stageable(body, frontier).is_some() && body.is_pure() && !opts.checked,
     })
 }
 
@@ -634,6 +639,7 @@ fn strided_frame(
         lane,
         stride: Some(BlockStride { index, total }),
         stageable: None,
+        aligns_staging: false,
     }
 }
 
@@ -941,6 +947,17 @@ impl Gathered {
 
 /// The shared array of [`stage_values`].
 const STAGED_VALUES: &str = "lb_staged_values";
+
+/// Atoms a warp's staging loads are aligned to, where the share allows it
+/// ([`Frame::aligns_staging`]): 32 four-byte indices or values, one 128-byte line. A block's
+/// atoms start anywhere, so a warp reading 32 consecutive atoms from the block's first one
+/// touches two lines of each array, and the L2 serves a request per line: on the large power
+/// law (H200) `merge_path` made 56.7 M L2 read requests where cuSPARSE made 54.1 M and the
+/// gather floor 53.9 M, for the same sectors within 1.5%, and with the L2's throughput at 96%
+/// the extra requests were its 5% (docs/benchmarks.md, forty-eighth session). Staging from the
+/// first atom rounded down to this many costs a block up to `STAGING_ALIGN - 1` values it
+/// throws away, in lines it reads anyway.
+pub const STAGING_ALIGN: u64 = 32;
 
 /// Whether the main kernel evaluates the body in a coalesced pass first: a reducing body that
 /// needs neither its tile nor its rank (so an atom's value does not depend on where the merge

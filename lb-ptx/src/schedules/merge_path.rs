@@ -33,6 +33,8 @@ use crate::{GenError, IndexWidth, Options};
 pub struct MergePath;
 
 const TILE_ENDS: &str = "lb_tile_ends";
+/// Slots the staged values may start below the block's first atom.
+const ALIGN_SLOTS: u32 = work_oriented::STAGING_ALIGN as u32;
 const BOUNDS_TEMP: &str = "merge_bounds";
 /// Static shared memory every target offers a block.
 const SHARED_LIMIT: u32 = 48 * 1024;
@@ -117,7 +119,9 @@ fn staged_bytes(body: &Body, opts: &Options, items: u32) -> u64 {
         _ => (width, 0),
     };
     let scan = body.reduce.map_or(0, |(ty, _)| u64::from(ty.size()) + 4);
+    let aligned = if pad > 0 { u64::from(ALIGN_SLOTS) * slot } else { 0 };
     u64::from(opts.block) * (u64::from(items) * slot + scan)
+        + aligned
         + pad
         + work_oriented::next_thread_bytes(opts.block)
 }
@@ -221,11 +225,13 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
         return frontier_share(b, f);
     }
     let w = f.w;
-    // With the values ahead of the ends: room for the ends' alignment after the values.
+    // With the values ahead of the ends: room for the ends' alignment after the values, and
+    // for the values of the atoms the aligned staging starts below the block's first.
     let (slot, pad) = f
         .stageable
         .map_or((w.size(), 0), |ty| (ty.size().max(w.size()), w.size()));
-    b.shared(TILE_ENDS, 8, (f.capacity as u32) * slot + pad);
+    let slots = f.capacity as u32 + if f.aligns_staging { ALIGN_SLOTS } else { 0 };
+    b.shared(TILE_ENDS, 8, slots * slot + pad);
 
     let start = b.bin(BinOp::Mul, Type::U64, f.cta, Operand::Imm(f.capacity));
     let d0 = b.bin(BinOp::Min, Type::U64, start, f.work);
@@ -240,6 +246,11 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
     // The block's atoms: its diagonals minus the tiles finished before them.
     let block_first = b.bin(BinOp::Sub, Type::U64, d0, i_start);
     let block_end = b.bin(BinOp::Sub, Type::U64, d1, i_end);
+    let block_first = if f.aligns_staging {
+        aligned_first(b, f, (block_first, block_end))
+    } else {
+        block_first
+    };
     let stage = b.mov(Type::U64, Operand::Symbol(TILE_ENDS.into()));
     let (base, values) = match f.stageable {
         Some(ty) => (
@@ -281,6 +292,23 @@ fn share(b: &mut KernelBuilder, f: &Frame) -> Share {
         block_atoms: Some((block_first, block_end)),
         values,
     }
+}
+
+/// Where the block's staged values start: its first atom rounded down to
+/// [`work_oriented::STAGING_ALIGN`], so that every warp's loads of the atoms' indices and values
+/// each read one line, unless the rounds of the staging pass (`capacity` atoms from there) would
+/// then not reach the block's last atom (a block of long rows, whose few tiles leave it nearly
+/// `capacity` atoms): then its first atom. The same in every thread of the block.
+fn aligned_first(b: &mut KernelBuilder, f: &Frame, (first, end): (Reg, Reg)) -> Reg {
+    let down = b.bin(
+        BinOp::And,
+        Type::B64,
+        first,
+        Operand::Imm(!(work_oriented::STAGING_ALIGN as i64 - 1)),
+    );
+    let span = b.bin(BinOp::Sub, Type::U64, end, down);
+    let fits = b.setp(Cmp::Le, Type::U64, span, Operand::Imm(f.capacity));
+    b.selp(Type::U64, down, first, fits)
 }
 
 /// Where the tile ends go when the block's values are staged ahead of them in the same array:
