@@ -10,7 +10,7 @@ mod graphs;
 use graphs::{check_traffic, nasty_graph};
 use lb::algorithms::{
     bfs, bfs_levels, bfs_unchecked, bfs_with_capacity, dijkstra, schedules, sssp, sssp_unchecked,
-    sssp_with_capacity,
+    sssp_with_capacity, Choice, Traversal,
 };
 use lb::prelude::*;
 use lb::Error;
@@ -43,7 +43,10 @@ fn check(g: &Csr<f32>, source: usize, capacity: Option<usize>) {
     let dev = device();
     let dg = DeviceCsr::upload(&dev, g).unwrap();
     let (dist, depth) = (dijkstra(g, source), bfs_levels(g, source));
-    for &s in schedules() {
+    let choices = schedules().iter().map(|&s| Choice::from(s));
+    for s in choices.chain([Choice::Auto]) {
+        // `auto` may measure a frontier first: 16 more bytes in such a step.
+        let extra = if s == Choice::Auto { 16 } else { 0 };
         let (sp, bf) = match capacity {
             Some(c) => (
                 sssp_with_capacity(&dev, &dg, source, s, c).unwrap(),
@@ -72,8 +75,10 @@ fn check(g: &Csr<f32>, source: usize, capacity: Option<usize>) {
             "sssp {} relaxes every reachable edge at least once",
             s.name()
         );
-        check_traffic(&format!("sssp {}", s.name()), &sp.run, 16);
-        check_traffic(&format!("bfs {}", s.name()), &bf.run, 16);
+        check_traffic(&format!("sssp {}", s.name()), &sp.run, 16 + extra);
+        check_traffic(&format!("bfs {}", s.name()), &bf.run, 16 + extra);
+        check_schedules(s, &sp.run);
+        check_schedules(s, &bf.run);
         if capacity.is_none() {
             // Each vertex is pushed at most once per iteration: num_rows slots always suffice.
             assert_eq!((sp.run.retries, bf.run.retries), (0, 0), "{}", s.name());
@@ -84,8 +89,8 @@ fn check(g: &Csr<f32>, source: usize, capacity: Option<usize>) {
             assert_eq!(spu.dist, dist, "sssp_unchecked {}", s.name());
             assert_eq!(bfu.depth, depth, "bfs_unchecked {}", s.name());
             // No error flag to read: the counter alone.
-            check_traffic(&format!("sssp_unchecked {}", s.name()), &spu.run, 8);
-            check_traffic(&format!("bfs_unchecked {}", s.name()), &bfu.run, 8);
+            check_traffic(&format!("sssp_unchecked {}", s.name()), &spu.run, 8 + extra);
+            check_traffic(&format!("bfs_unchecked {}", s.name()), &bfu.run, 8 + extra);
         }
         if capacity == Some(1) && reached > 1 {
             assert!(
@@ -93,6 +98,29 @@ fn check(g: &Csr<f32>, source: usize, capacity: Option<usize>) {
                 "{}: a one-slot queue must overflow",
                 s.name()
             );
+        }
+    }
+}
+
+/// `run.schedules` accounts for every iteration that did not overflow: under a named schedule,
+/// that schedule alone; under `auto`, schedules the traversal kernel was generated for.
+fn check_schedules(choice: Choice, run: &Traversal) {
+    let counted: usize = run.schedules.iter().map(|(_, n)| n).sum();
+    assert!(
+        counted <= run.iterations && counted + run.retries >= run.iterations,
+        "{}: {:?} over {} iterations and {} refills",
+        choice.name(),
+        run.schedules,
+        run.iterations,
+        run.retries
+    );
+    for (name, _) in &run.schedules {
+        match choice {
+            Choice::Named(s) => assert_eq!(name, s.name()),
+            Choice::Auto => assert!(
+                schedules().iter().any(|s| s.name() == name),
+                "auto ran {name}"
+            ),
         }
     }
 }
@@ -201,5 +229,38 @@ proptest! {
         let g = random_graph(n, parts, degree, seed);
         let source = (seed as usize) % n;
         check(&g, source, None);
+    }
+}
+
+/// `auto` picks at every step from that step's frontier: on a graph of short rows with one hub
+/// of 50 000 edges, a search from a short row starts on short tiles (`thread_mapped`) and
+/// meets the hub later, where the rule leaves `thread_mapped` (the whole graph's statistics
+/// would have picked the hub's schedule for every step). Depths and distances match the
+/// references, and a step that measured its frontier moved at most 16 more bytes.
+#[test]
+fn auto_picks_per_step_from_the_frontier() {
+    let n = 60_000;
+    let mut triplets: Vec<(usize, usize, f32)> = (1..=50_000).map(|v| (0, v, 1.0)).collect();
+    for u in 1..n {
+        triplets.push((u, (u + 1) % n, 2.0));
+        triplets.push((u, (2 * u) % n, 3.0));
+    }
+    let g = Csr::from_triplets(n, n, triplets).unwrap();
+    let dev = device();
+    let dg = DeviceCsr::upload(&dev, &g).unwrap();
+    let source = 1;
+    let bf = bfs(&dev, &dg, source, Choice::Auto).unwrap();
+    assert_eq!(bf.depth, bfs_levels(&g, source));
+    let sp = sssp(&dev, &dg, source, Choice::Auto).unwrap();
+    assert_eq!(sp.dist, dijkstra(&g, source));
+    for (what, run) in [("bfs", &bf.run), ("sssp", &sp.run)] {
+        check_schedules(Choice::Auto, run);
+        check_traffic(what, run, 32);
+        let names: Vec<&str> = run.schedules.iter().map(|(s, _)| s.as_str()).collect();
+        assert!(
+            names.len() >= 2 && names[0] == Schedule::ThreadMapped.name(),
+            "{what}: auto ran {:?}",
+            run.schedules
+        );
     }
 }

@@ -99,7 +99,18 @@ fn frontier_sums(a: &Csr<f32>, frontier: &[u32], #[atom] nz: usize) -> f32 {
 /// waited for, the whole graph's pick runs, and the replay sums right.
 #[test]
 fn auto_over_a_frontier_picks_from_the_frontiers_tiles() {
-    let dev = Device::simulator();
+    frontier_picks(&Device::simulator());
+}
+
+/// The same on a GPU, where the frontier's statistics come from its own kernel and the
+/// capture is a CUDA graph's.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_auto_over_a_frontier_picks_from_the_frontiers_tiles() {
+    frontier_picks(&Device::cuda(0).expect("this test needs a CUDA GPU"));
+}
+
+fn frontier_picks(dev: &Device) {
     dev.set_tuning(Tuning::Tune);
     dev.set_tuning_file(None);
     let s = seed();
@@ -114,7 +125,7 @@ fn auto_over_a_frontier_picks_from_the_frontiers_tiles() {
     }
     let values = random_vec(col_indices.len(), s);
     let a = Csr::new(n, m, row_offsets, col_indices, values).unwrap();
-    let da = DeviceCsr::upload(&dev, &a).unwrap();
+    let da = DeviceCsr::upload(dev, &a).unwrap();
     assert_eq!(
         lb::choose_schedule(frontier_sums::SCHEDULES, da.stats(), 1),
         Schedule::MergePath
@@ -125,11 +136,11 @@ fn auto_over_a_frontier_picks_from_the_frontiers_tiles() {
     ] {
         let df = dev.upload(&frontier).unwrap();
         let mut dy = dev.zeros::<f32>(n).unwrap();
-        let l = frontier_sums::launch(&dev, &da, &df, &mut dy).unwrap();
+        let l = frontier_sums::launch(dev, &da, &df, &mut dy).unwrap();
         assert_eq!(l.schedule, expect.name());
         assert_eq!(l.picked, Picked::Rule);
         // SAFETY: every frontier entry is a row of `a`.
-        let u = unsafe { frontier_sums::launch_unchecked(&dev, &da, &df, &mut dy) }.unwrap();
+        let u = unsafe { frontier_sums::launch_unchecked(dev, &da, &df, &mut dy) }.unwrap();
         assert_eq!(u.schedule, expect.name());
         let y = dy.download().unwrap();
         for &r in &frontier {

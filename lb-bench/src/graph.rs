@@ -8,7 +8,7 @@
 use lb::algorithms::{
     bfs_direction_optimizing_into, bfs_into, bfs_levels, bfs_unchecked, components_union_find,
     connected_components, dijkstra, pagerank, pagerank_reference, schedules, sssp, sssp_near_far,
-    sssp_unchecked, BfsResult, Delta, Direction, DoBfsGraph, DoBfsLevel, DoBfsResult,
+    sssp_unchecked, BfsResult, Choice, Delta, Direction, DoBfsGraph, DoBfsLevel, DoBfsResult,
     PageRankGraph, PageRankOptions, Traversal,
 };
 use lb::prelude::*;
@@ -169,30 +169,37 @@ impl Reference {
         &self,
         dev: &Device,
         dg: &DeviceGraph,
-        (source, s, how): (usize, Schedule, Driver),
+        (source, choice, how): (usize, Choice, Driver),
         kept: &mut Kept,
     ) -> lb::Result<Outcome> {
         let g = &dg.g;
         let exact = |same: bool| if same { 0.0 } else { f64::INFINITY };
+        // `auto` at every step is SSSP's and BFS's device drivers' alone (`run_graph` asks no
+        // other op for it).
+        let named = || match choice {
+            Choice::Named(s) => Ok(s),
+            Choice::Auto => Err(lb::Error::Shape(
+                "lb-bench: `auto` per step runs SSSP and BFS only".into(),
+            )),
+        };
         let (run, error) = match self {
             Reference::Dist(want) => {
-                let run = match how {
-                    Driver::Device => sssp,
-                    Driver::Unchecked => sssp_unchecked,
-                    Driver::HostLoop => host_loop::sssp,
+                let r = match how {
+                    Driver::Device => sssp(dev, g, source, choice)?,
+                    Driver::Unchecked => sssp_unchecked(dev, g, source, choice)?,
+                    Driver::HostLoop => host_loop::sssp(dev, g, source, named()?)?,
                 };
-                let r = run(dev, g, source, s)?;
                 (r.run, dist_error(&r.dist, want))
             }
             Reference::NearFarDist(want) => {
                 let delta = Delta::Scaled(dg.delta_factor);
-                let r = sssp_near_far(dev, g, source, s, delta)?;
+                let r = sssp_near_far(dev, g, source, named()?, delta)?;
                 (r.run, dist_error(&r.dist, want))
             }
             Reference::Depth(want) => {
-                let run = match how {
+                let r = match how {
                     Driver::Device => {
-                        bfs_into(dev, g, source, s, &mut kept.bfs)?;
+                        bfs_into(dev, g, source, choice, &mut kept.bfs)?;
                         return Ok(Outcome {
                             run: kept.bfs.run.clone(),
                             error: exact(kept.bfs.depth == *want),
@@ -200,10 +207,9 @@ impl Reference {
                             levels: None,
                         });
                     }
-                    Driver::Unchecked => bfs_unchecked,
-                    Driver::HostLoop => host_loop::bfs,
+                    Driver::Unchecked => bfs_unchecked(dev, g, source, choice)?,
+                    Driver::HostLoop => host_loop::bfs(dev, g, source, named()?)?,
                 };
-                let r = run(dev, g, source, s)?;
                 (r.run, exact(&r.depth == want))
             }
             Reference::DirectionDepth(want) => {
@@ -212,7 +218,7 @@ impl Reference {
                     .as_ref()
                     .ok_or_else(|| missing("DO-BFS graph"))?;
                 let r = &mut kept.dobfs;
-                bfs_direction_optimizing_into(dev, directed, source, s, dg.direction, r)?;
+                bfs_direction_optimizing_into(dev, directed, source, named()?, dg.direction, r)?;
                 return Ok(Outcome {
                     run: r.run.clone(),
                     error: exact(r.depth == *want),
@@ -221,7 +227,7 @@ impl Reference {
                 });
             }
             Reference::Labels(want) => {
-                let r = connected_components(dev, g, s)?;
+                let r = connected_components(dev, g, named()?)?;
                 (r.run, exact(&r.labels == want))
             }
             Reference::Rank(want) => {
@@ -229,7 +235,7 @@ impl Reference {
                     .ranked
                     .as_ref()
                     .ok_or_else(|| missing("PageRank graph"))?;
-                let r = pagerank(dev, ranked, s, pagerank_options())?;
+                let r = pagerank(dev, ranked, named()?, pagerank_options())?;
                 let l1 = r
                     .rank
                     .iter()
@@ -335,6 +341,7 @@ pub fn run_graph(
         .iter()
         .filter(|s| wanted.is_empty() || wanted.contains(s))
     {
+        let s = Choice::Named(s);
         out.push(measure(
             cli,
             dev,
@@ -363,6 +370,31 @@ pub fn run_graph(
                 &references,
                 s,
                 Driver::HostLoop,
+                &base,
+            ));
+        }
+    }
+    // SSSP's and BFS's `auto` picks at every step from that step's frontier, as SpMV's row
+    // `auto` is always there.
+    if twins {
+        let auto = Choice::Auto;
+        out.push(measure(
+            cli,
+            dev,
+            &dg,
+            &references,
+            auto,
+            Driver::Device,
+            &base,
+        ));
+        if cli.unchecked {
+            out.push(measure(
+                cli,
+                dev,
+                &dg,
+                &references,
+                auto,
+                Driver::Unchecked,
                 &base,
             ));
         }
@@ -411,7 +443,7 @@ fn measure(
     dev: &Device,
     g: &DeviceGraph,
     references: &[(usize, Reference)],
-    s: Schedule,
+    s: Choice,
     how: Driver,
     base: &Record,
 ) -> Record {
@@ -435,6 +467,9 @@ fn measure(
             }
             Err(e) => return r.failed(format!("{from}: {e}")),
         };
+        if s == Choice::Auto && r.picked.is_none() {
+            r.picked = Some(picks(&first));
+        }
         t.iterations += first.iterations;
         t.edges += first.edges;
         t.error = t.error.max(error);
@@ -495,6 +530,16 @@ fn measure(
         r.gteps_wall = Some(t.edges as f64 / (t.wall_ms * 1e-3) / 1e9);
     }
     r
+}
+
+/// The schedules `auto` ran, with their steps: `thread_mapped:24+merge_path:1`.
+fn picks(run: &Traversal) -> String {
+    let each: Vec<String> = run
+        .schedules
+        .iter()
+        .map(|(s, n)| format!("{s}:{n}"))
+        .collect();
+    each.join("+")
 }
 
 /// A DO-BFS step as the JSON record holds it.

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::collect_marked;
-use super::driver::{stamp, start, traverse, Kernels, Traversal};
+use super::driver::{stamp, start, traverse, Choice, Kernels, Traversal};
 use crate::prelude::*;
 use crate::Result;
 
@@ -45,12 +45,29 @@ pub struct BfsResult<D = Vec<u32>> {
     pub run: Traversal,
 }
 
-/// Hop counts from `source`, with queues of `num_rows` slots (which never overflow).
+/// Hop counts from `source`, with queues of `num_rows` slots (which never overflow). Each
+/// step's kernel runs `schedule`: a [`Schedule`], or [`Choice::Auto`] for the rule's pick from
+/// that step's frontier.
+///
+/// ```
+/// use lb::algorithms::{bfs, bfs_levels, Choice};
+/// use lb::prelude::*;
+///
+/// let g = lb::generate::power_law(400, 400, 6.0, 3);
+/// let dev = Device::default();
+/// let dg = DeviceCsr::upload(&dev, &g)?;
+/// let r = bfs(&dev, &dg, 0, Choice::Auto)?;
+/// assert_eq!(r.depth, bfs_levels(&g, 0));
+/// // Which schedules the steps ran, and how many steps each.
+/// let steps: usize = r.run.schedules.iter().map(|(_, n)| n).sum();
+/// assert_eq!(steps, r.run.iterations);
+/// # Ok::<(), lb::Error>(())
+/// ```
 pub fn bfs(
     dev: &Device,
     g: &DeviceCsr<f32>,
     source: usize,
-    schedule: Schedule,
+    schedule: impl Into<Choice>,
 ) -> Result<BfsResult> {
     bfs_with_capacity(dev, g, source, schedule, g.num_rows())
 }
@@ -79,14 +96,14 @@ pub fn bfs_into<D: HostDestination<u32>>(
     dev: &Device,
     g: &DeviceCsr<f32>,
     source: usize,
-    schedule: Schedule,
+    schedule: impl Into<Choice>,
     out: &mut BfsResult<D>,
 ) -> Result<()> {
     bfs_run(
         dev,
         g,
         source,
-        schedule,
+        schedule.into(),
         g.num_rows(),
         Kernels::Checked,
         out,
@@ -98,7 +115,7 @@ pub fn bfs_with_capacity(
     dev: &Device,
     g: &DeviceCsr<f32>,
     source: usize,
-    schedule: Schedule,
+    schedule: impl Into<Choice>,
     capacity: usize,
 ) -> Result<BfsResult> {
     let mut out = BfsResult::default();
@@ -106,7 +123,7 @@ pub fn bfs_with_capacity(
         dev,
         g,
         source,
-        schedule,
+        schedule.into(),
         capacity,
         Kernels::Checked,
         &mut out,
@@ -119,14 +136,14 @@ pub fn bfs_unchecked(
     dev: &Device,
     g: &DeviceCsr<f32>,
     source: usize,
-    schedule: Schedule,
+    schedule: impl Into<Choice>,
 ) -> Result<BfsResult> {
     let mut out = BfsResult::default();
     bfs_run(
         dev,
         g,
         source,
-        schedule,
+        schedule.into(),
         g.num_rows(),
         Kernels::Unchecked,
         &mut out,
@@ -138,7 +155,7 @@ fn bfs_run<D: HostDestination<u32>>(
     dev: &Device,
     g: &DeviceCsr<f32>,
     source: usize,
-    schedule: Schedule,
+    schedule: Choice,
     capacity: usize,
     kernels: Kernels,
     out: &mut BfsResult<D>,
@@ -155,16 +172,21 @@ fn bfs_run<D: HostDestination<u32>>(
         &mut depth,
         |depth, next, frontier, edges, level| {
             let level = stamp(level, "bfs")? - 1;
-            match kernels {
-                Kernels::Checked => {
-                    bfs_visit::launch_with(dev, schedule, g, frontier, depth, level, next, edges)
+            match (kernels, schedule) {
+                (Kernels::Checked, Choice::Named(s)) => {
+                    bfs_visit::launch_with(dev, s, g, frontier, depth, level, next, edges)
+                }
+                (Kernels::Checked, Choice::Auto) => {
+                    bfs_visit::launch(dev, g, frontier, depth, level, next, edges)
                 }
                 // SAFETY: every frontier entry is a vertex and `edges` is not empty
                 // (`Kernels::Unchecked`).
-                Kernels::Unchecked => unsafe {
-                    bfs_visit::launch_with_unchecked(
-                        dev, schedule, g, frontier, depth, level, next, edges,
-                    )
+                (Kernels::Unchecked, Choice::Named(s)) => unsafe {
+                    bfs_visit::launch_with_unchecked(dev, s, g, frontier, depth, level, next, edges)
+                },
+                // SAFETY: as above.
+                (Kernels::Unchecked, Choice::Auto) => unsafe {
+                    bfs_visit::launch_unchecked(dev, g, frontier, depth, level, next, edges)
                 },
             }
         },

@@ -4,6 +4,37 @@
 use crate::prelude::*;
 use crate::{Error, Result};
 
+/// Which schedule a traversal's frontier kernel runs at each step: every driver that takes a
+/// [`Schedule`] takes a `Choice` too (`Schedule` converts into one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// This schedule at every step.
+    Named(Schedule),
+    /// The kernel's `auto` launcher at every step: the rule's pick for that step's frontier,
+    /// from the statistics of the frontier's own tiles ([`crate::frontier_schedule`]). Where the
+    /// rule could pick differently for frontiers of that length over the graph, they are
+    /// measured on the device first: one more small kernel, one more wait and 16 more bytes
+    /// read back in that step (counted in [`Traversal::bytes_to_host`]); a graph whose tiles
+    /// are all alike (a road network) measures nothing.
+    Auto,
+}
+
+impl From<Schedule> for Choice {
+    fn from(s: Schedule) -> Self {
+        Choice::Named(s)
+    }
+}
+
+impl Choice {
+    /// The schedule's name, or `"auto"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Choice::Named(s) => s.name(),
+            Choice::Auto => "auto",
+        }
+    }
+}
+
 /// Counters the kernels add traversed edges to (a frontier vertex `u` adds to slot
 /// `u % EDGE_SLOTS`); their sum is the run's `edges`. An atomic's throughput is the L2's on
 /// one cache line, whatever the address within it: 32 slots are two 128-byte lines, and a
@@ -54,9 +85,22 @@ pub struct Traversal {
     /// Bytes copied from the host to the device by the iterations (the initial state's setup
     /// is not an iteration's).
     pub bytes_to_device: u64,
+    /// The schedules the iterations' frontier kernels ran, with how many iterations ran each,
+    /// in the order first run: one entry for a named schedule, those `auto` picked for
+    /// [`Choice::Auto`]. An iteration whose push overflowed its queue (repaired by a refill,
+    /// see `retries`) is not counted: its error does not say which schedule ran.
+    pub schedules: Vec<(String, usize)>,
 }
 
 impl Traversal {
+    /// Counts one more iteration of `schedule` in [`Traversal::schedules`].
+    pub(super) fn count_schedule(&mut self, schedule: &str) {
+        match self.schedules.iter_mut().find(|(s, _)| s == schedule) {
+            Some((_, n)) => *n += 1,
+            None => self.schedules.push((schedule.to_string(), 1)),
+        }
+    }
+
     /// Host↔device bytes per iteration, both directions together.
     pub fn bytes_per_iteration(&self) -> f64 {
         if self.iterations == 0 {
@@ -166,7 +210,11 @@ pub(super) fn traverse<S>(
                 vertex_set = Some(vertices);
                 launch?
             }
-            launch => launch?,
+            launch => {
+                let launch = launch?;
+                run.count_schedule(&launch.schedule);
+                launch
+            }
         };
         if let Some(ms) = launch.elapsed_ms {
             *run.elapsed_ms.get_or_insert(0.0) += ms;

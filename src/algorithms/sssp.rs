@@ -6,7 +6,7 @@ use std::collections::BinaryHeap;
 use std::time::Instant;
 
 use super::collect_marked;
-use super::driver::{stamp, start, traverse, Kernels, Traversal};
+use super::driver::{stamp, start, traverse, Choice, Kernels, Traversal};
 use crate::prelude::*;
 use crate::Result;
 
@@ -49,12 +49,13 @@ pub struct SsspResult {
 }
 
 /// Shortest distances from `source` over nonnegative edge weights, with queues of
-/// `num_rows` slots (which never overflow).
+/// `num_rows` slots (which never overflow). Each step's kernel runs `schedule`: a
+/// [`Schedule`], or [`Choice::Auto`] for the rule's pick from that step's frontier.
 pub fn sssp(
     dev: &Device,
     g: &DeviceCsr<f32>,
     source: usize,
-    schedule: Schedule,
+    schedule: impl Into<Choice>,
 ) -> Result<SsspResult> {
     sssp_with_capacity(dev, g, source, schedule, g.num_rows())
 }
@@ -64,10 +65,10 @@ pub fn sssp_with_capacity(
     dev: &Device,
     g: &DeviceCsr<f32>,
     source: usize,
-    schedule: Schedule,
+    schedule: impl Into<Choice>,
     capacity: usize,
 ) -> Result<SsspResult> {
-    sssp_run(dev, g, source, schedule, capacity, Kernels::Checked)
+    sssp_run(dev, g, source, schedule.into(), capacity, Kernels::Checked)
 }
 
 /// [`sssp`] through the kernels without bounds tests (`launch_with_unchecked`), to measure what
@@ -77,16 +78,23 @@ pub fn sssp_unchecked(
     dev: &Device,
     g: &DeviceCsr<f32>,
     source: usize,
-    schedule: Schedule,
+    schedule: impl Into<Choice>,
 ) -> Result<SsspResult> {
-    sssp_run(dev, g, source, schedule, g.num_rows(), Kernels::Unchecked)
+    sssp_run(
+        dev,
+        g,
+        source,
+        schedule.into(),
+        g.num_rows(),
+        Kernels::Unchecked,
+    )
 }
 
 fn sssp_run(
     dev: &Device,
     g: &DeviceCsr<f32>,
     source: usize,
-    schedule: Schedule,
+    schedule: Choice,
     capacity: usize,
     kernels: Kernels,
 ) -> Result<SsspResult> {
@@ -105,16 +113,23 @@ fn sssp_run(
         &mut state,
         |(dist, marks), next, frontier, edges, iteration| {
             let mark = stamp(iteration, "sssp")?;
-            match kernels {
-                Kernels::Checked => sssp_relax::launch_with(
-                    dev, schedule, g, frontier, dist, marks, mark, next, edges,
-                ),
+            match (kernels, schedule) {
+                (Kernels::Checked, Choice::Named(s)) => {
+                    sssp_relax::launch_with(dev, s, g, frontier, dist, marks, mark, next, edges)
+                }
+                (Kernels::Checked, Choice::Auto) => {
+                    sssp_relax::launch(dev, g, frontier, dist, marks, mark, next, edges)
+                }
                 // SAFETY: every frontier entry is a vertex and `edges` is not empty
                 // (`Kernels::Unchecked`).
-                Kernels::Unchecked => unsafe {
+                (Kernels::Unchecked, Choice::Named(s)) => unsafe {
                     sssp_relax::launch_with_unchecked(
-                        dev, schedule, g, frontier, dist, marks, mark, next, edges,
+                        dev, s, g, frontier, dist, marks, mark, next, edges,
                     )
+                },
+                // SAFETY: as above.
+                (Kernels::Unchecked, Choice::Auto) => unsafe {
+                    sssp_relax::launch_unchecked(dev, g, frontier, dist, marks, mark, next, edges)
                 },
             }
         },
