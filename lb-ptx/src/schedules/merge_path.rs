@@ -119,7 +119,11 @@ fn staged_bytes(body: &Body, opts: &Options, items: u32) -> u64 {
         _ => (width, 0),
     };
     let scan = body.reduce.map_or(0, |(ty, _)| u64::from(ty.size()) + 4);
-    let aligned = if pad > 0 { u64::from(ALIGN_SLOTS) * slot } else { 0 };
+    let aligned = if pad > 0 {
+        u64::from(ALIGN_SLOTS) * slot
+    } else {
+        0
+    };
     u64::from(opts.block) * (u64::from(items) * slot + scan)
         + aligned
         + pad
