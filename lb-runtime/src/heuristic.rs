@@ -12,6 +12,15 @@
 //! thread. Every number lives in [`Rule`], so later runs can refine them without touching the
 //! logic.
 //!
+//! SpMV rows of at least `warp_mean_atoms` that are not a heavy tail (docs/benchmarks.md,
+//! forty-ninth session: the large corpus on an H200 and an H100, the medium one on the H100): a
+//! warp per tile took 6–35% longer than `merge_path` on the three large members of that shape
+//! (83–128 M atoms) on both GPUs. Among the medium members (3–4 M atoms, in the L2) it was 16%
+//! faster on even rows of 16 and 11% faster on `banded`, but 45% slower on `bimodal`, whose
+//! lengths are as mixed as `banded`'s (standard deviation about three times the mean):
+//! [`Rule::warp_max_atoms`] and [`Rule::warp_max_spread`] send both mixed shapes to
+//! `merge_path`, trading the 11% for the 45%.
+//!
 //! SpMM at the lane counts' ends (two H100 runs of the medium corpus at k = 8, 32 and 128,
 //! docs/benchmarks.md, sixteenth session): with at most [`NARROW_LANES`] lanes a thread owns one
 //! lane, and on rows of a few atoms `group_mapped(4)` (four threads per tile, two lanes each)
@@ -41,6 +50,14 @@ pub struct Rule {
     pub heavy_imbalance: f64,
     /// Mean atoms per tile from which a warp per tile beats a thread per tile on balanced rows.
     pub warp_mean_atoms: f64,
+    /// Atoms from which rows of at least `warp_mean_atoms` go to `merge_path`, not a warp per
+    /// tile: the atom arrays (8 bytes an atom) outgrow the L2 and stream from DRAM, where a
+    /// warp on a row of fewer than 32 atoms keeps too few loads in flight.
+    pub warp_max_atoms: u64,
+    /// Standard deviation of the atoms per tile, over their mean, above which rows of at least
+    /// `warp_mean_atoms` go to `merge_path`: among rows of mixed lengths a warp per tile leaves
+    /// most lanes idle on the short ones (0 when the spread is unknown counts as even).
+    pub warp_max_spread: f64,
     /// Mean atoms per tile from which a whole block per tile pays off on a small problem.
     pub block_mean_atoms: f64,
     /// With at most [`NARROW_LANES`] lanes, mean atoms per tile below which `group_mapped(4)`
@@ -64,6 +81,8 @@ pub const DEFAULT_RULE: Rule = Rule {
     small_atoms: 10_000,
     heavy_imbalance: 32.0,
     warp_mean_atoms: 12.0,
+    warp_max_atoms: 8 << 20,
+    warp_max_spread: 1.0,
     block_mean_atoms: 256.0,
     narrow_mean_atoms: 7.5,
     lane_chain_atoms: lb_ptx::primitives::huge::LANE_THRESHOLD,
@@ -109,7 +128,12 @@ impl Rule {
             // Threads side by side over a tile's lanes read a row of B coalesced across a warp.
             [ThreadMapped, Lrb, MergePath, WarpMapped]
         } else if stats.mean_atoms >= self.warp_mean_atoms {
-            [WarpMapped, BlockMapped, ThreadMapped, MergePath]
+            let even = stats.std_atoms <= self.warp_max_spread * stats.mean_atoms;
+            if even && stats.atoms < self.warp_max_atoms {
+                [WarpMapped, BlockMapped, ThreadMapped, MergePath]
+            } else {
+                [MergePath, WarpMapped, BlockMapped, ThreadMapped]
+            }
         } else {
             [ThreadMapped, GroupMapped(8), MergePath, WarpMapped]
         }
@@ -169,6 +193,7 @@ impl Rule {
         let chain = self.lane_chain_atoms;
         let thresholds = [
             self.small_atoms,
+            self.warp_max_atoms,
             per_entry(self.block_mean_atoms),
             per_entry(self.warp_mean_atoms),
             per_entry(self.narrow_mean_atoms),
@@ -261,6 +286,39 @@ mod tests {
         assert_eq!(
             choose_schedule(Schedule::ALL, &long, 8),
             Schedule::ThreadMapped
+        );
+    }
+
+    /// Rows of a warp's mean go to `merge_path` once the matrix outgrows the L2 (8 M rows of
+    /// 16, `regular-8000000x16`), or when their lengths are mixed (rows of 5 with every 16th of
+    /// 400, `banded`'s shape), whatever the size; even rows that fit stay with a warp.
+    #[test]
+    fn rows_of_a_warp_mean_leave_warp_mapped_when_large_or_mixed() {
+        let large = TileStats::new(8_000_000, 8_000_000, 128_000_000, 16);
+        assert_eq!(
+            choose_schedule(Schedule::ALL, &large, 1),
+            Schedule::MergePath
+        );
+        let mixed: Vec<usize> = (0..120_000)
+            .map(|r| if r % 16 == 0 { 400 } else { 5 })
+            .scan(0, |end, n| {
+                *end += n;
+                Some(*end)
+            })
+            .collect();
+        let offsets: Vec<usize> = std::iter::once(0).chain(mixed).collect();
+        let banded = TileStats::of_offsets(120_000, &offsets);
+        assert!(banded.mean_atoms >= DEFAULT_RULE.warp_mean_atoms);
+        assert!(banded.imbalance() < DEFAULT_RULE.heavy_imbalance);
+        assert_eq!(
+            choose_schedule(Schedule::ALL, &banded, 1),
+            Schedule::MergePath
+        );
+        let even =
+            TileStats::of_offsets(250_000, &(0..=250_000).map(|r| 16 * r).collect::<Vec<_>>());
+        assert_eq!(
+            choose_schedule(Schedule::ALL, &even, 1),
+            Schedule::WarpMapped
         );
     }
 
