@@ -291,7 +291,7 @@ pub struct Frame {
     /// values in the same shared array ([`Share::values`]).
     pub stageable: Option<Ty>,
     /// Whether staged values may start below the block's first atom ([`STAGING_ALIGN`]): the
-    /// body is pure and unchecked, so [`stage_values`] may evaluate it at atoms that are not
+    /// body is pure and unchecked, so the staging pass may evaluate it at atoms that are not
     /// the block's and throw their values away.
     pub aligns_staging: bool,
     /// With [`FrontierGrid::Strided`], the rounds the main kernel's blocks stride over; `cta`
