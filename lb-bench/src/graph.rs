@@ -337,66 +337,26 @@ pub fn run_graph(
     // The unchecked kernels and the host loop are SSSP's and BFS's alone.
     let twins = matches!(op, Op::Sssp | Op::Bfs);
     let mut out = Vec::new();
+    let row = |s: Choice, how: Driver| measure(cli, dev, &dg, &references, s, how, &base);
     for &s in schedules()
         .iter()
         .filter(|s| wanted.is_empty() || wanted.contains(s))
     {
         let s = Choice::Named(s);
-        out.push(measure(
-            cli,
-            dev,
-            &dg,
-            &references,
-            s,
-            Driver::Device,
-            &base,
-        ));
+        out.push(row(s, Driver::Device));
         if cli.unchecked && twins {
-            out.push(measure(
-                cli,
-                dev,
-                &dg,
-                &references,
-                s,
-                Driver::Unchecked,
-                &base,
-            ));
+            out.push(row(s, Driver::Unchecked));
         }
         if cli.host_loop && twins {
-            out.push(measure(
-                cli,
-                dev,
-                &dg,
-                &references,
-                s,
-                Driver::HostLoop,
-                &base,
-            ));
+            out.push(row(s, Driver::HostLoop));
         }
     }
     // SSSP's and BFS's `auto` picks at every step from that step's frontier, as SpMV's row
     // `auto` is always there.
     if twins {
-        let auto = Choice::Auto;
-        out.push(measure(
-            cli,
-            dev,
-            &dg,
-            &references,
-            auto,
-            Driver::Device,
-            &base,
-        ));
+        out.push(row(Choice::Auto, Driver::Device));
         if cli.unchecked {
-            out.push(measure(
-                cli,
-                dev,
-                &dg,
-                &references,
-                auto,
-                Driver::Unchecked,
-                &base,
-            ));
+            out.push(row(Choice::Auto, Driver::Unchecked));
         }
     }
     out
