@@ -4,8 +4,9 @@
 use crate::prelude::*;
 use crate::{Error, Result};
 
-/// Which schedule a traversal's frontier kernel runs at each step: every driver that takes a
-/// [`Schedule`] takes a `Choice` too (`Schedule` converts into one).
+/// Which schedule a traversal's frontier kernel runs at each step: what [`sssp`](super::sssp)
+/// and [`bfs`](super::bfs) (and their `_unchecked`, `_with_capacity` and `_into` forms) take
+/// (a `Schedule` converts into one); the other drivers take a `Schedule`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Choice {
     /// This schedule at every step.
@@ -88,7 +89,8 @@ pub struct Traversal {
     /// The schedules the iterations' frontier kernels ran, with how many iterations ran each,
     /// in the order first run: one entry for a named schedule, those `auto` picked for
     /// [`Choice::Auto`]. An iteration whose push overflowed its queue (repaired by a refill,
-    /// see `retries`) is not counted: its error does not say which schedule ran.
+    /// see `retries`) is not counted: its error does not say which schedule ran. Filled by
+    /// SSSP and BFS; empty for the drivers that take a `Schedule` only.
     pub schedules: Vec<(String, usize)>,
 }
 
