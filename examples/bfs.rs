@@ -15,7 +15,9 @@
 mod common;
 #[path = "common/traversal.rs"]
 mod traversal;
-use lb::algorithms::{bfs, bfs_direction_optimizing, bfs_levels, schedules, Direction, DoBfsGraph};
+use lb::algorithms::{
+    bfs, bfs_direction_optimizing, bfs_levels, schedules, Choice, Direction, DoBfsGraph,
+};
 use lb::prelude::*;
 use std::process::ExitCode;
 
@@ -59,6 +61,17 @@ fn run(args: &traversal::Args) -> lb::Result<bool> {
             traversal::print_row(&label, &d.run, ok);
         }
     }
+    // `Choice::Auto`: `step_schedule`'s pick for each step's frontier.
+    let r = bfs(&dev, &dg, args.source, Choice::Auto)?;
+    let ok = r.depth == want;
+    all_ok &= ok;
+    let picked: Vec<String> = r
+        .run
+        .schedules
+        .iter()
+        .map(|(s, n)| format!("{s}:{n}"))
+        .collect();
+    traversal::print_row(&format!("auto ({})", picked.join("+")), &r.run, ok);
     Ok(all_ok)
 }
 

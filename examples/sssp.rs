@@ -13,7 +13,7 @@
 mod common;
 #[path = "common/traversal.rs"]
 mod traversal;
-use lb::algorithms::{dijkstra, schedules, sssp, sssp_near_far, Delta};
+use lb::algorithms::{dijkstra, schedules, sssp, sssp_near_far, Choice, Delta};
 use lb::prelude::*;
 use std::process::ExitCode;
 
@@ -53,6 +53,17 @@ fn run(args: &traversal::Args) -> lb::Result<bool> {
             traversal::print_row(&format!("  near-far ({} div)", nf.divisions), &nf.run, ok);
         }
     }
+    // `Choice::Auto`: `step_schedule`'s pick for each step's frontier.
+    let r = sssp(&dev, &dg, args.source, Choice::Auto)?;
+    let ok = matches(&r.dist);
+    all_ok &= ok;
+    let picked: Vec<String> = r
+        .run
+        .schedules
+        .iter()
+        .map(|(s, n)| format!("{s}:{n}"))
+        .collect();
+    traversal::print_row(&format!("auto ({})", picked.join("+")), &r.run, ok);
     Ok(all_ok)
 }
 

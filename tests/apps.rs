@@ -10,7 +10,7 @@ mod graphs;
 use graphs::{check_traffic, nasty_graph};
 use lb::algorithms::{
     bfs, bfs_levels, bfs_unchecked, bfs_with_capacity, dijkstra, schedules, sssp, sssp_unchecked,
-    sssp_with_capacity, Choice, Traversal,
+    sssp_with_capacity, step_schedule, Choice, Traversal,
 };
 use lb::prelude::*;
 use lb::Error;
@@ -45,8 +45,6 @@ fn check(g: &Csr<f32>, source: usize, capacity: Option<usize>) {
     let (dist, depth) = (dijkstra(g, source), bfs_levels(g, source));
     let choices = schedules().iter().map(|&s| Choice::from(s));
     for s in choices.chain([Choice::Auto]) {
-        // `auto` may measure a frontier first: 16 more bytes in such a step.
-        let extra = if s == Choice::Auto { 16 } else { 0 };
         let (sp, bf) = match capacity {
             Some(c) => (
                 sssp_with_capacity(&dev, &dg, source, s, c).unwrap(),
@@ -75,11 +73,19 @@ fn check(g: &Csr<f32>, source: usize, capacity: Option<usize>) {
             "sssp {} relaxes every reachable edge at least once",
             s.name()
         );
-        check_traffic(&format!("sssp {}", s.name()), &sp.run, 16 + extra);
-        check_traffic(&format!("bfs {}", s.name()), &bf.run, 16 + extra);
+        check_traffic(&format!("sssp {}", s.name()), &sp.run, 16);
+        check_traffic(&format!("bfs {}", s.name()), &bf.run, 16);
         check_schedules(s, &sp.run);
         check_schedules(s, &bf.run);
+        check_steps(s, &sp.run);
+        check_steps(s, &bf.run);
         if capacity.is_none() {
+            // Without refills a BFS's step `l` expands the vertices at depth `l`.
+            let frontiers: Vec<u64> = bf.run.steps.iter().map(|st| st.frontier).collect();
+            let at_depth: Vec<u64> = (0..levels as u32)
+                .map(|l| depth.iter().filter(|&&d| d == l).count() as u64)
+                .collect();
+            assert_eq!(frontiers, at_depth, "bfs {} frontiers", s.name());
             // Each vertex is pushed at most once per iteration: num_rows slots always suffice.
             assert_eq!((sp.run.retries, bf.run.retries), (0, 0), "{}", s.name());
             let (spu, bfu) = (
@@ -89,8 +95,8 @@ fn check(g: &Csr<f32>, source: usize, capacity: Option<usize>) {
             assert_eq!(spu.dist, dist, "sssp_unchecked {}", s.name());
             assert_eq!(bfu.depth, depth, "bfs_unchecked {}", s.name());
             // No error flag to read: the counter alone.
-            check_traffic(&format!("sssp_unchecked {}", s.name()), &spu.run, 8 + extra);
-            check_traffic(&format!("bfs_unchecked {}", s.name()), &bfu.run, 8 + extra);
+            check_traffic(&format!("sssp_unchecked {}", s.name()), &spu.run, 8);
+            check_traffic(&format!("bfs_unchecked {}", s.name()), &bfu.run, 8);
         }
         if capacity == Some(1) && reached > 1 {
             assert!(
@@ -122,6 +128,24 @@ fn check_schedules(choice: Choice, run: &Traversal) {
                 "auto ran {name}"
             ),
         }
+    }
+}
+
+/// `run.steps` holds one record per iteration, and the iterations that did not overflow ran the
+/// schedules `run.schedules` counts; the first frontier is the source alone.
+fn check_steps(choice: Choice, run: &Traversal) {
+    assert_eq!(run.steps.len(), run.iterations, "{}: steps", choice.name());
+    if let Some(first) = run.steps.first() {
+        assert_eq!(first.frontier, 1, "{}: the first frontier", choice.name());
+    }
+    for (name, n) in &run.schedules {
+        let ran = run.steps.iter().filter(|st| &st.schedule == name).count();
+        assert!(
+            ran >= *n && ran <= n + run.retries,
+            "{}: {name} counted {n}, ran in {ran} steps ({} refills)",
+            choice.name(),
+            run.retries
+        );
     }
 }
 
@@ -232,35 +256,55 @@ proptest! {
     }
 }
 
-/// `auto` picks at every step from that step's frontier: on a graph of short rows with one hub
-/// of 50 000 edges, a search from a short row starts on short tiles (`thread_mapped`) and
-/// meets the hub later, where the rule leaves `thread_mapped` (the whole graph's statistics
-/// would have picked the hub's schedule for every step). Depths and distances match the
-/// references, and a step that measured its frontier moved at most 16 more bytes.
+/// `auto` runs `step_schedule`'s pick for each step's frontier and measures nothing (the bytes
+/// of a named schedule): on a graph of short rows with one hub of 50 000 edges every step runs
+/// `multi_phase` (any frontier may hold the hub), on the same rows without the hub
+/// `thread_mapped`, and on rows of 16 a warp per row. Depths and distances match the references.
 #[test]
-fn auto_picks_per_step_from_the_frontier() {
+fn auto_runs_the_step_schedule_of_each_frontier() {
     let n = 60_000;
-    let mut triplets: Vec<(usize, usize, f32)> = (1..=50_000).map(|v| (0, v, 1.0)).collect();
-    for u in 1..n {
-        triplets.push((u, (u + 1) % n, 2.0));
-        triplets.push((u, (2 * u) % n, 3.0));
-    }
-    let g = Csr::from_triplets(n, n, triplets).unwrap();
+    let ring = |u: usize| [(u, (u + 1) % n, 2.0), (u, (2 * u) % n, 3.0)];
+    let hub: Vec<(usize, usize, f32)> = (1..=50_000)
+        .map(|v| (0, v, 1.0))
+        .chain((1..n).flat_map(ring))
+        .collect();
+    let short: Vec<(usize, usize, f32)> = (0..n).flat_map(ring).collect();
+    let sixteen: Vec<(usize, usize, f32)> = (0..4_000)
+        .flat_map(|u| (1..=16).map(move |k| (u, (u * 7 + k * 131) % 4_000, k as f32)))
+        .collect();
     let dev = device();
-    let dg = DeviceCsr::upload(&dev, &g).unwrap();
-    let source = 1;
-    let bf = bfs(&dev, &dg, source, Choice::Auto).unwrap();
-    assert_eq!(bf.depth, bfs_levels(&g, source));
-    let sp = sssp(&dev, &dg, source, Choice::Auto).unwrap();
-    assert_eq!(sp.dist, dijkstra(&g, source));
-    for (what, run) in [("bfs", &bf.run), ("sssp", &sp.run)] {
-        check_schedules(Choice::Auto, run);
-        check_traffic(what, run, 32);
-        let names: Vec<&str> = run.schedules.iter().map(|(s, _)| s.as_str()).collect();
-        assert!(
-            names.len() >= 2 && names[0] == Schedule::ThreadMapped.name(),
-            "{what}: auto ran {:?}",
-            run.schedules
-        );
+    for (what, rows, triplets, want) in [
+        ("hub", n, hub, Schedule::MultiPhase),
+        ("short rows", n, short, Schedule::ThreadMapped),
+        ("rows of 16", 4_000, sixteen, Schedule::WarpMapped),
+    ] {
+        let g = Csr::from_triplets(rows, rows, triplets).unwrap();
+        let dg = DeviceCsr::upload(&dev, &g).unwrap();
+        let source = 1;
+        let bf = bfs(&dev, &dg, source, Choice::Auto).unwrap();
+        assert_eq!(bf.depth, bfs_levels(&g, source), "{what}");
+        let sp = sssp(&dev, &dg, source, Choice::Auto).unwrap();
+        assert_eq!(sp.dist, dijkstra(&g, source), "{what}");
+        for run in [&bf.run, &sp.run] {
+            check_schedules(Choice::Auto, run);
+            check_traffic(what, run, 16);
+            for st in &run.steps {
+                assert_eq!(
+                    st.schedule,
+                    step_schedule(&dg, st.frontier).name(),
+                    "{what}"
+                );
+            }
+            let big = run.steps.iter().filter(|st| st.frontier >= 1_000).count();
+            assert!(big > 0, "{what}: a frontier of 1 000 vertices or more");
+            assert!(
+                run.steps
+                    .iter()
+                    .filter(|st| st.frontier >= 1_000)
+                    .all(|st| st.schedule == want.name()),
+                "{what}: {:?}",
+                run.schedules
+            );
+        }
     }
 }

@@ -132,6 +132,31 @@ struct DeviceGraph {
     delta_factor: f32,
     /// `dobfs`: the switch's constants (`--direction`).
     direction: Direction,
+    /// `bfs` with `--steps`: per source, each level's frontier as (atoms, longest tile), from
+    /// the reference's depths (a BFS's levels do not depend on the schedule).
+    frontiers: Vec<Vec<(u64, u64)>>,
+}
+
+/// An iteration as the JSON record holds it: (source's index, frontier length, the frontier
+/// tiles' atoms and longest tile where known (BFS), kernel ms, wall ms, schedule).
+pub type StepRecord = (usize, u64, Option<u64>, Option<u64>, f32, f64, String);
+
+/// The frontiers of a BFS from its depths, level by level: the out-degrees of the vertices at
+/// depth `l`, summed and the largest.
+fn level_tiles(g: &Csr<f32>, depth: &[u32]) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (u, &d) in depth.iter().enumerate() {
+        if d == u32::MAX {
+            continue;
+        }
+        let d = d as usize;
+        if out.len() <= d {
+            out.resize(d + 1, (0, 0));
+        }
+        let n = (g.row_offsets[u + 1] - g.row_offsets[u]) as u64;
+        out[d] = (out[d].0 + n, out[d].1.max(n));
+    }
+    out
 }
 
 /// What one run gave: the driver's record, its error against the reference, and (`dobfs`) its
@@ -331,7 +356,18 @@ pub fn run_graph(
         }
     };
     let dg = match upload(dev, &g, op, cli) {
-        Ok(dg) => dg,
+        Ok(mut dg) => {
+            if cli.steps {
+                dg.frontiers = references
+                    .iter()
+                    .map(|(_, r)| match r {
+                        Reference::Depth(depth) => level_tiles(&g, depth),
+                        _ => Vec::new(),
+                    })
+                    .collect();
+            }
+            dg
+        }
         Err(e) => return vec![base.failed(format!("setting up: {e}"))],
     };
     // The unchecked kernels and the host loop are SSSP's and BFS's alone.
@@ -377,6 +413,7 @@ fn upload(dev: &Device, g: &Csr<f32>, op: Op, cli: &Cli) -> lb::Result<DeviceGra
         },
         delta_factor: cli.delta_factor,
         direction: cli.direction,
+        frontiers: Vec::new(),
     })
 }
 
@@ -412,7 +449,8 @@ fn measure(
     let mut t = Totals::default();
     let mut timed = dev.is_gpu();
     let mut kept = Kept::default();
-    for (source, reference) in references {
+    let mut steps: Vec<StepRecord> = Vec::new();
+    for (index, (source, reference)) in references.iter().enumerate() {
         let from = if base.sources.is_some() {
             format!("source {source}")
         } else {
@@ -461,9 +499,24 @@ fn measure(
         let budget = cli.budget_ms / references.len().max(1) as f64;
         let reps = ((budget / first.wall_ms.max(1e-3)) as usize).clamp(3, cli.reps.max(3));
         let (mut kernel, mut wall) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
-        for _ in 0..reps {
+        for rep in 0..reps {
             match reference.traverse(dev, g, (*source, s, how), &mut kept) {
                 Ok(o) => {
+                    if cli.steps && rep == 0 {
+                        let tiles = g.frontiers.get(index);
+                        steps.extend(o.run.steps.iter().enumerate().map(|(i, st)| {
+                            let known = tiles.and_then(|t| t.get(i));
+                            (
+                                index,
+                                st.frontier,
+                                known.map(|k| k.0),
+                                known.map(|k| k.1),
+                                st.kernel_ms.unwrap_or(f32::NAN),
+                                st.wall_ms,
+                                st.schedule.clone(),
+                            )
+                        }));
+                    }
                     kernel.push(f64::from(o.run.elapsed_ms.unwrap_or(f32::NAN)));
                     wall.push(o.run.wall_ms);
                     if t.reps == 0 {
@@ -482,6 +535,9 @@ fn measure(
     r.max_rel_err = Some(t.error);
     r.bytes_per_iteration = Some(t.bytes_per_iteration);
     r.pull_iterations = t.pulls;
+    if !steps.is_empty() {
+        r.steps = Some(steps);
+    }
     if timed {
         r.median_ms = Some(t.kernel_ms);
         r.wall_ms = Some(t.wall_ms);

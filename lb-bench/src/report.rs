@@ -150,6 +150,10 @@ pub struct Record {
     /// (direction, tiles its kernel ran over, vertices reached, kernel ms).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub levels: Option<Vec<(&'static str, u64, u64, f32)>>,
+    /// SSSP and BFS with `--steps`: every iteration of the first timed search from each
+    /// source (`crate::graph::StepRecord`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Vec<crate::graph::StepRecord>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sim_instructions: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -211,6 +215,7 @@ impl Record {
             bytes_per_iteration: None,
             pull_iterations: None,
             levels: None,
+            steps: None,
             sim_instructions: None,
             sim_instr_per_atom: None,
             sim_busiest_over_mean: None,

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::collect_marked;
-use super::driver::{stamp, start, traverse, Choice, Kernels, Traversal};
+use super::driver::{stamp, start, step_schedule, traverse, Choice, Kernels, Traversal};
 use crate::prelude::*;
 use crate::Result;
 
@@ -172,21 +172,18 @@ fn bfs_run<D: HostDestination<u32>>(
         &mut depth,
         |depth, next, frontier, edges, level| {
             let level = stamp(level, "bfs")? - 1;
-            match (kernels, schedule) {
-                (Kernels::Checked, Choice::Named(s)) => {
+            let s = match schedule {
+                Choice::Named(s) => s,
+                Choice::Auto => step_schedule(g, frontier.len() as u64),
+            };
+            match kernels {
+                Kernels::Checked => {
                     bfs_visit::launch_with(dev, s, g, frontier, depth, level, next, edges)
-                }
-                (Kernels::Checked, Choice::Auto) => {
-                    bfs_visit::launch(dev, g, frontier, depth, level, next, edges)
                 }
                 // SAFETY: every frontier entry is a vertex and `edges` is not empty
                 // (`Kernels::Unchecked`).
-                (Kernels::Unchecked, Choice::Named(s)) => unsafe {
+                Kernels::Unchecked => unsafe {
                     bfs_visit::launch_with_unchecked(dev, s, g, frontier, depth, level, next, edges)
-                },
-                // SAFETY: as above.
-                (Kernels::Unchecked, Choice::Auto) => unsafe {
-                    bfs_visit::launch_unchecked(dev, g, frontier, depth, level, next, edges)
                 },
             }
         },

@@ -1,8 +1,9 @@
 //! What the traversal drivers share: the [`Traversal`] record, the source's checks, the
 //! iteration stamps, and the frontier loop with its two alternating device queues.
 
+use crate::heuristic::DEFAULT_RULE;
 use crate::prelude::*;
-use crate::{Error, Result};
+use crate::{Error, Result, TileStats};
 
 /// Which schedule a traversal's frontier kernel runs at each step: what [`sssp`](super::sssp)
 /// and [`bfs`](super::bfs) (and their `_unchecked`, `_with_capacity` and `_into` forms) take
@@ -11,13 +12,37 @@ use crate::{Error, Result};
 pub enum Choice {
     /// This schedule at every step.
     Named(Schedule),
-    /// The kernel's `auto` launcher at every step: the rule's pick for that step's frontier,
-    /// from the statistics of the frontier's own tiles ([`crate::frontier_schedule`]). Where the
-    /// rule could pick differently for frontiers of that length over the graph, they are
-    /// measured on the device first: one more small kernel, one more wait and 16 more bytes
-    /// read back in that step (counted in [`Traversal::bytes_to_host`]); a graph whose tiles
-    /// are all alike (a road network) measures nothing.
+    /// [`step_schedule`]'s pick for each step's frontier, from its length and the graph's
+    /// statistics: nothing is measured, so a step moves the bytes a named schedule's does.
     Auto,
+}
+
+/// The schedule [`Choice::Auto`] runs for a frontier of `len` vertices of `g`.
+///
+/// On a graph with hubs (a longest row of at least
+/// [`Rule::heavy_imbalance`](crate::heuristic::Rule::heavy_imbalance) times its shortest,
+/// counted as one atom when empty), any frontier may hold one, and a schedule that gives a tile
+/// to one thread or warp then waits for it alone: `multi_phase`, which splits every step's atoms
+/// evenly over the grid whatever tiles they come from. It ran BFS on the large power-law and
+/// R-MAT members 14% and 9% faster in kernel time than `merge_path`, the rule's pick for such
+/// graphs' SpMV (H100, docs/benchmarks.md, forty-ninth session). Elsewhere every frontier's
+/// tiles are alike, so the rule ([`DEFAULT_RULE`]) picks from the frontier's length and the
+/// graph's mean row: `thread_mapped` on a road network's short rows.
+///
+/// The frontier's own atoms are not measured: that costs a kernel, a wait for the GPU and a read
+/// per step (about 60 µs on an H100), more than a small step's kernel takes, and a large step
+/// on a graph with hubs needs the split anyway. The pick is O(1) on the host.
+pub fn step_schedule(g: &DeviceCsr<f32>, len: u64) -> Schedule {
+    let whole = g.stats();
+    let rule = &DEFAULT_RULE;
+    let shortest = whole.min_atoms.max(1) as f64;
+    if whole.max_atoms as f64 >= rule.heavy_imbalance * shortest {
+        return Schedule::MultiPhase;
+    }
+    let atoms = (whole.mean_atoms * len as f64).round() as u64;
+    let frontier = TileStats::new(len, whole.cols, atoms, whole.max_atoms.min(atoms));
+    rule.choose(schedules(), &frontier, 1)
+        .unwrap_or(Schedule::ThreadMapped)
 }
 
 impl From<Schedule> for Choice {
@@ -92,6 +117,24 @@ pub struct Traversal {
     /// see `retries`) is not counted: its error does not say which schedule ran. Filled by
     /// SSSP and BFS; empty for the drivers that take a `Schedule` only.
     pub schedules: Vec<(String, usize)>,
+    /// Every iteration of SSSP and BFS in order: its frontier's length, the schedule its
+    /// kernel ran and the kernel's time. An iteration whose push overflowed its queue records
+    /// its refill's launch ([`collect_marked`]). Empty for the drivers that take a `Schedule` only.
+    pub steps: Vec<Step>,
+}
+
+/// One iteration of a traversal ([`Traversal::steps`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Step {
+    /// Vertices in the frontier the iteration expanded (its tiles).
+    pub frontier: u64,
+    /// The schedule of the iteration's kernel.
+    pub schedule: String,
+    /// The kernel's time, on a GPU.
+    pub kernel_ms: Option<f32>,
+    /// The iteration's wall-clock time on the host: the launch (with `auto`'s pick), the wait
+    /// for its kernel, the read of the queue's counter.
+    pub wall_ms: f64,
 }
 
 impl Traversal {
@@ -195,6 +238,7 @@ pub(super) fn traverse<S>(
         } else {
             current.slots(len)
         };
+        let clock = std::time::Instant::now();
         let launch = match step(state, &mut next, frontier, &mut edges, run.iterations) {
             Err(Error::QueueOverflow { needed, .. }) => {
                 // Building the vertex set is a one-time setup, not the iteration's traffic.
@@ -218,6 +262,12 @@ pub(super) fn traverse<S>(
                 launch
             }
         };
+        run.steps.push(Step {
+            frontier: len,
+            schedule: launch.schedule.to_string(),
+            kernel_ms: launch.elapsed_ms,
+            wall_ms: clock.elapsed().as_secs_f64() * 1e3,
+        });
         if let Some(ms) = launch.elapsed_ms {
             *run.elapsed_ms.get_or_insert(0.0) += ms;
         }

@@ -54,7 +54,7 @@ pub use dobfs::{
     bfs_direction_optimizing, bfs_direction_optimizing_into, dobfs_pull, dobfs_push, Direction,
     DoBfsGraph, DoBfsLevel, DoBfsResult, CLAIM_SLOTS,
 };
-pub use driver::{collect_marked, schedules, Choice, Traversal, EDGE_SLOTS};
+pub use driver::{collect_marked, schedules, step_schedule, Choice, Step, Traversal, EDGE_SLOTS};
 pub use multi_bfs::{absorb_claims, bfs_multi, collect_rows_marked, MultiBfs, MultiBfsResult};
 pub use multi_sssp::{
     absorb_distances, collect_rows_improved, pack_claimed, sssp_relax_claim, sssp_relax_rows,

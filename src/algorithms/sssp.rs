@@ -6,7 +6,7 @@ use std::collections::BinaryHeap;
 use std::time::Instant;
 
 use super::collect_marked;
-use super::driver::{stamp, start, traverse, Choice, Kernels, Traversal};
+use super::driver::{stamp, start, step_schedule, traverse, Choice, Kernels, Traversal};
 use crate::prelude::*;
 use crate::Result;
 
@@ -113,23 +113,20 @@ fn sssp_run(
         &mut state,
         |(dist, marks), next, frontier, edges, iteration| {
             let mark = stamp(iteration, "sssp")?;
-            match (kernels, schedule) {
-                (Kernels::Checked, Choice::Named(s)) => {
+            let s = match schedule {
+                Choice::Named(s) => s,
+                Choice::Auto => step_schedule(g, frontier.len() as u64),
+            };
+            match kernels {
+                Kernels::Checked => {
                     sssp_relax::launch_with(dev, s, g, frontier, dist, marks, mark, next, edges)
-                }
-                (Kernels::Checked, Choice::Auto) => {
-                    sssp_relax::launch(dev, g, frontier, dist, marks, mark, next, edges)
                 }
                 // SAFETY: every frontier entry is a vertex and `edges` is not empty
                 // (`Kernels::Unchecked`).
-                (Kernels::Unchecked, Choice::Named(s)) => unsafe {
+                Kernels::Unchecked => unsafe {
                     sssp_relax::launch_with_unchecked(
                         dev, s, g, frontier, dist, marks, mark, next, edges,
                     )
-                },
-                // SAFETY: as above.
-                (Kernels::Unchecked, Choice::Auto) => unsafe {
-                    sssp_relax::launch_unchecked(dev, g, frontier, dist, marks, mark, next, edges)
                 },
             }
         },
