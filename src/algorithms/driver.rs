@@ -119,7 +119,8 @@ pub struct Traversal {
     pub schedules: Vec<(String, usize)>,
     /// Every iteration of SSSP and BFS in order: its frontier's length, the schedule its
     /// kernel ran and the kernel's time. An iteration whose push overflowed its queue records
-    /// its refill's launch ([`collect_marked`]). Empty for the drivers that take a `Schedule` only.
+    /// its refill's launch ([`collect_marked()`]). Empty for the drivers that take a `Schedule`
+    /// only.
     pub steps: Vec<Step>,
 }
 
