@@ -55,15 +55,7 @@ fn run(args: &traversal::Args) -> lb::Result<bool> {
     }
     // `Choice::Auto`: `step_schedule`'s pick for each step's frontier.
     let r = sssp(&dev, &dg, args.source, Choice::Auto)?;
-    let ok = matches(&r.dist);
-    all_ok &= ok;
-    let picked: Vec<String> = r
-        .run
-        .schedules
-        .iter()
-        .map(|(s, n)| format!("{s}:{n}"))
-        .collect();
-    traversal::print_row(&format!("auto ({})", picked.join("+")), &r.run, ok);
+    all_ok &= traversal::print_auto_row(&r.run, matches(&r.dist));
     Ok(all_ok)
 }
 

@@ -111,6 +111,18 @@ pub fn print_header() {
     );
 }
 
+/// The row of a traversal run with `Choice::Auto`, labelled with the schedules its steps ran;
+/// returns `ok`.
+pub fn print_auto_row(r: &Traversal, ok: bool) -> bool {
+    let picked: Vec<String> = r
+        .schedules
+        .iter()
+        .map(|(s, n)| format!("{s}:{n}"))
+        .collect();
+    print_row(&format!("auto ({})", picked.join("+")), r, ok);
+    ok
+}
+
 /// One traversal's row: traversed edges per second on kernel time on a GPU, on wall time on the
 /// simulator (which has no kernel time).
 pub fn print_row(label: &str, r: &Traversal, ok: bool) {
