@@ -256,6 +256,30 @@ proptest! {
     }
 }
 
+/// A row 20 times the mean is no hub: `step_schedule` keeps the rule's pick for short rows
+/// (`thread_mapped`) at every frontier length; past the rule's heavy-tail ratio (32 times the
+/// mean) it splits every step (`multi_phase`).
+#[test]
+fn step_schedule_splits_only_where_the_rule_sees_a_heavy_tail() {
+    let dev = device();
+    let n = 10_000;
+    for (longest, want) in [(40, Schedule::ThreadMapped), (2_000, Schedule::MultiPhase)] {
+        let triplets: Vec<(usize, usize, f32)> = (1..=longest)
+            .map(|v| (0, v, 1.0))
+            .chain((1..n).flat_map(|u| [(u, (u + 1) % n, 1.0), (u, (3 * u) % n, 1.0)]))
+            .collect();
+        let g = Csr::from_triplets(n, n, triplets).unwrap();
+        let dg = DeviceCsr::upload(&dev, &g).unwrap();
+        for len in [1, 100, 5_000] {
+            assert_eq!(
+                step_schedule(&dg, len),
+                want,
+                "longest {longest}, {len} vertices"
+            );
+        }
+    }
+}
+
 /// `auto` runs `step_schedule`'s pick for each step's frontier and measures nothing (the bytes
 /// of a named schedule): on a graph of short rows with one hub of 50 000 edges every step runs
 /// `multi_phase` (any frontier may hold the hub), on the same rows without the hub

@@ -19,15 +19,15 @@ pub enum Choice {
 
 /// The schedule [`Choice::Auto`] runs for a frontier of `len` vertices of `g`.
 ///
-/// On a graph with hubs (a longest row of at least
-/// [`Rule::heavy_imbalance`](crate::heuristic::Rule::heavy_imbalance) times its shortest,
-/// counted as one atom when empty), any frontier may hold one, and a schedule that gives a tile
-/// to one thread or warp then waits for it alone: `multi_phase`, which splits every step's atoms
-/// evenly over the grid whatever tiles they come from. It ran BFS on the large power-law and
-/// R-MAT members 14% and 9% faster in kernel time than `merge_path`, the rule's pick for such
-/// graphs' SpMV (H100, docs/benchmarks.md, forty-ninth session). Elsewhere every frontier's
-/// tiles are alike, so the rule ([`DEFAULT_RULE`]) picks from the frontier's length and the
-/// graph's mean row: `thread_mapped` on a road network's short rows.
+/// On a graph with hubs (one the rule calls heavy-tailed: a longest row at least
+/// [`Rule::heavy_imbalance`](crate::heuristic::Rule::heavy_imbalance) times the mean row), any
+/// frontier may hold one, and a schedule that gives a tile to one thread or warp then waits for
+/// it alone: `multi_phase`, which splits every step's atoms evenly over the grid whatever tiles
+/// they come from. Its BFS on the large power-law and R-MAT members took 14% and 9% less kernel
+/// time than `merge_path`'s, the rule's pick for such graphs' SpMV (H100, docs/benchmarks.md,
+/// forty-ninth session), and its SSSP on the medium ones 12% and 15% less (medians of the
+/// nineteenth session's runs). Elsewhere the rule ([`DEFAULT_RULE`]) picks from the frontier's
+/// length and the graph's mean row: `thread_mapped` on a road network's short rows.
 ///
 /// The frontier's own atoms are not measured: that costs a kernel, a wait for the GPU and a read
 /// per step (about 60 µs on an H100), more than a small step's kernel takes, and a large step
@@ -35,8 +35,7 @@ pub enum Choice {
 pub fn step_schedule(g: &DeviceCsr<f32>, len: u64) -> Schedule {
     let whole = g.stats();
     let rule = &DEFAULT_RULE;
-    let shortest = whole.min_atoms.max(1) as f64;
-    if whole.max_atoms as f64 >= rule.heavy_imbalance * shortest {
+    if whole.imbalance() >= rule.heavy_imbalance {
         return Schedule::MultiPhase;
     }
     let atoms = (whole.mean_atoms * len as f64).round() as u64;
