@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::collect_marked;
-use super::driver::{stamp, start, step_schedule, traverse, Choice, Kernels, Traversal};
+use super::driver::{stamp, start, traverse, Choice, Kernels, Traversal};
 use crate::prelude::*;
 use crate::Result;
 
@@ -172,10 +172,7 @@ fn bfs_run<D: HostDestination<u32>>(
         &mut depth,
         |depth, next, frontier, edges, level| {
             let level = stamp(level, "bfs")? - 1;
-            let s = match schedule {
-                Choice::Named(s) => s,
-                Choice::Auto => step_schedule(g, frontier.len() as u64),
-            };
+            let s = schedule.schedule_for(g, frontier.len() as u64);
             match kernels {
                 Kernels::Checked => {
                     bfs_visit::launch_with(dev, s, g, frontier, depth, level, next, edges)

@@ -51,6 +51,15 @@ impl From<Schedule> for Choice {
 }
 
 impl Choice {
+    /// The schedule a step over a frontier of `len` vertices of `g` runs: the named one, or
+    /// [`step_schedule`]'s pick.
+    pub fn schedule_for(self, g: &DeviceCsr<f32>, len: u64) -> Schedule {
+        match self {
+            Choice::Named(s) => s,
+            Choice::Auto => step_schedule(g, len),
+        }
+    }
+
     /// The schedule's name, or `"auto"`.
     pub fn name(self) -> &'static str {
         match self {

@@ -6,7 +6,7 @@ use std::collections::BinaryHeap;
 use std::time::Instant;
 
 use super::collect_marked;
-use super::driver::{stamp, start, step_schedule, traverse, Choice, Kernels, Traversal};
+use super::driver::{stamp, start, traverse, Choice, Kernels, Traversal};
 use crate::prelude::*;
 use crate::Result;
 
@@ -113,10 +113,7 @@ fn sssp_run(
         &mut state,
         |(dist, marks), next, frontier, edges, iteration| {
             let mark = stamp(iteration, "sssp")?;
-            let s = match schedule {
-                Choice::Named(s) => s,
-                Choice::Auto => step_schedule(g, frontier.len() as u64),
-            };
+            let s = schedule.schedule_for(g, frontier.len() as u64);
             match kernels {
                 Kernels::Checked => {
                     sssp_relax::launch_with(dev, s, g, frontier, dist, marks, mark, next, edges)
