@@ -228,36 +228,13 @@ fn check_frontier(a: &Csr<f32>, frontier: &[u32], seed: u64) {
     let mut pushed = Queue::new();
     gather::cpu(a, frontier, &mut pushed);
     let expected = sorted(pushed.as_slice().to_vec());
-    let listed: Vec<bool> = (0..a.num_rows)
-        .map(|r| frontier.contains(&(r as u32)))
-        .collect();
+    assert_frontier_rows(a, frontier, (&x, 1), &reference, f32::NAN, "frontier cpu");
     for &s in frontier_spmv::SCHEDULES {
         let mut dy = dev.upload(&vec![UNTOUCHED; a.num_rows]).unwrap();
         frontier_spmv::launch_with(&dev, s, &da, &df, &dx, &mut dy).unwrap();
         let got = dev.download(&dy).unwrap();
-        for row in 0..a.num_rows {
-            if !listed[row] {
-                assert_eq!(
-                    got[row],
-                    UNTOUCHED,
-                    "{}: row {row} is not in the frontier",
-                    s.name()
-                );
-                continue;
-            }
-            let terms: Vec<f64> = a
-                .row(row)
-                .map(|nz| f64::from(a.values[nz]) * f64::from(x[a.col_indices[nz] as usize]))
-                .collect();
-            let (exact, mag) = (terms.iter().sum(), terms.iter().map(|t| t.abs()).sum());
-            assert_close(reference[row], exact, mag, "frontier cpu");
-            assert_close(
-                got[row],
-                exact,
-                mag,
-                &format!("frontier {} row {row}", s.name()),
-            );
-        }
+        let what = format!("frontier {}", s.name());
+        assert_frontier_rows(a, frontier, (&x, 1), &got, UNTOUCHED, &what);
         let mut q = DeviceQueue::new(&dev, expected.len()).unwrap();
         gather::launch_with(&dev, s, &da, &df, &mut q).unwrap();
         assert_eq!(
@@ -266,6 +243,151 @@ fn check_frontier(a: &Csr<f32>, frontier: &[u32], seed: u64) {
             "gather {}",
             s.name()
         );
+    }
+}
+
+/// `got` (`rows × k`) holds `A·B` on the rows `frontier` lists, within f32 rounding of the f64
+/// product, and `untouched` elsewhere (NaN: the other rows are not checked).
+fn assert_frontier_rows(
+    a: &Csr<f32>,
+    frontier: &[u32],
+    (b, k): (&[f32], usize),
+    got: &[f32],
+    untouched: f32,
+    what: &str,
+) {
+    for row in 0..a.num_rows {
+        let listed = frontier.contains(&(row as u32));
+        for j in 0..k {
+            let g = got[row * k + j];
+            if !listed {
+                let kept = untouched.is_nan() || g.to_bits() == untouched.to_bits();
+                assert!(kept, "{what}: row {row} is not in the frontier, got {g}");
+                continue;
+            }
+            let terms: Vec<f64> = a
+                .row(row)
+                .map(|nz| {
+                    f64::from(a.values[nz]) * f64::from(b[a.col_indices[nz] as usize * k + j])
+                })
+                .collect();
+            let (exact, mag) = (terms.iter().sum(), terms.iter().map(|t| t.abs()).sum());
+            assert_close(g, exact, mag, &format!("{what}: row {row}, lane {j}"));
+        }
+    }
+}
+
+/// Frontier SpMV in blocks of 32 threads of two work items: a virtual block of the
+/// work-oriented schedules takes 64 tiles and atoms, so a frontier of a few hundred rows needs
+/// more virtual blocks than a block has threads (the fix-up kernel), and on the simulator, which
+/// holds four resident blocks, a strided grid runs each block over many of them.
+#[load_balanced(
+    schedule = "every",
+    reduce = "sum",
+    output = "y",
+    tiles = "frontier",
+    block = 32,
+    items_per_thread = 2
+)]
+fn narrow_frontier_spmv(a: &Csr<f32>, frontier: &[u32], x: &[f32], #[atom] nz: usize) -> f32 {
+    a.values[nz] * x[a.col_indices[nz] as usize]
+}
+
+/// [`narrow_frontier_spmv`] with lanes: each lane is its own copy of the decomposition, with its
+/// own run of carry slots.
+#[load_balanced(
+    schedule = "every",
+    reduce = "sum",
+    output = "c",
+    lanes = "k",
+    tiles = "frontier",
+    block = 32,
+    items_per_thread = 2
+)]
+fn narrow_frontier_spmm(
+    a: &Csr<f32>,
+    frontier: &[u32],
+    b: &[f32],
+    k: usize,
+    #[atom] nz: usize,
+    #[lane] j: usize,
+) -> f32 {
+    a.values[nz] * b[a.col_indices[nz] as usize * k + j]
+}
+
+/// The frontiers of [`frontier_reductions_over_many_virtual_blocks`] over `a`, whose row `hub`
+/// is its longest: one short row (one virtual block), every eighth row (a few: the main kernel
+/// joins their carries), every row (dozens), every row three times over in a shuffled order (more
+/// atoms than the graph has: each thread takes a larger share), and the hub forty times.
+fn many_block_frontiers(a: &Csr<f32>, hub: u32, seed: u64) -> Vec<(&'static str, Vec<u32>)> {
+    let rows = a.num_rows as u32;
+    let short = (0..rows)
+        .find(|&r| a.row(r as usize).len() == 1)
+        .unwrap_or(0);
+    let mut thrice: Vec<u32> = (0..3 * rows).map(|i| i % rows).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    for i in (1..thrice.len()).rev() {
+        thrice.swap(i, rng.random_range(0..=i));
+    }
+    vec![
+        ("one short row", vec![short]),
+        ("every eighth row", (0..rows).step_by(8).collect()),
+        ("every row", (0..rows).collect()),
+        ("every row thrice", thrice),
+        ("the hub forty times", vec![hub; 40]),
+    ]
+}
+
+/// Reductions over frontiers that need from one to hundreds of virtual blocks, repeats past the
+/// graph's atoms included, without and with lanes, against the f64 product; the rows the
+/// frontier does not list keep their values. On the simulator the work-oriented schedules
+/// (`merge_path`, `nonzero_split`, `two_phase`, `multi_phase`) launch at most its four resident
+/// blocks a lane however many virtual blocks the frontier needs.
+#[test]
+fn frontier_reductions_over_many_virtual_blocks() {
+    const UNTOUCHED: f32 = 7.5;
+    let dev = device();
+    let mut a = lb::generate::power_law(500, 500, 6.0, 41);
+    let hub = (0..a.num_rows).max_by_key(|&r| a.row(r).len()).unwrap_or(0) as u32;
+    a.values.iter_mut().for_each(|v| *v = 0.5 + v.abs());
+    let da = DeviceCsr::upload(&dev, &a).unwrap();
+    for (name, frontier) in many_block_frontiers(&a, hub, 5) {
+        let df = dev.upload(&frontier).unwrap();
+        for k in [1usize, 3, 33] {
+            let b = random_vec(a.num_cols * k, k as u64);
+            let db = dev.upload(&b).unwrap();
+            let schedules = if k == 1 {
+                narrow_frontier_spmv::SCHEDULES
+            } else {
+                narrow_frontier_spmm::SCHEDULES
+            };
+            for &s in schedules {
+                let mut dc = dev.upload(&vec![UNTOUCHED; a.num_rows * k]).unwrap();
+                let run = if k == 1 {
+                    narrow_frontier_spmv::launch_with(&dev, s, &da, &df, &db, &mut dc)
+                } else {
+                    narrow_frontier_spmm::launch_with(&dev, s, &da, &df, &db, k, &mut dc)
+                };
+                let run = run.unwrap();
+                let what = format!("{name}, k = {k}, {}", s.name());
+                let got = dev.download(&dc).unwrap();
+                assert_frontier_rows(&a, &frontier, (&b, k), &got, UNTOUCHED, &what);
+                let strided = matches!(
+                    s,
+                    Schedule::MergePath
+                        | Schedule::NonzeroSplit
+                        | Schedule::TwoPhase
+                        | Schedule::MultiPhase
+                );
+                if strided && !dev.is_gpu() {
+                    // Four blocks a lane; the fix-up keeps a thread per carry slot of the bound.
+                    for l in run.kernels.iter().filter(|l| !l.entry.ends_with("_fixup")) {
+                        let most = 4 * k as u32;
+                        assert!(l.grid <= most, "{what}: {} grid {}", l.entry, l.grid);
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -148,7 +148,8 @@ pub enum FrontierGrid {
     /// graph's atoms. The kernels cannot recompute that bound (the longest tile is known only on
     /// the host); the plan's first kernel stores its block count for the others
     /// (`frontier_scan`), and a frontier with more atoms than the bound gives each thread a
-    /// larger share. For plans whose blocks keep per-block results (a reducing body's carries).
+    /// larger share. For plans whose main kernel takes one share per block and does not stride
+    /// (`work_oriented::plans`, which user schedules build on).
     Bounded,
     /// The same bound, but never more blocks than are resident at once: the main kernel's blocks
     /// stride over the shares of the atoms the frontier really has, found by the device's scan
@@ -156,11 +157,32 @@ pub enum FrontierGrid {
     /// whole graph for nearly every frontier; this grid costs one resident wave however small
     /// the frontier is, and a large frontier keeps the default share per thread (a grid capped
     /// at a fixed size without striding lost up to 2× on frontiers of tens of millions of atoms,
-    /// docs/benchmarks.md, issue 17's capped grids). For plans without per-block results.
+    /// docs/benchmarks.md, issue 17's capped grids). A plan's per-block temporaries
+    /// ([`TempCount::PerBlock`]) still count the blocks of the bound ([`Grid::uncapped`]): a
+    /// reducing body keeps a carry per share it strides over, and the kernels never take more
+    /// shares than that bound holds.
     Strided,
 }
 
 impl Grid {
+    /// The grid before a strided frontier grid's cap at the resident blocks
+    /// ([`FrontierGrid::Strided`] becomes [`FrontierGrid::Bounded`]); every other grid as it is.
+    /// What [`TempCount::PerBlock`] and [`KernelPlan::min_grid`] count.
+    pub fn uncapped(self) -> Grid {
+        match self {
+            Grid::CoverWork {
+                per_thread,
+                count_tiles,
+                frontier: FrontierGrid::Strided,
+            } => Grid::CoverWork {
+                per_thread,
+                count_tiles,
+                frontier: FrontierGrid::Bounded,
+            },
+            other => other,
+        }
+    }
+
     /// The number of blocks for `size` with `block` threads per block.
     pub fn blocks(&self, size: &ProblemSize, block: u32, limits: &DeviceLimits) -> u32 {
         match *self {
@@ -237,9 +259,9 @@ pub struct KernelPlan {
     /// when [`ProblemSize::max_tile_atoms`] is smaller (the huge-tile split's kernels). `None`:
     /// always launched.
     pub min_tile_atoms: Option<u64>,
-    /// The kernel runs only when the plan's first kernel has at least this many blocks (the
-    /// work-oriented fix-up kernel, whose work the main kernel does itself on a smaller grid).
-    /// `None`: always launched.
+    /// The kernel runs only when the plan's first kernel has at least this many blocks, counted
+    /// before a strided grid's cap ([`Grid::uncapped`]): the work-oriented fix-up kernel, whose
+    /// work the main kernel does itself on a smaller grid. `None`: always launched.
     pub min_grid: Option<u32>,
     /// The kernel runs only when the lane count ([`ProblemSize::lanes`]) lies in `min..=max`
     /// (two builds of the split's mid walk, for few lanes and for many). `None`: for every
@@ -257,7 +279,7 @@ pub struct KernelPlan {
 
 impl KernelPlan {
     /// Whether the kernel has work for a problem of `size` whose first kernel has `first_grid`
-    /// blocks.
+    /// blocks before any cap ([`Grid::uncapped`]).
     pub fn needed(&self, size: &ProblemSize, first_grid: u32) -> bool {
         self.min_tile_atoms.is_none_or(|m| size.max_tile_atoms >= m)
             && self.min_grid.is_none_or(|g| first_grid >= g)
@@ -276,7 +298,8 @@ pub enum TempCount {
         per_tile: u64,
         extra: u64,
     },
-    /// One element per launched block (of the plan's first kernel), plus `extra`.
+    /// One element per block of the plan's first kernel, plus `extra`; for a strided frontier
+    /// grid, per block of its bound ([`Grid::uncapped`]).
     PerBlock {
         extra: u64,
     },

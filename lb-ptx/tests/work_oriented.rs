@@ -411,10 +411,10 @@ fn cover_work_grid() {
     assert_eq!(strided.blocks(&empty, 32, &resident), 1);
 }
 
-/// Which frontier grid a work-oriented plan asks for: strided over a frontier with a body that
-/// does not reduce (the main kernel keeps nothing per block; the searches' blocks find their own
-/// tiles, with no partition kernel), bounded for a reducing body (whose carries are counted per
-/// block), none without a frontier.
+/// Which frontier grid a work-oriented plan asks for: strided over a frontier (the searches'
+/// blocks find their own tiles, with no partition kernel), with or without a reducing body (whose
+/// carries are counted for the grid's bound and taken per virtual block); none without a
+/// frontier. The fix-up keeps the bound's grid, one thread per carry slot.
 #[test]
 fn frontier_grid_kinds() {
     let searches = [Schedule::TwoPhase, Schedule::MultiPhase];
@@ -455,7 +455,7 @@ fn frontier_grid_kinds() {
         );
         assert_eq!(
             main_grid(&spmv_reduce(Reduce::Sum), true),
-            FrontierGrid::Bounded,
+            FrontierGrid::Strided,
             "{}",
             s.name()
         );
@@ -468,10 +468,12 @@ fn frontier_grid_kinds() {
     }
 }
 
-/// A frontier of a few short tiles in a large tile set launches a grid for its own atoms (at
-/// most `tiles × longest tile`), not for the tile set's; the kernels find its size in
-/// `main_blocks`, which the first kernel stores (the simulator fills temporaries with garbage,
-/// so a kernel that read anything else would fail). Frontiers below, near and above the bound.
+/// A frontier of a few short tiles in a large tile set bounds its grid by its own atoms (at most
+/// `tiles × longest tile`), not the tile set's, and launches at most the resident blocks of that
+/// bound; the carry slots of a reducing body are counted for the whole bound
+/// (`Grid::uncapped`). Frontiers below, near and above the bound, on a device of one resident
+/// block, so every kernel strides (the simulator fills temporaries with garbage, so a kernel
+/// that read a slot it did not write would fail).
 #[test]
 fn frontier_grid_follows_its_tiles() {
     let lengths: Vec<usize> = (0..6000).map(|r| (r * 7) % 9).collect();
@@ -502,11 +504,12 @@ fn frontier_grid_follows_its_tiles() {
             let o = frontier_opts(s, 32, 2, IndexWidth::U32, p);
             let g = generate(&body, &o).unwrap();
             let size = frontier_size(&m, frontier);
+            let grid = g.plans[0].kernels[0].grid;
             let Grid::CoverWork {
                 per_thread,
                 count_tiles,
-                frontier: FrontierGrid::Bounded,
-            } = g.plans[0].kernels[0].grid
+                frontier: FrontierGrid::Strided,
+            } = grid
             else {
                 panic!("{what}: {}: not a frontier's grid", s.name());
             };
@@ -518,8 +521,9 @@ fn frontier_grid_follows_its_tiles() {
                     0
                 };
             let want = work.div_ceil(u64::from(per_thread) * 32).max(1);
-            let got = g.plans[0].kernels[0].grid.blocks(&size, 32, &limits);
-            assert_eq!(u64::from(got), want, "{what}: {}", s.name());
+            let bound = grid.uncapped().blocks(&size, 32, &limits);
+            assert_eq!(u64::from(bound), want, "{what}: {}", s.name());
+            assert_eq!(grid.blocks(&size, 32, &limits), 1, "{what}: {}", s.name());
         }
     }
 }

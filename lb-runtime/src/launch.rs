@@ -614,7 +614,7 @@ impl SizedPlan {
                 k.track = 0;
             }
         }
-        let first_grid = planned.kernels.first().map_or(1, |k| k.grid);
+        let first_grid = planned.first_bound;
         let (offsets, ws_bytes) = layout(plan, size, first_grid)?;
         let mut zeroed = Vec::new();
         let mut counters = None;
@@ -659,6 +659,16 @@ struct Planned {
     notes: Vec<String>,
     /// Per kernel: whether this problem gives it work ([`KernelPlan::needed`]).
     needed: Vec<bool>,
+    /// The first kernel's blocks before a strided grid's cap ([`lb_ptx::plan::Grid::uncapped`]): what the
+    /// plan's per-block temporaries and `min_grid` count.
+    first_bound: u32,
+}
+
+/// The blocks of the first of `plans` before a strided grid's cap ([`lb_ptx::plan::Grid::uncapped`]).
+fn first_bound(plans: &[KernelPlan], size: &ProblemSize, limits: &DeviceLimits) -> u32 {
+    plans
+        .first()
+        .map_or(1, |k| k.grid.uncapped().blocks(size, k.block, limits))
 }
 
 impl Planned {
@@ -710,8 +720,9 @@ fn prepare(dev: &Device, ptx: &'static str, plan: &Plan, size: &ProblemSize) -> 
                     track: k.track,
                 })
                 .collect();
-            let first = kernels.first().map_or(1, |k| k.grid);
+            let first = first_bound(&kernel_plans, size, &SIM_LIMITS);
             return Ok(Planned {
+                first_bound: first,
                 needed: kernel_plans.iter().map(|k| k.needed(size, first)).collect(),
                 kernels,
                 gpu_functions: Vec::new(),
@@ -743,8 +754,15 @@ fn prepare(dev: &Device, ptx: &'static str, plan: &Plan, size: &ProblemSize) -> 
             track: k.plan.track,
         });
     }
-    let first = kernels.first().map_or(1, |k| k.grid);
+    let first = loaded.kernels.first().map_or(1, |k| {
+        let limits = DeviceLimits {
+            sm_count: gpu.sm_count,
+            blocks_per_sm: k.blocks_per_sm,
+        };
+        k.plan.grid.uncapped().blocks(size, k.plan.block, &limits)
+    });
     Ok(Planned {
+        first_bound: first,
         needed: loaded
             .kernels
             .iter()

@@ -29,6 +29,12 @@ pub enum Choice {
 /// nineteenth session's runs). Elsewhere the rule ([`DEFAULT_RULE`]) picks from the frontier's
 /// length and the graph's mean row: `thread_mapped` on a road network's short rows.
 ///
+/// Measured with it (H100, docs/benchmarks.md, fifty-first session): BFS and SSSP on the large
+/// power law and R-MAT within 1.1% of `multi_phase`'s wall time, the fastest of eight schedules;
+/// BFS on the medium road grid and road network within 3% of the fastest schedule, SSSP there
+/// 1.21× and 1.23× behind it (`group_mapped(4)` on the grid, `warp_mapped` on the road network;
+/// neither beats `thread_mapped` on both).
+///
 /// The frontier's own atoms are not measured: that costs a kernel, a wait for the GPU and a read
 /// per step (about 60 µs on an H100), more than a small step's kernel takes, and a large step
 /// on a graph with hubs needs the split anyway. The pick is O(1) on the host.

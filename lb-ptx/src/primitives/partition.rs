@@ -153,19 +153,20 @@ fn interpolation_step(b: &mut KernelBuilder, w: Type, offset: Reg, n: Reg, rise:
 }
 
 /// Whether a two-phase plan's main kernel strides over a frontier's virtual blocks
-/// ([`FrontierGrid::Strided`](crate::plan::FrontierGrid::Strided)): over a frontier with a body
-/// that does not reduce. Its blocks then find their tiles themselves ([`stage_block`]): the
-/// partition kernel would need one `block_starts` entry per virtual block, and their number is
-/// known only once the frontier's atoms are summed on the device.
-pub fn strides(body: &Body, opts: &Options) -> bool {
-    opts.tiles.is_some() && body.reduce.is_none()
+/// ([`FrontierGrid::Strided`](crate::plan::FrontierGrid::Strided)): over every frontier. Its
+/// blocks then find their tiles themselves ([`stage_block`]): the partition kernel would need
+/// one `block_starts` entry per virtual block, and their number is known only once the
+/// frontier's atoms are summed on the device. A reducing body's carries are counted for the
+/// grid's bound, as in every strided work-oriented plan.
+pub fn strides(opts: &Options) -> bool {
+    opts.tiles.is_some()
 }
 
 /// The static shared memory of a two-phase plan's main kernel: [`shared_bytes`] with `buffer`,
 /// plus, for a strided plan ([`strides`]), the 16 bytes through which its blocks pass their
 /// range ([`block_range`]). What a schedule that sizes its shape to fit must count.
 pub fn plan_shared_bytes(body: &Body, opts: &Options, buffer: u64) -> u64 {
-    let range = if strides(body, opts) { 16 } else { 0 };
+    let range = if strides(opts) { 16 } else { 0 };
     shared_bytes(body, opts, buffer + range)
 }
 
@@ -199,10 +200,10 @@ pub fn plans(
             ),
         });
     }
-    if strides(body, opts) {
-        // Over a frontier, without a reducing body: each virtual block searches for its own
-        // tiles in the main kernel ([`stage_block`]), so there is no partition kernel and no
-        // `block_starts`, whose length the host could not bound.
+    if strides(opts) {
+        // Over a frontier each virtual block searches for its own tiles in the main kernel
+        // ([`stage_block`]), so there is no partition kernel and no `block_starts`, whose length
+        // the host could not bound.
         let mut out = Vec::new();
         for base in work_oriented::strided_plans(body, opts, schedule, false)? {
             for &(_, select) in variants {
@@ -324,7 +325,7 @@ fn build_with(
     } else {
         0
     };
-    if !strides(body, opts) {
+    if !strides(opts) {
         kernels.push(partition_kernel(body, opts, plan, at, search)?);
     }
     kernels.push(main);

@@ -111,8 +111,12 @@ pub fn plan_width(plan: &Plan) -> Type {
 /// The fix-up's grid: one thread per block of the main kernel, whose grid is `main`
 /// ([`Grid::CoverWork`]). Counting `per_thread × block` work items per thread gives
 /// `⌈work / (per_thread × block²)⌉ ≥ ⌈blocks / block⌉` blocks per lane, over the same work.
+///
+/// Over a strided frontier grid the fix-up keeps the bound's blocks ([`Grid::uncapped`]): the
+/// main kernel's blocks stride over up to that many carry slots, and the fix-up's own grid, one
+/// thread per slot, is `block` times smaller.
 pub fn fixup_grid(main: Grid, block: u32) -> Grid {
-    match main {
+    match main.uncapped() {
         Grid::CoverWork {
             per_thread,
             count_tiles,
@@ -142,9 +146,9 @@ pub fn plans(
 
 /// [`plans`] for a schedule whose main kernel (such as [`main_kernel`]) runs the rounds of
 /// [`Frame::stride`] and finds each virtual block's share from [`Frame::cta`] and [`Frame::tid`]
-/// alone, with no temporary counted per block: over a frontier, with a body that does not
-/// reduce (a reducing body keeps a carry per block, counted by the host), its blocks stride over
-/// the frontier's shares ([`FrontierGrid::Strided`]).
+/// alone, with no temporary counted per block but the carries: over a frontier its blocks
+/// stride over the frontier's shares ([`FrontierGrid::Strided`]), a reducing body's carry slots
+/// sized for the grid's bound and taken one per virtual block.
 pub fn strided_plans(
     body: &Body,
     opts: &Options,
@@ -178,7 +182,7 @@ fn plans_of(
     };
     let frontier = match opts.tiles {
         None => FrontierGrid::No,
-        Some(_) if strides && body.reduce.is_none() => FrontierGrid::Strided,
+        Some(_) if strides => FrontierGrid::Strided,
         Some(_) => FrontierGrid::Bounded,
     };
     let grid = Grid::CoverWork {
@@ -515,7 +519,13 @@ pub(crate) fn frame(
     let block = i64::from(opts.block);
     let capacity = items * block;
     let blocks = if strided {
-        Some(blocks_per_lane(b, work, capacity))
+        Some(strided_blocks(
+            b,
+            body,
+            &layout,
+            work,
+            (capacity, count_tiles),
+        ))
     } else if frontier {
         let slot = params.temps[temp_index(plan, frontier_scan::MAIN_BLOCKS)?];
         Some(b.ld(Space::Global, Type::U64, slot))
@@ -525,7 +535,8 @@ pub(crate) fn frame(
             .is_some()
             .then(|| blocks_per_lane(b, work, capacity))
     };
-    let per_thread = if let Some(blocks) = blocks.filter(|_| frontier && !strided) {
+    let grows = frontier && (!strided || body.reduce.is_some());
+    let per_thread = if let Some(blocks) = blocks.filter(|_| grows) {
         let threads = b.bin(BinOp::Mul, Type::U64, blocks, Operand::Imm(block));
         let up = b.bin(BinOp::Add, Type::U64, work, threads);
         let up = b.bin(BinOp::Sub, Type::U64, up, Operand::Imm(1));
@@ -544,7 +555,7 @@ pub(crate) fn frame(
             b,
             (layout, params),
             (offsets, atoms, work),
-            blocks,
+            (blocks, per_thread, body.reduce.is_some()),
             plan,
             opts,
         ));
@@ -593,15 +604,46 @@ fn stageable(body: &Body, frontier: bool) -> Option<Ty> {
         .map(|(ty, _)| ty)
 }
 
+/// The virtual blocks per lane of a strided frontier grid ([`FrontierGrid::Strided`]), each of
+/// `capacity` work items: as many as the frontier's `work` needs. A reducing body keeps a carry
+/// slot per virtual block, and the host sized those slots for the bound of
+/// [`Grid::CoverWork`], `min(atoms, tiles × longest tile)` atoms (plus the tiles with
+/// `count_tiles`), of which the kernels know the graph's atoms but not its longest tile: the
+/// frontier's atoms are at most `tiles × longest` anyway, so capping its work at the graph's
+/// (`min(work, graph atoms (+ tiles))`) never counts more blocks than the host's bound. A
+/// frontier that repeats tiles past the graph's atoms then gives each thread a larger share
+/// ([`frame`]'s `per_thread`), as a bounded grid does.
+fn strided_blocks(
+    b: &mut KernelBuilder,
+    body: &Body,
+    layout: &Layout,
+    work: Reg,
+    (capacity, count_tiles): (i64, bool),
+) -> Reg {
+    if body.reduce.is_none() {
+        return blocks_per_lane(b, work, capacity);
+    }
+    let csr = &layout.csr;
+    let end = offset_addr(b, layout.offsets, csr.row_offsets, csr.num_rows);
+    let graph = load_offset(b, layout.offsets, end);
+    let graph = if count_tiles {
+        b.bin(BinOp::Add, Type::U64, graph, layout.tiles)
+    } else {
+        graph
+    };
+    let slots = b.bin(BinOp::Min, Type::U64, work, graph);
+    blocks_per_lane(b, slots, capacity)
+}
+
 /// The frame of a main kernel whose blocks stride over a frontier's shares
-/// ([`FrontierGrid::Strided`]): `cta` and `lane` are set at the head of each round of
-/// [`BlockStride::begin`], from the virtual block `index`, which starts at `%ctaid.x` and
-/// advances by `%nctaid.x` up to `blocks × lanes`.
+/// ([`FrontierGrid::Strided`]): `cta` and `lane` (and with a reducing body the carry `slot`) are
+/// set at the head of each round of [`BlockStride::begin`], from the virtual block `index`,
+/// which starts at `%ctaid.x` and advances by `%nctaid.x` up to `blocks × lanes`.
 fn strided_frame(
     b: &mut KernelBuilder,
     (layout, params): (Layout, KernelParams),
     (offsets, atoms, work): (Reg, Reg, Reg),
-    blocks: Option<Reg>,
+    (blocks, per_thread, reduces): (Option<Reg>, Operand, bool),
     plan: &Plan,
     opts: &Options,
 ) -> Frame {
@@ -621,6 +663,7 @@ fn strided_frame(
     let tid = b.cvt(Rounding::None, Type::U64, Type::U32, tid);
     let cta = b.reg_for(Type::U64);
     let lane = layout.lanes.map(|_| b.reg_for(Type::U64));
+    let slot = (reduces && lane.is_some()).then(|| b.reg_for(Type::U64));
     Frame {
         w: plan_width(plan),
         layout,
@@ -629,12 +672,12 @@ fn strided_frame(
         frontier: true,
         atoms,
         work,
-        per_thread: Operand::Imm(items),
+        per_thread,
         capacity: items * block,
         block,
         blocks: Some(blocks),
         cta,
-        slot: None,
+        slot,
         tid,
         lane,
         stride: Some(BlockStride { index, total }),
@@ -665,6 +708,11 @@ impl BlockStride {
                 let lanes = b.bin(BinOp::Max, Type::U64, lanes, Operand::Imm(1));
                 b.bin_to(BinOp::Rem, Type::U64, lane, self.index, lanes);
                 b.bin_to(BinOp::Div, Type::U64, f.cta, self.index, lanes);
+                if let (Some(slot), Some(blocks)) = (f.slot, f.blocks) {
+                    // A lane's carry slots are consecutive, the order the fix-up walks them in.
+                    let before = b.bin(BinOp::Mul, Type::U64, lane, blocks);
+                    b.bin_to(BinOp::Add, Type::U64, slot, before, f.cta);
+                }
             }
             _ => b.mov_to(Type::U64, f.cta, self.index),
         }
@@ -682,12 +730,13 @@ impl BlockStride {
     }
 }
 
-/// The block's carry slot (u64): [`Frame::slot`] with lanes, else `%ctaid.x` read where it is
-/// used, so the address is one `mad.wide.u32`.
+/// The block's carry slot (u64): [`Frame::slot`] with lanes, the virtual block in a strided
+/// grid, else `%ctaid.x` read where it is used, so the address is one `mad.wide.u32`.
 fn carry_slot(b: &mut KernelBuilder, f: &Frame) -> Reg {
-    match f.slot {
-        Some(slot) => slot,
-        None => {
+    match (f.slot, f.stride) {
+        (Some(slot), _) => slot,
+        (None, Some(_)) => f.cta,
+        (None, None) => {
             let ctaid = b.special(Special::CtaidX);
             b.cvt(Rounding::None, Type::U64, Type::U32, ctaid)
         }
@@ -863,10 +912,14 @@ pub fn main_kernel(
         if let Some(g) = &gather {
             g.store(&mut b, &f, body, (reduce.0, lane), opts.checked)?;
         }
-        fixup::in_kernel(&mut b, &f, plan, body, opts.checked)?;
+        if rounds.is_none() {
+            fixup::in_kernel(&mut b, &f, plan, body, opts.checked)?;
+        }
     }
     if let Some((stride, scope)) = rounds {
         stride.end(&mut b, scope);
+        // Every virtual block's carry is written once the grid's blocks have left their rounds.
+        fixup::in_kernel(&mut b, &f, plan, body, opts.checked)?;
     }
     Ok(b.finish())
 }

@@ -414,9 +414,13 @@ fn expansion_kernel(
     }
     b.mov_to(Type::U64, round_first, next);
     b.loop_end(rounds);
-    work_oriented::fixup::in_kernel(&mut b, &f, plan, body, checked)?;
-    if let Some((stride, scope)) = strides {
-        stride.end(&mut b, scope);
+    match strides {
+        Some((stride, scope)) => {
+            stride.end(&mut b, scope);
+            // Every virtual block's carry is written once the blocks have left their rounds.
+            work_oriented::fixup::in_kernel(&mut b, &f, plan, body, checked)?;
+        }
+        None => work_oriented::fixup::in_kernel(&mut b, &f, plan, body, checked)?,
     }
     Ok(b.finish())
 }

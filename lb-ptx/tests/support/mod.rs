@@ -171,9 +171,12 @@ impl Runner {
         size: ProblemSize,
         mem: &mut Memory,
     ) -> (Vec<u64>, u32) {
-        let first = plan.kernels[0]
-            .grid
-            .blocks(&size, plan.kernels[0].block, &self.limits);
+        // Per-block temporaries and `min_grid` count the grid before a strided grid's cap.
+        let first =
+            plan.kernels[0]
+                .grid
+                .uncapped()
+                .blocks(&size, plan.kernels[0].block, &self.limits);
         let mut temps = Vec::new();
         for t in plan.temps.iter() {
             let count = match t.count {

@@ -2,7 +2,8 @@
 //! kernel's blocks leave one carry slot each (a key, the carry-out, a head), and the fix-up joins
 //! each run of equal keys with the head of the block after it, in a fixed order.
 //!
-//! - **On a grid of at most `block` blocks** the main kernel does it itself (`in_kernel`), with
+//! - **On a grid of at most `block` blocks** (in a strided frontier grid, at most `block`
+//!   virtual blocks) the main kernel does it itself (`in_kernel`), with
 //!   the threadfence-reduction pattern of the CUDA programming guide (§ "Memory Fence
 //!   Functions": each block writes its partial result, fences, and counts itself finished with
 //!   an atomic; the block that sees the last count reads every partial result). The last block
@@ -30,7 +31,9 @@ use super::{
 use crate::body::{Body, Reduce, Ty};
 use crate::builder::KernelBuilder;
 use crate::codegen::{ptx_type, reduce_combine, reduce_identity};
-use crate::ir::{AtomOp, BinOp, Cmp, Kernel, Op, Operand, Reg, Rounding, Space, Special, Type};
+use crate::ir::{
+    AtomOp, BinOp, Cmp, Kernel, Label, Op, Operand, Reg, Rounding, Space, Special, Type,
+};
 use crate::plan::{Plan, Temp, TempCount, TempRole};
 use crate::{GenError, Options};
 
@@ -98,12 +101,17 @@ pub(crate) fn in_kernel(
     let (t, size) = (ptx_type(ty), ty.size());
     let end = b.label();
     let nctaid = b.special(Special::NctaidX);
-    let slots = b.cvt(Rounding::None, Type::U64, Type::U32, nctaid);
+    let blocks = b.cvt(Rounding::None, Type::U64, Type::U32, nctaid);
+    // A strided grid's blocks leave a slot per virtual block they took (see `strided_slots`).
+    let slots = match f.stride {
+        Some(stride) => stride.total,
+        None => blocks,
+    };
     let alone = b.setp(Cmp::Eq, Type::U64, slots, Operand::Imm(1));
     b.bra_if(alone, false, end);
     let large = b.setp(Cmp::Gt, Type::U64, slots, Operand::Imm(f.block));
     b.bra_if(large, false, end);
-    let last = finished_last(b, f.tid, counter, slots);
+    let last = finished_last(b, f.tid, counter, blocks);
     b.bra_if(last, true, end);
 
     // One thread per slot: the slot's key and carry, and what ends a run there (the next key
@@ -274,6 +282,9 @@ pub(crate) fn fixup_kernel(
         Some(lanes) => b.bin(BinOp::Mul, Type::U64, blocks, lanes),
         None => blocks,
     };
+    if f.stride.is_some() {
+        strided_slots(&mut b, f.block, slots, done);
+    }
     let valid = b.setp(Cmp::Lt, Type::U64, slot, slots);
     let key = b.mov(Type::U64, Operand::Imm(NO_CARRY));
     let acc = reduce_identity(&mut b, ty, r)?;
@@ -372,6 +383,17 @@ pub(crate) fn fixup_kernel(
     b.loop_end(each);
     b.place(done);
     Ok(b.finish())
+}
+
+/// The fix-up kernel of a strided frontier grid ([`crate::plan::FrontierGrid::Strided`]) leaves
+/// at once (to `done`) when the main kernel's blocks took at most `block` virtual blocks over
+/// all lanes (`slots`): the main kernel then joined the runs itself ([`in_kernel`]). The host
+/// launches the fix-up whenever the grid's bound has more than `block` blocks, since it cannot
+/// count the virtual blocks a frontier needs; the two tests agree because that bound is never
+/// below the slots. The branch is uniform over the grid.
+fn strided_slots(b: &mut KernelBuilder, block: i64, slots: Reg, done: Label) {
+    let few = b.setp(Cmp::Le, Type::U64, slots, Operand::Imm(block));
+    b.bra_if(few, false, done);
 }
 
 /// Finishes the run that ends at `slot` and started before `first`, the first slot of its
