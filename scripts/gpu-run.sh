@@ -6,8 +6,10 @@
 # on the examples), sanitize-tests (memcheck on every device test binary: every schedule on every
 # test body; not in the default set), apps (SpMM k = 8/32/128, SSSP, BFS and PageRank on a >50M-edge power-law graph, CG on a 100³ Poisson grid), huge
 # (SpMV with more than 2^32 nonzeros, about 37 GB of device memory), loop (host cost per call,
-# `lb-bench --loop`, and the sanitizers on it; not in the default set), fuzz (the macro's long
-# fuzz run on every core; not in the default set). The logs are packed into
+# `lb-bench --loop`, and the sanitizers on it; not in the default set), traversal (BFS and
+# SSSP on the road networks, step by step, and the sanitizers on the levels-in-one-block test;
+# not in the default set), fuzz (the macro's long fuzz run on every core; not in the default
+# set). The logs are packed into
 # $OUT/logs.tgz (or .gpu/out/logs.tgz) and a summary goes to stdout.
 set -uo pipefail
 bash "$(dirname "$0")/gpu-unpack.sh"
@@ -114,6 +116,22 @@ for group in "${groups[@]}"; do
     huge)
       step example-spmv-huge "$bin/example-spmv_huge"
       ;;
+    traversal)
+      # BFS and SSSP on the road networks, where `auto` runs the small frontiers' levels in one
+      # block (docs/graph-apps.md, "Levels in one block"), against the named schedules that
+      # launch once a level, step by step (scripts/traversal-steps.py reads the JSON); then
+      # the large road grid, and the sanitizers on the test that runs those kernels.
+      step traversal-road "$bin/lb-bench" --scale medium --ops bfs,sssp --undirected \
+        --families road,road-grid --schedules "thread_mapped,group_mapped(4),warp_mapped" \
+        --sources 1 --reps 3 --budget-ms 100 --steps --json "$out/traversal-road.jsonl"
+      step traversal-road-large "$bin/lb-bench" --scale large --ops bfs,sssp --undirected \
+        --families road-grid --schedules "thread_mapped,group_mapped(4)" --sources 1 --reps 3 \
+        --budget-ms 100 --steps --json "$out/traversal-road-large.jsonl"
+      for tool in memcheck racecheck synccheck; do
+        sanitize "$tool" block-levels "$bin/test-apps" --test-threads=1 --include-ignored \
+          auto_runs_a_long_diameter_in_one_block
+      done
+      ;;
     loop)
       # Host cost per call: 1000 back-to-back SpMV launches per schedule and cuSPARSE's, and
       # the same replayed from CUDA graphs (docs/streams.md); then memcheck and racecheck on a
@@ -132,7 +150,7 @@ for group in "${groups[@]}"; do
         "${LB_FUZZ_EXPANSIONS:-100000}" "${LB_FUZZ_SHARDS:-320}" "$logs/fuzz"
       ;;
     *)
-      echo "unknown group $group (tests spmv sanitize sanitize-tests apps huge loop fuzz)"
+      echo "unknown group $group (tests spmv sanitize sanitize-tests apps huge loop traversal fuzz)"
       status=2
       ;;
   esac

@@ -8,7 +8,11 @@ step: its frontier (vertices, atoms, longest tile), the three fastest schedules 
     python3 scripts/traversal-steps.py [-v] FILE.jsonl[.gz] [FILE ...]
 
 A step record is (source index, frontier length, atoms, longest tile, kernel ms, wall ms,
-schedule); atoms and the longest tile are known for BFS only.
+schedule, levels); atoms and the longest tile are known for BFS only, and a launch of several
+BFS levels in one block (`block_levels`, levels > 1; records before it had seven fields, one
+level each) stands for the levels it ran: it compares with no one step of the other rows, so
+the per-step tables leave those levels out and each row's total over all its steps is printed
+as well.
 """
 import collections
 import gzip
@@ -31,11 +35,18 @@ def by_step(rows):
     table = collections.defaultdict(dict)
     for name, r in rows.items():
         seen = collections.Counter()
-        for source, vertices, atoms, longest, kernel, wall, schedule in r["steps"]:
+        for source, vertices, atoms, longest, kernel, wall, schedule, *more in r["steps"]:
+            levels = more[0] if more else 1
             step = seen[source]
-            seen[source] += 1
-            table[(source, step)][name] = (kernel, wall, schedule, (vertices, atoms, longest))
+            seen[source] += levels
+            if levels == 1:
+                table[(source, step)][name] = (kernel, wall, schedule, (vertices, atoms, longest))
     return table
+
+
+def whole(r):
+    """A row's kernel and wall ms over all its recorded steps."""
+    return [sum(step[4] for step in r["steps"]), sum(step[5] for step in r["steps"])]
 
 
 def report(op, graph, rows, verbose):
@@ -53,6 +64,10 @@ def report(op, graph, rows, verbose):
     for n in sorted(names, key=lambda n: totals[n][1]):
         print(f"  {n:30s} kernel {totals[n][0]:10.3f} ms  wall {totals[n][1]:10.3f} ms")
     print(f"  {len(steps)} steps in every row")
+    for n in names:
+        if any(len(step) > 7 and step[7] > 1 for step in rows[n]["steps"]):
+            kernel, wall = whole(rows[n])
+            print(f"  {n:30s} kernel {kernel:10.3f} ms  wall {wall:10.3f} ms  (all its steps)")
     if op != "bfs" or not named:
         return
     oracle = [0.0, 0.0]

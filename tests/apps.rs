@@ -9,8 +9,8 @@ mod graphs;
 
 use graphs::{check_traffic, nasty_graph};
 use lb::algorithms::{
-    bfs, bfs_levels, bfs_unchecked, bfs_with_capacity, dijkstra, schedules, sssp, sssp_unchecked,
-    sssp_with_capacity, step_schedule, Choice, Traversal,
+    bfs, bfs_levels, bfs_unchecked, bfs_with_capacity, block_levels_limit, dijkstra, schedules,
+    sssp, sssp_unchecked, sssp_with_capacity, step_schedule, Choice, Traversal, BLOCK_LEVELS,
 };
 use lb::prelude::*;
 use lb::Error;
@@ -80,10 +80,18 @@ fn check(g: &Csr<f32>, source: usize, capacity: Option<usize>) {
         check_steps(s, &sp.run);
         check_steps(s, &bf.run);
         if capacity.is_none() {
-            // Without refills a BFS's step `l` expands the vertices at depth `l`.
+            // Without refills a BFS's launch after `l` levels expands the vertices at depth `l`
+            // first.
             let frontiers: Vec<u64> = bf.run.steps.iter().map(|st| st.frontier).collect();
-            let at_depth: Vec<u64> = (0..levels as u32)
-                .map(|l| depth.iter().filter(|&&d| d == l).count() as u64)
+            let at_depth: Vec<u64> = bf
+                .run
+                .steps
+                .iter()
+                .scan(0u32, |level, st| {
+                    let first = *level;
+                    *level += st.levels as u32;
+                    Some(depth.iter().filter(|&&d| d == first).count() as u64)
+                })
                 .collect();
             assert_eq!(frontiers, at_depth, "bfs {} frontiers", s.name());
             // Each vertex is pushed at most once per iteration: num_rows slots always suffice.
@@ -124,22 +132,36 @@ fn check_schedules(choice: Choice, run: &Traversal) {
         match choice {
             Choice::Named(s) => assert_eq!(name, s.name()),
             Choice::Auto => assert!(
-                schedules().iter().any(|s| s.name() == name),
+                name == BLOCK_LEVELS || schedules().iter().any(|s| s.name() == name),
                 "auto ran {name}"
             ),
         }
     }
 }
 
-/// `run.steps` holds one record per iteration, and the iterations that did not overflow ran the
-/// schedules `run.schedules` counts; the first frontier is the source alone.
+/// `run.steps` holds one record per launch, whose levels add up to the iterations (one a
+/// launch but for [`BLOCK_LEVELS`]), and the iterations that did not overflow ran the schedules
+/// `run.schedules` counts; the first frontier is the source alone.
 fn check_steps(choice: Choice, run: &Traversal) {
-    assert_eq!(run.steps.len(), run.iterations, "{}: steps", choice.name());
+    let levels: usize = run.steps.iter().map(|st| st.levels).sum();
+    assert_eq!(levels, run.iterations, "{}: steps", choice.name());
+    for st in &run.steps {
+        assert!(
+            st.levels == 1 || st.schedule == BLOCK_LEVELS && st.levels > 1,
+            "{}: {st:?}",
+            choice.name()
+        );
+    }
     if let Some(first) = run.steps.first() {
         assert_eq!(first.frontier, 1, "{}: the first frontier", choice.name());
     }
     for (name, n) in &run.schedules {
-        let ran = run.steps.iter().filter(|st| &st.schedule == name).count();
+        let ran: usize = run
+            .steps
+            .iter()
+            .filter(|st| &st.schedule == name)
+            .map(|st| st.levels)
+            .sum();
         assert!(
             ran >= *n && ran <= n + run.retries,
             "{}: {name} counted {n}, ran in {ran} steps ({} refills)",
@@ -283,7 +305,9 @@ fn step_schedule_splits_only_where_the_rule_sees_a_heavy_tail() {
 /// `auto` runs `step_schedule`'s pick for each step's frontier and measures nothing (the bytes
 /// of a named schedule): on a graph of short rows with one hub of 50 000 edges every step runs
 /// `multi_phase` (any frontier may hold the hub), on the same rows without the hub
-/// `thread_mapped`, and on rows of 16 a warp per row. Depths and distances match the references.
+/// `thread_mapped`, and on rows of 16 a warp per row; both run the frontiers of at most
+/// `block_levels_limit` vertices in one block instead, several levels a launch, but never on the
+/// graph with the hub. Depths and distances match the references.
 #[test]
 fn auto_runs_the_step_schedule_of_each_frontier() {
     let n = 60_000;
@@ -309,26 +333,100 @@ fn auto_runs_the_step_schedule_of_each_frontier() {
         assert_eq!(bf.depth, bfs_levels(&g, source), "{what}");
         let sp = sssp(&dev, &dg, source, Choice::Auto).unwrap();
         assert_eq!(sp.dist, dijkstra(&g, source), "{what}");
+        // Both expand the frontiers up to the limit in one block, after the first.
+        let limit = block_levels_limit(&dg);
         for run in [&bf.run, &sp.run] {
             check_schedules(Choice::Auto, run);
             check_traffic(what, run, 16);
-            for st in &run.steps {
-                assert_eq!(
-                    st.schedule,
-                    step_schedule(&dg, st.frontier).name(),
-                    "{what}"
-                );
+            for (i, st) in run.steps.iter().enumerate() {
+                let pick = if i > 0 && st.frontier <= limit {
+                    BLOCK_LEVELS
+                } else {
+                    step_schedule(&dg, st.frontier).name()
+                };
+                assert_eq!(st.schedule, pick, "{what}, step {i}");
             }
-            let big = run.steps.iter().filter(|st| st.frontier >= 1_000).count();
+            let large = |st: &&lb::algorithms::Step| st.frontier >= 1_000 && st.frontier > limit;
+            let big = run.steps.iter().filter(large).count();
             assert!(big > 0, "{what}: a frontier of 1 000 vertices or more");
             assert!(
                 run.steps
                     .iter()
-                    .filter(|st| st.frontier >= 1_000)
+                    .filter(large)
                     .all(|st| st.schedule == want.name()),
                 "{what}: {:?}",
                 run.schedules
             );
         }
+        for run in [&bf.run, &sp.run] {
+            let fused = run.steps.iter().filter(|st| st.schedule == BLOCK_LEVELS);
+            let most = fused.map(|st| st.levels).max().unwrap_or(0);
+            match what {
+                "hub" => assert_eq!(most, 0, "{what}: a hub is never one thread's"),
+                _ => assert!(most > 1, "{what}: no launch ran several levels"),
+            }
+        }
     }
+}
+
+/// A grid of 80 × 50 vertices (rows of two to four atoms) is 129 levels from a corner, none
+/// wider than 50 vertices: `auto`'s BFS and SSSP run the source's step as a schedule's kernel
+/// and every later level in one launch of one block, where a named schedule launches once a
+/// level.
+#[test]
+fn auto_runs_a_long_diameter_in_one_block() {
+    let (w, h) = (80usize, 50usize);
+    let at = |x: usize, y: usize| y * w + x;
+    let mut triplets = Vec::new();
+    for y in 0..h {
+        for x in 0..w {
+            let mut link = |v: usize| triplets.push((at(x, y), v, 1.0));
+            if x + 1 < w {
+                link(at(x + 1, y));
+            }
+            if x > 0 {
+                link(at(x - 1, y));
+            }
+            if y + 1 < h {
+                link(at(x, y + 1));
+            }
+            if y > 0 {
+                link(at(x, y - 1));
+            }
+        }
+    }
+    let g = Csr::from_triplets(w * h, w * h, triplets).unwrap();
+    let dev = device();
+    let dg = DeviceCsr::upload(&dev, &g).unwrap();
+    assert_eq!(block_levels_limit(&dg), 2_048);
+    let want = bfs_levels(&g, 0);
+    let auto = bfs(&dev, &dg, 0, Choice::Auto).unwrap();
+    assert_eq!(auto.depth, want);
+    assert_eq!(auto.run.iterations, w + h - 1);
+    let launched: Vec<(&str, usize)> = auto
+        .run
+        .steps
+        .iter()
+        .map(|st| (st.schedule.as_str(), st.levels))
+        .collect();
+    assert_eq!(
+        launched,
+        [("thread_mapped", 1), (BLOCK_LEVELS, w + h - 2)],
+        "{:?}",
+        auto.run.schedules
+    );
+    check_traffic("auto on a grid", &auto.run, 16);
+    check_steps(Choice::Auto, &auto.run);
+    let named = bfs(&dev, &dg, 0, Schedule::ThreadMapped).unwrap();
+    assert_eq!(named.depth, want);
+    assert_eq!(named.run.steps.len(), w + h - 1);
+    assert_eq!(named.run.edges, auto.run.edges);
+    // Unit weights: SSSP's distances are the depths, and its levels the BFS's.
+    let sp = sssp(&dev, &dg, 0, Choice::Auto).unwrap();
+    let depths: Vec<f32> = want.iter().map(|&d| d as f32).collect();
+    assert_eq!(sp.dist, depths);
+    let launched: Vec<&str> = sp.run.steps.iter().map(|st| st.schedule.as_str()).collect();
+    assert_eq!(launched, ["thread_mapped", BLOCK_LEVELS]);
+    check_traffic("sssp auto on a grid", &sp.run, 16);
+    check_steps(Choice::Auto, &sp.run);
 }

@@ -137,9 +137,19 @@ struct DeviceGraph {
     frontiers: Vec<Vec<(u64, u64)>>,
 }
 
-/// An iteration as the JSON record holds it: (source's index, frontier length, the frontier
-/// tiles' atoms and longest tile where known (BFS), kernel ms, wall ms, schedule).
-pub type StepRecord = (usize, u64, Option<u64>, Option<u64>, f32, f64, String);
+/// A launch as the JSON record holds it: (source's index, frontier length, the frontier tiles'
+/// atoms and longest tile where known (BFS), kernel ms, wall ms, schedule, levels run: one but
+/// for `block_levels`).
+pub type StepRecord = (
+    usize,
+    u64,
+    Option<u64>,
+    Option<u64>,
+    f32,
+    f64,
+    String,
+    usize,
+);
 
 /// The frontiers of a BFS from its depths, level by level: the out-degrees of the vertices at
 /// depth `l`, summed and the largest.
@@ -504,9 +514,10 @@ fn measure(
                 Ok(o) => {
                     if cli.steps && rep == 0 {
                         let tiles = g.frontiers.get(index);
-                        steps.extend(o.run.steps.iter().enumerate().map(|(i, st)| {
-                            let known = tiles.and_then(|t| t.get(i));
-                            (
+                        steps.extend(o.run.steps.iter().scan(0, |level, st| {
+                            let known = tiles.and_then(|t| t.get(*level));
+                            *level += st.levels;
+                            Some((
                                 index,
                                 st.frontier,
                                 known.map(|k| k.0),
@@ -514,7 +525,8 @@ fn measure(
                                 st.kernel_ms.unwrap_or(f32::NAN),
                                 st.wall_ms,
                                 st.schedule.clone(),
-                            )
+                                st.levels,
+                            ))
                         }));
                     }
                     kernel.push(f64::from(o.run.elapsed_ms.unwrap_or(f32::NAN)));

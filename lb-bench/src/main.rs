@@ -198,10 +198,10 @@ pub struct Cli {
     /// device-resident wall time over the host loop's.
     #[arg(long)]
     pub host_loop: bool,
-    /// SSSP and BFS on a GPU: record every iteration of the first timed search from each
-    /// source in the JSON (`steps`: source, frontier length, its tiles' atoms and longest tile
-    /// where the reference knows them, kernel ms, the step's wall ms, schedule), to compare
-    /// schedules step by step.
+    /// SSSP and BFS on a GPU: record every launch of the first timed search from each source
+    /// in the JSON (`steps`: source, frontier length, its tiles' atoms and longest tile where
+    /// the reference knows them, kernel ms, the step's wall ms, schedule, levels run: one, or
+    /// more for `auto`'s `block_levels`), to compare schedules step by step.
     #[arg(long)]
     pub steps: bool,
     /// Graph ops: traverse each matrix with every edge also reversed (the undirected graph

@@ -181,21 +181,28 @@ fn graph_ops_pass_every_schedule(unchecked: bool) {
         let sources = v["sources"].as_array().unwrap();
         assert_eq!(sources.len(), 4, "{line}");
         // The device-resident drivers move the queue counter and, checked, the error flag's
-        // first word per iteration; the host loop moves the frontier and the queue.
-        // `auto` may measure a step's frontier first: up to 16 more bytes.
+        // first word per iteration; the host loop moves the frontier and the queue. `auto`
+        // reads 8 bytes for all the levels it runs in one block (`block_levels`, on the road
+        // network's short rows), so its iterations average less.
         let per = v["bytes_per_iteration"].as_f64().unwrap();
         let schedule = v["schedule"].as_str().unwrap();
-        let measured = if schedule.starts_with("auto") {
-            16.0
-        } else {
-            0.0
+        let least = |bytes: f64| {
+            if schedule.starts_with("auto") {
+                f64::MIN_POSITIVE
+            } else {
+                bytes
+            }
         };
         if schedule.ends_with("+unchecked") {
-            assert!((8.0..=8.0 + measured).contains(&per), "{line}");
+            assert!((least(8.0)..=8.0).contains(&per), "{line}");
         } else if schedule.ends_with("+host_loop") {
             assert!(per > 16.0, "{line}");
         } else {
-            assert!((16.0..=16.0 + measured).contains(&per), "{line}");
+            assert!((least(16.0)..=16.0).contains(&per), "{line}");
+        }
+        if schedule == "auto" && v["family"] == "road" {
+            let picked = v["picked"].as_str().unwrap_or_default();
+            assert!(picked.contains("block_levels") && per < 16.0, "{line}");
         }
         schedules
             .entry((op, v["matrix"].as_str().unwrap().to_string()))

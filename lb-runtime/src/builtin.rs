@@ -1,6 +1,9 @@
 //! The launch path of the kernels lb-runtime writes itself (not generated per function): the
-//! multi-device combine and the frontier statistics. One thread per item in a grid-stride loop,
-//! blocks of [`BLOCK`], on a GPU's stream or run at once on the simulator.
+//! multi-device combine and the frontier statistics (one thread per item in a grid-stride loop,
+//! blocks of [`BLOCK`]) and a traversal's levels in one block, on a GPU's stream or run at once
+//! on the simulator.
+
+use cudarc::driver::{sys, CudaEvent};
 
 use crate::device::Backend;
 use crate::error::{Error, Result};
@@ -27,6 +30,39 @@ pub(crate) fn launch(
     n: usize,
     params: &mut [u64],
 ) -> Result<()> {
+    launch_shaped(stream, ptx, entry, Shape::Items(n), params, false).map(|_| ())
+}
+
+/// How many threads a built-in launch runs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Shape {
+    /// Blocks of [`BLOCK`] threads for this many items, capped (the kernel's loop strides).
+    Items(usize),
+    /// One block of this many threads.
+    OneBlock(u32),
+}
+
+impl Shape {
+    /// Blocks and threads a block, with at most `max_blocks` blocks for [`Shape::Items`].
+    fn dims(self, max_blocks: u32) -> (u32, u32) {
+        match self {
+            Shape::Items(n) => (grid(n, max_blocks), BLOCK),
+            Shape::OneBlock(threads) => (1, threads),
+        }
+    }
+}
+
+/// [`launch`] in the given shape, with timing events around the kernel when `timed` on a GPU
+/// (none on the simulator, which runs it before returning). The caller's duties are
+/// [`launch`]'s.
+pub(crate) fn launch_shaped(
+    stream: &Stream,
+    ptx: &'static str,
+    entry: &str,
+    shape: Shape,
+    params: &mut [u64],
+    timed: bool,
+) -> Result<Option<(CudaEvent, CudaEvent)>> {
     match stream.device().backend() {
         Backend::Gpu(gpu) => {
             let module = gpu.module(ptx)?;
@@ -36,17 +72,26 @@ pub(crate) fn launch(
                     what: "a GPU stream without a CUDA stream".into(),
                 });
             };
-            module.launch(f, cuda, grid(n, gpu.sm_count * 4), BLOCK, 0, params)
+            let event = || {
+                cuda.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                    .map_err(|e| Error::cuda("recording a timing event", e))
+            };
+            let start = timed.then(event).transpose()?;
+            let (grid, block) = shape.dims(gpu.sm_count * 4);
+            module.launch(f, cuda, grid, block, 0, params)?;
+            let stop = timed.then(event).transpose()?;
+            Ok(start.zip(stop))
         }
         Backend::Sim(sim) => {
             let module = sim.module(ptx)?;
+            let (grid, block) = shape.dims(crate::device::SIM_LIMITS.sm_count);
             let cfg = lb_ptx::sim::LaunchConfig {
-                grid: grid(n, crate::device::SIM_LIMITS.sm_count),
-                block: BLOCK,
+                grid,
+                block,
                 dynamic_shared: 0,
             };
             lb_ptx::sim::launch(&module, entry, cfg, params, &mut sim.memory())?;
-            Ok(())
+            Ok(None)
         }
     }
 }

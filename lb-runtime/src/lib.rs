@@ -24,6 +24,7 @@ mod host;
 mod interop;
 pub mod intrinsics;
 mod launch;
+mod levels;
 pub mod mtx;
 pub mod multi;
 mod precision;
@@ -58,6 +59,7 @@ pub use launch::{
 pub use lb_ptx::plan::OffsetWidth;
 /// The trait of a schedule written outside lb.
 pub use lb_ptx::user::UserSchedule;
+pub use levels::{bfs_block_levels, sssp_block_levels, BlockLevels, LevelQueues, LevelRun};
 pub use mtx::{
     parse_mtx, parse_mtx_bytes, parse_mtx_dense, parse_mtx_dense_bytes, read_mtx, read_mtx_dense,
     write_mtx, DenseMatrix, MtxValue,

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::collect_marked;
-use super::driver::{stamp, start, traverse, Choice, Kernels, Traversal};
+use super::driver::{level_run, stamp, start, traverse, Choice, Kernels, Traversal};
 use crate::prelude::*;
 use crate::Result;
 
@@ -167,8 +167,7 @@ fn bfs_run<D: HostDestination<u32>>(
     let mut run = traverse(
         dev,
         g,
-        start,
-        capacity,
+        (start, capacity),
         &mut depth,
         |depth, next, frontier, edges, level| {
             let level = stamp(level, "bfs")? - 1;
@@ -187,6 +186,15 @@ fn bfs_run<D: HostDestination<u32>>(
         |depth, vertices, next, level| {
             let mark = stamp(level, "bfs")?;
             collect_marked::launch_with(dev, Schedule::ThreadMapped, vertices, depth, mark, next)
+        },
+        |depth, current, next, len, edges, level| {
+            let mark = stamp(level, "bfs")?;
+            let Some(run) = level_run(schedule, g, (len, capacity), mark) else {
+                return Ok(None);
+            };
+            let q = crate::LevelQueues { current, next, len };
+            let state = (depth, mark - 1);
+            crate::bfs_block_levels(&dev.stream(), g, state, q, run, edges).map(Some)
         },
     )?;
     out.depth.download(dev, &depth)?;

@@ -3,7 +3,7 @@
 
 use crate::heuristic::DEFAULT_RULE;
 use crate::prelude::*;
-use crate::{Error, Result, TileStats};
+use crate::{BlockLevels, Error, Result, TileStats};
 
 /// Which schedule a traversal's frontier kernel runs at each step: what [`sssp`](super::sssp)
 /// and [`bfs`](super::bfs) (and their `_unchecked`, `_with_capacity` and `_into` forms) take
@@ -13,7 +13,10 @@ pub enum Choice {
     /// This schedule at every step.
     Named(Schedule),
     /// [`step_schedule`]'s pick for each step's frontier, from its length and the graph's
-    /// statistics: nothing is measured, so a step moves the bytes a named schedule's does.
+    /// statistics: nothing is measured, so a step moves the bytes a named schedule's does. Over
+    /// queues of a slot per vertex, the frontiers of at most [`block_levels_limit`] vertices
+    /// (but the source's) are expanded in one block instead, several levels a launch
+    /// ([`BLOCK_LEVELS`]).
     Auto,
 }
 
@@ -48,6 +51,64 @@ pub fn step_schedule(g: &DeviceCsr<f32>, len: u64) -> Schedule {
     let frontier = TileStats::new(len, whole.cols, atoms, whole.max_atoms.min(atoms));
     rule.choose(schedules(), &frontier, 1)
         .unwrap_or(Schedule::ThreadMapped)
+}
+
+/// The name [`Traversal::schedules`] and [`Step::schedule`] give to a launch of a traversal's
+/// levels in one block ([`bfs_block_levels`](crate::bfs_block_levels),
+/// [`sssp_block_levels`](crate::sssp_block_levels)), which [`Choice::Auto`] runs for the
+/// frontiers up to [`block_levels_limit`] vertices.
+pub const BLOCK_LEVELS: &str = "block_levels";
+
+/// Threads of the block that runs a traversal's levels.
+const LEVEL_THREADS: u32 = 1024;
+
+/// Edges a thread of that block walks in a level, on average, at most: the frontier's limit is
+/// this many per thread over the graph's mean row. A level in the block costs a few dependent
+/// memory accesses per edge a thread walks (the vertex, its offsets, each column, the claim); a
+/// level run by a schedule's kernel costs a launch, a wait and a read on the host, about 20 µs
+/// on an H100. Set from that estimate, not timed yet (docs/benchmarks.md, fifty-second
+/// session).
+const LEVEL_EDGES_PER_THREAD: u64 = 8;
+
+/// The longest row of a graph whose small frontiers [`Choice::Auto`] expands in one block: a
+/// thread walks a frontier vertex's edges alone, so one hub would make every level wait for it.
+const LEVEL_LONGEST_ROW: u64 = 32;
+
+/// The longest frontier of `g` that [`Choice::Auto`]'s BFS and SSSP expand in one block, level
+/// after level, until a frontier is longer or empty ([`BLOCK_LEVELS`]): `1024 × 8` edges' worth
+/// of the graph's mean row, or 0 (never) on a graph with a row longer than 32 atoms. This is for
+/// graphs of a long diameter and short rows, whose thousands of levels of a few dozen vertices
+/// would each cost a launch and a read (a road network: docs/graph-apps.md, "Levels in one
+/// block").
+pub fn block_levels_limit(g: &DeviceCsr<f32>) -> u64 {
+    let s = g.stats();
+    if s.max_atoms > LEVEL_LONGEST_ROW {
+        return 0;
+    }
+    let mean = (s.mean_atoms.ceil() as u64).max(1);
+    u64::from(LEVEL_THREADS) * LEVEL_EDGES_PER_THREAD / mean
+}
+
+/// How one launch of a traversal's levels in one block may go under `choice` over queues of
+/// `capacity` slots, with `mark` the mark of its first level: `None` unless `choice` is
+/// [`Choice::Auto`], no level can overflow the queues (a slot per vertex) and the frontier of
+/// `len` vertices is at most [`block_levels_limit`].
+pub(super) fn level_run(
+    choice: Choice,
+    g: &DeviceCsr<f32>,
+    (len, capacity): (u64, usize),
+    mark: u32,
+) -> Option<crate::LevelRun> {
+    let limit = match choice {
+        Choice::Auto if capacity >= g.num_rows() => block_levels_limit(g).min(capacity as u64),
+        _ => 0,
+    };
+    (len <= limit).then_some(crate::LevelRun {
+        // The last level's mark stays below `u32::MAX`, the mark of unreached vertices.
+        max_levels: u32::MAX - mark,
+        limit,
+        threads: LEVEL_THREADS,
+    })
 }
 
 impl From<Schedule> for Choice {
@@ -131,33 +192,38 @@ pub struct Traversal {
     /// see `retries`) is not counted: its error does not say which schedule ran. Filled by
     /// SSSP and BFS; empty for the drivers that take a `Schedule` only.
     pub schedules: Vec<(String, usize)>,
-    /// Every iteration of SSSP and BFS in order: its frontier's length, the schedule its
-    /// kernel ran and the kernel's time. An iteration whose push overflowed its queue records
-    /// its refill's launch ([`collect_marked()`]). Empty for the drivers that take a `Schedule`
-    /// only.
+    /// Every launch of SSSP and BFS in order: its first frontier's length, the schedule its
+    /// kernel ran, the levels it ran (one, or more for [`BLOCK_LEVELS`]) and the kernel's time.
+    /// An iteration whose push overflowed its queue records its refill's launch
+    /// ([`collect_marked()`]). The steps' `levels` add up to `iterations`. Empty for the drivers
+    /// that take a `Schedule` only.
     pub steps: Vec<Step>,
 }
 
-/// One iteration of a traversal ([`Traversal::steps`]).
+/// One launch of a traversal ([`Traversal::steps`]): an iteration, or several levels of a BFS
+/// in one block ([`BLOCK_LEVELS`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Step {
-    /// Vertices in the frontier the iteration expanded (its tiles).
+    /// Vertices in the frontier the launch expanded first (its tiles).
     pub frontier: u64,
-    /// The schedule of the iteration's kernel.
+    /// The schedule of the launch's kernel, or [`BLOCK_LEVELS`].
     pub schedule: String,
+    /// Iterations the launch ran: 1 for a schedule's kernel, the levels it ran for
+    /// [`BLOCK_LEVELS`].
+    pub levels: usize,
     /// The kernel's time, on a GPU.
     pub kernel_ms: Option<f32>,
-    /// The iteration's wall-clock time on the host: the launch (with `auto`'s pick), the wait
-    /// for its kernel, the read of the queue's counter.
+    /// The launch's wall-clock time on the host: the launch (with `auto`'s pick), the wait
+    /// for its kernel, the read of the queue's counter (or of the levels' outcome).
     pub wall_ms: f64,
 }
 
 impl Traversal {
-    /// Counts one more iteration of `schedule` in [`Traversal::schedules`].
-    pub(super) fn count_schedule(&mut self, schedule: &str) {
+    /// Counts `iterations` more iterations of `schedule` in [`Traversal::schedules`].
+    pub(super) fn count_schedule(&mut self, schedule: &str, iterations: usize) {
         match self.schedules.iter_mut().find(|(s, _)| s == schedule) {
-            Some((_, n)) => *n += 1,
-            None => self.schedules.push((schedule.to_string(), 1)),
+            Some((_, n)) => *n += iterations,
+            None => self.schedules.push((schedule.to_string(), iterations)),
         }
     }
 
@@ -214,15 +280,17 @@ pub(super) fn start(g: &DeviceCsr<f32>, source: usize, what: &str) -> Result<u32
     u32::try_from(source).map_err(|_| Error::Shape(format!("{what}: source {source} exceeds u32")))
 }
 
-/// The frontier loop shared by both algorithms (see the module docs):
+/// The frontier loop shared by both algorithms (see the module docs), from the frontier of
+/// `source` alone, over queues of `capacity` slots:
 /// `step(state, next, frontier, edges, iteration)` runs one iteration's kernel, pushing into
 /// `next`; `collect(state, vertices, next, iteration)` refills `next` from the marks that
-/// iteration left in `state`, after its push overflowed.
+/// iteration left in `state`, after its push overflowed; `levels(state, current, next, len,
+/// edges, iteration)` may instead run several iterations from the frontier in `current`'s
+/// first `len` slots (BFS: [`BLOCK_LEVELS`]), or decline with `None`.
 pub(super) fn traverse<S>(
     dev: &Device,
     g: &DeviceCsr<f32>,
-    source: u32,
-    capacity: usize,
+    (source, capacity): (u32, usize),
     state: &mut S,
     mut step: impl FnMut(
         &mut S,
@@ -232,6 +300,14 @@ pub(super) fn traverse<S>(
         usize,
     ) -> Result<Launch>,
     mut collect: impl FnMut(&S, &DeviceCsr<f32>, &mut DeviceQueue, usize) -> Result<Launch>,
+    mut levels: impl FnMut(
+        &mut S,
+        &mut DeviceQueue,
+        &mut DeviceQueue,
+        u64,
+        &mut DeviceBuffer<u64>,
+        usize,
+    ) -> Result<Option<BlockLevels>>,
 ) -> Result<Traversal> {
     let capacity = capacity.max(1);
     let first = dev.upload(&[source])?;
@@ -247,6 +323,38 @@ pub(super) fn traverse<S>(
     let before = dev.transferred();
     let mut len = 1u64;
     while len > 0 {
+        // The first frontier is the source's own buffer, not a queue: a schedule's step.
+        if run.iterations > 0 {
+            let clock = std::time::Instant::now();
+            let ran = levels(
+                state,
+                &mut current,
+                &mut next,
+                len,
+                &mut edges,
+                run.iterations,
+            )?;
+            if let Some(done) = ran {
+                run.count_schedule(BLOCK_LEVELS, done.levels);
+                run.steps.push(Step {
+                    frontier: len,
+                    schedule: BLOCK_LEVELS.to_string(),
+                    levels: done.levels,
+                    kernel_ms: done.elapsed_ms,
+                    wall_ms: clock.elapsed().as_secs_f64() * 1e3,
+                });
+                if let Some(ms) = done.elapsed_ms {
+                    *run.elapsed_ms.get_or_insert(0.0) += ms;
+                }
+                run.iterations += done.levels;
+                len = done.len;
+                // An odd number of levels leaves the frontier in the queue the first wrote.
+                if !done.levels.is_multiple_of(2) {
+                    std::mem::swap(&mut current, &mut next);
+                }
+                continue;
+            }
+        }
         next.clear()?;
         let frontier = if run.iterations == 0 {
             &first
@@ -273,13 +381,14 @@ pub(super) fn traverse<S>(
             }
             launch => {
                 let launch = launch?;
-                run.count_schedule(&launch.schedule);
+                run.count_schedule(&launch.schedule, 1);
                 launch
             }
         };
         run.steps.push(Step {
             frontier: len,
             schedule: launch.schedule.to_string(),
+            levels: 1,
             kernel_ms: launch.elapsed_ms,
             wall_ms: clock.elapsed().as_secs_f64() * 1e3,
         });

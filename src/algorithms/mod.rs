@@ -32,6 +32,13 @@
 //! a one-entry-per-vertex tile set built at the first overflow). No O(V) state is copied or
 //! snapshotted per iteration.
 //!
+//! Under [`Choice::Auto`] a frontier of at most [`block_levels_limit`] vertices (on a graph of
+//! short rows) is expanded by one block that runs level after level in one launch
+//! ([`BLOCK_LEVELS`], lb-runtime's [`bfs_block_levels`](crate::bfs_block_levels) and
+//! [`sssp_block_levels`](crate::sssp_block_levels)) with the same claims and stamps, until a
+//! frontier is empty or longer; the host then reads 8 bytes for all those levels. A road
+//! network's thousands of small levels cost one launch, not one each.
+//!
 //! `edges` is counted on the device too: the first lane of each frontier vertex adds its
 //! out-degree to one of [`EDGE_SLOTS`] counters (spread so that the atomics do not all hit one
 //! address), read once at the end.
@@ -54,7 +61,10 @@ pub use dobfs::{
     bfs_direction_optimizing, bfs_direction_optimizing_into, dobfs_pull, dobfs_push, Direction,
     DoBfsGraph, DoBfsLevel, DoBfsResult, CLAIM_SLOTS,
 };
-pub use driver::{collect_marked, schedules, step_schedule, Choice, Step, Traversal, EDGE_SLOTS};
+pub use driver::{
+    block_levels_limit, collect_marked, schedules, step_schedule, Choice, Step, Traversal,
+    BLOCK_LEVELS, EDGE_SLOTS,
+};
 pub use multi_bfs::{absorb_claims, bfs_multi, collect_rows_marked, MultiBfs, MultiBfsResult};
 pub use multi_sssp::{
     absorb_distances, collect_rows_improved, pack_claimed, sssp_relax_claim, sssp_relax_rows,

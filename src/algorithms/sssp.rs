@@ -6,7 +6,7 @@ use std::collections::BinaryHeap;
 use std::time::Instant;
 
 use super::collect_marked;
-use super::driver::{stamp, start, traverse, Choice, Kernels, Traversal};
+use super::driver::{level_run, stamp, start, traverse, Choice, Kernels, Traversal};
 use crate::prelude::*;
 use crate::Result;
 
@@ -108,8 +108,7 @@ fn sssp_run(
     let mut run = traverse(
         dev,
         g,
-        start,
-        capacity,
+        (start, capacity),
         &mut state,
         |(dist, marks), next, frontier, edges, iteration| {
             let mark = stamp(iteration, "sssp")?;
@@ -130,6 +129,15 @@ fn sssp_run(
         |(_, marks), vertices, next, iteration| {
             let mark = stamp(iteration, "sssp")?;
             collect_marked::launch_with(dev, Schedule::ThreadMapped, vertices, marks, mark, next)
+        },
+        |(dist, marks), current, next, len, edges, iteration| {
+            let mark = stamp(iteration, "sssp")?;
+            let Some(run) = level_run(schedule, g, (len, capacity), mark) else {
+                return Ok(None);
+            };
+            let q = crate::LevelQueues { current, next, len };
+            let state = (dist, marks, mark);
+            crate::sssp_block_levels(&dev.stream(), g, state, q, run, edges).map(Some)
         },
     )?;
     let dist = state.0.download()?;
