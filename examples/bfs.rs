@@ -3,8 +3,9 @@
 //!
 //! `cargo run --release --example bfs` builds the embedded default (a seeded power-law graph);
 //! `cargo run --release --example bfs -- graph.mtx` reads a square Matrix Market file (the
-//! values are ignored). `--vertices N` scales the
-//! default graph, `--source S` picks the source (default 0), `--undirected` adds every edge
+//! values are ignored), and `--grid W` a W × W grid of two-way streets (a road network's long
+//! diameter: `Choice::Auto`'s row then runs its small levels in one block, `block_levels`).
+//! `--vertices N` scales the default graph, `--source S` picks the source (default 0), `--undirected` adds every edge
 //! reversed, and `--direction-optimizing` runs `lb::algorithms::bfs_direction_optimizing` (Beamer
 //! et al.'s push/pull switch, α = 14, β = 24) after each schedule's push BFS, as a
 //! `<schedule> do p/q` row (p steps pushed, q pulled) checked against the same depths.

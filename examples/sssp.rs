@@ -3,7 +3,9 @@
 //!
 //! `cargo run --release --example sssp` builds the embedded default (a seeded power-law graph,
 //! weights |w| of the generator's values); `cargo run --release --example sssp -- graph.mtx`
-//! reads a square Matrix Market file (weights are the absolute values). `--vertices N` scales the
+//! reads a square Matrix Market file (weights are the absolute values), and `--grid W` a W × W
+//! grid of two-way streets of lengths 1 to 9 (a road network's long diameter: `Choice::Auto`'s
+//! row then runs its small levels in one block, `block_levels`). `--vertices N` scales the
 //! default graph, `--source S` picks the source (default 0), and `--near-far` adds a row of
 //! `lb::algorithms::sssp_near_far` (Near-Far buckets, Δ from the weights) under each schedule.
 //! The table shows iterations, traversed edges, kernel time (GPU) and wall-clock time of the whole

@@ -72,6 +72,10 @@ for group in "${groups[@]}"; do
         sanitize "$tool" sssp "$bin/example-sssp" --vertices 3000
         sanitize "$tool" bfs "$bin/example-bfs" --vertices 3000
         sanitize "$tool" dobfs "$bin/example-bfs" --vertices 3000 --undirected --direction-optimizing
+        # A grid's small levels: `auto` runs them in one block (bfs_block_levels,
+        # sssp_block_levels).
+        sanitize "$tool" bfs-grid "$bin/example-bfs" --grid 60
+        sanitize "$tool" sssp-grid "$bin/example-sssp" --grid 60
         sanitize "$tool" cc "$bin/example-cc" --vertices 3000
         sanitize "$tool" cg "$bin/example-cg" --n 16
         sanitize "$tool" pagerank "$bin/example-pagerank" --vertices 3000

@@ -12,6 +12,8 @@ pub struct Args {
     pub source: usize,
     /// Every edge also reversed (`--undirected`).
     pub undirected: bool,
+    /// A `W × W` grid of two-way streets instead of the power law (`--grid W`).
+    pub grid: Option<usize>,
     /// BFS only: `lb::algorithms::bfs_direction_optimizing` next to each push row.
     pub direction_optimizing: bool,
     /// SSSP only: `lb::algorithms::sssp_near_far` next to each row of plain relaxation.
@@ -26,6 +28,7 @@ pub fn parse_args(name: &str) -> Result<Args, String> {
         vertices: 5_000,
         source: 0,
         undirected: false,
+        grid: None,
         direction_optimizing: false,
         near_far: false,
     };
@@ -40,11 +43,13 @@ pub fn parse_args(name: &str) -> Result<Args, String> {
             "--vertices" => args.vertices = number(&mut it, "--vertices", 1..=MAX_ROWS)?,
             "--source" => args.source = number(&mut it, "--source", 0..=MAX_ROWS - 1)?,
             "--undirected" => args.undirected = true,
+            "--grid" => args.grid = Some(number(&mut it, "--grid", 1..=MAX_GRID)?),
             "--direction-optimizing" if name == "bfs" => args.direction_optimizing = true,
             "--near-far" if name == "sssp" => args.near_far = true,
             "-h" | "--help" => {
                 return Err(format!(
-                    "usage: {name} [graph.mtx] [--vertices N] [--source S] [--undirected]{extra}"
+                    "usage: {name} [graph.mtx | --grid W] [--vertices N] [--source S] \
+                     [--undirected]{extra}"
                 ))
             }
             _ if arg.starts_with('-') => return Err(format!("unknown option `{arg}`")),
@@ -54,12 +59,17 @@ pub fn parse_args(name: &str) -> Result<Args, String> {
     Ok(args)
 }
 
-/// The graph of `args` (the file's, or a seeded power law of `args.vertices` vertices), once
-/// its size and the source are printed; an error when the source is not one of its vertices.
+/// The side of the largest `--grid`: 4 000 × 4 000 vertices.
+const MAX_GRID: usize = 4_000;
+
+/// The graph of `args` (the file's, a `--grid`, or a seeded power law of `args.vertices`
+/// vertices), once its size and the source are printed; an error when the source is not one of
+/// its vertices.
 pub fn graph(args: &Args) -> lb::Result<Csr<f32>> {
-    let (mut g, mut origin) = match &args.path {
-        Some(path) => (lb::mtx::read_mtx::<f32>(path)?, format!("from {path}")),
-        None => (
+    let (mut g, mut origin) = match (&args.path, args.grid) {
+        (Some(path), _) => (lb::mtx::read_mtx::<f32>(path)?, format!("from {path}")),
+        (None, Some(side)) => (grid(side)?, format!("(a {side} × {side} grid)")),
+        (None, None) => (
             lb::generate::power_law(args.vertices, args.vertices, 8.0, 42),
             "(seeded power law)".to_string(),
         ),
@@ -81,6 +91,30 @@ pub fn graph(args: &Args) -> lb::Result<Csr<f32>> {
         )));
     }
     Ok(g)
+}
+
+/// A `side × side` grid of two-way streets, each of a length from 1 to 9 (seeded): a road
+/// network's short rows and long diameter, whose small levels `Choice::Auto` runs in one block
+/// (docs/graph-apps.md, "Levels in one block").
+fn grid(side: usize) -> lb::Result<Csr<f32>> {
+    let at = |x: usize, y: usize| y * side + x;
+    let length = |a: usize, b: usize| ((a * 7 + b * 13) % 9 + 1) as f32;
+    let mut streets = Vec::new();
+    for y in 0..side {
+        for x in 0..side {
+            let mut link = |v: usize| {
+                let (u, w) = (at(x, y), length(at(x, y).min(v), at(x, y).max(v)));
+                streets.extend([(u, v, w), (v, u, w)]);
+            };
+            if x + 1 < side {
+                link(at(x + 1, y));
+            }
+            if y + 1 < side {
+                link(at(x, y + 1));
+            }
+        }
+    }
+    Csr::from_triplets(side * side, side * side, streets)
 }
 
 /// `g` with every edge also reversed (an edge present both ways then appears twice, which the
