@@ -1,6 +1,6 @@
-//! Breadth-first search levels in one launch of one block: the small frontiers of a graph with
-//! a long diameter (a road network's thousands of levels of a few dozen vertices) without a
-//! launch, a wait and a read per level.
+//! A traversal's levels in one launch of one block (BFS and SSSP): the small frontiers of a
+//! graph with a long diameter (a road network's thousands of levels of a few dozen vertices)
+//! without a launch, a wait and a read per level.
 //!
 //! A traversal driven from the host pays per level a launch, a wait for the GPU and a read of
 //! the next frontier's length: about 20 µs of host and driver time on an H100, where a level of
@@ -11,27 +11,30 @@
 //! block that runs level after level, synchronizing with a block barrier instead of a kernel
 //! boundary, while the frontier fits it, and returns when the frontier empties or outgrows it.
 //!
-//! The kernel (`lb_bfs_levels_u32` / `_u64`, by the graph's offset width; parameters
-//! `offsets, cols, depth, first, a, b, len, level, max_levels, limit, capacity, vertices,
-//! edges, slots, out`): level `i` (from 0) reads the frontier from `first` (`i = 0`), `a`
-//! (odd `i`) or `b` (even `i > 0`) and writes the next one to `a` (even `i`) or `b` (odd `i`).
-//! Each thread takes entries `tid, tid + ntid, …` and walks each one's out-edges in order,
-//! claiming every unvisited neighbour with `atom.cas` on `depth` (`u32::MAX` → `level + 1`, the
-//! same claim as `bfs_visit`'s) and pushing it at a slot from a counter in shared memory. A
-//! barrier ends the level; the counter then holds the next frontier's length for every thread.
-//! Three counters rotate, so that thread 0 zeroes the one for the level after next while the
-//! others may still read the last one, with one barrier per level. The loop stops before a
-//! frontier that is empty or longer than `limit`, or after `max_levels` levels; thread 0 then
-//! writes the frontier's length (low 32 bits) and the levels run (high 32 bits) to `out`, one
-//! u64 (the host reads 8 bytes, as for a schedule's step), and each thread adds the out-degrees
-//! it walked to `edges[tid % slots]`.
+//! The kernels (`lb_bfs_levels_u32` / `_u64` and `lb_sssp_levels_u32` / `_u64`, by the graph's
+//! offset width; parameters `offsets, cols, state, first, a, b, len, mark, max_levels, limit,
+//! capacity, vertices, edges, slots, out`, then SSSP's `values, marks`): level `i` (from 0)
+//! reads the frontier from `first` (`i = 0`), `a` (odd `i`) or `b` (even `i > 0`) and writes
+//! the next one to `a` (even `i`) or `b` (odd `i`), with the mark `mark + i`. Each thread takes
+//! entries `tid, tid + ntid, …` and walks each one's out-edges in order, making the claim of
+//! the generated kernels' body (BFS: `atom.cas` of `depth[v]` from `u32::MAX` to the mark, as
+//! `bfs_visit`; SSSP: an atomic minimum of `dist[v]`, then the stamp raised by `atom.max` on
+//! `marks[v]`, as `sssp_relax`) and pushing the vertex it claimed at a slot from a counter in
+//! shared memory. A barrier ends the level; the counter then holds the next frontier's length
+//! for every thread. Three counters rotate, so that thread 0 zeroes the one for the level after
+//! next while the others may still read the last one, with one barrier per level. The loop
+//! stops before a frontier that is empty or longer than `limit`, or after `max_levels` levels;
+//! thread 0 then writes the frontier's length (low 32 bits) and the levels run (high 32 bits)
+//! to `out`, one u64 (the host reads 8 bytes, as for a schedule's step), and each thread adds
+//! the out-degrees it walked to `edges[tid % slots]`.
 //!
 //! Memory safety does not rest on the caller's data: an entry that is not a vertex (`≥
 //! vertices`) is skipped, and so is a column index that is not, and a push at or past
-//! `capacity` is counted but not stored (the loop then stops: `limit ≤ capacity`).
-//! `bar.sync` makes each level's global writes (the claims, the pushes) visible to the whole
-//! block before the next level reads them; the frontier is read with plain loads, since the
-//! kernel writes it, and the graph with `ld.global.nc`.
+//! `capacity` is counted but not stored (the host then reports the overflow; the loop has
+//! stopped, since `limit ≤ capacity`). `bar.sync` makes each level's global writes (the
+//! claims, the pushes) visible to the whole block before the next level reads them; the
+//! frontier and the distances are read with plain loads, since the kernel writes them, and the
+//! graph with `ld.global.nc`.
 
 use std::fmt::Write;
 use std::sync::LazyLock;
